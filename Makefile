@@ -1,0 +1,94 @@
+# strata build. `make` builds build/strata; `make test` installs what is missing,
+# builds and runs every test; `make asan` does the same under ASan + UBSan.
+# Sources are found by wildcard: a new file in a room is built without editing this.
+
+CC      ?= gcc
+CXX     ?= g++
+NVCC    ?= nvcc
+BUILD   ?= build
+OPT     ?= -O2
+SAN     ?=
+CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -pthread -fno-strict-aliasing $(SAN)
+CXXFLAGS+= -std=c++17 $(OPT) -g -Wall -Wextra -Werror -I. -pthread $(SAN)
+LDLIBS  += -ljansson -luv -lmicrohttpd -lcurl -lonig -lsentencepiece -lstdc++ -lm -lpthread -ldl
+LDFLAGS += $(SAN)
+
+# Per-ISA kernel files carry their own target flags; dispatch picks one at run time.
+ISA_AVX2   = -mavx2 -mfma -mf16c
+ISA_AVX512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
+
+MAIN_SRC  = server/main.c
+LIB_C     = $(filter-out $(MAIN_SRC),$(wildcard engine/*.c models/*.c kernels/cpu/*.c server/*.c config/*.c))
+LIB_CC    = $(wildcard engine/*.cc)
+LIB_OBJ   = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CC:%.cc=$(BUILD)/%.o)
+TEST_SRC  = $(wildcard tests/unit/test_*.c)
+TEST_BIN  = $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+CU_SRC    = $(wildcard kernels/cuda/*.cu)
+
+.PHONY: all test asan check cuda-check fuzz goldens clean deps bench device-bundle run
+all: $(BUILD)/strata
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/kernels/cpu/%_avx2.o: kernels/cpu/%_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_AVX2) -MMD -MP -c $< -o $@
+
+$(BUILD)/kernels/cpu/%_avx512.o: kernels/cpu/%_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_AVX512) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libstrata.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/strata: $(BUILD)/server/main.o $(BUILD)/libstrata.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libstrata.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+deps:
+	@tools/install-deps.sh
+
+# The one test command: installs what is missing, builds, runs unit + golden tests,
+# the CUDA compile check, the sanitizer run and the bounded fuzz runs.
+test: deps
+	$(MAKE) check
+	$(MAKE) cuda-check
+	$(MAKE) asan-check
+	$(MAKE) fuzz
+	@tests/summary.sh
+
+check: $(BUILD)/strata $(TEST_BIN)
+	@BUILD=$(BUILD) tests/run.sh
+
+asan:
+	@tools/install-deps.sh
+	$(MAKE) asan-check
+	@tests/summary.sh
+
+asan-check:
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" check
+
+cuda-check:
+	@tests/cuda_check.sh $(CU_SRC)
+
+fuzz:
+	@tests/fuzz/run.sh
+
+goldens:
+	@tools/install-deps.sh --python-goldens
+	python3 tools/goldens/make_goldens.py
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

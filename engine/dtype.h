@@ -1,0 +1,93 @@
+/* dtype.h - element types of weights and the conversions between them.
+ *
+ * Weights keep their checkpoint dtype; activations are f32. The conversions here are
+ * the scalar reference: round-to-nearest-even for f32 -> bf16, as torch does. */
+#ifndef STRATA_DTYPE_H
+#define STRATA_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* X(name, safetensors name, bytes per element) */
+#define DTYPE_LIST(X)      \
+    X(F32, "F32", 4)       \
+    X(F16, "F16", 2)       \
+    X(BF16, "BF16", 2)     \
+    X(I32, "I32", 4)       \
+    X(I64, "I64", 8)       \
+    X(U8, "U8", 1)
+
+typedef enum {
+#define DTYPE_ENUM(n, s, b) DTYPE_##n,
+    DTYPE_LIST(DTYPE_ENUM)
+#undef DTYPE_ENUM
+    DTYPE_COUNT
+} dtype;
+
+/* Size of one element, or 0 for an out-of-range value. */
+size_t dtype_size(dtype t);
+/* The safetensors spelling ("BF16"); "?" for an out-of-range value. */
+const char *dtype_name(dtype t);
+/* Parses a safetensors dtype string; returns -1 when it is not one we know. */
+int dtype_parse(const char *s, dtype *out);
+
+static inline float dtype_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint16_t dtype_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static inline float dtype_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
+    if (exp == 0) {
+        if (man == 0) {
+            u = sign;
+        } else { /* subnormal: renormalise */
+            exp = 127 - 15 + 1;
+            while (!(man & 0x400u)) { man <<= 1; exp--; }
+            u = sign | (exp << 23) | ((man & 0x3ffu) << 13);
+        }
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else {
+        u = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint16_t dtype_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    int32_t exp = (int32_t)((u >> 23) & 0xff) - 127 + 15;
+    uint32_t man = u & 0x7fffffu;
+    if (((u >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0));
+    if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
+    if (exp <= 0) {
+        if (exp < -10) return (uint16_t)sign;
+        man |= 0x800000u;
+        uint32_t shift = (uint32_t)(14 - exp);
+        uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1))) half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = sign | ((uint32_t)exp << 10) | (man >> 13);
+    uint32_t rem = man & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (half & 1))) half++;
+    return (uint16_t)half;
+}
+
+#endif

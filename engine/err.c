@@ -1,0 +1,38 @@
+/* err.c - the strata_err message buffer. */
+#include "err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int strata_err_set(strata_err *e, int code, const char *fmt, ...) {
+    if (!e) return code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->code = code;
+    return code;
+}
+
+int strata_err_wrap(strata_err *e, const char *fmt, ...) {
+    if (!e) return STRATA_EINVALID;
+    char prefix[256], old[sizeof e->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, e->msg, sizeof old);
+    snprintf(e->msg, sizeof e->msg, "%s%s", prefix, old);
+    return e->code;
+}
+
+const char *strata_err_name(int code) {
+    switch (code) {
+#define STRATA_ERR_CASE(name, c, text) \
+    case c: return text;
+        STRATA_ERR_LIST(STRATA_ERR_CASE)
+#undef STRATA_ERR_CASE
+    }
+    return "unknown error";
+}

@@ -1,0 +1,16 @@
+/* commands.h - the subcommands of the strata binary, listed once.
+ * X(name, function, one-line help). Each function lives in server/cmd_<name>.c
+ * and has the signature int fn(int argc, char **argv) (argv[0] is the command). */
+#ifndef STRATA_COMMANDS_H
+#define STRATA_COMMANDS_H
+
+#define STRATA_COMMAND_LIST(X)                                                        \
+    X("generate", cmd_generate, "run a prompt through a model and print the tokens") \
+    X("logits", cmd_logits, "write the f32 logits of every prompt position")         \
+    X("bench", cmd_bench, "measure prefill and decode against the memory roofline")
+
+#define STRATA_COMMAND_DECL(name, fn, help) int fn(int argc, char **argv);
+STRATA_COMMAND_LIST(STRATA_COMMAND_DECL)
+#undef STRATA_COMMAND_DECL
+
+#endif

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every test binary of $BUILD/tests (and every tests/*/test_*.sh script) and
+# appends the counts to $BUILD/test-results so tests/summary.sh can print one line.
+set -u
+BUILD=${BUILD:-build}
+pass=0; fail=0; failed=()
+results=$BUILD/test-results
+mkdir -p "$BUILD"
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    if timeout 900 "$t" > "$BUILD/tests/$name.log" 2>&1; then
+        pass=$((pass + 1)); echo "PASS $name"
+    else
+        fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name"; tail -n 30 "$BUILD/tests/$name.log"
+    fi
+done
+for s in tests/*/test_*.sh; do
+    [ -x "$s" ] || continue
+    name=$(basename "$s" .sh)
+    if BUILD=$BUILD timeout 900 "$s" > "$BUILD/tests/$name.log" 2>&1; then
+        pass=$((pass + 1)); echo "PASS $name"
+    else
+        fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name"; tail -n 30 "$BUILD/tests/$name.log"
+    fi
+done
+echo "$BUILD: $pass passed, $fail failed"
+echo "$pass $fail" >> "$results.tmp.$$"
+mkdir -p build; echo "$BUILD $pass $fail" >> build/test-summary
+rm -f "$results.tmp.$$"
+[ "$fail" -eq 0 ]
