@@ -154,6 +154,11 @@ typedef struct backend_ops {
     void (*gated_delta)(backend *b, float *out, const float *q, const float *k, int ld_qk,
                         const float *v, int ld_v, const float *g, const float *beta,
                         float *state, const bk_batch *bt, int Hk, int Hv, int dk, int dv);
+
+    /* ---- measurement (optional, NULL when absent) ---- */
+    /* Streaming read bandwidth of backend memory in GB/s over a buffer of bytes, the
+     * ceiling decode is held against. Allocates; never called from the step loop. */
+    double (*read_bandwidth)(backend *b, size_t bytes);
 } backend_ops;
 
 struct backend {

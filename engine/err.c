@@ -23,7 +23,13 @@ int strata_err_wrap(strata_err *e, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, e->msg, sizeof old);
-    snprintf(e->msg, sizeof e->msg, "%s%s", prefix, old);
+    /* Truncation is acceptable: the message is for people, its start matters most. */
+    size_t n = strnlen(prefix, sizeof e->msg - 1);
+    memcpy(e->msg, prefix, n);
+    size_t rest = strnlen(old, sizeof old);
+    if (rest > sizeof e->msg - 1 - n) rest = sizeof e->msg - 1 - n;
+    memcpy(e->msg + n, old, rest);
+    e->msg[n + rest] = 0;
     return e->code;
 }
 

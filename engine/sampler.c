@@ -1,0 +1,278 @@
+/* sampler.c - per-sequence token choice (see sampler.h for the order of operations).
+ *
+ * Truncation works on a candidate list instead of sorting the whole vocabulary: the
+ * candidates are the top-k (or the 1024 most likely), and only when top-p needs more
+ * mass than they hold is the whole vocabulary sorted. */
+#include "engine/sampler.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SAMPLER_FAST_CANDIDATES 1024
+
+struct sampler {
+    sampler_params p;
+    int vocab;
+    int32_t *bias_ids;
+    float *bias_vals;
+    uint32_t *count_gen;   /* [vocab] generated-token counts (presence/frequency) */
+    uint8_t *seen;         /* [vocab] prompt or generated (repetition) */
+    int32_t *seen_list;    /* distinct tokens with count_gen or seen set */
+    int n_seen_list;
+    uint8_t *listed;       /* [vocab] token is in seen_list */
+    int32_t *idx;          /* [vocab] candidate scratch */
+    float *prob;           /* [vocab] scratch */
+    uint64_t rng[4];
+};
+
+void sampler_params_default(sampler_params *p) {
+    memset(p, 0, sizeof *p);
+    p->top_p = 1.0f;
+    p->repetition_penalty = 1.0f;
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* xoshiro256**: the request's own stream, so seeds reproduce across batch mixes. */
+static double rng_uniform(uint64_t *s) {
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return (double)(r >> 11) * (1.0 / 9007199254740992.0);
+}
+
+int sampler_create(sampler **out, const sampler_params *p, int vocab, strata_err *err) {
+    if (!(p->temperature >= 0.0f) || p->temperature > 100.0f)
+        return strata_err_set(err, STRATA_EINVALID, "temperature must be in [0, 100]");
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f) && !(p->top_p > 1.0f))
+        return strata_err_set(err, STRATA_EINVALID, "top_p must be in (0, 1]");
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return strata_err_set(err, STRATA_EINVALID, "min_p must be in [0, 1]");
+    if (!(p->repetition_penalty > 0.0f) || p->repetition_penalty > 100.0f)
+        return strata_err_set(err, STRATA_EINVALID, "repetition_penalty must be in (0, 100]");
+    if (!(fabsf(p->presence_penalty) <= 2.0f))
+        return strata_err_set(err, STRATA_EINVALID, "presence_penalty must be in [-2, 2]");
+    if (!(fabsf(p->frequency_penalty) <= 2.0f))
+        return strata_err_set(err, STRATA_EINVALID, "frequency_penalty must be in [-2, 2]");
+    if (p->top_logprobs < 0 || p->top_logprobs > SAMPLER_MAX_TOP_LOGPROBS)
+        return strata_err_set(err, STRATA_EINVALID, "top_logprobs must be in [0, %d]",
+                              SAMPLER_MAX_TOP_LOGPROBS);
+    if (p->n_logit_bias < 0 || (p->n_logit_bias && (!p->bias_ids || !p->bias_vals)))
+        return strata_err_set(err, STRATA_EINVALID, "logit_bias: invalid list");
+    for (int i = 0; i < p->n_logit_bias; i++) {
+        if (p->bias_ids[i] < 0 || p->bias_ids[i] >= vocab)
+            return strata_err_set(err, STRATA_EINVALID,
+                                  "logit_bias: token id %d is outside the vocabulary [0, %d)",
+                                  p->bias_ids[i], vocab);
+        if (!(fabsf(p->bias_vals[i]) <= 100.0f))
+            return strata_err_set(err, STRATA_EINVALID, "logit_bias: values must be in [-100, 100]");
+    }
+    sampler *s = calloc(1, sizeof *s);
+    if (!s) return strata_err_set(err, STRATA_ENOMEM, "sampler: out of memory");
+    s->p = *p;
+    s->vocab = vocab;
+    s->idx = malloc(sizeof(int32_t) * (size_t)vocab);
+    s->prob = malloc(sizeof(float) * (size_t)vocab);
+    int penalties = p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f ||
+                    p->frequency_penalty != 0.0f;
+    if (penalties) {
+        s->count_gen = calloc((size_t)vocab, sizeof(uint32_t));
+        s->seen = calloc((size_t)vocab, 1);
+        s->listed = calloc((size_t)vocab, 1);
+        s->seen_list = malloc(sizeof(int32_t) * (size_t)vocab);
+    }
+    if (p->n_logit_bias) {
+        s->bias_ids = malloc(sizeof(int32_t) * (size_t)p->n_logit_bias);
+        s->bias_vals = malloc(sizeof(float) * (size_t)p->n_logit_bias);
+    }
+    if (!s->idx || !s->prob || (penalties && (!s->count_gen || !s->seen || !s->listed || !s->seen_list)) ||
+        (p->n_logit_bias && (!s->bias_ids || !s->bias_vals))) {
+        sampler_destroy(s);
+        return strata_err_set(err, STRATA_ENOMEM, "sampler: out of memory");
+    }
+    if (p->n_logit_bias) {
+        memcpy(s->bias_ids, p->bias_ids, sizeof(int32_t) * (size_t)p->n_logit_bias);
+        memcpy(s->bias_vals, p->bias_vals, sizeof(float) * (size_t)p->n_logit_bias);
+    }
+    s->p.bias_ids = s->bias_ids;
+    s->p.bias_vals = s->bias_vals;
+    uint64_t x = p->seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix(&x);
+    *out = s;
+    return 0;
+}
+
+void sampler_destroy(sampler *s) {
+    if (!s) return;
+    free(s->bias_ids);
+    free(s->bias_vals);
+    free(s->count_gen);
+    free(s->seen);
+    free(s->listed);
+    free(s->seen_list);
+    free(s->idx);
+    free(s->prob);
+    free(s);
+}
+
+static void note(sampler *s, int32_t t) {
+    if (!s->listed || t < 0 || t >= s->vocab || s->listed[t]) return;
+    s->listed[t] = 1;
+    s->seen_list[s->n_seen_list++] = t;
+}
+
+void sampler_accept_prompt(sampler *s, int32_t token) {
+    if (!s->seen || token < 0 || token >= s->vocab) return;
+    s->seen[token] = 1;
+    note(s, token);
+}
+
+void sampler_accept(sampler *s, int32_t token) {
+    if (!s->seen || token < 0 || token >= s->vocab) return;
+    s->seen[token] = 1;
+    s->count_gen[token]++;
+    note(s, token);
+}
+
+/* Descending by value, ties by lower id, so results never depend on sort stability. */
+static int cmp_desc(const void *a, const void *b, void *vals) {
+    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+    float x = ((const float *)vals)[i], y = ((const float *)vals)[j];
+    if (x != y) return x > y ? -1 : 1;
+    return i < j ? -1 : (i > j);
+}
+
+/* Puts the k largest logits' ids first in idx (sorted), k <= n. */
+static int top_candidates(sampler *s, const float *logits, int k) {
+    int n = s->vocab;
+    /* Threshold search: the k-th largest value by a partial selection on a copy. */
+    for (int i = 0; i < n; i++) s->idx[i] = i;
+    if (k < n) {
+        /* quickselect on idx by logits (descending) */
+        int lo = 0, hi = n - 1, target = k - 1;
+        while (lo < hi) {
+            float pivot = logits[s->idx[(lo + hi) / 2]];
+            int i = lo, j = hi;
+            while (i <= j) {
+                while (logits[s->idx[i]] > pivot) i++;
+                while (logits[s->idx[j]] < pivot) j--;
+                if (i <= j) {
+                    int32_t t = s->idx[i];
+                    s->idx[i] = s->idx[j];
+                    s->idx[j] = t;
+                    i++;
+                    j--;
+                }
+            }
+            if (target <= j) hi = j;
+            else if (target >= i) lo = i;
+            else break;
+        }
+    }
+    qsort_r(s->idx, (size_t)k, sizeof(int32_t), cmp_desc, (void *)logits);
+    return k;
+}
+
+void sampler_sample(sampler *s, float *logits, sampler_result *out) {
+    const sampler_params *p = &s->p;
+    int V = s->vocab;
+    for (int i = 0; i < p->n_logit_bias; i++) logits[p->bias_ids[i]] += p->bias_vals[i];
+    if (s->seen) {
+        for (int i = 0; i < s->n_seen_list; i++) {
+            int32_t t = s->seen_list[i];
+            float l = logits[t];
+            if (p->repetition_penalty != 1.0f && s->seen[t])
+                l = l > 0 ? l / p->repetition_penalty : l * p->repetition_penalty;
+            if (s->count_gen[t])
+                l -= p->presence_penalty + p->frequency_penalty * (float)s->count_gen[t];
+            logits[t] = l;
+        }
+    }
+    /* log-softmax of the processed logits, for logprobs */
+    float mx = -INFINITY;
+    int32_t arg = 0;
+    for (int i = 0; i < V; i++)
+        if (logits[i] > mx) {
+            mx = logits[i];
+            arg = i;
+        }
+    double z = 0;
+    for (int i = 0; i < V; i++) z += exp((double)(logits[i] - mx));
+    float lse = mx + (float)log(z);
+
+    int32_t chosen = arg;
+    if (p->temperature > 0.0f) {
+        int k = p->top_k > 0 && p->top_k < V ? p->top_k : (V < SAMPLER_FAST_CANDIDATES ? V : SAMPLER_FAST_CANDIDATES);
+        int n = top_candidates(s, logits, k);
+        double inv_t = 1.0 / p->temperature, tot = 0;
+        float top = logits[s->idx[0]];
+        /* Mass of the candidates relative to the whole vocabulary at this temperature. */
+        double all = 0;
+        for (int i = 0; i < V; i++) all += exp((double)(logits[i] - top) * inv_t);
+        for (int i = 0; i < n; i++) {
+            s->prob[i] = (float)exp((double)(logits[s->idx[i]] - top) * inv_t);
+            tot += s->prob[i];
+        }
+        if (p->top_p < 1.0f && !(p->top_k > 0) && tot < p->top_p * all && n < V) {
+            n = top_candidates(s, logits, V); /* not enough mass: sort everything */
+            tot = 0;
+            for (int i = 0; i < n; i++) {
+                s->prob[i] = (float)exp((double)(logits[s->idx[i]] - top) * inv_t);
+                tot += s->prob[i];
+            }
+        }
+        double denom = (p->top_k > 0) ? tot : all;
+        if (p->top_p < 1.0f) { /* smallest prefix whose mass reaches top_p */
+            double c = 0;
+            int keep = n;
+            for (int i = 0; i < n; i++) {
+                c += s->prob[i] / denom;
+                if (c >= p->top_p) {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            n = keep;
+        }
+        if (p->min_p > 0.0f) { /* prob[0] is the largest: relative threshold */
+            int keep = 1;
+            while (keep < n && s->prob[keep] >= p->min_p * s->prob[0]) keep++;
+            n = keep;
+        }
+        tot = 0;
+        for (int i = 0; i < n; i++) tot += s->prob[i];
+        double r = rng_uniform(s->rng) * tot, c = 0;
+        chosen = s->idx[n - 1];
+        for (int i = 0; i < n; i++) {
+            c += s->prob[i];
+            if (r < c) {
+                chosen = s->idx[i];
+                break;
+            }
+        }
+    }
+    out->token = chosen;
+    out->logprob = logits[chosen] - lse;
+    out->n_top = p->top_logprobs;
+    if (p->top_logprobs > 0) {
+        int n = top_candidates(s, logits, p->top_logprobs < V ? p->top_logprobs : V);
+        out->n_top = n;
+        for (int i = 0; i < n; i++) {
+            out->top[i].token = s->idx[i];
+            out->top[i].logprob = logits[s->idx[i]] - lse;
+        }
+    }
+}
