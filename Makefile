@@ -8,7 +8,7 @@ NVCC    ?= nvcc
 BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
-CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -pthread -fno-strict-aliasing $(SAN)
+CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -pthread -fno-strict-aliasing -Wno-format-truncation $(SAN)
 CXXFLAGS+= -std=c++17 $(OPT) -g -Wall -Wextra -Werror -I. -pthread $(SAN)
 LDLIBS  += -ljansson -luv -lmicrohttpd -lcurl -lonig -lsentencepiece -lstdc++ -lm -lpthread -ldl
 LDFLAGS += $(SAN)
