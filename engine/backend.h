@@ -155,6 +155,37 @@ typedef struct backend_ops {
                         const float *v, int ld_v, const float *g, const float *beta,
                         float *state, const bk_batch *bt, int Hk, int Hv, int dk, int dv);
 
+    /* ---- ops of Gemma 4 and Nemotron-H (shared/spec/gemma4.md, nemotron_h.md) ---- */
+    /* out[i,j] = gelu_tanh(gate[i,j]) · up[i,j] for rows of n, gelu_tanh(x) =
+     * 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))); out may alias gate. */
+    void (*gelu_tanh_mul)(backend *b, float *out, const float *gate, const float *up, int m,
+                          int n);
+    /* x[i] = max(x[i], 0)², in place (Nemotron-H MLP). */
+    void (*relu2)(backend *b, float *x, size_t n);
+    /* x[i] = x[i] · alpha · (s ? s[0] : 1), in place; s is a 1-element weight (Gemma's
+     * layer_scalar) or NULL. */
+    void (*scale)(backend *b, float *x, float alpha, const bk_weight *s, size_t n);
+    /* x[i] = cap · tanh(x[i] / cap), in place (final logit softcap). */
+    void (*softcap)(backend *b, float *x, float cap, size_t n);
+    /* Gate-first grouped RMSNorm (Mamba2 / Zamba2 RMSNormGated, norm_before_gate false):
+     * per row of width, v = x · silu(z); each of the width/group contiguous groups is
+     * normalised on its own, v̂ = v · rsqrt(mean_group(v²) + eps); out = v̂ · w with
+     * w [width] plain. x, z, out are [m, width] contiguous; out may alias x. */
+    void (*rmsnorm_gated_grouped)(backend *b, float *out, const float *x, const float *z,
+                                  const bk_weight *w, int m, int width, int group, float eps);
+    /* Mamba2 selective state space (SSD), per token and head h of group g = h / (H/G),
+     * f32 state S = state[slot, h] of [P, N]:
+     *   Δ = softplus(dt[t,h] + dt_bias[h]) (then max(Δ, dt_min) when dt_min > 0);
+     *   a = exp(Δ · −exp(A_log[h]));
+     *   S = a·S + Δ · x[t,h,:] ⊗ B[t,g,:];   y[t,h,:] = S·C[t,g,:] + D[h]·x[t,h,:].
+     * x rows ([H, P] used) are ld_x floats apart, B and C rows ([G, N] used) ld_bc apart,
+     * dt rows ([H] used) ld_dt apart; y is [m, H, P]. A_log, dt_bias, D are [H]. The
+     * backend may use the chunked SSD form for long runs (equal to f32 rounding). */
+    void (*ssd)(backend *b, float *y, const float *x, int ld_x, const float *B, const float *C,
+                int ld_bc, const float *dt, int ld_dt, const bk_weight *A_log,
+                const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt,
+                int H, int P, int N, int G, float dt_min);
+
     /* ---- measurement (optional, NULL when absent) ---- */
     /* Streaming read bandwidth of backend memory in GB/s over a buffer of bytes, the
      * ceiling decode is held against. Allocates; never called from the step loop. */
