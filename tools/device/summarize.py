@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""One final table for tests/device/run.sh: the transformers peer (peer_bench.py --json)
+next to strata's `bench` output (its text lines, one file per model).
+
+  python3 tools/device/summarize.py --peer OUT/peer.json --strata OUT/strata_qwen3.5-0.8b.txt ...
+
+strata files are parsed from the lines cmd_bench.c prints:
+  prefill          16 tokens in 12.34 ms (...)
+  decode           60 tokens, 123.45 tok/s (...)
+  read bandwidth   4300.00 GB/s (measured now)
+  fraction         0.812 of the memory-read roofline
+A file named strata_<model>.txt belongs to the peer row <model>; a missing or unparsable
+file shows as n/a with the reason (the exit status is on the file's last line).
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+
+PATTERNS = {
+    "prefill_ms": re.compile(r"^prefill\s+\d+ tokens in ([0-9.]+) ms", re.M),
+    "decode_tok_s": re.compile(r"^decode\s+\d+ tokens, ([0-9.]+) tok/s", re.M),
+    "read_bw_gbs": re.compile(r"^read bandwidth\s+([0-9.]+) GB/s", re.M),
+    "fraction": re.compile(r"^fraction\s+([0-9.]+)", re.M),
+}
+
+
+def parse_strata(path):
+    try:
+        text = open(path, errors="replace").read()
+    except OSError as e:
+        return {"error": str(e)}
+    out = {}
+    for k, rx in PATTERNS.items():
+        m = rx.search(text)
+        if m:
+            out[k] = float(m.group(1))
+    if "decode_tok_s" not in out:
+        lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
+        status = [x for x in lines if x.startswith("exit status")]
+        msg = [x for x in lines if not x.startswith("exit status")]
+        named = [x for x in msg if x.startswith("strata:") or "error" in x.lower()]
+        err = (named[0] if named else msg[-1] if msg else "no output")[:100]
+        if status:
+            err = f"{status[-1]}: {err}"
+        out["error"] = err.replace("|", "/")
+    return out
+
+
+def f(v, spec):
+    return "n/a" if v is None else format(v, spec)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--peer", help="peer_bench.py --json output")
+    ap.add_argument("--strata", nargs="*", default=[], help="strata_<model>.txt files")
+    args = ap.parse_args()
+
+    peer = {}
+    if args.peer and os.path.exists(args.peer):
+        with open(args.peer) as fh:
+            peer = json.load(fh)
+    prow = {r["model"]: r for r in peer.get("rows", [])}
+    srow = {}
+    for p in args.strata:
+        m = re.match(r"strata_(.+)\.txt$", os.path.basename(p))
+        if m:
+            srow[m.group(1)] = parse_strata(p)
+    models = list(prow) + [m for m in srow if m not in prow]
+    bw = peer.get("copy_bw")
+
+    print("## Device run summary\n")
+    if peer:
+        print(f"{peer.get('header', '')}")
+        print(f"Copy bandwidth (read+write): {f(bw and bw / 1e9, '.0f')} GB/s\n")
+    else:
+        print("(no peer results)\n")
+    print("| model | HF prefill (ms) | HF decode (tok/s) | strata prefill (ms) | strata decode (tok/s) "
+          "| strata / HF decode | ceiling (tok/s) | strata % of its roofline | note |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for m in models:
+        p, s = prow.get(m, {}), srow.get(m, {})
+        hf, st = p.get("decode_tok_s"), s.get("decode_tok_s")
+        notes = [x for x in (p.get("error") and "HF: " + p["error"],
+                             s.get("error") and "strata: " + s["error"]) if x]
+        if m not in srow:
+            notes.append("strata: not run")
+        print(f"| {m} | {f(p.get('prefill_ms'), '.1f')} | {f(hf, '.1f')} | {f(s.get('prefill_ms'), '.1f')} "
+              f"| {f(st, '.1f')} | {f(hf and st and st / hf, '.2f')} | {f(p.get('ceiling_tok_s'), '.0f')} "
+              f"| {f(s.get('fraction') and 100 * s['fraction'], '.1f')} | {'; '.join(notes)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
