@@ -17,11 +17,12 @@ for t in "$BUILD"/tests/test_*; do
 done
 for s in tests/*/test_*.sh; do
     [ -x "$s" ] || continue
-    name=$(basename "$s" .sh)
-    if BUILD=$BUILD timeout 900 "$s" > "$BUILD/tests/$name.log" 2>&1; then
+    name=$(basename "$(dirname "$s")")/$(basename "$s" .sh)
+    log="$BUILD/tests/$(echo "$name" | tr / _).log"
+    if BUILD=$BUILD timeout 900 "$s" > "$log" 2>&1; then
         pass=$((pass + 1)); echo "PASS $name"
     else
-        fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name"; tail -n 30 "$BUILD/tests/$name.log"
+        fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name"; tail -n 30 "$log"
     fi
 done
 echo "$BUILD: $pass passed, $fail failed"
