@@ -31,7 +31,8 @@
 static model *open_model(backend *b, const char *dir, int max_seqs, int ctx, int max_tokens) {
     model *m = NULL;
     strata_err err = {0};
-    model_opts o = {dir, 0, DTYPE_COUNT, max_seqs, ctx, max_tokens, 0};
+    model_opts o = {.path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = max_seqs,
+                    .ctx_size = ctx, .max_tokens = max_tokens};
     if (model_open(&m, &o, b, &err)) {
         fprintf(stderr, "%s: %s\n", dir, err.msg);
         return NULL;
@@ -230,7 +231,8 @@ static void expect_open_error(const char *config_edit_key, json_t *value, const 
     model *m = NULL;
     strata_err err = {0};
     backend_cpu_create(1, &b, &err);
-    model_opts o = {dir, 0, DTYPE_COUNT, 1, 64, 16, 0};
+    model_opts o = {.path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = 1, .ctx_size = 64,
+                    .max_tokens = 16};
     int rc = model_open(&m, &o, b, &err);
     CHECK_MSG(rc < 0 && strstr(err.msg, needle), "expected an error naming '%s', got rc %d: %s",
               needle, rc, err.msg);
@@ -257,7 +259,8 @@ static void test_dummy_preset(void) {
     model *m = NULL;
     strata_err err = {0};
     CHECK(backend_cpu_create(2, &b, &err) == 0);
-    model_opts o = {"Qwen/Qwen3.5-0.8B", 1, DTYPE_BF16, 1, 8, 4, 7};
+    model_opts o = {.path = "Qwen/Qwen3.5-0.8B", .load_dummy = 1, .weight_dtype = DTYPE_BF16,
+                    .max_seqs = 1, .ctx_size = 8, .max_tokens = 4, .seed = 7};
     CHECK_MSG(model_open(&m, &o, b, &err) == 0, "%s", err.msg);
     if (m) {
         const model_info *in = model_get_info(m);

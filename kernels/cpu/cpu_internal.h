@@ -1,0 +1,145 @@
+/* cpu_internal.h - what the CPU backend's files share: the per-ISA kernel table, the
+ * backend's private state and the scalar reference ops.
+ *
+ * Each op has a plain-C reference `cpu_<file>_<op>_ref` (cpu_ops_rmsnorm_ref,
+ * cpu_attention_ref, ...) that reads like the math in engine/backend.h; the backend's
+ * vtable entries split the work over the pool and call either the reference or the
+ * kernels of the ISA picked once at create (style.md §17). Not for use outside
+ * kernels/cpu and its tests. */
+#ifndef STRATA_CPU_INTERNAL_H
+#define STRATA_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/backend.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_pool.h"
+
+/* Matmul kernel: out[i, j] = Σ_l x[i, l] · W[j, l] for i < m, n0 <= j < n1, with out rows
+ * ldo floats apart, x rows k floats apart and W [*, k] of dtype dt (BF16, F16 or F32). */
+typedef void (*cpu_matmul_fn)(float *restrict out, int ldo, const float *restrict x,
+                              const void *restrict w, dtype dt, int k, int m, int n0, int n1);
+/* Sum of n floats (the bandwidth probe's streaming read). */
+typedef float (*cpu_sum_fn)(const float *restrict x, size_t n);
+/* One gated-delta token for one head, state s [dk, dv] in place (see cpu_gated_delta.c):
+ * s = e·s; d = beta·(v − sᵀk); s += k ⊗ d; out = sᵀq. */
+typedef void (*cpu_delta_step_fn)(float *restrict s, float *restrict out, const float *restrict q,
+                                  const float *restrict k, const float *restrict v, float decay,
+                                  float beta, int dk, int dv);
+/* Dot product of n floats. */
+typedef float (*cpu_dot_fn)(const float *restrict a, const float *restrict b, int n);
+/* y[i] = y[i] · c + a · x[i] for i < n (the attention accumulator update). */
+typedef void (*cpu_axpby_fn)(float *restrict y, const float *restrict x, float a, float c, int n);
+/* out[i] = silu(g[i]) · u[i], or silu(g[i]) when u is NULL; out may alias g or u. */
+typedef void (*cpu_silu_mul_fn)(float *out, const float *g, const float *u, size_t n);
+/* x[i] = x[i] · sigmoid(g[i]). */
+typedef void (*cpu_sigmoid_mul_fn)(float *x, const float *g, size_t n);
+/* y[i] = exp(x[i] − shift); y may alias x. Returns Σ y[i] (the softmax denominator). */
+typedef float (*cpu_exp_sum_fn)(float *y, const float *x, float shift, int n);
+
+typedef struct cpu_kernels {
+    const char *name;
+    cpu_matmul_fn matmul;
+    cpu_sum_fn sum;
+    cpu_delta_step_fn delta_step;
+    cpu_dot_fn dot;
+    cpu_axpby_fn axpby;
+    cpu_silu_mul_fn silu_mul;
+    cpu_sigmoid_mul_fn sigmoid_mul;
+    cpu_exp_sum_fn exp_sum;
+} cpu_kernels;
+
+/* The per-ISA tables; each lives in its own file built with that ISA's flags. */
+extern const cpu_kernels cpu_kernels_scalar;
+extern const cpu_kernels cpu_kernels_avx2;
+extern const cpu_kernels cpu_kernels_avx512;
+
+typedef struct cpu_impl {
+    cpu_pool *pool;
+    const cpu_kernels *k; /* picked once at create */
+} cpu_impl;
+
+static inline cpu_impl *cpu_impl_of(backend *b) { return (cpu_impl *)b->impl; }
+
+/* Element i of a weight as f32 (BF16 / F16 / F32; anything else reads 0). */
+static inline float cpu_weight_at(const bk_weight *w, size_t i) {
+    switch (w->dt) {
+    case DTYPE_F32: return ((const float *)w->data)[i];
+    case DTYPE_BF16: return dtype_bf16_to_f32(((const uint16_t *)w->data)[i]);
+    case DTYPE_F16: return dtype_f16_to_f32(((const uint16_t *)w->data)[i]);
+    default: return 0.0f;
+    }
+}
+
+/* Splits [0, n) into n_tasks near-equal ranges and returns range t as [*lo, *hi),
+ * with boundaries rounded to multiples of align (align >= 1). */
+static inline void cpu_split_range(int n, int n_tasks, int t, int align, int *lo, int *hi) {
+    int units = (n + align - 1) / align;
+    int a = (int)((int64_t)units * t / n_tasks), c = (int)((int64_t)units * (t + 1) / n_tasks);
+    *lo = a * align < n ? a * align : n;
+    *hi = c * align < n ? c * align : n;
+}
+
+/* Task count for `work` units of roughly `unit_cost` scalar operations each: 1 when the
+ * whole job is too small to be worth waking workers, else a few tasks per thread. */
+int cpu_backend_task_count(backend *b, int64_t work, int64_t unit_cost);
+
+/* ---- scalar references (the math of backend.h, single-threaded) ---- */
+void cpu_ops_embed_ref(float *out, const bk_weight *table, const int32_t *ids, int m);
+void cpu_ops_rmsnorm_ref(float *out, const float *x, const bk_weight *w, int m, int n, int ld,
+                         float eps, int mode);
+void cpu_ops_rmsnorm_gated_ref(float *out, const float *x, const float *z, const bk_weight *w,
+                               int m, int n, float eps);
+void cpu_ops_l2norm_ref(float *x, int m, int n, int ld, float eps, float scale);
+void cpu_ops_add_ref(float *out, const float *a, const float *x, size_t n);
+void cpu_ops_silu_mul_ref(float *out, const float *gate, const float *up, int m, int n);
+void cpu_ops_sigmoid_mul_ref(float *x, const float *gate, size_t n);
+void cpu_ops_split_halves_ref(float *a, float *g, const float *in, int rows, int half);
+void cpu_ops_gather_rows_ref(float *out, const float *x, const int32_t *rows, int n, int width);
+void cpu_matmul_ref(float *out, const float *x, const bk_weight *w, int m);
+void cpu_ops_rope_ref(float *x, const bk_batch *bt, const float *inv_freq, int heads, int hd,
+                      int rot, int ld);
+void cpu_attention_kv_store_ref(float *kc, float *vc, const float *k, const float *v,
+                                const bk_batch *bt, int kvw, int cap);
+void cpu_attention_ref(float *out, const float *q, const float *kc, const float *vc,
+                       const bk_batch *bt, int H, int KV, int D, int cap, float scale, int window,
+                       float softcap);
+void cpu_conv1d_ref(float *out, const float *x, int ld_x, const bk_weight *w, const bk_weight *bias,
+                    float *state, const bk_batch *bt, int C, int K, int act);
+void cpu_ops_gdn_gates_ref(float *g, float *beta, const float *a, const float *bb,
+                           const bk_weight *A_log, const bk_weight *dt_bias, int m, int Hv);
+void cpu_gated_delta_ref(float *out, const float *q, const float *k, int ld_qk, const float *v,
+                         int ld_v, const float *g, const float *beta, float *state,
+                         const bk_batch *bt, int Hk, int Hv, int dk, int dv);
+
+/* ---- the backend's vtable entries, defined next to their reference ---- */
+void cpu_ops_embed(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m);
+void cpu_ops_rmsnorm(backend *b, float *out, const float *x, const bk_weight *w, int m, int n,
+                     int ld, float eps, int mode);
+void cpu_ops_rmsnorm_gated(backend *b, float *out, const float *x, const float *z,
+                           const bk_weight *w, int m, int n, float eps);
+void cpu_ops_l2norm(backend *b, float *x, int m, int n, int ld, float eps, float scale);
+void cpu_ops_add(backend *b, float *out, const float *a, const float *x, size_t n);
+void cpu_ops_silu_mul(backend *b, float *out, const float *gate, const float *up, int m, int n);
+void cpu_ops_sigmoid_mul(backend *b, float *x, const float *gate, size_t n);
+void cpu_ops_split_halves(backend *b, float *a, float *g, const float *in, int rows, int half);
+void cpu_ops_gather_rows(backend *b, float *out, const float *x, const int32_t *rows, int n,
+                         int width);
+void cpu_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m);
+void cpu_ops_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads,
+                  int hd, int rot, int ld);
+void cpu_attention_kv_store(backend *b, float *kc, float *vc, const float *k, const float *v,
+                            const bk_batch *bt, int kvw, int cap);
+void cpu_attention(backend *b, float *out, const float *q, const float *kc, const float *vc,
+                   const bk_batch *bt, int H, int KV, int D, int cap, float scale, int window,
+                   float softcap);
+void cpu_conv1d(backend *b, float *out, const float *x, int ld_x, const bk_weight *w,
+                const bk_weight *bias, float *state, const bk_batch *bt, int C, int K, int act);
+void cpu_ops_gdn_gates(backend *b, float *g, float *beta, const float *a, const float *bb,
+                       const bk_weight *A_log, const bk_weight *dt_bias, int m, int Hv);
+void cpu_gated_delta(backend *b, float *out, const float *q, const float *k, int ld_qk,
+                     const float *v, int ld_v, const float *g, const float *beta, float *state,
+                     const bk_batch *bt, int Hk, int Hv, int dk, int dv);
+
+#endif

@@ -1,0 +1,332 @@
+/* cpu_kernels_avx2.c - the AVX2 + FMA + F16C kernel table (built with the Makefile's
+ * ISA_AVX2 flags, called only when cpu_backend_isa_supported says so).
+ *
+ * Same scheme as the AVX-512 table with 8-lane vectors: weights widened to f32 in
+ * registers, f32 FMA. AVX2 has no cheap masked 16-bit loads, so k and dv tails run
+ * scalar code on exactly the remaining elements. 16 ymm registers bound the matmul tile
+ * to 2 x rows × 4 W rows (8 accumulators + 4 weights + 1 x). */
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+#define AI static inline __attribute__((always_inline))
+
+AI __m256 avx2_ldw(const void *w, size_t off, dtype dt) {
+    if (dt == DTYPE_BF16) {
+        __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + off));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    if (dt == DTYPE_F16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + off)));
+    return _mm256_loadu_ps((const float *)w + off);
+}
+
+AI float avx2_wscalar(const void *w, size_t off, dtype dt) {
+    if (dt == DTYPE_BF16) return dtype_bf16_to_f32(((const uint16_t *)w)[off]);
+    if (dt == DTYPE_F16) return dtype_f16_to_f32(((const uint16_t *)w)[off]);
+    return ((const float *)w)[off];
+}
+
+AI float avx2_hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+AI void avx2_tile(float *out, int ldo, const float *x, int k, const void *w, dtype dt, int j,
+                  const int MR, const int NR) {
+    __m256 acc[2][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++)
+            acc[i][r] = _mm256_setzero_ps();
+    int l = 0;
+    for (; l + 8 <= k; l += 8) {
+        __m256 wv[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++)
+            wv[r] = avx2_ldw(w, (size_t)(j + r) * k + l, dt);
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++) {
+            __m256 xv = _mm256_loadu_ps(x + (size_t)i * k + l);
+#pragma GCC unroll 4
+            for (int r = 0; r < NR; r++)
+                acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+            float s = avx2_hsum(acc[i][r]);
+            for (int t = l; t < k; t++)
+                s += x[(size_t)i * k + t] * avx2_wscalar(w, (size_t)(j + r) * k + t, dt);
+            out[(size_t)i * ldo + j + r] = s;
+        }
+}
+
+/* out[i, j] for i < MR against the single W row j, k unrolled U times: one sequential
+ * weight stream per thread for decode (see avx512_row in cpu_kernels_avx512.c). */
+AI void avx2_row(float *out, int ldo, const float *x, int k, const void *w, dtype dt, int j,
+                 const int MR, const int U) {
+    __m256 acc[4][4];
+    const size_t row = (size_t)j * k;
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int u = 0; u < U; u++)
+            acc[i][u] = _mm256_setzero_ps();
+    int l = 0;
+    for (; l + 8 * U <= k; l += 8 * U) {
+#pragma GCC unroll 4
+        for (int u = 0; u < U; u++) {
+            __m256 wv = avx2_ldw(w, row + l + 8 * u, dt);
+#pragma GCC unroll 4
+            for (int i = 0; i < MR; i++)
+                acc[i][u] =
+                    _mm256_fmadd_ps(_mm256_loadu_ps(x + (size_t)i * k + l + 8 * u), wv, acc[i][u]);
+        }
+    }
+    for (; l + 8 <= k; l += 8) {
+        __m256 wv = avx2_ldw(w, row + l, dt);
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++)
+            acc[i][0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + (size_t)i * k + l), wv, acc[i][0]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++) {
+#pragma GCC unroll 4
+        for (int u = 1; u < U; u++)
+            acc[i][0] = _mm256_add_ps(acc[i][0], acc[i][u]);
+        float s = avx2_hsum(acc[i][0]);
+        for (int t = l; t < k; t++)
+            s += x[(size_t)i * k + t] * avx2_wscalar(w, row + t, dt);
+        out[(size_t)i * ldo + j] = s;
+    }
+}
+
+AI void avx2_matmul_dt(float *restrict out, int ldo, const float *restrict x,
+                       const void *restrict w, dtype dt, int k, int m, int n0, int n1) {
+    if (m < 8) { /* decode: the weight stream bounds it (see avx512_matmul_dt) */
+        for (int j = n0; j < n1; j++) {
+            int i = 0;
+            for (; i + 4 <= m; i += 4)
+                avx2_row(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 4, 2);
+            switch (m - i) {
+            case 3:
+                avx2_row(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 3, 2);
+                break;
+            case 2:
+                avx2_row(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 2, 4);
+                break;
+            case 1:
+                avx2_row(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 1, 4);
+                break;
+            default: break;
+            }
+        }
+        return;
+    }
+    int j = n0;
+    for (; j + 4 <= n1; j += 4) {
+        int i = 0;
+        for (; i + 2 <= m; i += 2)
+            avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 2, 4);
+        for (; i < m; i++)
+            avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 1, 4);
+    }
+    for (; j < n1; j++) {
+        int i = 0;
+        for (; i + 2 <= m; i += 2)
+            avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 2, 1);
+        for (; i < m; i++)
+            avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 1, 1);
+    }
+}
+
+static void avx2_matmul(float *restrict out, int ldo, const float *restrict x,
+                        const void *restrict w, dtype dt, int k, int m, int n0, int n1) {
+    if (dt == DTYPE_BF16)
+        avx2_matmul_dt(out, ldo, x, w, DTYPE_BF16, k, m, n0, n1);
+    else if (dt == DTYPE_F16)
+        avx2_matmul_dt(out, ldo, x, w, DTYPE_F16, k, m, n0, n1);
+    else
+        avx2_matmul_dt(out, ldo, x, w, DTYPE_F32, k, m, n0, n1);
+}
+
+static float avx2_sum(const float *restrict x, size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + i + 24));
+    }
+    float s = avx2_hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; i++)
+        s += x[i];
+    return s;
+}
+
+/* NV vectors of 8 columns starting at column j (see cpu_kernels_avx512.c). */
+AI void avx2_delta_cols(float *s, float *out, const float *q, const float *k, const float *v,
+                        float decay, float beta, int dk, int dv, int j, const int NV) {
+    __m256 vdec = _mm256_set1_ps(decay), kv[4], d[4], o[4];
+#pragma GCC unroll 4
+    for (int u = 0; u < NV; u++)
+        kv[u] = o[u] = _mm256_setzero_ps();
+    for (int i = 0; i < dk; i++) {
+        float *row = s + (size_t)i * dv + j;
+        __m256 kb = _mm256_set1_ps(k[i]);
+#pragma GCC unroll 4
+        for (int u = 0; u < NV; u++) {
+            __m256 sv = _mm256_mul_ps(_mm256_loadu_ps(row + 8 * u), vdec);
+            _mm256_storeu_ps(row + 8 * u, sv);
+            kv[u] = _mm256_fmadd_ps(sv, kb, kv[u]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int u = 0; u < NV; u++)
+        d[u] = _mm256_mul_ps(_mm256_set1_ps(beta),
+                             _mm256_sub_ps(_mm256_loadu_ps(v + j + 8 * u), kv[u]));
+    for (int i = 0; i < dk; i++) {
+        float *row = s + (size_t)i * dv + j;
+        __m256 kb = _mm256_set1_ps(k[i]), qb = _mm256_set1_ps(q[i]);
+#pragma GCC unroll 4
+        for (int u = 0; u < NV; u++) {
+            __m256 sv = _mm256_fmadd_ps(kb, d[u], _mm256_loadu_ps(row + 8 * u));
+            _mm256_storeu_ps(row + 8 * u, sv);
+            o[u] = _mm256_fmadd_ps(sv, qb, o[u]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int u = 0; u < NV; u++)
+        _mm256_storeu_ps(out + j + 8 * u, o[u]);
+}
+
+static void avx2_delta_step(float *restrict s, float *restrict out, const float *restrict q,
+                            const float *restrict k, const float *restrict v, float decay,
+                            float beta, int dk, int dv) {
+    int j = 0;
+    for (; j + 32 <= dv; j += 32)
+        avx2_delta_cols(s, out, q, k, v, decay, beta, dk, dv, j, 4);
+    for (; j + 8 <= dv; j += 8)
+        avx2_delta_cols(s, out, q, k, v, decay, beta, dk, dv, j, 1);
+    for (; j < dv; j++) { /* scalar tail columns, same math */
+        float kv = 0.0f, o = 0.0f;
+        for (int i = 0; i < dk; i++) {
+            s[(size_t)i * dv + j] *= decay;
+            kv += s[(size_t)i * dv + j] * k[i];
+        }
+        float d = beta * (v[j] - kv);
+        for (int i = 0; i < dk; i++) {
+            s[(size_t)i * dv + j] += k[i] * d;
+            o += s[(size_t)i * dv + j] * q[i];
+        }
+        out[j] = o;
+    }
+}
+
+static float avx2_dot(const float *restrict a, const float *restrict b, int n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), a1);
+    }
+    for (; i + 8 <= n; i += 8)
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
+    float s = avx2_hsum(_mm256_add_ps(a0, a1));
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+static void avx2_axpby(float *restrict y, const float *restrict x, float a, float c, int n) {
+    __m256 va = _mm256_set1_ps(a), vc = _mm256_set1_ps(c);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i),
+                                                _mm256_mul_ps(_mm256_loadu_ps(y + i), vc)));
+    for (; i < n; i++)
+        y[i] = y[i] * c + a * x[i];
+}
+
+/* e^x to ~1 ulp (see avx512_exp); 2^n is built in the exponent field, so x is clamped
+ * to [-87.3, 88.3] where n stays within [-126, 127]. */
+AI __m256 avx2_exp(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+static void avx2_silu_mul(float *out, const float *g, const float *u, size_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 gv = _mm256_loadu_ps(g + i);
+        __m256 s =
+            _mm256_div_ps(gv, _mm256_add_ps(one, avx2_exp(_mm256_sub_ps(_mm256_setzero_ps(), gv))));
+        if (u) s = _mm256_mul_ps(s, _mm256_loadu_ps(u + i));
+        _mm256_storeu_ps(out + i, s);
+    }
+    for (; i < n; i++) {
+        float s = g[i] / (1.0f + expf(-g[i]));
+        out[i] = u ? s * u[i] : s;
+    }
+}
+
+static void avx2_sigmoid_mul(float *x, const float *g, size_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 sg =
+            _mm256_div_ps(one, _mm256_add_ps(one, avx2_exp(_mm256_sub_ps(_mm256_setzero_ps(),
+                                                                         _mm256_loadu_ps(g + i)))));
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), sg));
+    }
+    for (; i < n; i++)
+        x[i] *= 1.0f / (1.0f + expf(-g[i]));
+}
+
+static float avx2_exp_sum(float *y, const float *x, float shift, int n) {
+    __m256 acc = _mm256_setzero_ps(), sh = _mm256_set1_ps(shift);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = avx2_exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh));
+        _mm256_storeu_ps(y + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float s = avx2_hsum(acc);
+    for (; i < n; i++)
+        s += y[i] = expf(x[i] - shift);
+    return s;
+}
+
+const cpu_kernels cpu_kernels_avx2 = {
+    .name = "avx2",
+    .matmul = avx2_matmul,
+    .sum = avx2_sum,
+    .delta_step = avx2_delta_step,
+    .dot = avx2_dot,
+    .axpby = avx2_axpby,
+    .silu_mul = avx2_silu_mul,
+    .sigmoid_mul = avx2_sigmoid_mul,
+    .exp_sum = avx2_exp_sum,
+};

@@ -1,0 +1,684 @@
+/* test_cpu_mixers.c - the CPU backend's sequence ops on every ISA this machine runs:
+ * kv_store + attention, conv1d with its carried window, and the gated delta rule,
+ * against double-precision references written here (backend.h, Qwen3.5 spec §5-7).
+ *
+ * Beyond matching the references, the step identities the engine relies on are checked:
+ * a batch of sequences gives each sequence what it gets alone, and a sequence processed
+ * in one call gives what it gets in pieces or one token at a time (design.md, Caches). */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "tests/test.h"
+
+enum { MAX_BE = 8 };
+static backend *be[MAX_BE];
+static char be_name[MAX_BE][32];
+static int n_be;
+
+static uint64_t rng_state = 0x243f6a8885a308d3ull;
+static uint32_t rng_u32(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 32);
+}
+static float rng_f(void) { return (float)rng_u32() / 2147483648.0f - 1.0f; }
+
+static float *fvec(size_t n) {
+    float *p = calloc(n ? n : 1, sizeof(float));
+    if (!p) abort();
+    return p;
+}
+static float *frand(size_t n) {
+    float *p = fvec(n);
+    for (size_t i = 0; i < n; i++)
+        p[i] = rng_f();
+    return p;
+}
+static double *dvec(size_t n) {
+    double *p = calloc(n ? n : 1, sizeof(double));
+    if (!p) abort();
+    return p;
+}
+
+typedef struct {
+    bk_batch b;
+    int32_t slot[8], start[8], len[8], pos0[8];
+    int32_t tok_pos[1024], tok_seq[1024];
+} tbatch;
+
+static void make_batch(tbatch *t, int n_seqs, const int *len, const int *pos0, const int *slot) {
+    memset(t, 0, sizeof *t);
+    int n = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        t->slot[s] = slot[s];
+        t->start[s] = n;
+        t->len[s] = len[s];
+        t->pos0[s] = pos0[s];
+        for (int i = 0; i < len[s]; i++, n++) {
+            t->tok_pos[n] = pos0[s] + i;
+            t->tok_seq[n] = s;
+        }
+    }
+    t->b = (bk_batch){.n_tokens = n,
+                      .n_seqs = n_seqs,
+                      .slot = t->slot,
+                      .start = t->start,
+                      .len = t->len,
+                      .pos0 = t->pos0,
+                      .tok_pos = t->tok_pos,
+                      .tok_seq = t->tok_seq};
+}
+
+static double max_diff(const float *a, const double *b, size_t n, size_t *at) {
+    double m = 0;
+    *at = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > m || d != d) {
+            m = d != d ? INFINITY : d;
+            *at = i;
+        }
+    }
+    return m;
+}
+
+#define CHECK_CLOSE(got, want, n, tol, what, ...)                                                  \
+    do {                                                                                           \
+        size_t at_;                                                                                \
+        double md_ = max_diff((got), (want), (n), &at_);                                           \
+        CHECK_MSG(md_ <= (tol),                                                                    \
+                  "%s " what ": max diff %.3g at %zu (got %.9g want %.9g, tol %.3g)", be_name[bi], \
+                  __VA_ARGS__, md_, at_, (double)(got)[at_], (want)[at_], (double)(tol));          \
+    } while (0)
+
+#define CHECK_SAME(a, b, n, what, ...)                                                             \
+    CHECK_MSG(memcmp((a), (b), (n) * sizeof(float)) == 0, "%s " what ": not bit-identical",        \
+              be_name[bi], __VA_ARGS__)
+
+/* ---- attention ---- */
+
+/* A scenario: seqs with earlier history already cached, a step of new tokens. hist_k/v
+ * hold every position's k/v per sequence ([seq][pos][KV·D]) for the reference, which reads
+ * them by position, never through the cache layout. */
+typedef struct {
+    int n_seqs, H, KV, D, cap, slots, window;
+    float scale, softcap;
+    int len[4], pos0[4], slot[4];
+    float *hist_k[4], *hist_v[4]; /* [pos0 + len, KV·D] */
+    float *q;                     /* [step tokens, H·D] */
+    float *kc0, *vc0;             /* the caches before the step */
+} att_case;
+
+static void att_case_init(att_case *c) {
+    int kvw = c->KV * c->D;
+    size_t csz = (size_t)c->slots * c->cap * kvw;
+    c->kc0 = fvec(csz);
+    c->vc0 = fvec(csz);
+    for (size_t i = 0; i < csz; i++)
+        c->kc0[i] = c->vc0[i] = 1e6f; /* poison: never attended */
+    int m = 0;
+    for (int s = 0; s < c->n_seqs; s++) {
+        int np = c->pos0[s] + c->len[s];
+        c->hist_k[s] = frand((size_t)np * kvw);
+        c->hist_v[s] = frand((size_t)np * kvw);
+        /* earlier steps wrote positions 0 .. pos0-1 in order (a ring keeps the last cap) */
+        for (int p = 0; p < c->pos0[s]; p++) {
+            size_t row = (size_t)c->slot[s] * c->cap + (size_t)(p % c->cap);
+            memcpy(c->kc0 + row * kvw, c->hist_k[s] + (size_t)p * kvw, (size_t)kvw * sizeof(float));
+            memcpy(c->vc0 + row * kvw, c->hist_v[s] + (size_t)p * kvw, (size_t)kvw * sizeof(float));
+        }
+        m += c->len[s];
+    }
+    c->q = frand((size_t)m * c->H * c->D);
+    for (size_t i = 0; i < (size_t)m * c->H * c->D; i++)
+        c->q[i] *= 2.0f;
+}
+
+static void att_case_free(att_case *c) {
+    for (int s = 0; s < c->n_seqs; s++) {
+        free(c->hist_k[s]);
+        free(c->hist_v[s]);
+    }
+    free(c->q);
+    free(c->kc0);
+    free(c->vc0);
+}
+
+/* Runs kv_store + attention for sequences [s0, s1) of the case on backend bi into out. */
+static void att_run(const att_case *c, int bi, int s0, int s1, float *out) {
+    int kvw = c->KV * c->D;
+    size_t csz = (size_t)c->slots * c->cap * kvw;
+    float *kc = fvec(csz), *vc = fvec(csz);
+    memcpy(kc, c->kc0, csz * sizeof(float));
+    memcpy(vc, c->vc0, csz * sizeof(float));
+    tbatch tb;
+    make_batch(&tb, s1 - s0, c->len + s0, c->pos0 + s0, c->slot + s0);
+    int m = tb.b.n_tokens, skip = 0;
+    for (int s = 0; s < s0; s++)
+        skip += c->len[s];
+    float *k = fvec((size_t)m * kvw), *v = fvec((size_t)m * kvw);
+    for (int s = s0, t = 0; s < s1; s++)
+        for (int i = 0; i < c->len[s]; i++, t++) {
+            memcpy(k + (size_t)t * kvw, c->hist_k[s] + (size_t)(c->pos0[s] + i) * kvw,
+                   (size_t)kvw * 4);
+            memcpy(v + (size_t)t * kvw, c->hist_v[s] + (size_t)(c->pos0[s] + i) * kvw,
+                   (size_t)kvw * 4);
+        }
+    be[bi]->ops->batch_prepare(be[bi], &tb.b, NULL);
+    be[bi]->ops->kv_store(be[bi], kc, vc, k, v, &tb.b, kvw, c->cap);
+    be[bi]->ops->attention(be[bi], out, c->q + (size_t)skip * c->H * c->D, kc, vc, &tb.b, c->H,
+                           c->KV, c->D, c->cap, c->scale, c->window, c->softcap);
+    free(v);
+    free(k);
+    free(vc);
+    free(kc);
+}
+
+static void att_ref(const att_case *c, double *out) {
+    int kvw = c->KV * c->D, t = 0, group = c->H / c->KV;
+    for (int s = 0; s < c->n_seqs; s++)
+        for (int i = 0; i < c->len[s]; i++, t++) {
+            int p = c->pos0[s] + i;
+            int lo = c->window > 0 ? p - c->window + 1 : 0;
+            if (lo < 0) lo = 0;
+            for (int h = 0; h < c->H; h++) {
+                const float *q = c->q + ((size_t)t * c->H + h) * c->D;
+                int kvh = h / group;
+                double *sc = dvec((size_t)p + 1), mx = -INFINITY, sum = 0;
+                for (int u = lo; u <= p; u++) {
+                    const float *kr = c->hist_k[s] + (size_t)u * kvw + (size_t)kvh * c->D;
+                    double d = 0;
+                    for (int e = 0; e < c->D; e++)
+                        d += (double)q[e] * kr[e];
+                    d *= c->scale;
+                    if (c->softcap > 0) d = c->softcap * tanh(d / c->softcap);
+                    sc[u] = d;
+                    mx = d > mx ? d : mx;
+                }
+                for (int u = lo; u <= p; u++)
+                    sum += exp(sc[u] - mx);
+                double *o = out + ((size_t)t * c->H + h) * c->D;
+                for (int e = 0; e < c->D; e++)
+                    o[e] = 0;
+                for (int u = lo; u <= p; u++) {
+                    const float *vr = c->hist_v[s] + (size_t)u * kvw + (size_t)kvh * c->D;
+                    for (int e = 0; e < c->D; e++)
+                        o[e] += exp(sc[u] - mx) / sum * vr[e];
+                }
+                free(sc);
+            }
+        }
+}
+
+static const att_case att_cases[] = {
+    /* GQA 4:2, odd head dim, a prefill chunk + a decode + a continued chunk, > one block */
+    {.n_seqs = 3,
+     .H = 4,
+     .KV = 2,
+     .D = 17,
+     .cap = 160,
+     .slots = 4,
+     .scale = 0.25f,
+     .len = {70, 1, 6},
+     .pos0 = {0, 5, 75},
+     .slot = {2, 0, 3}},
+    /* MHA, vector-sized head dim, softcap with a large scale so it bites */
+    {.n_seqs = 2,
+     .H = 3,
+     .KV = 3,
+     .D = 64,
+     .cap = 40,
+     .slots = 2,
+     .scale = 1.0f,
+     .softcap = 5.0f,
+     .len = {9, 1},
+     .pos0 = {0, 30},
+     .slot = {1, 0}},
+    /* sliding window on a ring of cap = window: a decode far past cap, a chunk inside it */
+    {.n_seqs = 2,
+     .H = 2,
+     .KV = 1,
+     .D = 33,
+     .cap = 8,
+     .slots = 2,
+     .window = 8,
+     .scale = 0.2f,
+     .len = {1, 5},
+     .pos0 = {20, 3},
+     .slot = {0, 1}},
+    /* Qwen3.5 full-attention shape: 8 q heads on 2 kv heads of 256, decode at 300 */
+    {.n_seqs = 1,
+     .H = 8,
+     .KV = 2,
+     .D = 256,
+     .cap = 512,
+     .slots = 1,
+     .scale = 0.0625f,
+     .len = {1},
+     .pos0 = {300},
+     .slot = {0}},
+};
+
+/* Tolerance: outputs are convex combinations of v (|v| < 1). f32 scores err by ~D·2^-24·|q||k|
+ * scale (< 1e-5 here) and exp/normalisation by a few ulp, so 2e-5 bounds the output error
+ * while a wrong mask, head mapping or cache row changes outputs by ~0.1. */
+static void test_kv_attention(void) {
+    for (size_t ci = 0; ci < sizeof att_cases / sizeof *att_cases; ci++) {
+        att_case c = att_cases[ci];
+        att_case_init(&c);
+        int m = 0;
+        for (int s = 0; s < c.n_seqs; s++)
+            m += c.len[s];
+        size_t n = (size_t)m * c.H * c.D;
+        double *want = dvec(n);
+        att_ref(&c, want);
+        float *out = fvec(n);
+        for (int bi = 0; bi < n_be; bi++) {
+            att_run(&c, bi, 0, c.n_seqs, out);
+            CHECK_CLOSE(out, want, n, 2e-5, "attention case %zu", ci);
+        }
+        free(out);
+        free(want);
+        att_case_free(&c);
+    }
+}
+
+/* Each (token, head) is computed from its own sequence only, with the same operations in
+ * the same order whatever else is in the batch: results must be bit-identical. */
+static void test_attention_batch_equals_alone(void) {
+    att_case c = att_cases[0];
+    att_case_init(&c);
+    int m = c.len[0] + c.len[1] + c.len[2];
+    size_t hd = (size_t)c.H * c.D;
+    float *all = fvec((size_t)m * hd), *one = fvec((size_t)m * hd);
+    for (int bi = 0; bi < n_be; bi++) {
+        att_run(&c, bi, 0, 3, all);
+        size_t off = 0;
+        for (int s = 0; s < 3; s++) {
+            att_run(&c, bi, s, s + 1, one);
+            CHECK_SAME(all + off, one, c.len[s] * hd, "attention seq %d alone", s);
+            off += c.len[s] * hd;
+        }
+    }
+    free(one);
+    free(all);
+    att_case_free(&c);
+}
+
+/* ---- conv1d ---- */
+
+/* Double reference: per sequence, hist = [window (K-1 rows); x rows]; out[t] =
+ * act(bias + Σ_j w[c, j]·hist[t + j]); the new window is the last K-1 rows of hist. */
+static void conv_ref(double *out, const float *x, int ld_x, const float *w, const float *bias,
+                     float *state, const tbatch *tb, int C, int K, int act) {
+    int W = K - 1;
+    for (int s = 0; s < tb->b.n_seqs; s++) {
+        int len = tb->len[s], t0 = tb->start[s];
+        float *st = state + (size_t)tb->slot[s] * W * C;
+        double *hist = dvec((size_t)(W + len) * C);
+        for (int r = 0; r < W; r++)
+            for (int c = 0; c < C; c++)
+                hist[r * C + c] = st[r * C + c];
+        for (int t = 0; t < len; t++)
+            for (int c = 0; c < C; c++)
+                hist[(size_t)(W + t) * C + c] = x[(size_t)(t0 + t) * ld_x + c];
+        for (int t = 0; t < len; t++)
+            for (int c = 0; c < C; c++) {
+                double a = bias ? bias[c] : 0.0;
+                for (int j = 0; j < K; j++)
+                    a += (double)w[c * K + j] * hist[(size_t)(t + j) * C + c];
+                out[(size_t)(t0 + t) * C + c] = act ? a / (1.0 + exp(-a)) : a;
+            }
+        for (int r = 0; r < W; r++)
+            for (int c = 0; c < C; c++)
+                st[r * C + c] = (float)hist[(size_t)(len + r) * C + c];
+        free(hist);
+    }
+}
+
+/* Tolerance: K <= 4 f32 products of |values| < 1 plus silu: 1e-6 absolute. */
+static void test_conv1d(void) {
+    static const int Cs[] = {1, 17, 40};
+    static const int Ks[] = {1, 2, 4};
+    int len[3] = {5, 1, 2}, pos0[3] = {0, 9, 1}, slot[3] = {1, 0, 2};
+    tbatch tb;
+    make_batch(&tb, 3, len, pos0, slot);
+    int m = tb.b.n_tokens;
+    for (int ci = 0; ci < 3; ci++)
+        for (int ki = 0; ki < 3; ki++)
+            for (int var = 0; var < 2; var++) {
+                int C = Cs[ci], K = Ks[ki], W = K - 1, ld_x = C + 3, act = var, use_bias = !var;
+                float *x = frand((size_t)m * ld_x), *wv = frand((size_t)C * K),
+                      *bv = frand((size_t)C);
+                bk_weight w = {.data = wv, .dt = DTYPE_F32, .ndim = 3, .shape = {C, 1, K}};
+                bk_weight bias = {.data = bv, .dt = DTYPE_F32, .ndim = 1, .shape = {C}};
+                float *st0 = frand((size_t)3 * W * C);
+                for (int i = 0; i < W * C; i++)
+                    st0[(size_t)slot[0] * W * C + i] = 0; /* a new sequence */
+                float *st_ref = fvec((size_t)3 * W * C);
+                memcpy(st_ref, st0, (size_t)3 * W * C * sizeof(float));
+                double *want = dvec((size_t)m * C), *wst = dvec((size_t)3 * W * C);
+                conv_ref(want, x, ld_x, wv, use_bias ? bv : NULL, st_ref, &tb, C, K, act);
+                for (int i = 0; i < 3 * W * C; i++)
+                    wst[i] = st_ref[i];
+                for (int bi = 0; bi < n_be; bi++) {
+                    float *out = fvec((size_t)m * C), *st = fvec((size_t)3 * W * C);
+                    memcpy(st, st0, (size_t)3 * W * C * sizeof(float));
+                    be[bi]->ops->conv1d(be[bi], out, x, ld_x, &w, use_bias ? &bias : NULL, st,
+                                        &tb.b, C, K, act);
+                    CHECK_CLOSE(out, want, (size_t)m * C, 1e-6, "conv1d C=%d K=%d act=%d", C, K,
+                                act);
+                    CHECK_CLOSE(st, wst, (size_t)3 * W * C, 0.0, "conv1d window C=%d K=%d", C, K);
+                    free(st);
+                    free(out);
+                }
+                free(wst);
+                free(want);
+                free(st_ref);
+                free(st0);
+                free(bv);
+                free(wv);
+                free(x);
+            }
+}
+
+/* One call over 7 tokens == 3 + 1 + 3 tokens with the window carried == 7 single
+ * tokens: each output is the same products summed in the same order, so bit-identical. */
+static void test_conv1d_pieces(void) {
+    int C = 37, K = 4, W = 3, T = 7;
+    float *x = frand((size_t)T * C), *wv = frand((size_t)C * K);
+    bk_weight w = {.data = wv, .dt = DTYPE_F32, .ndim = 2, .shape = {C, K}};
+    float *st0 = frand((size_t)W * C);
+    for (int bi = 0; bi < n_be; bi++) {
+        float *o1 = fvec((size_t)T * C), *o2 = fvec((size_t)T * C), *o3 = fvec((size_t)T * C);
+        float *s1 = fvec((size_t)W * C), *s2 = fvec((size_t)W * C), *s3 = fvec((size_t)W * C);
+        memcpy(s1, st0, (size_t)W * C * 4);
+        memcpy(s2, st0, (size_t)W * C * 4);
+        memcpy(s3, st0, (size_t)W * C * 4);
+        tbatch tb;
+        int slot0 = 0;
+        make_batch(&tb, 1, &T, &slot0, &slot0);
+        be[bi]->ops->conv1d(be[bi], o1, x, C, &w, NULL, s1, &tb.b, C, K, 1);
+        int pieces[3] = {3, 1, 3}, at = 0;
+        for (int p = 0; p < 3; p++) {
+            make_batch(&tb, 1, &pieces[p], &at, &slot0);
+            be[bi]->ops->conv1d(be[bi], o2 + (size_t)at * C, x + (size_t)at * C, C, &w, NULL, s2,
+                                &tb.b, C, K, 1);
+            at += pieces[p];
+        }
+        for (int t = 0; t < T; t++) {
+            int one = 1;
+            make_batch(&tb, 1, &one, &t, &slot0);
+            be[bi]->ops->conv1d(be[bi], o3 + (size_t)t * C, x + (size_t)t * C, C, &w, NULL, s3,
+                                &tb.b, C, K, 1);
+        }
+        CHECK_SAME(o1, o2, (size_t)T * C, "conv1d pieces%s", "");
+        CHECK_SAME(o1, o3, (size_t)T * C, "conv1d single tokens%s", "");
+        CHECK_SAME(s1, s2, (size_t)W * C, "conv1d pieces window%s", "");
+        CHECK_SAME(s1, s3, (size_t)W * C, "conv1d single window%s", "");
+        free(s3);
+        free(s2);
+        free(s1);
+        free(o3);
+        free(o2);
+        free(o1);
+    }
+    free(st0);
+    free(wv);
+    free(x);
+}
+
+/* ---- gated delta rule ---- */
+
+/* The chunked form (spec §7.1) for one value head over T tokens, in double, chunk size cs,
+ * from state S [dk, dv] (updated). q, k, v: [T, dk|dv] rows; g, beta: [T]. */
+static void delta_chunked(double *o, double *S, const double *q, const double *k, const double *v,
+                          const double *g, const double *beta, int T, int dk, int dv, int cs) {
+    double *G = dvec(cs), *L = dvec((size_t)cs * cs), *U = dvec((size_t)cs * dv);
+    double *Wm = dvec((size_t)cs * dk), *P = dvec((size_t)cs * cs), *Ut = dvec((size_t)cs * dv);
+    double *Sn = dvec((size_t)dk * dv);
+    for (int c0 = 0; c0 < T; c0 += cs) {
+        /* rows past T are the zero padding: q = k = v = beta = g = 0 */
+#define CH(arr, r, w, i) ((c0 + (r)) < T ? (arr)[(size_t)(c0 + (r)) * (w) + (i)] : 0.0)
+        double acc = 0;
+        for (int r = 0; r < cs; r++)
+            G[r] = acc += CH(g, r, 1, 0);
+        for (int r = 0; r < cs; r++)
+            for (int s = 0; s < cs; s++) {
+                double kk = 0, qk = 0;
+                for (int i = 0; i < dk; i++) {
+                    kk += CH(k, r, dk, i) * CH(k, s, dk, i);
+                    qk += CH(q, r, dk, i) * CH(k, s, dk, i);
+                }
+                L[r * cs + s] = s < r ? CH(beta, r, 1, 0) * kk * exp(G[r] - G[s]) : 0.0;
+                P[r * cs + s] = s <= r ? qk * exp(G[r] - G[s]) : 0.0;
+            }
+        for (int r = 0; r < cs; r++) { /* forward substitution with unit lower (I + L) */
+            for (int j = 0; j < dv; j++) {
+                double a = CH(beta, r, 1, 0) * CH(v, r, dv, j);
+                for (int s = 0; s < r; s++)
+                    a -= L[r * cs + s] * U[s * dv + j];
+                U[r * dv + j] = a;
+            }
+            for (int i = 0; i < dk; i++) {
+                double a = CH(beta, r, 1, 0) * exp(G[r]) * CH(k, r, dk, i);
+                for (int s = 0; s < r; s++)
+                    a -= L[r * cs + s] * Wm[s * dk + i];
+                Wm[r * dk + i] = a;
+            }
+        }
+        for (int r = 0; r < cs; r++)
+            for (int j = 0; j < dv; j++) {
+                double a = U[r * dv + j];
+                for (int i = 0; i < dk; i++)
+                    a -= Wm[r * dk + i] * S[i * dv + j];
+                Ut[r * dv + j] = a;
+            }
+        for (int r = 0; r < cs && c0 + r < T; r++)
+            for (int j = 0; j < dv; j++) {
+                double a = 0;
+                for (int i = 0; i < dk; i++)
+                    a += exp(G[r]) * CH(q, r, dk, i) * S[i * dv + j];
+                for (int s = 0; s < cs; s++)
+                    a += P[r * cs + s] * Ut[s * dv + j];
+                o[(size_t)(c0 + r) * dv + j] = a;
+            }
+        double Gl = G[cs - 1];
+        for (int i = 0; i < dk; i++)
+            for (int j = 0; j < dv; j++) {
+                double a = exp(Gl) * S[i * dv + j];
+                for (int r = 0; r < cs; r++)
+                    a += exp(Gl - G[r]) * CH(k, r, dk, i) * Ut[r * dv + j];
+                Sn[i * dv + j] = a;
+            }
+        memcpy(S, Sn, (size_t)dk * dv * sizeof(double));
+#undef CH
+    }
+    free(Sn);
+    free(Ut);
+    free(P);
+    free(Wm);
+    free(U);
+    free(L);
+    free(G);
+}
+
+typedef struct {
+    int Hk, Hv, dk, dv, n_seqs;
+    int len[3], slot[3];
+} delta_case;
+
+static const delta_case delta_cases[] = {
+    {.Hk = 2, .Hv = 4, .dk = 7, .dv = 33, .n_seqs = 3, .len = {9, 1, 4}, .slot = {2, 0, 1}},
+    {.Hk = 1, .Hv = 1, .dk = 17, .dv = 15, .n_seqs = 1, .len = {6}, .slot = {0}},
+    /* Qwen3.5 head size, dk = dv = 128 */
+    {.Hk = 1, .Hv = 2, .dk = 128, .dv = 128, .n_seqs = 2, .len = {5, 1}, .slot = {1, 0}},
+};
+
+/* Inputs as the model feeds them: rows of [q (Hk·dk) | k (Hk·dk) | v (Hv·dv)] (the conv
+ * output), q and k l2-normalised with q scaled by dk^-1/2, g in (-2, 0), beta in (0, 1). */
+static void delta_inputs(const delta_case *dc, int m, float *c, float *g, float *beta) {
+    int C = 2 * dc->Hk * dc->dk + dc->Hv * dc->dv;
+    for (int t = 0; t < m; t++) {
+        float *row = c + (size_t)t * C;
+        for (int i = 0; i < C; i++)
+            row[i] = rng_f();
+        for (int h = 0; h < 2 * dc->Hk; h++) {
+            float *x = row + (size_t)h * dc->dk, ss = 0;
+            for (int i = 0; i < dc->dk; i++)
+                ss += x[i] * x[i];
+            float sc = (h < dc->Hk ? 1.0f / sqrtf((float)dc->dk) : 1.0f) / sqrtf(ss + 1e-6f);
+            for (int i = 0; i < dc->dk; i++)
+                x[i] *= sc;
+        }
+        for (int h = 0; h < dc->Hv; h++) {
+            g[t * dc->Hv + h] = -(rng_f() + 1.0f);
+            beta[t * dc->Hv + h] = 0.5f + 0.49f * rng_f();
+        }
+    }
+}
+
+/* Tolerance: the f32 recurrence does dot products of dk terms of size <= 1 per token
+ * (error <= dk·2^-24 each) and the state map is non-expansive (decay <= 1, and
+ * I − beta·k kᵀ with |k| = 1, beta in (0,1)), so errors add at most linearly over T
+ * tokens: 4·T·dk·2^-24 bounds the deviation from exact arithmetic. A wrong head mapping,
+ * orientation or decay order is off by O(0.1). */
+static void test_gated_delta(void) {
+    for (size_t ci = 0; ci < sizeof delta_cases / sizeof *delta_cases; ci++) {
+        const delta_case *dc = &delta_cases[ci];
+        int pos0[3] = {0, 0, 0}, Hv = dc->Hv, dk = dc->dk, dv = dc->dv;
+        tbatch tb;
+        make_batch(&tb, dc->n_seqs, dc->len, pos0, dc->slot);
+        int m = tb.b.n_tokens, C = 2 * dc->Hk * dk + Hv * dv, Tmax = 0;
+        for (int s = 0; s < dc->n_seqs; s++)
+            Tmax = dc->len[s] > Tmax ? dc->len[s] : Tmax;
+        float *c = fvec((size_t)m * C), *g = fvec((size_t)m * Hv), *beta = fvec((size_t)m * Hv);
+        delta_inputs(dc, m, c, g, beta);
+        size_t ss = (size_t)Hv * dk * dv;
+        float *st0 = frand(3 * ss);
+        for (size_t i = 0; i < 3 * ss; i++)
+            st0[i] *= 0.1f;
+        /* reference: per (sequence, value head), chunked with chunk 4 in double */
+        double *want = dvec((size_t)m * Hv * dv), *wst = dvec(3 * ss);
+        for (size_t i = 0; i < 3 * ss; i++)
+            wst[i] = st0[i];
+        for (int s = 0; s < dc->n_seqs; s++)
+            for (int h = 0; h < Hv; h++) {
+                int T = dc->len[s], t0 = tb.start[s], hk = h / (Hv / dc->Hk);
+                double *q = dvec((size_t)T * dk), *k = dvec((size_t)T * dk),
+                       *v = dvec((size_t)T * dv);
+                double *gg = dvec(T), *bb = dvec(T), *o = dvec((size_t)T * dv);
+                for (int t = 0; t < T; t++) {
+                    const float *row = c + (size_t)(t0 + t) * C;
+                    for (int i = 0; i < dk; i++) {
+                        q[t * dk + i] = row[hk * dk + i];
+                        k[t * dk + i] = row[dc->Hk * dk + hk * dk + i];
+                    }
+                    for (int j = 0; j < dv; j++)
+                        v[t * dv + j] = row[2 * dc->Hk * dk + h * dv + j];
+                    gg[t] = g[(t0 + t) * Hv + h];
+                    bb[t] = beta[(t0 + t) * Hv + h];
+                }
+                delta_chunked(o, wst + ((size_t)dc->slot[s] * Hv + h) * dk * dv, q, k, v, gg, bb, T,
+                              dk, dv, 4);
+                for (int t = 0; t < T; t++)
+                    for (int j = 0; j < dv; j++)
+                        want[((size_t)(t0 + t) * Hv + h) * dv + j] = o[t * dv + j];
+                free(o);
+                free(bb);
+                free(gg);
+                free(v);
+                free(k);
+                free(q);
+            }
+        double tol = 4.0 * Tmax * dk * ldexp(1.0, -24) + 1e-6;
+        for (int bi = 0; bi < n_be; bi++) {
+            float *out = fvec((size_t)m * Hv * dv), *st = fvec(3 * ss);
+            memcpy(st, st0, 3 * ss * sizeof(float));
+            be[bi]->ops->gated_delta(be[bi], out, c, c + dc->Hk * dk, C, c + 2 * dc->Hk * dk, C, g,
+                                     beta, st, &tb.b, dc->Hk, Hv, dk, dv);
+            CHECK_CLOSE(out, want, (size_t)m * Hv * dv, tol, "gated_delta case %zu out", ci);
+            CHECK_CLOSE(st, wst, 3 * ss, tol, "gated_delta case %zu state", ci);
+            free(st);
+            free(out);
+        }
+        free(wst);
+        free(want);
+        free(st0);
+        free(beta);
+        free(g);
+        free(c);
+    }
+}
+
+/* Prefill of n tokens == n decode steps, bit for bit: the backend runs the same token
+ * step either way (cpu_gated_delta.c), so any difference is a bug in the state handling. */
+static void test_gated_delta_steps(void) {
+    const delta_case *dc = &delta_cases[0];
+    int Hk = dc->Hk, Hv = dc->Hv, dk = dc->dk, dv = dc->dv, T = 6, C = 2 * Hk * dk + Hv * dv;
+    float *c = fvec((size_t)T * C), *g = fvec((size_t)T * Hv), *beta = fvec((size_t)T * Hv);
+    delta_inputs(dc, T, c, g, beta);
+    size_t ss = (size_t)Hv * dk * dv;
+    for (int bi = 0; bi < n_be; bi++) {
+        float *o1 = fvec((size_t)T * Hv * dv), *o2 = fvec((size_t)T * Hv * dv);
+        float *s1 = fvec(ss), *s2 = fvec(ss);
+        tbatch tb;
+        int z = 0;
+        make_batch(&tb, 1, &T, &z, &z);
+        be[bi]->ops->gated_delta(be[bi], o1, c, c + Hk * dk, C, c + 2 * Hk * dk, C, g, beta, s1,
+                                 &tb.b, Hk, Hv, dk, dv);
+        for (int t = 0; t < T; t++) {
+            int one = 1;
+            make_batch(&tb, 1, &one, &t, &z);
+            const float *row = c + (size_t)t * C;
+            be[bi]->ops->gated_delta(be[bi], o2 + (size_t)t * Hv * dv, row, row + Hk * dk, C,
+                                     row + 2 * Hk * dk, C, g + t * Hv, beta + t * Hv, s2, &tb.b, Hk,
+                                     Hv, dk, dv);
+        }
+        CHECK_SAME(o1, o2, (size_t)T * Hv * dv, "gated_delta steps out%s", "");
+        CHECK_SAME(s1, s2, ss, "gated_delta steps state%s", "");
+        free(s2);
+        free(s1);
+        free(o2);
+        free(o1);
+    }
+    free(beta);
+    free(g);
+    free(c);
+}
+
+int main(void) {
+    strata_err err = {0};
+    for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
+        if (!cpu_backend_isa_supported((cpu_isa)isa)) {
+            fprintf(stderr, "  (isa %s not supported here: skipped)\n",
+                    cpu_backend_isa_name((cpu_isa)isa));
+            continue;
+        }
+        for (int ti = 0; ti < (isa == CPU_ISA_SCALAR ? 2 : 1); ti++) {
+            int nt = isa == CPU_ISA_SCALAR ? 1 + ti : 3;
+            if (cpu_backend_create_isa(nt, (cpu_isa)isa, &be[n_be], &err) != 0) {
+                fprintf(stderr, "create %s: %s\n", cpu_backend_isa_name((cpu_isa)isa), err.msg);
+                return 1;
+            }
+            snprintf(be_name[n_be], sizeof be_name[n_be], "%s/%dt",
+                     cpu_backend_isa_name((cpu_isa)isa), nt);
+            n_be++;
+        }
+    }
+    RUN(test_kv_attention);
+    RUN(test_attention_batch_equals_alone);
+    RUN(test_conv1d);
+    RUN(test_conv1d_pieces);
+    RUN(test_gated_delta);
+    RUN(test_gated_delta_steps);
+    for (int i = 0; i < n_be; i++)
+        backend_destroy(be[i]);
+    TEST_DONE();
+}
