@@ -25,7 +25,7 @@ TEST_SRC  = $(wildcard tests/unit/test_*.c)
 TEST_BIN  = $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 CU_SRC    = $(wildcard kernels/cuda/*.cu)
 
-.PHONY: all test asan check cuda-check fuzz goldens clean deps bench device-bundle run
+.PHONY: all test asan check cuda-check fuzz goldens clean deps bench device-bundle run cuda
 all: $(BUILD)/strata
 
 $(BUILD)/%.o: %.c
@@ -87,6 +87,40 @@ fuzz:
 goldens:
 	@tools/install-deps.sh --python-goldens
 	python3 tools/goldens/make_goldens.py
+
+# The README's first command: installs what is missing, builds, serves the demo model
+# (models/demo) or the one given: make run ARGS="--model Qwen/Qwen3.5-0.8B --port 9000".
+run:
+	@BUILD=$(BUILD) tools/run.sh $(ARGS)
+
+# device-bundle/: strata + the shared libraries it needs + fixtures + tools, carried to the
+# GPU machine (tests/device/run.sh runs there).
+device-bundle:
+	@tools/device_bundle.sh
+
+# The CUDA backend as a shared object the strata binary loads at run time
+# (engine/backend_select.c): build/libstrata_cuda.so, sm_90 code plus compute_90 PTX,
+# static cudart, cuBLAS. Only the strata_cuda_* / cuda_backend_* entry points are exported.
+CUDA_HOME  ?= /usr/local/cuda
+CUDA_NVCC  := $(shell command -v $(NVCC) 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
+CUDA_ARCH   = -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+CUDA_FLAGS  = -std=c++17 -I. -O2 -Werror all-warnings -Xcompiler -Wall,-Wextra,-fPIC,-fvisibility=hidden $(CUDA_ARCH)
+CUDA_OBJ    = $(CU_SRC:%.cu=$(BUILD)/%.o) $(BUILD)/cuda-host/err.o $(BUILD)/cuda-host/dtype.o
+CUDA_DEPS   = $(wildcard kernels/cuda/*.cuh kernels/cuda/*.h) engine/backend.h engine/err.h engine/dtype.h
+
+cuda: $(BUILD)/libstrata_cuda.so
+
+$(BUILD)/kernels/cuda/%.o: kernels/cuda/%.cu $(CUDA_DEPS)
+	@mkdir -p $(dir $@)
+	$(CUDA_NVCC) $(CUDA_FLAGS) -c $< -o $@
+
+$(BUILD)/cuda-host/%.o: engine/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -I. -fPIC -fvisibility=hidden -c $< -o $@
+
+$(BUILD)/libstrata_cuda.so: $(CUDA_OBJ)
+	$(CUDA_NVCC) -shared $(CUDA_ARCH) -cudart static -o $@ $^ -lcublas -Xlinker --exclude-libs,ALL -Xlinker -z,defs \
+	    -Xlinker -rpath,'$$ORIGIN':$(CUDA_HOME)/lib64 -lrt -ldl -lpthread
 
 clean:
 	rm -rf build build-asan build-fuzz

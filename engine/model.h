@@ -23,6 +23,7 @@ typedef struct model_opts {
     int ctx_size;           /* max positions per sequence (0 = min(model max, 4096)) */
     int max_tokens;         /* max tokens in one forward (prefill chunk + decodes) */
     uint64_t seed;          /* dummy weight seed */
+    int ple_on_device;      /* Gemma 4: PLE table with the other weights, not host-side */
 } model_opts;
 
 typedef struct model_info {

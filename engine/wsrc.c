@@ -93,7 +93,8 @@ static int wsrc_bind(model_wsrc *iface, const char *name, int ndim, const int64_
     wt.ndim = ndim;
     memcpy(wt.shape, shape, sizeof(int64_t) * (size_t)ndim);
     if (!w->st) {
-        if (optional) return 1; /* dummy models have exactly the required tensors */
+        /* dummy models have exactly the required tensors */
+        if (optional & ARCH_BIND_OPTIONAL) return 1;
         wt.dt = w->want == DTYPE_COUNT ? DTYPE_BF16 : w->want;
         void *p = wsrc_own(w, n * dtype_size(wt.dt));
         if (!p)
@@ -104,7 +105,7 @@ static int wsrc_bind(model_wsrc *iface, const char *name, int ndim, const int64_
     } else {
         const st_tensor *t = st_find(w->st, name);
         if (!t) {
-            if (optional) return 1;
+            if (optional & ARCH_BIND_OPTIONAL) return 1;
             return strata_err_set(err, STRATA_ENOTFOUND, "%s: tensor %s is missing", w->what, name);
         }
         int ok = t->ndim == ndim;
@@ -133,6 +134,10 @@ static int wsrc_bind(model_wsrc *iface, const char *name, int ndim, const int64_
             wt.dt = w->want;
             wt.data = p;
         }
+    }
+    if (optional & ARCH_BIND_HOST) { /* stays where it is: the model reads it on the host */
+        *out = wt;
+        return 0;
     }
     if (w->n_prepared == w->cap_prepared) {
         size_t nc = w->cap_prepared ? 2 * w->cap_prepared : 64;

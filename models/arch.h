@@ -14,8 +14,13 @@
 #include "engine/model.h"
 
 /* Where weights come from. bind() finds name, checks it against the expected shape
- * (ndim dims) and fills *w ready for the backend. optional: a missing tensor is not
- * an error (returns 1 and leaves w->data NULL). */
+ * (ndim dims) and fills *w ready for the backend. optional is a set of ARCH_BIND_*
+ * flags (0 = required, prepared for the backend). */
+enum {
+    ARCH_BIND_OPTIONAL = 1, /* a missing tensor is not an error (returns 1, w->data NULL) */
+    ARCH_BIND_HOST = 2,     /* leave it in host memory, no weight_prepare: the model reads
+                               it on the host (Gemma 4's per-layer-embedding table) */
+};
 typedef struct model_wsrc model_wsrc;
 struct model_wsrc {
     int (*bind)(model_wsrc *src, const char *name, int ndim, const int64_t *shape, int optional,

@@ -1,6 +1,8 @@
 /* cli_model.c - option parsing and model opening for the offline commands. */
 #include "server/cli_model.h"
 
+#include "engine/backend_select.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -73,6 +75,7 @@ int cli_model_parse(cli_model *o, int argc, char **argv, const char *usage) {
     o->max_tokens = 16;
     o->prompt_len = 16;
     o->gen_len = 60;
+    o->device = "auto";
     sampler_params_default(&o->sp);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -96,6 +99,8 @@ int cli_model_parse(cli_model *o, int argc, char **argv, const char *usage) {
             else if (!strcmp(v, "auto")) o->dt = DTYPE_COUNT;
             else rc = -1;
             if (rc) fprintf(stderr, "strata: --dtype is bf16, f16, f32 or auto\n");
+        } else if (!strcmp(a, "--device")) {
+            o->device = v;
         } else if (!strcmp(a, "--threads")) {
             rc = parse_int(a, v, 0, 1024, &o->threads);
         } else if (!strcmp(a, "--ctx-size")) {
@@ -134,6 +139,9 @@ int cli_model_parse(cli_model *o, int argc, char **argv, const char *usage) {
         } else if (!strcmp(a, "--ignore-eos")) {
             o->ignore_eos = 1;
             used = 0;
+        } else if (!strcmp(a, "--ple-on-device")) {
+            o->ple_on_device = 1;
+            used = 0;
         } else {
             fprintf(stderr, "strata: unknown option '%s'\n%s", a, usage);
             return -1;
@@ -152,19 +160,31 @@ int cli_model_parse(cli_model *o, int argc, char **argv, const char *usage) {
     return 0;
 }
 
+/* Device memory in MiB, for the load report and for "does not fit" errors. */
+static void cli_print_device_memory(const backend *b, const char *when) {
+    backend_mem dm;
+    if (backend_memory(b, &dm)) return;
+    fprintf(stderr, "strata: %s device memory %s: %zu MiB held (peak %zu MiB), %zu MiB free of %zu MiB\n",
+            backend_name(b), when, dm.used >> 20, dm.peak >> 20, dm.free >> 20, dm.total >> 20);
+}
+
 int cli_model_open(cli_model *o) {
     strata_err err = {0};
-    if (backend_cpu_create(o->threads, &o->b, &err)) {
+    if (backend_create(o->device, o->threads, &o->b, &err)) {
         fprintf(stderr, "strata: %s\n", err.msg);
         return -1;
     }
-    model_opts mo = {o->model, o->dummy, o->dt, o->max_seqs, o->ctx_size, o->chunk, 0};
+    model_opts mo = {.path = o->model, .load_dummy = o->dummy, .weight_dtype = o->dt,
+                     .max_seqs = o->max_seqs, .ctx_size = o->ctx_size, .max_tokens = o->chunk,
+                     .ple_on_device = o->ple_on_device};
     if (model_open(&o->m, &mo, o->b, &err)) {
         fprintf(stderr, "strata: %s\n", err.msg);
+        if (err.code == STRATA_ENOMEM) cli_print_device_memory(o->b, "when it ran out");
         backend_destroy(o->b);
         o->b = NULL;
         return -1;
     }
+    cli_print_device_memory(o->b, "after load");
     return 0;
 }
 

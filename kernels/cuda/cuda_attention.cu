@@ -1,0 +1,221 @@
+/* cuda_attention.cu - the kv-cache write and causal GQA attention over the cache.
+ *
+ * Attention is flash-decoding (perf-anchors §6.4): a block owns one token, one kv head and
+ * GB of the query heads sharing it (each K/V row is read once for all of them), and one
+ * of n_split ranges of the positions the token sees. Its 4 warps take keys in turn; per key
+ * a warp holds the row spread over its lanes (DL floats each), forms every head's score
+ * with a warp reduction, and updates that head's online softmax (max, sum, output). The
+ * warps' triples are merged in shared memory; with one split that is the answer, else
+ * each split writes its triple and att_merge combines them. The split count depends only
+ * on the step's shape (tokens, heads, cap, window), never on positions, and each block
+ * finds its range from the token's position on the device, so a captured decode graph
+ * stays right as the context grows. Prefill runs the same kernel with one split: every
+ * token's block streams its keys from L2 (a tensor-core tiled prefill is future work,
+ * README.md). Softmax in f32 with expf; scores are q·k · scale, then the softcap. */
+#include <math.h>
+
+#include "kernels/cuda/cuda_internal.cuh"
+
+enum { ATT_WARPS = 4, ATT_THREADS = 32 * ATT_WARPS, ATT_MAX_SPLIT = 64 };
+
+__global__ void att_kv_store(float *__restrict__ kc, float *__restrict__ vc,
+                             const float *__restrict__ k, const float *__restrict__ v,
+                             const int32_t *tok_pos, const int32_t *tok_seq, const int32_t *slot,
+                             int m, int kvw, int cap) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= kvw) return;
+    for (int t = blockIdx.y; t < m; t += gridDim.y) {
+        size_t row = (size_t)slot[tok_seq[t]] * cap + (size_t)(tok_pos[t] % cap);
+        kc[row * kvw + j] = k[(size_t)t * kvw + j];
+        vc[row * kvw + j] = v[(size_t)t * kvw + j];
+    }
+}
+
+/* DL: floats of a head row per lane (D <= 32·DL); GB: query heads per block. */
+template <int DL, int GB>
+__global__ void __launch_bounds__(ATT_THREADS)
+att_split(float *__restrict__ out, float *__restrict__ part, const float *__restrict__ q,
+          const float *__restrict__ kc, const float *__restrict__ vc, const int32_t *tok_pos,
+          const int32_t *tok_seq, const int32_t *slot, int H, int KV, int D, int cap,
+          float scale, int window, float softcap, int n_hc, int n_split) {
+    extern __shared__ float att_sm[]; /* [ATT_WARPS][GB][D + 2]: max, sum, output */
+    const int i = blockIdx.x, kvh = blockIdx.y / n_hc, hc = blockIdx.y % n_hc, z = blockIdx.z;
+    const int G = H / KV, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int p = tok_pos[i];
+    const int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    const int per = (p - lo + 1 + n_split - 1) / n_split;
+    const int t0 = lo + z * per, t1 = min(p + 1, t0 + per);
+    const size_t row0 = (size_t)slot[tok_seq[i]] * cap, stride = (size_t)KV * D;
+    const float *kb = kc + (size_t)kvh * D, *vb = vc + (size_t)kvh * D;
+
+    float qr[GB][DL], acc[GB][DL], mx[GB], l[GB];
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        int hg = hc * GB + g;
+        const float *qh = q + ((size_t)i * H + (size_t)kvh * G + hg) * D;
+#pragma unroll
+        for (int jj = 0; jj < DL; jj++) {
+            int d = lane + 32 * jj;
+            qr[g][jj] = hg < G && d < D ? qh[d] : 0.0f;
+            acc[g][jj] = 0.0f;
+        }
+        mx[g] = -INFINITY;
+        l[g] = 0.0f;
+    }
+    for (int t = t0 + warp; t < t1; t += ATT_WARPS) {
+        const float *kr = kb + (row0 + (size_t)(t % cap)) * stride;
+        const float *vr = vb + (row0 + (size_t)(t % cap)) * stride;
+        float kv[DL], vv[DL];
+#pragma unroll
+        for (int jj = 0; jj < DL; jj++) { /* V loads issued with K's: more bytes in flight */
+            int d = lane + 32 * jj;
+            kv[jj] = d < D ? kr[d] : 0.0f;
+            vv[jj] = d < D ? vr[d] : 0.0f;
+        }
+#pragma unroll
+        for (int g = 0; g < GB; g++) {
+            float s = 0.0f;
+#pragma unroll
+            for (int jj = 0; jj < DL; jj++) s += qr[g][jj] * kv[jj];
+            s = cuda_warp_sum(s) * scale;
+            if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
+            float mn = fmaxf(mx[g], s);
+            float co = expf(mx[g] - mn); /* 0 while mx is -inf */
+            float pk = expf(s - mn);
+            l[g] = l[g] * co + pk;
+#pragma unroll
+            for (int jj = 0; jj < DL; jj++) acc[g][jj] = acc[g][jj] * co + pk * vv[jj];
+            mx[g] = mn;
+        }
+    }
+    const int rw = D + 2;
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        float *r = att_sm + (size_t)(warp * GB + g) * rw;
+        if (lane == 0) {
+            r[0] = mx[g];
+            r[1] = l[g];
+        }
+#pragma unroll
+        for (int jj = 0; jj < DL; jj++) {
+            int d = lane + 32 * jj;
+            if (d < D) r[2 + d] = acc[g][jj];
+        }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < GB * D; e += ATT_THREADS) {
+        int g = e / D, d = e % D, hg = hc * GB + g;
+        if (hg >= G) continue;
+        float M = -INFINITY, L = 0.0f, O = 0.0f;
+        for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, att_sm[(size_t)(w * GB + g) * rw]);
+        if (M != -INFINITY) {
+            for (int w = 0; w < ATT_WARPS; w++) {
+                const float *r = att_sm + (size_t)(w * GB + g) * rw;
+                float f = expf(r[0] - M);
+                L += r[1] * f;
+                O += r[2 + d] * f;
+            }
+        }
+        size_t oh = (size_t)i * H + (size_t)kvh * G + hg;
+        if (n_split == 1) {
+            out[oh * D + d] = O / L; /* the token's own position is always in range */
+        } else {
+            float *pp = part + (oh * n_split + z) * rw;
+            if (d == 0) {
+                pp[0] = M;
+                pp[1] = L;
+            }
+            pp[2 + d] = O;
+        }
+    }
+}
+
+/* Merges the n_split triples of one (token, head): block = one output row. */
+__global__ void att_merge(float *__restrict__ out, const float *__restrict__ part, int D,
+                          int n_split) {
+    const size_t oh = blockIdx.x;
+    const int rw = D + 2;
+    const float *pp = part + oh * n_split * rw;
+    float M = -INFINITY;
+    for (int z = 0; z < n_split; z++) M = fmaxf(M, pp[(size_t)z * rw]);
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float L = 0.0f, O = 0.0f;
+        for (int z = 0; z < n_split; z++) {
+            const float *r = pp + (size_t)z * rw;
+            if (r[1] <= 0.0f) continue; /* an empty range */
+            float f = expf(r[0] - M);
+            L += r[1] * f;
+            O += r[2 + d] * f;
+        }
+        out[oh * D + d] = O / L;
+    }
+}
+
+/* ---- launchers ---- */
+
+void cuda_kv_store(backend *b, float *kc, float *vc, const float *k, const float *v,
+                   const bk_batch *bt, int kvw, int cap) {
+    cuda_impl *c = cuda_impl_of(b);
+    const cuda_bdev *d = (const cuda_bdev *)bt->dev;
+    int m = bt->n_tokens;
+    if (m <= 0 || kvw <= 0 ||
+        !cuda_enter(c, CUDA_OP_KV_STORE, (const void *)kc, (const void *)vc, (const void *)k,
+                    (const void *)v, m, kvw, cap))
+        return;
+    dim3 grid((unsigned)((kvw + 255) / 256), (unsigned)(m < 65535 ? m : 65535));
+    att_kv_store<<<grid, 256, 0, c->stream>>>(kc, vc, k, v, d->tok_pos, d->tok_seq, d->slot, m,
+                                              kvw, cap);
+    cuda_check_launch(c, "kv_store");
+}
+
+template <int DL, int GB>
+static void att_launch(cuda_impl *c, float *out, const float *q, const float *kc, const float *vc,
+                       const cuda_bdev *d, int m, int H, int KV, int D, int cap, float scale,
+                       int window, float softcap) {
+    int G = H / KV, n_hc = (G + GB - 1) / GB;
+    /* Splits: enough blocks to fill the GPU twice, >= 64 keys each, partials in scratch. */
+    int base = m * KV * n_hc, keys = window > 0 && window < cap ? window : cap;
+    int ns = 1;
+    if (base < 2 * c->n_sm) {
+        ns = (2 * c->n_sm + base - 1) / base;
+        int by_keys = (keys + 63) / 64;
+        ns = ns < by_keys ? ns : by_keys;
+        ns = ns < ATT_MAX_SPLIT ? ns : ATT_MAX_SPLIT;
+        while (ns > 1 && (size_t)m * H * ns * (D + 2) > CUDA_ATT_PART_FLOATS) ns--;
+        if (ns < 1) ns = 1;
+    }
+    size_t smem = sizeof(float) * ATT_WARPS * GB * (size_t)(D + 2);
+    dim3 grid((unsigned)m, (unsigned)(KV * n_hc), (unsigned)ns);
+    att_split<DL, GB><<<grid, ATT_THREADS, smem, c->stream>>>(
+        out, c->att_part, q, kc, vc, d->tok_pos, d->tok_seq, d->slot, H, KV, D, cap, scale,
+        window, softcap, n_hc, ns);
+    cuda_check_launch(c, "attention");
+    if (ns > 1) {
+        att_merge<<<(unsigned)((size_t)m * H), 128, 0, c->stream>>>(out, c->att_part, D, ns);
+        cuda_check_launch(c, "attention merge");
+    }
+}
+
+void cuda_attention(backend *b, float *out, const float *q, const float *kc, const float *vc,
+                    const bk_batch *bt, int H, int KV, int D, int cap, float scale, int window,
+                    float softcap) {
+    cuda_impl *c = cuda_impl_of(b);
+    const cuda_bdev *d = (const cuda_bdev *)bt->dev;
+    int m = bt->n_tokens;
+    if (m <= 0 || H <= 0 || KV <= 0 || D <= 0 ||
+        !cuda_enter(c, CUDA_OP_ATTENTION, (const void *)out, (const void *)q, (const void *)kc,
+                    (const void *)vc, m, H, KV, D, cap, scale, window, softcap))
+        return;
+    if (H % KV || D > 1024 || m > 65535) {
+        cuda_fail(c, "attention", cudaErrorInvalidValue); /* no model has such heads */
+        return;
+    }
+    if (D <= 128)
+        att_launch<4, 8>(c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap);
+    else if (D <= 256)
+        att_launch<8, 4>(c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap);
+    else if (D <= 512)
+        att_launch<16, 2>(c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap);
+    else
+        att_launch<32, 1>(c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap);
+}

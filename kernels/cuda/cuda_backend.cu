@@ -1,0 +1,442 @@
+/* cuda_backend.cu - the CUDA backend: create/destroy, device memory, weight upload, the
+ * batch mirror, the staging ring for host-side op inputs, and the vtable.
+ *
+ * Memory plan (design.md, Caches): weights are uploaded once in their checkpoint dtype by
+ * weight_prepare; the model allocates its kv caches, recurrent states and activations
+ * through alloc at open, sized for max_seqs x ctx_size, and nothing is allocated after
+ * that: every scratch an op needs (GEMM activations, attention partials, staging) is made
+ * here at create with a fixed size, and ops that could outgrow it work in chunks.
+ * alloc returns NULL when the device is full (the model names the buffer; the caller can
+ * add the device's numbers from cuda_backend_mem_info), and every allocation is counted
+ * for cuda_backend_peak_bytes. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_internal.cuh"
+
+void cuda_fail(cuda_impl *c, const char *what, cudaError_t e) {
+    if (c->mode == CUDA_MODE_CAPTURE) {
+        if (!c->graph_bad)
+            snprintf(c->graph_msg, sizeof c->graph_msg, "%s: %s", what, cudaGetErrorString(e));
+        c->graph_bad = 1;
+        return;
+    }
+    if (c->err_code) return;
+    c->err_code = STRATA_EDEVICE;
+    snprintf(c->err_msg, sizeof c->err_msg, "cuda %s: %s", what, cudaGetErrorString(e));
+}
+
+/* ---- allocation records: sizes for the peak and for weight_release ---- */
+
+static int cuda_track(cuda_impl *c, void *p, size_t bytes) {
+    if (c->n_allocs == c->cap_allocs) {
+        size_t nc = c->cap_allocs ? 2 * c->cap_allocs : 256;
+        cuda_alloc_rec *n = (cuda_alloc_rec *)realloc(c->allocs, nc * sizeof *n);
+        if (!n) return -1;
+        c->allocs = n;
+        c->cap_allocs = nc;
+    }
+    c->allocs[c->n_allocs++] = cuda_alloc_rec{p, bytes};
+    c->cur_bytes += bytes;
+    if (c->cur_bytes > c->peak_bytes) c->peak_bytes = c->cur_bytes;
+    return 0;
+}
+
+/* Forgets p; returns 0 when p was not allocated here (a view into a weight, say). */
+static int cuda_untrack(cuda_impl *c, void *p) {
+    for (size_t i = c->n_allocs; i-- > 0;) {
+        if (c->allocs[i].p != p) continue;
+        c->cur_bytes -= c->allocs[i].bytes;
+        c->allocs[i] = c->allocs[--c->n_allocs];
+        return 1;
+    }
+    return 0;
+}
+
+/* cudaMalloc + record; NULL when the device is full (nothing sticky is recorded: running
+ * out of memory at load is an answer for the caller, not a broken device). */
+static void *cuda_dev_alloc(cuda_impl *c, size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    if (cuda_track(c, p, bytes)) {
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* ---- staging ring ---- */
+
+/* Copies the n parts, back to back, into the ring; returns the device address. */
+static const void *cuda_stage_parts(cuda_impl *c, int n, const void *const *src,
+                                    const size_t *part) {
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) bytes += part[i];
+    size_t need = (bytes + 255) & ~(size_t)255;
+    if (need > CUDA_STAGE_BYTES) { /* callers bound their sizes; this is a bug */
+        cuda_fail(c, "staging", cudaErrorInvalidValue);
+        c->graph_bad = 1;
+        return c->stage_d;
+    }
+    if (c->stage_off + need > CUDA_STAGE_BYTES) {
+        if (c->mode != CUDA_MODE_EAGER) { /* offsets of a graph must not wrap */
+            c->graph_bad = 1;
+            return c->stage_d;
+        }
+        cudaStreamSynchronize(c->stream);
+        c->stage_off = 0;
+    }
+    size_t off = c->stage_off, at = off;
+    c->stage_off += need;
+    for (int i = 0; i < n; i++) {
+        if (part[i]) memcpy(c->stage_h + at, src[i], part[i]);
+        at += part[i];
+    }
+    if (c->mode != CUDA_MODE_REPLAY && bytes) {
+        cudaError_t e = cudaMemcpyAsync(c->stage_d + off, c->stage_h + off, bytes,
+                                        cudaMemcpyHostToDevice, c->stream);
+        if (e != cudaSuccess) cuda_fail(c, "staging copy", e);
+        if (c->mode == CUDA_MODE_EAGER) {
+            cudaEventRecord(c->stage_ev, c->stream);
+            c->stage_ev_live = 1;
+        }
+    }
+    return c->stage_d + off;
+}
+
+const void *cuda_stage(cuda_impl *c, const void *src, size_t bytes) {
+    return cuda_stage_parts(c, 1, &src, &bytes);
+}
+
+/* Rewinds the ring at the start of a forward once its host side is free again. */
+static void cuda_stage_rewind(cuda_impl *c) {
+    if (c->mode == CUDA_MODE_EAGER && c->stage_ev_live) {
+        cudaEventSynchronize(c->stage_ev);
+        c->stage_ev_live = 0;
+    }
+    c->stage_off = 0;
+}
+
+/* ---- memory ops ---- */
+
+static void *cuda_alloc(backend *b, size_t bytes) {
+    cuda_impl *c = cuda_impl_of(b);
+    if (c->mode != CUDA_MODE_EAGER) {
+        c->graph_bad = 1;
+        return NULL;
+    }
+    cuda_use(c);
+    void *p = cuda_dev_alloc(c, bytes);
+    if (!p) return NULL;
+    cudaError_t e = cudaMemsetAsync(p, 0, bytes, c->stream);
+    if (e != cudaSuccess) cuda_fail(c, "alloc memset", e);
+    return p;
+}
+
+static void cuda_free_op(backend *b, void *p) {
+    cuda_impl *c = cuda_impl_of(b);
+    if (!p) return;
+    if (c->mode != CUDA_MODE_EAGER) { /* never inside a graph: freed at a safe point only */
+        c->graph_bad = 1;
+        return;
+    }
+    cuda_use(c);
+    cudaStreamSynchronize(c->stream); /* pending ops may still read p */
+    if (cuda_untrack(c, p)) cudaFree(p);
+}
+
+static void cuda_upload(backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_impl *c = cuda_impl_of(b);
+    if (!bytes) return;
+    cuda_use(c);
+    int launch = cuda_enter(c, CUDA_OP_UPLOAD, (const void *)dst, bytes);
+    if (c->mode != CUDA_MODE_EAGER) { /* a graph copies from pinned memory it can refill */
+        const void *d = cuda_stage(c, src, bytes);
+        if (launch) {
+            cudaError_t e = cudaMemcpyAsync(dst, d, bytes, cudaMemcpyDeviceToDevice, c->stream);
+            if (e != cudaSuccess) cuda_fail(c, "upload", e);
+        }
+        return;
+    }
+    /* Pageable source: the call returns once src has been staged, so src may change. */
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream);
+    if (e != cudaSuccess) cuda_fail(c, "upload", e);
+}
+
+static void cuda_download(backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_impl *c = cuda_impl_of(b);
+    if (!bytes) return;
+    cuda_use(c);
+    int launch = cuda_enter(c, CUDA_OP_DOWNLOAD, src, bytes);
+    if (c->mode != CUDA_MODE_EAGER) { /* into the bounce buffer; graph_end copies out */
+        size_t off = c->bounce_off;
+        if (off + bytes > CUDA_BOUNCE_BYTES || c->n_pending == CUDA_PENDING_MAX) {
+            c->graph_bad = 1;
+            return;
+        }
+        c->bounce_off += (bytes + 255) & ~(size_t)255;
+        c->pending[c->n_pending++] = cuda_pending{dst, off, bytes};
+        if (launch) {
+            cudaError_t e = cudaMemcpyAsync(c->bounce + off, src, bytes, cudaMemcpyDeviceToHost,
+                                            c->stream);
+            if (e != cudaSuccess) cuda_fail(c, "download", e);
+        }
+        return;
+    }
+    /* Pinned bounce: a pageable D2H copy runs at a fraction of the link speed. */
+    cudaError_t e;
+    if (bytes <= CUDA_BOUNCE_BYTES) {
+        e = cudaMemcpyAsync(c->bounce, src, bytes, cudaMemcpyDeviceToHost, c->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+        if (e == cudaSuccess) memcpy(dst, c->bounce, bytes);
+    } else {
+        e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    }
+    if (e != cudaSuccess) {
+        cuda_fail(c, "download", e);
+        memset(dst, 0, bytes); /* never hand back stale host memory as results */
+    }
+}
+
+static void cuda_zero(backend *b, void *dst, size_t bytes) {
+    cuda_impl *c = cuda_impl_of(b);
+    if (!bytes || !cuda_enter(c, CUDA_OP_ZERO, (const void *)dst, bytes)) return;
+    cudaError_t e = cudaMemsetAsync(dst, 0, bytes, c->stream);
+    if (e != cudaSuccess) cuda_fail(c, "zero", e);
+}
+
+static int cuda_weight_prepare(backend *b, bk_weight *w, strata_err *err) {
+    cuda_impl *c = cuda_impl_of(b);
+    if (w->dt != DTYPE_F32 && w->dt != DTYPE_BF16 && w->dt != DTYPE_F16)
+        return strata_err_set(err, STRATA_EUNSUPPORTED, "cuda backend: weight dtype %s",
+                              dtype_name(w->dt));
+    if (c->mode != CUDA_MODE_EAGER)
+        return strata_err_set(err, STRATA_ESTATE, "cuda backend: weight upload during a graph");
+    size_t n = 1;
+    for (int i = 0; i < w->ndim; i++) n *= (size_t)w->shape[i];
+    size_t bytes = n * dtype_size(w->dt);
+    cuda_use(c);
+    void *p = cuda_dev_alloc(c, bytes);
+    if (!p) {
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        return strata_err_set(err, STRATA_ENOMEM,
+                              "cuda: no device memory for a weight of %zu MiB (%zu MiB free of %zu "
+                              "MiB; %zu MiB held by strata)",
+                              bytes >> 20, fr >> 20, tot >> 20, c->cur_bytes >> 20);
+    }
+    /* On the backend's stream, so every later op is ordered after the copy (a plain
+     * cudaMemcpy runs on the legacy stream, which our non-blocking stream does not wait
+     * for). From pageable memory the call returns once the source has been staged, so a
+     * mmapped checkpoint may be unmapped right after. */
+    cudaError_t e = cudaMemcpyAsync(p, w->data, bytes, cudaMemcpyHostToDevice, c->stream);
+    if (e != cudaSuccess) {
+        cuda_untrack(c, p);
+        cudaFree(p);
+        return strata_err_set(err, STRATA_EDEVICE, "cuda: weight upload: %s", cudaGetErrorString(e));
+    }
+    w->data = p;
+    return 0;
+}
+
+static void cuda_weight_release(backend *b, bk_weight *w) {
+    cuda_impl *c = cuda_impl_of(b);
+    void *p = (void *)w->data;
+    if (!p) return;
+    cuda_use(c);
+    cudaStreamSynchronize(c->stream);
+    if (cuda_untrack(c, p)) cudaFree(p);
+    w->data = NULL;
+}
+
+static int cuda_batch_prepare(backend *b, bk_batch *bt, strata_err *err) {
+    cuda_impl *c = cuda_impl_of(b);
+    if (c->err_code) return strata_err_set(err, c->err_code, "%s", c->err_msg);
+    cuda_use(c);
+    cuda_enter(c, CUDA_OP_BATCH, bt->n_tokens, bt->n_seqs);
+    cuda_stage_rewind(c);
+    int ns = bt->n_seqs, nt = bt->n_tokens;
+    /* One staged block: slot, start, len, pos0 [ns], then tok_pos, tok_seq [nt]. */
+    size_t sb = sizeof(int32_t) * (size_t)ns, tb = sizeof(int32_t) * (size_t)nt;
+    if (4 * sb + 2 * tb > CUDA_STAGE_BYTES / 4)
+        return strata_err_set(err, STRATA_ERANGE, "cuda: a step of %d tokens is too large", nt);
+    const void *src[6] = {bt->slot, bt->start, bt->len, bt->pos0, bt->tok_pos, bt->tok_seq};
+    size_t part[6] = {sb, sb, sb, sb, tb, tb};
+    const int32_t *d = (const int32_t *)cuda_stage_parts(c, 6, src, part);
+    c->bdev = cuda_bdev{d, d + ns, d + 2 * ns, d + 3 * ns, d + 4 * ns, d + 4 * ns + nt, nt, ns};
+    bt->dev = &c->bdev;
+    return 0;
+}
+
+/* ---- create / destroy ---- */
+
+static void cuda_destroy(backend *b) {
+    if (!b) return;
+    cuda_impl *c = cuda_impl_of(b);
+    if (c) {
+        cuda_use(c);
+        if (c->stream) cudaStreamSynchronize(c->stream);
+        cuda_backend_graph_clear(b);
+        for (size_t i = 0; i < c->n_allocs; i++) cudaFree(c->allocs[i].p);
+        free(c->allocs);
+        if (c->blas) cublasDestroy(c->blas);
+        cudaFree(c->blas_ws);
+        cudaFree(c->act16);
+        cudaFree(c->gemm_out);
+        cudaFree(c->att_part);
+        cudaFree(c->stage_d);
+        cudaFreeHost(c->stage_h);
+        cudaFreeHost(c->bounce);
+        if (c->stage_ev) cudaEventDestroy(c->stage_ev);
+        if (c->stream) cudaStreamDestroy(c->stream);
+        free(c);
+    }
+    free(b);
+}
+
+static void cuda_fill_ops(backend_ops *o) {
+    memset(o, 0, sizeof *o);
+    o->name = "cuda";
+    o->destroy = cuda_destroy;
+    o->alloc = cuda_alloc;
+    o->free = cuda_free_op;
+    o->upload = cuda_upload;
+    o->download = cuda_download;
+    o->zero = cuda_zero;
+    o->weight_prepare = cuda_weight_prepare;
+    o->weight_release = cuda_weight_release;
+    o->batch_prepare = cuda_batch_prepare;
+    o->embed = cuda_embed;
+    o->rmsnorm = cuda_rmsnorm;
+    o->rmsnorm_gated = cuda_rmsnorm_gated;
+    o->l2norm = cuda_l2norm;
+    o->add = cuda_add;
+    o->silu_mul = cuda_silu_mul;
+    o->sigmoid_mul = cuda_sigmoid_mul;
+    o->split_halves = cuda_split_halves;
+    o->gather_rows = cuda_gather_rows;
+    o->matmul = cuda_matmul;
+    o->rope = cuda_rope;
+    o->kv_store = cuda_kv_store;
+    o->attention = cuda_attention;
+    o->conv1d = cuda_conv1d;
+    o->gdn_gates = cuda_gdn_gates;
+    o->gated_delta = cuda_gated_delta;
+    o->gelu_tanh_mul = cuda_gelu_tanh_mul;
+    o->relu2 = cuda_relu2;
+    o->scale = cuda_scale;
+    o->softcap = cuda_softcap;
+    o->rmsnorm_gated_grouped = cuda_rmsnorm_gated_grouped;
+    o->ssd = cuda_ssd;
+    o->read_bandwidth = cuda_read_bandwidth;
+}
+
+#define CUDA_TRY(call, what)                                                                   \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            cudaGetLastError();                                                                \
+            rc = strata_err_set(err, e_ == cudaErrorMemoryAllocation ? STRATA_ENOMEM           \
+                                                                     : STRATA_EDEVICE,         \
+                                "cuda: %s: %s", what, cudaGetErrorString(e_));                 \
+            goto fail;                                                                         \
+        }                                                                                      \
+    } while (0)
+
+CUDA_EXPORT int strata_cuda_backend_create(int device, backend **out, strata_err *err) {
+    backend *b = NULL;
+    cuda_impl *c = NULL;
+    int rc = 0, n_dev = 0;
+    cudaDeviceProp prop;
+    cudaError_t e = cudaGetDeviceCount(&n_dev);
+    if (e != cudaSuccess || n_dev == 0) {
+        cudaGetLastError();
+        return strata_err_set(err, STRATA_EDEVICE, "cuda: no usable GPU: %s (%s)",
+                              e == cudaErrorInsufficientDriver
+                                  ? "no NVIDIA driver, or one older than this CUDA runtime"
+                              : e == cudaErrorNoDevice || e == cudaSuccess ? "no CUDA device found"
+                                                                           : "the runtime did not start",
+                              e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    }
+    if (device < 0 || device >= n_dev)
+        return strata_err_set(err, STRATA_EDEVICE, "cuda: device %d does not exist (%d found)",
+                              device, n_dev);
+    b = (backend *)calloc(1, sizeof *b);
+    c = (cuda_impl *)calloc(1, sizeof *c);
+    if (!b || !c) {
+        rc = strata_err_set(err, STRATA_ENOMEM, "cuda backend: out of memory");
+        goto fail;
+    }
+    b->impl = c;
+    c->device = device;
+    CUDA_TRY(cudaSetDevice(device), "cudaSetDevice");
+    CUDA_TRY(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    c->n_sm = prop.multiProcessorCount;
+    snprintf(c->name, sizeof c->name, "%s", prop.name);
+    CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream");
+    CUDA_TRY(cudaEventCreateWithFlags(&c->stage_ev, cudaEventDisableTiming), "event");
+    CUDA_TRY(cudaMalloc(&c->blas_ws, CUDA_BLAS_WS_BYTES), "cuBLAS workspace");
+    CUDA_TRY(cudaMalloc((void **)&c->act16, sizeof(__nv_bfloat16) * CUDA_ACT16_ELEMS), "GEMM scratch");
+    CUDA_TRY(cudaMalloc((void **)&c->gemm_out, sizeof(float) * CUDA_GEMM_OUT_FLOATS), "GEMM scratch");
+    CUDA_TRY(cudaMalloc((void **)&c->att_part, sizeof(float) * CUDA_ATT_PART_FLOATS), "attention scratch");
+    CUDA_TRY(cudaMalloc((void **)&c->stage_d, CUDA_STAGE_BYTES), "staging ring");
+    CUDA_TRY(cudaHostAlloc((void **)&c->stage_h, CUDA_STAGE_BYTES, cudaHostAllocDefault), "pinned staging");
+    CUDA_TRY(cudaHostAlloc((void **)&c->bounce, CUDA_BOUNCE_BYTES, cudaHostAllocDefault), "pinned bounce");
+    c->scratch_bytes = CUDA_BLAS_WS_BYTES + sizeof(__nv_bfloat16) * CUDA_ACT16_ELEMS +
+                       sizeof(float) * (CUDA_GEMM_OUT_FLOATS + CUDA_ATT_PART_FLOATS) +
+                       CUDA_STAGE_BYTES;
+    if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS) {
+        c->blas = NULL;
+        rc = strata_err_set(err, STRATA_EDEVICE, "cuda: cuBLAS did not start");
+        goto fail;
+    }
+    /* A fixed workspace keeps cuBLAS from allocating inside a captured graph. */
+    if (cublasSetStream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetWorkspace(c->blas, c->blas_ws, CUDA_BLAS_WS_BYTES) != CUBLAS_STATUS_SUCCESS) {
+        rc = strata_err_set(err, STRATA_EDEVICE, "cuda: cuBLAS setup failed");
+        goto fail;
+    }
+    {
+        const char *g = getenv("STRATA_CUDA_BF16_GEMM");
+        c->bf16_single = g && !strcmp(g, "single");
+    }
+    cuda_fill_ops(&c->ops);
+    b->ops = &c->ops;
+    b->threads = 1;
+    *out = b;
+    return 0;
+fail:
+    cuda_destroy(b);
+    if (!b) free(c);
+    return rc;
+}
+
+/* ---- exported extras (cuda_backend.h) ---- */
+
+CUDA_EXPORT size_t cuda_backend_used_bytes(const backend *b) {
+    const cuda_impl *c = (const cuda_impl *)b->impl;
+    return c->cur_bytes + c->scratch_bytes;
+}
+
+CUDA_EXPORT size_t cuda_backend_peak_bytes(const backend *b) {
+    const cuda_impl *c = (const cuda_impl *)b->impl;
+    return c->peak_bytes + c->scratch_bytes;
+}
+
+CUDA_EXPORT void cuda_backend_mem_info(const backend *b, size_t *free_bytes, size_t *total_bytes) {
+    (void)b;
+    size_t f = 0, t = 0;
+    if (cudaMemGetInfo(&f, &t) != cudaSuccess) cudaGetLastError();
+    *free_bytes = f;
+    *total_bytes = t;
+}
+
+CUDA_EXPORT const char *cuda_backend_error(const backend *b) {
+    const cuda_impl *c = (const cuda_impl *)b->impl;
+    return c->err_code ? c->err_msg : NULL;
+}

@@ -1,0 +1,149 @@
+/* cuda_deltanet.cu - the gated delta rule (Qwen3.5 spec §5.2.7), decode and prefill.
+ *
+ * Per (sequence, value head) the f32 state S [dk, dv] (row-major, the layout backend.h
+ * fixes) is held in registers for the whole step: a block owns 32 columns of S, lane j a
+ * column, and its 4 warps split the dk rows (RPT each). Columns are independent, so the
+ * only cross-thread work per token is two reductions over the rows (Sᵀk before the update,
+ * Sᵀq after), done through shared memory with two barriers. Tokens are taken in chunks of
+ * GD_CH whose q, k rows (shared by all columns), gates and v values are staged together, so
+ * the per-token path touches no global memory but the output. This is the recurrent form
+ * (perf-anchors §6.1) used for prefill too: exact to f32 rounding, O(T·dk·dv), no tensor
+ * cores; the chunked WY form (§6.2) is the faster prefill to write next (README.md).
+ * S is read once and written once per step: 2·dk·dv·4 bytes per head. */
+#include "kernels/cuda/cuda_internal.cuh"
+
+enum { GD_WARPS = 4, GD_THREADS = 32 * GD_WARPS, GD_CH = 8 };
+
+template <int RPT>
+__global__ void __launch_bounds__(GD_THREADS)
+gd_seq(float *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k, int ld_qk,
+       const float *__restrict__ v, int ld_v, const float *__restrict__ g,
+       const float *__restrict__ beta, float *__restrict__ state, const int32_t *start,
+       const int32_t *len, const int32_t *slot, int Hk, int Hv, int dk, int dv) {
+    constexpr int R = GD_WARPS * RPT; /* rows covered, >= dk */
+    __shared__ float qs[GD_CH][R], ks[GD_CH][R], vs[GD_CH][32], gs[GD_CH], bs[GD_CH];
+    __shared__ float red[2][GD_WARPS][32];
+    const int s = blockIdx.x / Hv, h = blockIdx.x % Hv, hk = h / (Hv / Hk);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, i0 = warp * RPT;
+    const int j = blockIdx.y * 32 + lane;
+    const bool jv = j < dv;
+    float *S = state + ((size_t)slot[s] * Hv + h) * (size_t)dk * dv;
+    float st[RPT];
+#pragma unroll
+    for (int r = 0; r < RPT; r++) st[r] = jv && i0 + r < dk ? S[(size_t)(i0 + r) * dv + j] : 0.0f;
+    const int t0 = start[s], n = len[s];
+    for (int c0 = 0; c0 < n; c0 += GD_CH) {
+        const int nc = n - c0 < GD_CH ? n - c0 : GD_CH;
+        __syncthreads(); /* the previous chunk's rows are no longer read */
+        for (int e = threadIdx.x; e < GD_CH * R; e += GD_THREADS) {
+            int tt = e / R, ii = e % R;
+            float qv = 0.0f, kv = 0.0f;
+            if (tt < nc && ii < dk) {
+                size_t off = (size_t)(t0 + c0 + tt) * ld_qk + (size_t)hk * dk + ii;
+                qv = q[off];
+                kv = k[off];
+            }
+            qs[tt][ii] = qv;
+            ks[tt][ii] = kv;
+        }
+        for (int e = threadIdx.x; e < GD_CH * 32; e += GD_THREADS) {
+            int tt = e / 32, jj = blockIdx.y * 32 + e % 32;
+            vs[tt][e % 32] = tt < nc && jj < dv ? v[(size_t)(t0 + c0 + tt) * ld_v + (size_t)h * dv + jj] : 0.0f;
+        }
+        if ((int)threadIdx.x < nc) {
+            size_t gi = (size_t)(t0 + c0 + threadIdx.x) * Hv + h;
+            gs[threadIdx.x] = expf(g[gi]);
+            bs[threadIdx.x] = beta[gi];
+        }
+        __syncthreads();
+#pragma unroll 1
+        for (int tt = 0; tt < nc; tt++) { /* nc is uniform over the block */
+            const float dec = gs[tt];
+            float kvp = 0.0f;
+#pragma unroll
+            for (int r = 0; r < RPT; r++) {
+                st[r] *= dec;
+                kvp += st[r] * ks[tt][i0 + r];
+            }
+            red[0][warp][lane] = kvp;
+            __syncthreads();
+            float kvs = 0.0f;
+#pragma unroll
+            for (int w = 0; w < GD_WARPS; w++) kvs += red[0][w][lane];
+            const float d = bs[tt] * (vs[tt][lane] - kvs);
+            float op = 0.0f;
+#pragma unroll
+            for (int r = 0; r < RPT; r++) {
+                st[r] += ks[tt][i0 + r] * d;
+                op += st[r] * qs[tt][i0 + r];
+            }
+            red[1][warp][lane] = op;
+            __syncthreads();
+            if (warp == 0 && jv) {
+                float o = 0.0f;
+#pragma unroll
+                for (int w = 0; w < GD_WARPS; w++) o += red[1][w][lane];
+                out[((size_t)(t0 + c0 + tt) * Hv + h) * dv + j] = o;
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < RPT; r++)
+        if (jv && i0 + r < dk) S[(size_t)(i0 + r) * dv + j] = st[r];
+}
+
+/* Any dk: one thread per column, the state stays in global memory (slow, correct). */
+__global__ void gd_generic(float *__restrict__ out, const float *__restrict__ q,
+                           const float *__restrict__ k, int ld_qk, const float *__restrict__ v,
+                           int ld_v, const float *__restrict__ g, const float *__restrict__ beta,
+                           float *__restrict__ state, const int32_t *start, const int32_t *len,
+                           const int32_t *slot, int Hk, int Hv, int dk, int dv) {
+    const int s = blockIdx.x / Hv, h = blockIdx.x % Hv, hk = h / (Hv / Hk);
+    const int j = blockIdx.y * blockDim.x + threadIdx.x;
+    if (j >= dv) return;
+    float *S = state + ((size_t)slot[s] * Hv + h) * (size_t)dk * dv;
+    for (int t = start[s]; t < start[s] + len[s]; t++) {
+        const float *qt = q + (size_t)t * ld_qk + (size_t)hk * dk;
+        const float *kt = k + (size_t)t * ld_qk + (size_t)hk * dk;
+        float dec = expf(g[(size_t)t * Hv + h]), kv = 0.0f, o = 0.0f;
+        for (int i = 0; i < dk; i++) {
+            S[(size_t)i * dv + j] *= dec;
+            kv += S[(size_t)i * dv + j] * kt[i];
+        }
+        float d = beta[(size_t)t * Hv + h] * (v[(size_t)t * ld_v + (size_t)h * dv + j] - kv);
+        for (int i = 0; i < dk; i++) {
+            S[(size_t)i * dv + j] += kt[i] * d;
+            o += S[(size_t)i * dv + j] * qt[i];
+        }
+        out[((size_t)t * Hv + h) * dv + j] = o;
+    }
+}
+
+void cuda_gated_delta(backend *b, float *out, const float *q, const float *k, int ld_qk,
+                      const float *v, int ld_v, const float *g, const float *beta, float *state,
+                      const bk_batch *bt, int Hk, int Hv, int dk, int dv) {
+    cuda_impl *c = cuda_impl_of(b);
+    const cuda_bdev *d = (const cuda_bdev *)bt->dev;
+    int ns = bt->n_seqs;
+    if (ns <= 0 || Hv <= 0 || dk <= 0 || dv <= 0 ||
+        !cuda_enter(c, CUDA_OP_DELTA, (const void *)out, (const void *)q, (const void *)k, ld_qk,
+                    (const void *)v, ld_v, (const void *)g, (const void *)beta,
+                    (const void *)state, ns, Hk, Hv, dk, dv))
+        return;
+    if (Hk <= 0 || Hv % Hk) {
+        cuda_fail(c, "gated_delta", cudaErrorInvalidValue);
+        return;
+    }
+    dim3 grid((unsigned)(ns * Hv), (unsigned)((dv + 31) / 32));
+#define GD_ARGS out, q, k, ld_qk, v, ld_v, g, beta, state, d->start, d->len, d->slot, Hk, Hv, dk, dv
+    if (dk <= 32) gd_seq<8><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS);
+    else if (dk <= 64) gd_seq<16><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS);
+    else if (dk <= 128) gd_seq<32><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS);
+    else if (dk <= 256) gd_seq<64><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS);
+    else {
+        dim3 g2((unsigned)(ns * Hv), (unsigned)((dv + 127) / 128));
+        gd_generic<<<g2, 128, 0, c->stream>>>(GD_ARGS);
+    }
+#undef GD_ARGS
+    cuda_check_launch(c, "gated_delta");
+}

@@ -1,0 +1,237 @@
+/* cuda_internal.cuh - what the CUDA backend's files share: the backend's private state,
+ * the device helpers every kernel family uses, and the op entry points (one family per
+ * .cu file). Not for use outside kernels/cuda and its device tests.
+ *
+ * Every op entry follows style.md §18: check, compute the grid, launch on the backend's
+ * stream, check the launch. None allocates, synchronises or reads device data on the
+ * host, so a whole forward can be captured as a CUDA graph (cuda_graph.cu). Ops whose
+ * inputs live in host memory (embed ids, gather rows, the batch arrays) copy them through
+ * a pinned staging ring (cuda_backend.cu), which graph replays refill on the host. */
+#ifndef STRATA_CUDA_INTERNAL_CUH
+#define STRATA_CUDA_INTERNAL_CUH
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+extern "C" {
+#include "engine/backend.h"
+#include "engine/err.h"
+}
+
+/* Exported from libstrata_cuda.so; everything else stays hidden (-fvisibility=hidden). */
+#define CUDA_EXPORT extern "C" __attribute__((visibility("default")))
+
+enum {
+    CUDA_BLOCK = 256,                      /* default threads per block */
+    CUDA_STAGE_BYTES = 8 << 20,            /* pinned staging ring for host-side op inputs */
+    CUDA_BOUNCE_BYTES = 32 << 20,          /* pinned bounce buffer for downloads */
+    CUDA_BLAS_WS_BYTES = 32 << 20,         /* cuBLAS workspace (graph capture needs one) */
+    CUDA_ACT16_ELEMS = 16 << 20,           /* bf16 activations (hi rows + lo rows) for cuBLAS */
+    CUDA_GEMM_OUT_FLOATS = 16 << 20,       /* f32 output of the stacked hi/lo GEMM */
+    CUDA_ATT_PART_FLOATS = 4 << 20,        /* flash-decoding split partials */
+    CUDA_GRAPH_MAX = 32,                   /* captured graphs kept (batch-size buckets) */
+    CUDA_PENDING_MAX = 64,                 /* downloads deferred to graph_end */
+};
+
+typedef enum { CUDA_MODE_EAGER = 0, CUDA_MODE_CAPTURE, CUDA_MODE_REPLAY } cuda_mode;
+
+/* The device mirror of a bk_batch (bt->dev points at one of these, owned by the backend). */
+typedef struct cuda_bdev {
+    const int32_t *slot, *start, *len, *pos0; /* [n_seqs] device */
+    const int32_t *tok_pos, *tok_seq;         /* [n_tokens] device */
+    int n_tokens, n_seqs;
+} cuda_bdev;
+
+typedef struct cuda_alloc_rec {
+    void *p;
+    size_t bytes;
+} cuda_alloc_rec;
+
+typedef struct cuda_graph_entry {
+    uint64_t key;
+    uint64_t sig;  /* hash of the op sequence captured */
+    int n_ops;
+    cudaGraphExec_t exec;
+} cuda_graph_entry;
+
+typedef struct cuda_pending {
+    void *dst;       /* host destination (the caller's pointer of this replay) */
+    size_t off;      /* offset in the bounce buffer */
+    size_t bytes;
+} cuda_pending;
+
+typedef struct cuda_impl {
+    backend_ops ops;        /* the vtable b->ops points at */
+    int device, n_sm;
+    char name[256];         /* device name */
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    void *blas_ws;          /* [CUDA_BLAS_WS_BYTES] */
+    __nv_bfloat16 *act16;   /* [CUDA_ACT16_ELEMS] */
+    float *gemm_out;        /* [CUDA_GEMM_OUT_FLOATS] */
+    float *att_part;        /* [CUDA_ATT_PART_FLOATS] */
+    int bf16_single;        /* 1: one bf16 rounding of the activations (STRATA_CUDA_BF16_GEMM=single) */
+    /* staging ring: host inputs copied H2D at op time (or refilled before a graph replay) */
+    unsigned char *stage_h; /* pinned [CUDA_STAGE_BYTES] */
+    unsigned char *stage_d; /* device mirror [CUDA_STAGE_BYTES] */
+    size_t stage_off;
+    cudaEvent_t stage_ev;   /* after the last staging copy */
+    int stage_ev_live;
+    unsigned char *bounce;  /* pinned [CUDA_BOUNCE_BYTES] download bounce */
+    size_t bounce_off;
+    cuda_bdev bdev;
+    /* allocations made through ops->alloc and weight_prepare */
+    cuda_alloc_rec *allocs;
+    size_t n_allocs, cap_allocs;
+    size_t cur_bytes, peak_bytes, scratch_bytes;
+    /* graphs */
+    cuda_mode mode;
+    uint64_t key, sig;
+    int n_ops;
+    int graph_bad;          /* something in this capture/replay cannot be replayed */
+    char graph_msg[256];    /* why, when a CUDA call failed during the capture */
+    cuda_graph_entry graphs[CUDA_GRAPH_MAX];
+    int n_graphs;
+    cuda_pending pending[CUDA_PENDING_MAX];
+    int n_pending;
+    /* first CUDA error since create (sticky): ops cannot return one */
+    int err_code;
+    char err_msg[256];
+} cuda_impl;
+
+static inline cuda_impl *cuda_impl_of(backend *b) { return (cuda_impl *)b->impl; }
+/* The CUDA current device is per host thread: entry points that may be the first call of
+ * a thread (alloc, uploads, batch_prepare at the start of each forward, graphs) select
+ * ours. Cheap when it already is. */
+static inline void cuda_use(const cuda_impl *c) { cudaSetDevice(c->device); }
+
+/* ---- error recording (cuda_backend.cu) ---- */
+/* Records the first failure; later ones are dropped (the first explains the rest). During a
+ * capture a failure only spoils the graph (nothing ran), so it is not sticky. */
+void cuda_fail(cuda_impl *c, const char *what, cudaError_t e);
+/* Checks the last launch; records its error under the op's name. */
+static inline void cuda_check_launch(cuda_impl *c, const char *op) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) cuda_fail(c, op, e);
+}
+
+/* ---- graph bookkeeping: every op calls this first (cuda_graph.cu) ----
+ * Folds the op and its device-side arguments into the running signature while a graph is
+ * captured or replayed. Returns 1 when the op must launch (eager or capture), 0 when a
+ * replay skips it (the captured graph already holds the launch). */
+static inline uint64_t cuda_u64(const void *p) { return (uint64_t)(uintptr_t)p; }
+static inline uint64_t cuda_u64(int v) { return (uint64_t)(int64_t)v; }
+static inline uint64_t cuda_u64(size_t v) { return (uint64_t)v; }
+static inline uint64_t cuda_u64(float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+}
+template <typename... A> static inline int cuda_enter(cuda_impl *c, int op, A... a) {
+    if (c->mode == CUDA_MODE_EAGER) return 1;
+    uint64_t v[] = {(uint64_t)op, cuda_u64(a)...};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) c->sig = (c->sig ^ v[i]) * 0x100000001b3ULL;
+    c->n_ops++;
+    return c->mode == CUDA_MODE_CAPTURE;
+}
+enum {
+    CUDA_OP_UPLOAD = 1, CUDA_OP_DOWNLOAD, CUDA_OP_ZERO, CUDA_OP_BATCH, CUDA_OP_EMBED,
+    CUDA_OP_RMSNORM, CUDA_OP_RMSNORM_GATED, CUDA_OP_L2NORM, CUDA_OP_ADD, CUDA_OP_SILU_MUL,
+    CUDA_OP_SIGMOID_MUL, CUDA_OP_SPLIT, CUDA_OP_GATHER, CUDA_OP_MATMUL, CUDA_OP_ROPE,
+    CUDA_OP_KV_STORE, CUDA_OP_ATTENTION, CUDA_OP_CONV1D, CUDA_OP_GATES, CUDA_OP_DELTA,
+    CUDA_OP_GELU_MUL, CUDA_OP_RELU2, CUDA_OP_SCALE, CUDA_OP_SOFTCAP, CUDA_OP_NORM_GROUPED,
+    CUDA_OP_SSD, CUDA_OP_ARGMAX, CUDA_OP_EMBED_DEV,
+};
+
+/* ---- staging (cuda_backend.cu) ----
+ * Copies bytes of host memory into the staging ring and returns where the device sees
+ * them; the copy is ordered on the stream. A replay only refills the host side. */
+const void *cuda_stage(cuda_impl *c, const void *src, size_t bytes);
+
+/* ---- device helpers ---- */
+/* Element i of a weight of dtype dt as f32 (BF16 / F16 / F32). */
+__device__ __forceinline__ float cuda_wget(const void *p, int dt, size_t i) {
+    if (dt == DTYPE_BF16) return __uint_as_float((uint32_t)((const uint16_t *)p)[i] << 16);
+    if (dt == DTYPE_F16) return __half2float(((const __half *)p)[i]);
+    return ((const float *)p)[i];
+}
+__device__ __forceinline__ float cuda_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float cuda_warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+/* The same formulas as the CPU reference (kernels/cpu/cpu_ops.c), with accurate expf. */
+__device__ __forceinline__ float cuda_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float cuda_silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float cuda_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* Blocks for a grid-stride loop over n items. */
+static inline unsigned cuda_blocks(size_t n, int threads, int cap) {
+    size_t b = (n + (size_t)threads - 1) / (size_t)threads;
+    if (b < 1) b = 1;
+    return (unsigned)(b > (size_t)cap ? (size_t)cap : b);
+}
+
+/* ---- op entries, one family per file ---- */
+/* cuda_elementwise.cu */
+void cuda_embed(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m);
+void cuda_add(backend *b, float *out, const float *a, const float *x, size_t n);
+void cuda_silu_mul(backend *b, float *out, const float *gate, const float *up, int m, int n);
+void cuda_gelu_tanh_mul(backend *b, float *out, const float *gate, const float *up, int m, int n);
+void cuda_sigmoid_mul(backend *b, float *x, const float *gate, size_t n);
+void cuda_relu2(backend *b, float *x, size_t n);
+void cuda_scale(backend *b, float *x, float alpha, const bk_weight *s, size_t n);
+void cuda_softcap(backend *b, float *x, float cap, size_t n);
+void cuda_split_halves(backend *b, float *a, float *g, const float *in, int rows, int half);
+void cuda_gather_rows(backend *b, float *out, const float *x, const int32_t *rows, int n,
+                      int width);
+void cuda_gdn_gates(backend *b, float *g, float *beta, const float *a, const float *bb,
+                    const bk_weight *A_log, const bk_weight *dt_bias, int m, int Hv);
+/* cuda_norm.cu */
+void cuda_rmsnorm(backend *b, float *out, const float *x, const bk_weight *w, int m, int n,
+                  int ld, float eps, int mode);
+void cuda_rmsnorm_gated(backend *b, float *out, const float *x, const float *z,
+                        const bk_weight *w, int m, int n, float eps);
+void cuda_rmsnorm_gated_grouped(backend *b, float *out, const float *x, const float *z,
+                                const bk_weight *w, int m, int width, int group, float eps);
+void cuda_l2norm(backend *b, float *x, int m, int n, int ld, float eps, float scale);
+/* cuda_rope.cu */
+void cuda_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads,
+               int hd, int rot, int ld);
+/* cuda_matmul.cu */
+void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m);
+/* cuda_attention.cu */
+void cuda_kv_store(backend *b, float *kc, float *vc, const float *k, const float *v,
+                   const bk_batch *bt, int kvw, int cap);
+void cuda_attention(backend *b, float *out, const float *q, const float *kc, const float *vc,
+                    const bk_batch *bt, int H, int KV, int D, int cap, float scale, int window,
+                    float softcap);
+/* cuda_conv.cu */
+void cuda_conv1d(backend *b, float *out, const float *x, int ld_x, const bk_weight *w,
+                 const bk_weight *bias, float *state, const bk_batch *bt, int C, int K, int act);
+/* cuda_deltanet.cu */
+void cuda_gated_delta(backend *b, float *out, const float *q, const float *k, int ld_qk,
+                      const float *v, int ld_v, const float *g, const float *beta, float *state,
+                      const bk_batch *bt, int Hk, int Hv, int dk, int dv);
+/* cuda_ssd.cu */
+void cuda_ssd(backend *b, float *y, const float *x, int ld_x, const float *B, const float *C,
+              int ld_bc, const float *dt, int ld_dt, const bk_weight *A_log,
+              const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt,
+              int H, int P, int N, int G, float dt_min);
+/* cuda_membw.cu */
+double cuda_read_bandwidth(backend *b, size_t bytes);
+/* cuda_sample.cu */
+void cuda_argmax_rows(backend *b, int32_t *ids, const float *logits, int m, int n);
+void cuda_embed_dev(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m);
+
+#endif

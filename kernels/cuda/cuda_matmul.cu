@@ -1,0 +1,290 @@
+/* cuda_matmul.cu - out[m, n] = x[m, k] · Wᵀ with W [n, k] in BF16, F16 or F32.
+ *
+ * m <= 8 (decode, small batches): mm_gemv streams W once for all m rows of x, as
+ * perf-anchors §6.5 describes: each warp owns a row of W (or a 1/wpr slice of it when W has
+ * few rows), lanes issue 16-byte loads, four in flight, with the evict-first hint so the
+ * activations stay in L2; x comes through L1 (it is small and read by every warp), f32
+ * FMA, warp-shuffle reduction. No tensor cores: at m <= 8 the kernel is bandwidth-bound.
+ *
+ * m > 8 (prefill): cuBLAS. F32 weights: an f32 GEMM (CUBLAS_COMPUTE_32F, no TF32). BF16
+ * weights: the f32 activations are split as x = hi + lo with hi, lo bf16 (lo = the rounding
+ * error of hi, so x is kept to ~2^-17), and one bf16 GEMM over the stacked rows [hi; lo]
+ * reads W once and gives W·hi and W·lo with f32 accumulation; their sum is the product to
+ * f32-level accuracy. A single bf16 rounding of x (STRATA_CUDA_BF16_GEMM=single) halves
+ * the GEMM's work but moves prefill logits away from decode's (golden tests compare the
+ * two at 2e-5). F16 weights: a plain tiled f32 kernel (an f16 split would overflow on
+ * large activations). All scratch is fixed at create; larger m runs in row chunks. */
+#include "kernels/cuda/cuda_internal.cuh"
+
+enum { MM_GEMV_MAX_M = 8, MM_THREADS = 256, MM_WARPS = MM_THREADS / 32 };
+
+/* ---- weight element access by dtype (DT = the dtype enum value) ---- */
+template <int DT> struct mm_w;
+template <> struct mm_w<DTYPE_F32> {
+    enum { VE = 4, SZ = 4 };
+    static __device__ __forceinline__ void unpack(uint4 u, float *f) {
+        f[0] = __uint_as_float(u.x), f[1] = __uint_as_float(u.y);
+        f[2] = __uint_as_float(u.z), f[3] = __uint_as_float(u.w);
+    }
+    static __device__ __forceinline__ float get(const void *p, size_t i) { return ((const float *)p)[i]; }
+};
+template <> struct mm_w<DTYPE_BF16> {
+    enum { VE = 8, SZ = 2 };
+    static __device__ __forceinline__ void unpack(uint4 u, float *f) {
+        const uint32_t v[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) { /* little-endian: the low half is the first element */
+            f[2 * i] = __uint_as_float(v[i] << 16);
+            f[2 * i + 1] = __uint_as_float(v[i] & 0xffff0000u);
+        }
+    }
+    static __device__ __forceinline__ float get(const void *p, size_t i) {
+        return __uint_as_float((uint32_t)((const uint16_t *)p)[i] << 16);
+    }
+};
+template <> struct mm_w<DTYPE_F16> {
+    enum { VE = 8, SZ = 2 };
+    static __device__ __forceinline__ void unpack(uint4 u, float *f) {
+        const uint32_t v[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            f[2 * i] = __half2float(__ushort_as_half((unsigned short)(v[i] & 0xffffu)));
+            f[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(v[i] >> 16)));
+        }
+    }
+    static __device__ __forceinline__ float get(const void *p, size_t i) {
+        return __half2float(((const __half *)p)[i]);
+    }
+};
+
+/* ---- kernels ---- */
+
+/* M rows of x against W; a block is 8 warps = 8 / wpr rows of W. vec: k % VE == 0 and
+ * 16-byte aligned x and W (then every row is aligned too). */
+template <int DT, int M>
+__global__ void __launch_bounds__(MM_THREADS)
+mm_gemv(float *__restrict__ out, const float *__restrict__ x, const void *__restrict__ w, int n,
+        int k, int wpr, int vec) {
+    typedef mm_w<DT> W;
+    __shared__ float red[MM_WARPS][M];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int row = blockIdx.x * (MM_WARPS / wpr) + warp / wpr, part = warp % wpr;
+    float acc[M];
+#pragma unroll
+    for (int t = 0; t < M; t++) acc[t] = 0.0f;
+    if (row < n) {
+        if (vec) {
+            const uint4 *wr = (const uint4 *)((const char *)w + (size_t)row * k * W::SZ);
+            const int nc = k / W::VE, step = 32 * wpr;
+            int cc = part * 32 + lane;
+            for (; cc + 3 * step < nc; cc += 4 * step) {
+                uint4 u[4];
+#pragma unroll
+                for (int q = 0; q < 4; q++) u[q] = __ldcs(wr + cc + q * step);
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    float f[W::VE];
+                    W::unpack(u[q], f);
+#pragma unroll
+                    for (int t = 0; t < M; t++) {
+                        const float4 *xr = (const float4 *)(x + (size_t)t * k + (size_t)(cc + q * step) * W::VE);
+#pragma unroll
+                        for (int e = 0; e < W::VE / 4; e++) {
+                            float4 xv = __ldg(xr + e);
+                            acc[t] += f[4 * e] * xv.x + f[4 * e + 1] * xv.y + f[4 * e + 2] * xv.z +
+                                      f[4 * e + 3] * xv.w;
+                        }
+                    }
+                }
+            }
+            for (; cc < nc; cc += step) {
+                float f[W::VE];
+                W::unpack(__ldcs(wr + cc), f);
+#pragma unroll
+                for (int t = 0; t < M; t++) {
+                    const float4 *xr = (const float4 *)(x + (size_t)t * k + (size_t)cc * W::VE);
+#pragma unroll
+                    for (int e = 0; e < W::VE / 4; e++) {
+                        float4 xv = __ldg(xr + e);
+                        acc[t] += f[4 * e] * xv.x + f[4 * e + 1] * xv.y + f[4 * e + 2] * xv.z +
+                                  f[4 * e + 3] * xv.w;
+                    }
+                }
+            }
+        } else {
+            for (int e = part * 32 + lane; e < k; e += 32 * wpr) {
+                float f = W::get(w, (size_t)row * k + e);
+#pragma unroll
+                for (int t = 0; t < M; t++) acc[t] += f * x[(size_t)t * k + e];
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < M; t++) acc[t] = cuda_warp_sum(acc[t]);
+    if (wpr == 1) {
+        if (lane == 0 && row < n)
+#pragma unroll
+            for (int t = 0; t < M; t++) out[(size_t)t * n + row] = acc[t];
+        return;
+    }
+    if (lane == 0)
+#pragma unroll
+        for (int t = 0; t < M; t++) red[warp][t] = acc[t];
+    __syncthreads();
+    if (part == 0 && lane == 0 && row < n)
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            float s = 0.0f;
+            for (int q = 0; q < wpr; q++) s += red[warp + q][t];
+            out[(size_t)t * n + row] = s;
+        }
+}
+
+/* Tiled f32 GEMM for F16 weights (and anything cuBLAS cannot take): 64 x 64 outputs per
+ * block, k in steps of 16 through shared memory, 4 x 4 outputs per thread. */
+template <int DT>
+__global__ void __launch_bounds__(256)
+mm_tiled(float *__restrict__ out, const float *__restrict__ x, const void *__restrict__ w, int m,
+         int n, int k) {
+    __shared__ float xs[16][64 + 1], ws[16][64 + 1];
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int m0 = blockIdx.y * 64, n0 = blockIdx.x * 64;
+    float acc[4][4] = {};
+    for (int k0 = 0; k0 < k; k0 += 16) {
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            int e = tid + 256 * q, r = e / 16, kk = e % 16;
+            xs[kk][r] = m0 + r < m && k0 + kk < k ? x[(size_t)(m0 + r) * k + k0 + kk] : 0.0f;
+            ws[kk][r] = n0 + r < n && k0 + kk < k ? mm_w<DT>::get(w, (size_t)(n0 + r) * k + k0 + kk) : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < 16; kk++) {
+            float a[4], bq[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) a[i] = xs[kk][ty * 4 + i], bq[i] = ws[kk][tx * 4 + i];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) acc[i][j] += a[i] * bq[j];
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int r = m0 + ty * 4 + i, col = n0 + tx * 4 + j;
+            if (r < m && col < n) out[(size_t)r * n + col] = acc[i][j];
+        }
+}
+
+/* hi = bf16(x); lo = bf16(x - hi) (lo may be NULL: single rounding). */
+__global__ void mm_to_bf16(__nv_bfloat16 *__restrict__ hi, __nv_bfloat16 *__restrict__ lo,
+                           const float *__restrict__ x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = x[i];
+        __nv_bfloat16 h = __float2bfloat16_rn(v);
+        hi[i] = h;
+        if (lo) lo[i] = __float2bfloat16_rn(v - __bfloat162float(h));
+    }
+}
+
+/* out[i] = g[i] + g[off + i]: W·hi + W·lo. */
+__global__ void mm_sum_halves(float *__restrict__ out, const float *__restrict__ g, size_t off) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < off; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = g[i] + g[off + i];
+}
+
+/* ---- launchers ---- */
+
+template <int DT>
+static void mm_gemv_launch(cuda_impl *c, float *out, const float *x, const void *w, int m, int n,
+                           int k) {
+    const int VE = mm_w<DT>::VE;
+    int vec = k % VE == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0;
+    int chunks = vec ? k / VE : k, wpr = 1;
+    /* Few rows (the DeltaNet a/b projections): split each row over warps so the matrix
+     * still spreads over the GPU, while every lane keeps >= 2 chunks to stream. */
+    while (wpr < MM_WARPS && (int64_t)n * wpr < 32LL * c->n_sm && chunks >= 64 * wpr) wpr *= 2;
+    unsigned blocks = (unsigned)((n + MM_WARPS / wpr - 1) / (MM_WARPS / wpr));
+#define MM_CASE(M_)                                                                            \
+    case M_: mm_gemv<DT, M_><<<blocks, MM_THREADS, 0, c->stream>>>(out, x, w, n, k, wpr, vec); break;
+    switch (m) {
+        MM_CASE(1) MM_CASE(2) MM_CASE(3) MM_CASE(4) MM_CASE(5) MM_CASE(6) MM_CASE(7) MM_CASE(8)
+    }
+#undef MM_CASE
+    cuda_check_launch(c, "matmul gemv");
+}
+
+static void mm_tiled_launch(cuda_impl *c, float *out, const float *x, const bk_weight *w, int m,
+                            int n, int k) {
+    dim3 grid((unsigned)((n + 63) / 64), (unsigned)((m + 63) / 64));
+    if (w->dt == DTYPE_F16)
+        mm_tiled<DTYPE_F16><<<grid, 256, 0, c->stream>>>(out, x, w->data, m, n, k);
+    else if (w->dt == DTYPE_BF16)
+        mm_tiled<DTYPE_BF16><<<grid, 256, 0, c->stream>>>(out, x, w->data, m, n, k);
+    else
+        mm_tiled<DTYPE_F32><<<grid, 256, 0, c->stream>>>(out, x, w->data, m, n, k);
+    cuda_check_launch(c, "matmul tiled");
+}
+
+/* C[rows, n] = B[rows, k] · Wᵀ (column-major view: Cᵀ = W · Bᵀ, W seen as Aᵀ). */
+static int mm_gemm(cuda_impl *c, float *C, const void *B, cudaDataType bt, const void *W,
+                   cudaDataType wt, int rows, int n, int k) {
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t s = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, W, wt, k,
+                                    B, bt, k, &zero, C, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS) cuda_fail(c, "cuBLAS GemmEx", cudaErrorUnknown);
+    return s == CUBLAS_STATUS_SUCCESS ? 0 : -1;
+}
+
+static void mm_blas_bf16(cuda_impl *c, float *out, const float *x, const void *w, int m, int n,
+                         int k) {
+    int split = !c->bf16_single;
+    size_t by_act = CUDA_ACT16_ELEMS / ((size_t)k * (split ? 2 : 1));
+    size_t by_out = split ? CUDA_GEMM_OUT_FLOATS / (2 * (size_t)n) : (size_t)m;
+    int mc = (int)(by_act < by_out ? by_act : by_out);
+    if (mc > m) mc = m;
+    if (mc < 1) { /* a row longer than the scratch: no model has one */
+        bk_weight t = {w, DTYPE_BF16, 2, {n, k, 0, 0}};
+        mm_tiled_launch(c, out, x, &t, m, n, k);
+        return;
+    }
+    for (int r0 = 0; r0 < m; r0 += mc) {
+        int rows = m - r0 < mc ? m - r0 : mc;
+        size_t e = (size_t)rows * k;
+        __nv_bfloat16 *hi = c->act16, *lo = split ? c->act16 + e : NULL;
+        mm_to_bf16<<<cuda_blocks(e, 256, 65535), 256, 0, c->stream>>>(hi, lo, x + (size_t)r0 * k, e);
+        cuda_check_launch(c, "matmul bf16 convert");
+        if (!split) {
+            mm_gemm(c, out + (size_t)r0 * n, hi, CUDA_R_16BF, w, CUDA_R_16BF, rows, n, k);
+            continue;
+        }
+        if (mm_gemm(c, c->gemm_out, hi, CUDA_R_16BF, w, CUDA_R_16BF, 2 * rows, n, k)) return;
+        size_t o = (size_t)rows * n;
+        mm_sum_halves<<<cuda_blocks(o, 256, 65535), 256, 0, c->stream>>>(out + (size_t)r0 * n,
+                                                                        c->gemm_out, o);
+        cuda_check_launch(c, "matmul sum");
+    }
+}
+
+void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m) {
+    cuda_impl *c = cuda_impl_of(b);
+    int n = (int)w->shape[0], k = (int)w->shape[1];
+    if (m <= 0 || n <= 0 ||
+        !cuda_enter(c, CUDA_OP_MATMUL, (const void *)out, (const void *)x, w->data, m, n, k))
+        return;
+    if (m <= MM_GEMV_MAX_M) {
+        if (w->dt == DTYPE_BF16) mm_gemv_launch<DTYPE_BF16>(c, out, x, w->data, m, n, k);
+        else if (w->dt == DTYPE_F16) mm_gemv_launch<DTYPE_F16>(c, out, x, w->data, m, n, k);
+        else mm_gemv_launch<DTYPE_F32>(c, out, x, w->data, m, n, k);
+    } else if (w->dt == DTYPE_BF16) {
+        mm_blas_bf16(c, out, x, w->data, m, n, k);
+    } else if (w->dt == DTYPE_F32) {
+        mm_gemm(c, out, x, CUDA_R_32F, w->data, CUDA_R_32F, m, n, k);
+    } else {
+        mm_tiled_launch(c, out, x, w, m, n, k);
+    }
+}

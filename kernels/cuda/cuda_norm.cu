@@ -1,0 +1,131 @@
+/* cuda_norm.cu - the row normalisations: RMSNorm (plain, 1+w, none), gated RMSNorm,
+ * gate-first grouped RMSNorm (Mamba2) and the L2 norm of the DeltaNet q/k heads.
+ *
+ * One row per warp for short rows, one row per 256-thread block for long ones (a decode
+ * step has a single 2-4K row: a warp alone would read it at a fraction of the bandwidth).
+ * Two passes over the row: the sum of squares, then the scaled write, reading x again
+ * from L1/L2; every thread writes only elements it read, so out may alias x. The scale
+ * factor is computed as the CPU reference computes it (1 / sqrtf(...)), not rsqrtf. */
+#include "kernels/cuda/cuda_internal.cuh"
+
+enum { NORM_BLOCK = 256 };
+
+/* Sum over the TPR threads of a row (TPR 32: a warp; TPR 256: the whole block). */
+template <int TPR> __device__ __forceinline__ float norm_row_sum(float v, float *sm) {
+    v = cuda_warp_sum(v);
+    if (TPR == 32) return v;
+    int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) sm[w] = v;
+    __syncthreads();
+    float t = lane < TPR / 32 ? sm[lane] : 0.0f;
+    t = cuda_warp_sum(t);
+    __syncthreads(); /* sm is reused by the next row of this thread group */
+    return t;
+}
+
+/* kind: 0 rmsnorm (mode), 1 gated (x̂·w·silu(z)), 2 l2norm (x·scale/sqrt(Σx²+eps)),
+ * 3 grouped gate-first (v = x·silu(z), v̂ = v / sqrt(mean v² + eps), v̂·w).
+ * Rows: m of n floats, ld apart (ld = n except rmsnorm / l2norm). For kind 3 a "row" is
+ * one group: row r is group r % gpr of token r / gpr, at r/gpr·ld + (r%gpr)·n, weight
+ * offset (r%gpr)·n. */
+template <int TPR>
+__global__ void __launch_bounds__(NORM_BLOCK)
+norm_rows(float *out, const float *x, const float *z, const void *w, int wdt, int m, int n,
+          int ld, int gpr, float eps, float scale, int mode, int kind) {
+    __shared__ float sm[NORM_BLOCK / 32];
+    int row = blockIdx.x * (NORM_BLOCK / TPR) + threadIdx.x / TPR;
+    int t = threadIdx.x % TPR;
+    if (row >= m) return; /* TPR 32: a whole warp; TPR 256: a whole block (one row) */
+    size_t base = (size_t)row * ld, woff = 0;
+    if (kind == 3) {
+        base = (size_t)(row / gpr) * ld + (size_t)(row % gpr) * n;
+        woff = (size_t)(row % gpr) * n;
+    }
+    const float *xr = x + base;
+    const float *zr = z ? z + base : NULL;
+    float ss = 0.0f;
+    for (int j = t; j < n; j += TPR) {
+        float v = xr[j];
+        if (kind == 3) v *= cuda_silu(zr[j]);
+        ss += v * v;
+    }
+    ss = norm_row_sum<TPR>(ss, sm);
+    float r;
+    if (kind == 2) r = scale / sqrtf(ss + eps);
+    else r = 1.0f / sqrtf(ss / (float)n + eps);
+    float *o = out + base;
+    for (int j = t; j < n; j += TPR) {
+        float v = xr[j];
+        if (kind == 0) {
+            float g = mode == BK_NORM_PLAIN      ? cuda_wget(w, wdt, j)
+                      : mode == BK_NORM_ONE_PLUS ? 1.0f + cuda_wget(w, wdt, j)
+                                                 : 1.0f;
+            o[j] = v * r * g;
+        } else if (kind == 1) {
+            o[j] = v * r * cuda_wget(w, wdt, j) * cuda_silu(zr[j]);
+        } else if (kind == 2) {
+            o[j] = v * r;
+        } else {
+            o[j] = v * cuda_silu(zr[j]) * r * cuda_wget(w, wdt, woff + j);
+        }
+    }
+}
+
+/* ---- launchers ---- */
+
+static void norm_launch(cuda_impl *c, const char *name, float *out, const float *x,
+                        const float *z, const bk_weight *w, int m, int n, int ld, int gpr,
+                        float eps, float scale, int mode, int kind) {
+    const void *wd = w ? w->data : NULL;
+    int wdt = w ? (int)w->dt : 0;
+    if (n >= 1024) {
+        norm_rows<NORM_BLOCK><<<m, NORM_BLOCK, 0, c->stream>>>(out, x, z, wd, wdt, m, n, ld, gpr,
+                                                               eps, scale, mode, kind);
+    } else {
+        unsigned blocks = (unsigned)((m + NORM_BLOCK / 32 - 1) / (NORM_BLOCK / 32));
+        norm_rows<32><<<blocks, NORM_BLOCK, 0, c->stream>>>(out, x, z, wd, wdt, m, n, ld, gpr,
+                                                            eps, scale, mode, kind);
+    }
+    cuda_check_launch(c, name);
+}
+
+void cuda_rmsnorm(backend *b, float *out, const float *x, const bk_weight *w, int m, int n,
+                  int ld, float eps, int mode) {
+    cuda_impl *c = cuda_impl_of(b);
+    if (m <= 0 || n <= 0 ||
+        !cuda_enter(c, CUDA_OP_RMSNORM, (const void *)out, (const void *)x, w ? w->data : NULL, m,
+                    n, ld, eps, mode))
+        return;
+    norm_launch(c, "rmsnorm", out, x, NULL, mode == BK_NORM_NONE ? NULL : w, m, n, ld, 1, eps,
+                1.0f, mode, 0);
+}
+
+void cuda_rmsnorm_gated(backend *b, float *out, const float *x, const float *z,
+                        const bk_weight *w, int m, int n, float eps) {
+    cuda_impl *c = cuda_impl_of(b);
+    if (m <= 0 || n <= 0 ||
+        !cuda_enter(c, CUDA_OP_RMSNORM_GATED, (const void *)out, (const void *)x, (const void *)z,
+                    w->data, m, n, eps))
+        return;
+    norm_launch(c, "rmsnorm_gated", out, x, z, w, m, n, n, 1, eps, 1.0f, 0, 1);
+}
+
+void cuda_l2norm(backend *b, float *x, int m, int n, int ld, float eps, float scale) {
+    cuda_impl *c = cuda_impl_of(b);
+    if (m <= 0 || n <= 0 ||
+        !cuda_enter(c, CUDA_OP_L2NORM, (const void *)x, m, n, ld, eps, scale))
+        return;
+    norm_launch(c, "l2norm", x, x, NULL, NULL, m, n, ld, 1, eps, scale, 0, 2);
+}
+
+void cuda_rmsnorm_gated_grouped(backend *b, float *out, const float *x, const float *z,
+                                const bk_weight *w, int m, int width, int group, float eps) {
+    cuda_impl *c = cuda_impl_of(b);
+    if (m <= 0 || width <= 0 || group <= 0 ||
+        !cuda_enter(c, CUDA_OP_NORM_GROUPED, (const void *)out, (const void *)x, (const void *)z,
+                    w->data, m, width, group, eps))
+        return;
+    int gpr = width / group;
+    norm_launch(c, "rmsnorm_gated_grouped", out, x, z, w, m * gpr, group, width, gpr, eps, 1.0f,
+                0, 3);
+}

@@ -1,0 +1,434 @@
+/* test_cuda_ops.c - every CUDA op against the CPU backend's op on the same random inputs
+ * of awkward sizes (style.md §18), then the graph capture/replay path, the device argmax,
+ * the out-of-memory path, and a few bandwidth figures. Built and run on the GPU machine
+ * by tests/device/cuda_tests.sh; prints one line per comparison:
+ *   op  shape  max rel err  tol  PASS|FAIL
+ * where the error is max |cuda − cpu| / max(1, max |cpu|) over the output (and over the
+ * updated caches / states for the ops that write them). Exit 0 when all pass, 77 when no
+ * CUDA device can be used. `test_cuda_ops --self` runs the harness with a second CPU
+ * backend in place of the GPU (checks the test itself on a machine without one).
+ *
+ * Where the CPU backend does not implement an op yet (its vtable entry is NULL), the
+ * comparison is against a plain reference written here from engine/backend.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/backend.h"
+#include "engine/backend_select.h"
+#include "engine/dtype.h"
+#include "tests/device/cuda_ops_test.h"
+
+backend *cpu, *gpu;
+static int n_pass, n_fail;
+strata_err err;
+
+/* ---- helpers ---- */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+float rnd(void) { /* uniform [-1, 1) */
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)(rng >> 40) / 8388608.0f - 1.0f;
+}
+float *hvec(size_t n) {
+    float *p = calloc(n ? n : 1, sizeof(float));
+    if (!p) abort();
+    return p;
+}
+float *hrand(size_t n, float amp) {
+    float *p = hvec(n);
+    for (size_t i = 0; i < n; i++) p[i] = rnd() * amp;
+    return p;
+}
+float *hdup(const float *h, size_t n) {
+    float *p = hvec(n);
+    memcpy(p, h, n * sizeof(float));
+    return p;
+}
+float *gput(const float *h, size_t n) {
+    float *d = gpu->ops->alloc(gpu, (n ? n : 1) * sizeof(float));
+    if (!d) {
+        fprintf(stderr, "device alloc of %zu floats failed\n", n);
+        exit(1);
+    }
+    if (n && h) gpu->ops->upload(gpu, d, h, n * sizeof(float)); /* NULL: stays zero */
+    return d;
+}
+float *gget(const float *d, size_t n) {
+    float *h = hvec(n);
+    gpu->ops->download(gpu, h, d, n * sizeof(float));
+    return h;
+}
+void gfree(void *d) { gpu->ops->free(gpu, d); }
+
+int report(const char *op, const char *shape, const float *got, const float *ref, size_t n,
+                  double tol) {
+    double mx = 0, md = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        double a = fabs(ref[i]), d = fabs((double)got[i] - ref[i]);
+        if (a > mx) mx = a;
+        if (!(d <= md)) {
+            md = isnan(d) ? INFINITY : d;
+            at = i;
+        }
+    }
+    double rel = md / (mx > 1 ? mx : 1);
+    int ok = rel <= tol;
+    printf("%-24s %-40s max rel err %.2e  tol %.0e  %s\n", op, shape, rel, tol, ok ? "PASS" : "FAIL");
+    if (!ok && n) printf("    worst at %zu: cuda %.9g cpu %.9g\n", at, got[at], ref[at]);
+    if (ok) n_pass++;
+    else n_fail++;
+    fflush(stdout);
+    return ok;
+}
+
+tw wmake(dtype dt, int64_t s0, int64_t s1, float amp) {
+    tw w;
+    size_t n = (size_t)s0 * (size_t)(s1 ? s1 : 1);
+    w.buf = malloc(n * dtype_size(dt) + 16);
+    if (!w.buf) abort();
+    for (size_t i = 0; i < n; i++) {
+        float v = rnd() * amp;
+        if (dt == DTYPE_BF16) ((uint16_t *)w.buf)[i] = dtype_f32_to_bf16(v);
+        else if (dt == DTYPE_F16) ((uint16_t *)w.buf)[i] = dtype_f32_to_f16(v);
+        else ((float *)w.buf)[i] = v;
+    }
+    w.h = (bk_weight){w.buf, dt, s1 ? 2 : 1, {s0, s1, 0, 0}};
+    w.d = w.h;
+    if (gpu->ops->weight_prepare(gpu, &w.d, &err)) {
+        fprintf(stderr, "weight_prepare: %s\n", err.msg);
+        exit(1);
+    }
+    return w;
+}
+void wfree(tw *w) {
+    gpu->ops->weight_release(gpu, &w->d);
+    free(w->buf);
+}
+
+void tb_make(tbatch *t, int n_seqs, const int *len, const int *pos0, const int *slot) {
+    int n = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        t->slot[s] = slot[s];
+        t->start[s] = n;
+        t->len[s] = len[s];
+        t->pos0[s] = pos0[s];
+        for (int i = 0; i < len[s]; i++, n++) {
+            t->tok_pos[n] = pos0[s] + i;
+            t->tok_seq[n] = s;
+        }
+    }
+    t->hb = (bk_batch){n, n_seqs, t->slot, t->start, t->len, t->pos0, t->tok_pos, t->tok_seq, NULL};
+    t->db = t->hb;
+    cpu->ops->batch_prepare(cpu, &t->hb, &err);
+}
+/* The device mirror is the backend's last prepared batch: prepare right before use. */
+void tb_dev(tbatch *t) {
+    if (gpu->ops->batch_prepare(gpu, &t->db, &err)) {
+        fprintf(stderr, "batch_prepare: %s\n", err.msg);
+        exit(1);
+    }
+}
+
+const char *dtn(dtype dt) { return dt == DTYPE_BF16 ? "bf16" : dt == DTYPE_F16 ? "f16" : "f32"; }
+
+/* ---- elementwise and row ops ---- */
+
+static void test_embed(void) {
+    const dtype dts[] = {DTYPE_BF16, DTYPE_F16, DTYPE_F32};
+    for (int di = 0; di < 3; di++) {
+        tw t = wmake(dts[di], 1000, 77, 1.0f);
+        int32_t ids[5] = {0, 999, 17, 17, 500};
+        float *ref = hvec(5 * 77), *d = gput(ref, 5 * 77);
+        cpu->ops->embed(cpu, ref, &t.h, ids, 5);
+        gpu->ops->embed(gpu, d, &t.d, ids, 5);
+        float *got = gget(d, 5 * 77);
+        char shape[64];
+        snprintf(shape, sizeof shape, "[1000,77] %s, 5 ids", dtn(dts[di]));
+        report("embed", shape, got, ref, 5 * 77, 0);
+        free(ref), free(got), gfree(d), wfree(&t);
+    }
+}
+
+static void test_rmsnorm(void) {
+    const int cases[][3] = {{7, 33, 40}, {3, 2050, 2050}, {1, 4096, 4096}, {300, 256, 256}};
+    for (int ci = 0; ci < 4; ci++)
+        for (int mode = 0; mode < 3; mode++) {
+            int m = cases[ci][0], n = cases[ci][1], ld = cases[ci][2];
+            tw w = wmake(DTYPE_BF16, n, 0, 0.5f);
+            float *x = hrand((size_t)m * ld, 2.0f), *ref = hdup(x, (size_t)m * ld);
+            float *d = gput(x, (size_t)m * ld);
+            cpu->ops->rmsnorm(cpu, ref, ref, &w.h, m, n, ld, 1e-6f, mode);
+            gpu->ops->rmsnorm(gpu, d, d, &w.d, m, n, ld, 1e-6f, mode); /* in place */
+            float *got = gget(d, (size_t)m * ld);
+            char shape[64];
+            snprintf(shape, sizeof shape, "m %d n %d ld %d mode %d", m, n, ld, mode);
+            report("rmsnorm", shape, got, ref, (size_t)m * ld, TOL_EW);
+            free(x), free(ref), free(got), gfree(d), wfree(&w);
+        }
+}
+
+static void test_rmsnorm_gated(void) {
+    const int cases[][2] = {{9, 130}, {4, 1025}, {64, 128}};
+    for (int ci = 0; ci < 3; ci++) {
+        int m = cases[ci][0], n = cases[ci][1];
+        size_t t = (size_t)m * n;
+        tw w = wmake(DTYPE_F32, n, 0, 1.0f);
+        float *x = hrand(t, 2.0f), *z = hrand(t, 3.0f), *ref = hvec(t);
+        float *dx = gput(x, t), *dz = gput(z, t), *dout = gput(ref, t);
+        cpu->ops->rmsnorm_gated(cpu, ref, x, z, &w.h, m, n, 1e-6f);
+        gpu->ops->rmsnorm_gated(gpu, dout, dx, dz, &w.d, m, n, 1e-6f);
+        float *got = gget(dout, t);
+        char shape[64];
+        snprintf(shape, sizeof shape, "m %d n %d", m, n);
+        report("rmsnorm_gated", shape, got, ref, t, TOL_EW);
+        free(x), free(z), free(ref), free(got), gfree(dx), gfree(dz), gfree(dout), wfree(&w);
+    }
+}
+
+static void test_grouped(void) {
+    SKIP_WITHOUT(rmsnorm_gated_grouped)
+    const int cases[][3] = {{3, 96, 24}, {2, 1920, 960}, {5, 70, 70}};
+    for (int ci = 0; ci < 3; ci++) {
+        int m = cases[ci][0], width = cases[ci][1], group = cases[ci][2];
+        size_t t = (size_t)m * width;
+        tw w = wmake(DTYPE_BF16, width, 0, 1.0f);
+        float *x = hrand(t, 2.0f), *z = hrand(t, 3.0f), *ref = hvec(t);
+        float *dx = gput(x, t), *dz = gput(z, t);
+        if (cpu->ops->rmsnorm_gated_grouped)
+            cpu->ops->rmsnorm_gated_grouped(cpu, ref, x, z, &w.h, m, width, group, 1e-5f);
+        else
+            ref_grouped(ref, x, z, &w.h, m, width, group, 1e-5f);
+        gpu->ops->rmsnorm_gated_grouped(gpu, dx, dx, dz, &w.d, m, width, group, 1e-5f);
+        float *got = gget(dx, t);
+        char shape[64];
+        snprintf(shape, sizeof shape, "m %d width %d group %d%s", m, width, group,
+                 cpu->ops->rmsnorm_gated_grouped ? "" : " (local ref)");
+        report("rmsnorm_gated_grouped", shape, got, ref, t, TOL_EW);
+        free(x), free(z), free(ref), free(got), gfree(dx), gfree(dz), wfree(&w);
+    }
+}
+
+static void test_l2norm(void) {
+    int m = 6, n = 129, ld = 131;
+    size_t t = (size_t)m * ld;
+    float *x = hrand(t, 1.0f), *ref = hdup(x, t), *d = gput(x, t);
+    cpu->ops->l2norm(cpu, ref, m, n, ld, 1e-6f, 0.088f);
+    gpu->ops->l2norm(gpu, d, m, n, ld, 1e-6f, 0.088f);
+    float *got = gget(d, t);
+    report("l2norm", "m 6 n 129 ld 131", got, ref, t, TOL_EW);
+    free(x), free(ref), free(got), gfree(d);
+}
+
+/* add, silu_mul, gelu_tanh_mul, sigmoid_mul, relu2, scale, softcap */
+static void test_elementwise(void) {
+    size_t n = 100003;
+    float *a = hrand(n, 4.0f), *b = hrand(n, 4.0f), *ref = hvec(n);
+    float *da = gput(a, n), *db = gput(b, n), *dout = gput(ref, n), *got;
+    tw s = wmake(DTYPE_BF16, 1, 0, 1.0f);
+    cpu->ops->add(cpu, ref, a, b, n);
+    gpu->ops->add(gpu, dout, da, db, n);
+    report("add", "n 100003", got = gget(dout, n), ref, n, TOL_EW), free(got);
+    cpu->ops->silu_mul(cpu, ref, a, b, 7, (int)(n / 7));
+    gpu->ops->silu_mul(gpu, dout, da, db, 7, (int)(n / 7));
+    report("silu_mul", "m 7 n 14286", got = gget(dout, n / 7 * 7), ref, n / 7 * 7, TOL_EW), free(got);
+    if (!gpu->ops->gelu_tanh_mul || !gpu->ops->relu2 || !gpu->ops->scale || !gpu->ops->softcap) {
+        printf("%-24s SKIP: the backend under test lacks them\n", "gelu/relu2/scale/softcap");
+        free(a), free(b), free(ref), gfree(da), gfree(db), gfree(dout), wfree(&s);
+        return;
+    }
+    if (cpu->ops->gelu_tanh_mul) cpu->ops->gelu_tanh_mul(cpu, ref, a, b, 3, 1001);
+    else ref_gelu_mul(ref, a, b, 3 * 1001);
+    gpu->ops->gelu_tanh_mul(gpu, dout, da, db, 3, 1001);
+    report("gelu_tanh_mul", cpu->ops->gelu_tanh_mul ? "m 3 n 1001" : "m 3 n 1001 (local ref)",
+           got = gget(dout, 3003), ref, 3003, TOL_EW), free(got);
+    memcpy(ref, a, n * sizeof(float));
+    gpu->ops->upload(gpu, dout, a, n * sizeof(float));
+    cpu->ops->sigmoid_mul(cpu, ref, b, 4097);
+    gpu->ops->sigmoid_mul(gpu, dout, db, 4097);
+    report("sigmoid_mul", "n 4097", got = gget(dout, 4097), ref, 4097, TOL_EW), free(got);
+    memcpy(ref, a, n * sizeof(float));
+    gpu->ops->upload(gpu, dout, a, n * sizeof(float));
+    if (cpu->ops->relu2) cpu->ops->relu2(cpu, ref, n);
+    else ref_relu2(ref, n);
+    gpu->ops->relu2(gpu, dout, n);
+    report("relu2", "n 100003", got = gget(dout, n), ref, n, TOL_EW), free(got);
+    for (int with_s = 0; with_s < 2; with_s++) {
+        memcpy(ref, a, n * sizeof(float));
+        gpu->ops->upload(gpu, dout, a, n * sizeof(float));
+        if (cpu->ops->scale) cpu->ops->scale(cpu, ref, 0.37f, with_s ? &s.h : NULL, n);
+        else ref_scale(ref, 0.37f, with_s ? &s.h : NULL, n);
+        gpu->ops->scale(gpu, dout, 0.37f, with_s ? &s.d : NULL, n);
+        report("scale", with_s ? "n 100003, bf16 scalar" : "n 100003", got = gget(dout, n), ref, n,
+               TOL_EW), free(got);
+    }
+    memcpy(ref, a, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) ref[i] *= 20.0f; /* reach the saturating part */
+    gpu->ops->upload(gpu, dout, ref, n * sizeof(float));
+    if (cpu->ops->softcap) cpu->ops->softcap(cpu, ref, 30.0f, n);
+    else ref_softcap(ref, 30.0f, n);
+    gpu->ops->softcap(gpu, dout, 30.0f, n);
+    report("softcap", "n 100003 cap 30", got = gget(dout, n), ref, n, TOL_EW), free(got);
+    free(a), free(b), free(ref), gfree(da), gfree(db), gfree(dout), wfree(&s);
+}
+
+static void test_split_gather(void) {
+    int rows = 5, half = 259;
+    size_t t = (size_t)rows * half;
+    float *in = hrand(2 * t, 1.0f), *ra = hvec(t), *rg = hvec(t);
+    float *din = gput(in, 2 * t), *da = gput(ra, t), *dg = gput(rg, t);
+    cpu->ops->split_halves(cpu, ra, rg, in, rows, half);
+    gpu->ops->split_halves(gpu, da, dg, din, rows, half);
+    float *ga = gget(da, t), *gg = gget(dg, t);
+    report("split_halves a", "rows 5 half 259", ga, ra, t, 0);
+    report("split_halves g", "rows 5 half 259", gg, rg, t, 0);
+    free(ga), free(gg);
+    /* gather into a separate buffer, then in place (rows[i] >= i: compaction) */
+    int32_t rws[4] = {8, 0, 3, 3}, comp[4] = {1, 4, 7, 8};
+    int width = 301;
+    float *x = hrand(9 * (size_t)width, 1.0f), *ref = hvec(4 * (size_t)width);
+    float *dx = gput(x, 9 * (size_t)width), *dout = gput(ref, 4 * (size_t)width), *got;
+    cpu->ops->gather_rows(cpu, ref, x, rws, 4, width);
+    gpu->ops->gather_rows(gpu, dout, dx, rws, 4, width);
+    report("gather_rows", "4 of 9 rows, width 301", got = gget(dout, 4 * (size_t)width), ref,
+           4 * (size_t)width, 0), free(got);
+    cpu->ops->gather_rows(cpu, x, x, comp, 4, width);
+    gpu->ops->gather_rows(gpu, dx, dx, comp, 4, width);
+    report("gather_rows in place", "rows {1,4,7,8} onto 0..3", got = gget(dx, 9 * (size_t)width), x,
+           9 * (size_t)width, 0), free(got);
+    free(in), free(ra), free(rg), free(x), free(ref);
+    gfree(din), gfree(da), gfree(dg), gfree(dx), gfree(dout);
+}
+
+static void test_gates(void) {
+    for (int di = 0; di < 2; di++) {
+        dtype dt = di ? DTYPE_BF16 : DTYPE_F32;
+        int m = 7, Hv = 5;
+        size_t t = (size_t)m * Hv;
+        tw A = wmake(dt, Hv, 0, 1.0f), dtb = wmake(dt, Hv, 0, 1.0f);
+        float *a = hrand(t, 25.0f), *bb = hrand(t, 4.0f), *g = hvec(t), *be = hvec(t);
+        float *da = gput(a, t), *dbb = gput(bb, t), *dg = gput(g, t), *dbe = gput(be, t);
+        cpu->ops->gdn_gates(cpu, g, be, a, bb, &A.h, &dtb.h, m, Hv);
+        gpu->ops->gdn_gates(gpu, dg, dbe, da, dbb, &A.d, &dtb.d, m, Hv);
+        float *gg = gget(dg, t), *gb = gget(dbe, t);
+        report("gdn_gates g", dtn(dt), gg, g, t, TOL_EW);
+        report("gdn_gates beta", dtn(dt), gb, be, t, TOL_EW);
+        free(a), free(bb), free(g), free(be), free(gg), free(gb);
+        gfree(da), gfree(dbb), gfree(dg), gfree(dbe), wfree(&A), wfree(&dtb);
+    }
+}
+
+static void test_rope(void) {
+    int m = 5, heads = 3, hd = 36, rot = 20, ld = heads * hd + 4;
+    int len[2] = {2, 3}, pos0[2] = {0, 4990}, slot[2] = {0, 1};
+    tbatch tb;
+    tb_make(&tb, 2, len, pos0, slot);
+    float inv[10];
+    for (int i = 0; i < rot / 2; i++) inv[i] = (float)(1.0 / pow(10000.0, 2.0 * i / rot));
+    size_t t = (size_t)m * ld;
+    float *x = hrand(t, 1.0f), *ref = hdup(x, t), *dx = gput(x, t), *dinv = gput(inv, rot / 2);
+    cpu->ops->rope(cpu, ref, &tb.hb, inv, heads, hd, rot, ld);
+    tb_dev(&tb);
+    gpu->ops->rope(gpu, dx, &tb.db, dinv, heads, hd, rot, ld);
+    float *got = gget(dx, t);
+    report("rope", "5 tokens to pos 4992, 3x36 rot 20", got, ref, t, TOL_EW);
+    free(x), free(ref), free(got), gfree(dx), gfree(dinv);
+}
+
+static void test_matmul(void) {
+    const dtype dts[] = {DTYPE_BF16, DTYPE_F16, DTYPE_F32};
+    /* n, k: vector path; k % 8 != 0 (scalar path); few rows (split rows over warps);
+     * a wide one; a tiny one; one whose bf16 GEMM runs in row chunks (2·m·n > scratch). */
+    const int shapes[][2] = {{1000, 1024}, {77, 130}, {16, 2048}, {3000, 520}, {5, 8}, {100000, 64}};
+    const int ms[] = {1, 5, 8, 9, 37, 100};
+    for (int di = 0; di < 3; di++)
+        for (int si = 0; si < 6; si++)
+            for (int mi = 0; mi < 6; mi++) {
+                int n = shapes[si][0], k = shapes[si][1], m = ms[mi];
+                if ((si == 5) != (mi == 5)) continue; /* the chunked shape with m 100 only */
+                tw w = wmake(dts[di], n, k, 0.05f);
+                float *x = hrand((size_t)m * k + 1, 1.0f), *ref = hvec((size_t)m * n);
+                float *dx = gput(x, (size_t)m * k + 1), *dout = gput(ref, (size_t)m * n);
+                cpu->ops->matmul(cpu, ref, x, &w.h, m);
+                gpu->ops->matmul(gpu, dout, dx, &w.d, m);
+                float *got = gget(dout, (size_t)m * n);
+                char shape[64];
+                snprintf(shape, sizeof shape, "%s W [%d,%d] m %d", dtn(dts[di]), n, k, m);
+                double tol = dts[di] == DTYPE_F32 ? TOL_MM32 : TOL_MM16;
+                report("matmul", shape, got, ref, (size_t)m * n, tol);
+                free(got);
+                if (si == 0 && (m == 1 || m == 9)) { /* x not 16-byte aligned */
+                    cpu->ops->matmul(cpu, ref, x + 1, &w.h, m);
+                    gpu->ops->matmul(gpu, dout, dx + 1, &w.d, m);
+                    got = gget(dout, (size_t)m * n);
+                    strncat(shape, " x+1", sizeof shape - strlen(shape) - 1);
+                    report("matmul", shape, got, ref, (size_t)m * n, tol);
+                    free(got);
+                }
+                free(x), free(ref), gfree(dx), gfree(dout), wfree(&w);
+            }
+}
+
+/* Out of memory: NULL, and the backend keeps working (the failure is not sticky). */
+static void test_oom(void) {
+    void *p = gpu->ops->alloc(gpu, (size_t)1 << 50);
+    float one = 1.0f, *d = gput(&one, 1), *got;
+    gpu->ops->add(gpu, d, d, d, 1);
+    got = gget(d, 1);
+    float want = 2.0f;
+    report("alloc 1 PiB -> NULL", p ? "returned memory" : "NULL, then add still works", got,
+           &want, 1, p ? -1 : 0);
+    free(got), gfree(d);
+}
+
+int main(int argc, char **argv) {
+    int self = argc > 1 && !strcmp(argv[1], "--self");
+    if (backend_cpu_create(0, &cpu, &err)) {
+        fprintf(stderr, "cpu backend: %s\n", err.msg);
+        return 1;
+    }
+    if (self ? backend_cpu_create(1, &gpu, &err) : backend_create("cuda", 0, &gpu, &err)) {
+        printf("no CUDA backend: %s\n", err.msg);
+        backend_destroy(cpu);
+        return 77;
+    }
+    printf("backend under test: %s%s\n", backend_name(gpu), self ? " (--self: harness check)" : "");
+    test_embed();
+    test_rmsnorm();
+    test_rmsnorm_gated();
+    test_grouped();
+    test_l2norm();
+    test_elementwise();
+    test_split_gather();
+    test_gates();
+    test_rope();
+    test_matmul();
+    test_attention();
+    test_conv1d();
+    test_gated_delta();
+    test_ssd();
+    if (!self) {
+        test_oom();
+        test_graph();
+        test_speed();
+        backend_mem dm;
+        if (!backend_memory(gpu, &dm))
+            printf("device memory: peak %zu MiB held by the backend, %zu MiB free of %zu MiB\n",
+                   dm.peak >> 20, dm.free >> 20, dm.total >> 20);
+        const char *(*cerr)(const backend *);
+        *(void **)&cerr = backend_find_symbol(gpu, "cuda_backend_error");
+        if (cerr && cerr(gpu)) {
+            printf("sticky CUDA error: %s  FAIL\n", cerr(gpu));
+            n_fail++;
+        }
+    }
+    printf("cuda ops: %d passed, %d failed\n", n_pass, n_fail);
+    backend_destroy(gpu);
+    backend_destroy(cpu);
+    return n_fail ? 1 : 0;
+}
