@@ -70,6 +70,16 @@ else
     echo "device_bundle: no strata binary at $BIN; the bundle holds tests and tools only" >&2
 fi
 
+# The CUDA backend library (loaded by strata at run time) and the device op tests.
+if make -j2 "BUILD=$BUILD" cuda >>"$OUTDIR/build.log" 2>&1; then
+    mkdir -p "$OUTDIR/bin"
+    cp "$BUILD/libstrata_cuda.so" "$OUTDIR/bin/"   # found beside strata.bin
+    DEV_DIR="$OUTDIR/cuda" LIB_DIR="$OUTDIR/lib" NO_STRATA=1 tests/device/cuda_tests.sh prepare \
+        >>"$OUTDIR/build.log" 2>&1 || echo "device_bundle: CUDA tests not prepared (build.log)" >&2
+else
+    echo "device_bundle: libstrata_cuda.so did not build; strata will use the CPU" >&2
+fi
+
 cp -r tests/golden "$OUTDIR/tests/golden"
 mkdir -p "$OUTDIR/tools/device"
 cp tools/device/*.py "$OUTDIR/tools/device/"

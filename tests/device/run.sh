@@ -93,6 +93,13 @@ if [ -x "$B/bin/strata" ]; then
             *) echo "$1" ;;
         esac
     }
+    cublas_dir=$(tests/device/cuda_tests.sh cublas-path) && export LD_LIBRARY_PATH=$cublas_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    # CUDA ops against the CPU backend, and the golden fixtures on CUDA.
+    [ -d "$B/cuda" ] && DEV_DIR="$B/cuda" LIB_DIR="$B/lib" BENCH=0 OUT="$WORK" timeout 240 \
+        tests/device/cuda_tests.sh run 2>&1 | tee "$WORK/cuda_tests.log"
+    # Prefill of a 1,024-token prompt on Qwen3.5-2B (issue 6 target: under 40 ms).
+    HF_HUB_OFFLINE=1 timeout 90 "$B/bin/strata" bench --device cuda --model Qwen/Qwen3.5-2B \
+        --load-format dummy --prompt-len 1024 --gen-len 8 2>&1 | tee "$WORK/prefill_1024.log"
     gen=60
     [ -n "$QUICK" ] && gen=20
     for m in ${MODELS//,/ }; do
