@@ -5,12 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend_select.h"
 #include "engine/batch.h"
 #include "server/cli_model.h"
 
 static const char bench_usage[] =
     "usage: strata bench --model DIR|PRESET [--load-format dummy] [--prompt-len 16]\n"
-    "         [--gen-len 60] [--dtype bf16|f16|f32] [--threads N] [--prefill-chunk N]\n"
+    "         [--gen-len 60] [--dtype bf16|f16|f32] [--device cpu|cuda|auto] [--threads N]\n"
+    "         [--prefill-chunk N]\n"
     "Prints prefill ms, decode tok/s, bytes read per decode token, the measured read\n"
     "bandwidth and the fraction of the roofline reached.\n";
 
@@ -66,7 +68,13 @@ int cmd_bench(int argc, char **argv) {
         batch_buf_clear(&bb);
         batch_buf_add(&bb, 0, o.prompt_len + i, 1);
         rows[0] = 0;
-        if (model_forward(o.m, &bb.bt, &tok, rows, 1, logits, &err)) {
+        /* Decode steps of one shape replay one captured graph where the backend has
+         * graphs; a refused replay runs the step again eagerly. */
+        int g = backend_graph_begin(o.b, 1, &err);
+        int frc = model_forward(o.m, &bb.bt, &tok, rows, 1, logits, &err);
+        if (g >= 0 && (backend_graph_end(o.b, &err) || frc))
+            frc = model_forward(o.m, &bb.bt, &tok, rows, 1, logits, &err);
+        if (frc) {
             fprintf(stderr, "strata: %s\n", err.msg);
             goto out;
         }
@@ -80,7 +88,7 @@ int cmd_bench(int argc, char **argv) {
                    (double)in->kv_bytes_per_token * ctx_mean;
     double roof = bw > 0 ? bw * 1e9 / bytes : 0;
     printf("model            %s (%s%s)\n", o.model, in->arch, o.dummy ? ", dummy weights" : "");
-    printf("threads          %d\n", o.b->threads);
+    printf("backend          %s, %d threads\n", backend_name(o.b), o.b->threads);
     printf("load             %.3f s\n", t_load);
     printf("prefill          %d tokens in %.2f ms (%.1f tok/s)\n", o.prompt_len, t_prefill * 1e3,
            o.prompt_len / t_prefill);
@@ -91,6 +99,10 @@ int cmd_bench(int argc, char **argv) {
     printf("read bandwidth   %.2f GB/s (measured now)\n", bw);
     printf("roofline         %.2f tok/s\n", roof);
     printf("fraction         %.3f of the memory-read roofline\n", roof > 0 ? tok_s / roof : 0);
+    backend_mem mem;
+    if (backend_memory(o.b, &mem) == 0)
+        printf("device memory    %.1f MiB peak, %.1f MiB in use\n", mem.peak / 1048576.0,
+               mem.used / 1048576.0);
     rc = 0;
 out:
     batch_buf_deinit(&bb);

@@ -10,7 +10,8 @@
 
 static const char generate_usage[] =
     "usage: strata generate --model DIR|PRESET --prompt-ids 1,2,3 [--max-tokens N]\n"
-    "         [--load-format dummy] [--dtype bf16|f16|f32] [--threads N] [--ctx-size N]\n"
+    "         [--load-format dummy] [--dtype bf16|f16|f32] [--device cpu|cuda|auto]\n"
+    "         [--threads N] [--ctx-size N]\n"
     "         [--prefill-chunk N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]\n"
     "         [--repetition-penalty R] [--presence-penalty P] [--frequency-penalty F]\n"
     "         [--seed S] [--logprobs N] [--ignore-eos]\n"
