@@ -23,6 +23,8 @@ typedef struct detok_opts {
     const char *const *stop;   /* stop strings, copied at create */
     int split_reasoning;       /* text inside <think>...</think> goes to reasoning */
     int start_in_reasoning;    /* the prompt already opened <think> */
+    const char *reasoning_open;  /* delimiters; NULL: "<think>" / "</think>". A special */
+    const char *reasoning_close; /* token spelling one is kept even with skip_special */
 } detok_opts;
 
 /* Output of one push: slices valid until the next call on the same detok. */
@@ -34,11 +36,13 @@ typedef struct detok_out {
     int stopped;               /* a stop string matched: no further output */
 } detok_out;
 
-/* t is borrowed and must outlive the detok. Caller frees with detok_free. */
+/* t is borrowed and must outlive the detok. Caller frees with detok_free. Stop strings
+ * and delimiters must be non-empty valid UTF-8 (else STRATA_EINVALID). */
 int detok_create(detok **out, const tokenizer *t, const detok_opts *o, strata_err *err);
 void detok_free(detok *d);
 
-/* Feeds one generated id. */
+/* Feeds one generated id. An id outside the vocabulary is STRATA_ERANGE. After a stop
+ * string matched, further ids produce no output. */
 int detok_push(detok *d, int32_t id, detok_out *out, strata_err *err);
 /* End of generation: flushes held-back text (an incomplete UTF-8 tail becomes
  * U+FFFD as in HF decode). */

@@ -15,10 +15,16 @@ typedef struct tokenizer tokenizer;
 
 /* dir holds tokenizer.json or tokenizer.model. Caller frees with tok_free. */
 int tok_load(tokenizer **out, const char *dir, strata_err *err);
+/* The same from the bytes of a tokenizer.json and, optionally (NULL), of a
+ * tokenizer_config.json. Errors: STRATA_EFORMAT (malformed), STRATA_EUNSUPPORTED (a
+ * component type outside the supported subset, named in the message). */
+int tok_load_json(tokenizer **out, const char *json, size_t len, const char *config,
+                  size_t config_len, strata_err *err);
 void tok_free(tokenizer *t);
 
-/* Encodes len bytes of text (need not be NUL-terminated; invalid UTF-8 is handled as
- * HF does). add_special: run the post-processor (BOS/EOS of TemplateProcessing).
+/* Encodes len bytes of text (need not be NUL-terminated). HF can only be given valid
+ * text, so each maximal invalid UTF-8 subpart is first replaced by U+FFFD (as Python's
+ * bytes.decode("utf-8", "replace") does). add_special: run the post-processor (BOS/EOS of TemplateProcessing).
  * *ids is malloc'ed, caller frees. */
 int tok_encode(const tokenizer *t, const char *text, size_t len, int add_special,
                int32_t **ids, size_t *n_ids, strata_err *err);

@@ -1,0 +1,379 @@
+/* detok.c - streaming detokenizer (spec section 5): ids -> text increments that never
+ * split a UTF-8 character and concatenate to exactly tok_decode(all ids), then stop
+ * strings (held back while they may still match, never emitted) and the reasoning split.
+ *
+ * Three decoding modes, chosen from the tokenizer's decoder chain at create:
+ *  BYTES   ByteLevel decoders: token bytes accumulate; every complete character is
+ *          emitted at once and an invalid byte becomes U+FFFD as soon as it is known
+ *          to be invalid (Rust from_utf8_lossy is left-to-right and prefix-stable).
+ *  PIECES  per-token Replace/Strip/Metaspace steps, optionally ByteFallback and Fuse
+ *          (Gemma): a run of <0xHH> tokens is held whole until it ends, because HF turns
+ *          every byte of an invalid run into U+FFFD.
+ *  WINDOW  anything else (and tokenizer.model / clean-up): the prefix/read-offset
+ *          window of HF's DecodeStream, re-decoding a few tokens per step.
+ * Thread: one owner. */
+#include "engine/detok.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/tok_internal.h"
+#include "engine/unicode_utf8.h"
+
+enum { MODE_BYTES, MODE_PIECES, MODE_WINDOW };
+
+#define DETOK_MAX_PRE 16
+
+struct detok {
+    const tokenizer *t;
+    int mode, skip_special, join_space, fallback;
+    const tok_step *pre[DETOK_MAX_PRE]; /* per-token decoder steps, in order */
+    int n_pre;
+    size_t n_kept;          /* tokens decoded so far (after skipping) */
+    tok_buf pend;           /* BYTES: bytes of an incomplete character */
+    tok_buf run;            /* PIECES: the current run of fallback bytes */
+    tok_buf tmp, tmp2;
+    tok_ids ids;            /* WINDOW: kept ids from prefix on */
+    size_t prefix, read;
+    OnigRegion *rg;
+    char **stop;            /* stop strings */
+    size_t *stop_len;
+    int n_stop, stopped;
+    tok_buf held;           /* decoded text not yet cleared by the stop check */
+    int split, in_reasoning;
+    char *tag[2];           /* open, close */
+    size_t tag_len[2];
+    int32_t tag_id[2];      /* special added token spelling a tag, -1 */
+    tok_buf rheld;          /* text that may be the start of a tag */
+    tok_buf out_text, out_reason;
+};
+
+static int flatten(const tok_step *s, const tok_step **list, int *n) {
+    if (s->type != TOK_STEP_SEQUENCE) {
+        if (*n >= 64) return -1;
+        list[(*n)++] = s;
+        return 0;
+    }
+    for (int i = 0; i < s->n_sub; i++)
+        if (flatten(&s->sub[i], list, n)) return -1;
+    return 0;
+}
+
+static void classify(detok *d) {
+    const tokenizer *t = d->t;
+    d->mode = MODE_WINDOW;
+    if (t->sp || t->cleanup) return;
+    if (!t->dec.type) {
+        d->mode = MODE_PIECES;
+        d->join_space = 1; /* HF joins token strings with spaces when there is no decoder */
+        return;
+    }
+    const tok_step *l[64];
+    int n = 0, i = 0;
+    if (flatten(&t->dec, l, &n)) return;
+    while (i < n && (l[i]->type == TOK_STEP_REPLACE || l[i]->type == TOK_STEP_STRIP ||
+                     l[i]->type == TOK_STEP_METASPACE)) {
+        if (d->n_pre == DETOK_MAX_PRE) return;
+        d->pre[d->n_pre++] = l[i++];
+    }
+    int mode = MODE_PIECES;
+    if (i < n && l[i]->type == TOK_STEP_BYTELEVEL) mode = MODE_BYTES, i++;
+    else if (i < n && l[i]->type == TOK_STEP_BYTEFALLBACK) d->fallback = 1, i++;
+    while (i < n && l[i]->type == TOK_STEP_FUSE) i++;
+    if (i == n) d->mode = mode;
+}
+
+static int copy_str(const char *s, char **out, size_t *len, strata_err *err) {
+    size_t n = strlen(s);
+    if (!n || !unicode_utf8_valid(s, n))
+        return strata_err_set(err, STRATA_EINVALID, "stop strings and reasoning delimiters must be "
+                              "non-empty valid UTF-8");
+    if (!(*out = strdup(s))) return strata_err_set(err, STRATA_ENOMEM, "out of memory");
+    *len = n;
+    return 0;
+}
+
+int detok_create(detok **out, const tokenizer *t, const detok_opts *o, strata_err *err) {
+    detok *d = calloc(1, sizeof *d);
+    int r = 0;
+    if (!d) return strata_err_set(err, STRATA_ENOMEM, "out of memory");
+    d->t = t;
+    d->skip_special = o && o->skip_special;
+    d->tag_id[0] = d->tag_id[1] = -1;
+    classify(d);
+    if (!(d->rg = onig_region_new())) {
+        r = strata_err_set(err, STRATA_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (o && o->n_stop > 0) {
+        d->stop = calloc((size_t)o->n_stop, sizeof *d->stop);
+        d->stop_len = calloc((size_t)o->n_stop, sizeof *d->stop_len);
+        if (!d->stop || !d->stop_len) {
+            r = strata_err_set(err, STRATA_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (int i = 0; i < o->n_stop; i++, d->n_stop++)
+            if ((r = copy_str(o->stop[i] ? o->stop[i] : "", &d->stop[i], &d->stop_len[i], err)))
+                goto fail;
+    }
+    if (o && o->split_reasoning) {
+        d->split = 1;
+        d->in_reasoning = o->start_in_reasoning;
+        const char *tags[2] = {o->reasoning_open ? o->reasoning_open : "<think>",
+                               o->reasoning_close ? o->reasoning_close : "</think>"};
+        for (int i = 0; i < 2; i++) {
+            if ((r = copy_str(tags[i], &d->tag[i], &d->tag_len[i], err))) goto fail;
+            int32_t id = tok_piece_to_id(t, tags[i]);
+            if (id >= 0 && tok_is_special(t, id)) d->tag_id[i] = id;
+        }
+    }
+    *out = d;
+    return 0;
+fail:
+    detok_free(d);
+    return r;
+}
+
+void detok_free(detok *d) {
+    if (!d) return;
+    for (int i = 0; i < d->n_stop; i++) free(d->stop[i]);
+    free(d->stop);
+    free(d->stop_len);
+    free(d->tag[0]);
+    free(d->tag[1]);
+    if (d->rg) onig_region_free(d->rg, 1);
+    tok_buf_free(&d->pend);
+    tok_buf_free(&d->run);
+    tok_buf_free(&d->tmp);
+    tok_buf_free(&d->tmp2);
+    tok_ids_free(&d->ids);
+    tok_buf_free(&d->held);
+    tok_buf_free(&d->rheld);
+    tok_buf_free(&d->out_text);
+    tok_buf_free(&d->out_reason);
+    free(d);
+}
+
+/* ---- decoding: ids -> valid UTF-8 increments ------------------------------------------ */
+
+/* BYTES: moves every decidable prefix of pend to out; at the end, an incomplete tail is
+ * one maximal subpart, hence one U+FFFD. */
+static int drain_bytes(detok *d, tok_buf *out, int final) {
+    const uint8_t *p = (const uint8_t *)d->pend.p;
+    size_t n = d->pend.len, i = 0, start = 0;
+    int r = 0;
+    while (i < n && !r) {
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
+        int k = unicode_utf8_check(p + i, n - i);
+        if (k > 0) {
+            i += (size_t)k;
+            continue;
+        }
+        if (k == 0 && !final) break;
+        r = tok_buf_put(out, p + start, i - start);
+        if (!r) r = tok_buf_put(out, "\xEF\xBF\xBD", 3);
+        i += k < 0 ? (size_t)-k : n - i;
+        start = i;
+    }
+    if (!r && i > start) r = tok_buf_put(out, p + start, i - start);
+    if (!r && i) {
+        memmove(d->pend.p, d->pend.p + i, n - i);
+        d->pend.len = n - i;
+    }
+    return r;
+}
+
+static int flush_run(detok *d, tok_buf *out) {
+    int r = 0;
+    if (!d->run.len) return 0;
+    if (unicode_utf8_valid(d->run.p, d->run.len)) r = tok_buf_put(out, d->run.p, d->run.len);
+    else
+        for (size_t i = 0; i < d->run.len && !r; i++) r = tok_buf_put(out, "\xEF\xBF\xBD", 3);
+    d->run.len = 0;
+    return r;
+}
+
+/* Decodes ids[a..b) of the window into *out. */
+static int window_decode(detok *d, size_t a, size_t b, tok_buf *out, strata_err *err) {
+    char *s;
+    size_t n;
+    int r = tok_decode(d->t, d->ids.p + a, b - a, d->skip_special, &s, &n, err);
+    if (r) return r;
+    out->len = 0;
+    r = tok_buf_put(out, s, n);
+    free(s);
+    return r;
+}
+
+/* WINDOW: emits what the newest ids add to the text of ids[prefix..read). */
+static int window_step(detok *d, tok_buf *out, int final, strata_err *err) {
+    if (d->read >= d->ids.len) return 0;
+    /* A <0xHH> run may still turn invalid (then every byte becomes U+FFFD): never end a
+     * window inside one, so no run straddles a window start either. */
+    size_t n;
+    const char *last = tok_token_str(d->t, d->ids.p[d->ids.len - 1], &n);
+    if (!final && last && tok_byte_token(last, n) >= 0) return 0;
+    int r = window_decode(d, d->prefix, d->read, &d->tmp, err);
+    if (!r) r = window_decode(d, d->prefix, d->ids.len, &d->tmp2, err);
+    if (r) return r;
+    const tok_buf *a = &d->tmp, *b = &d->tmp2;
+    int ends_bad = b->len >= 3 && !memcmp(b->p + b->len - 3, "\xEF\xBF\xBD", 3);
+    if (b->len > a->len && !memcmp(a->p, b->p, a->len) && (final || !ends_bad)) {
+        if ((r = tok_buf_put(out, b->p + a->len, b->len - a->len))) return r;
+        /* Keep the last few tokens as context for the next step. */
+        d->prefix = d->read;
+        d->read = d->ids.len;
+        if (d->prefix > 64) {
+            memmove(d->ids.p, d->ids.p + d->prefix, (d->ids.len - d->prefix) * sizeof *d->ids.p);
+            d->ids.len -= d->prefix;
+            d->read -= d->prefix;
+            d->prefix = 0;
+        }
+    }
+    return 0;
+}
+
+static int decode_id(detok *d, int32_t id, tok_buf *out, strata_err *err) {
+    if (d->mode == MODE_WINDOW) {
+        if (tok_ids_push(&d->ids, id)) return STRATA_ENOMEM;
+        return window_step(d, out, 0, err);
+    }
+    size_t n;
+    const char *s = tok_token_str(d->t, id, &n);
+    int r = 0;
+    for (int i = 0; i < d->n_pre && !r; i++) {
+        tok_buf *dst = s == d->tmp.p ? &d->tmp2 : &d->tmp;
+        dst->len = 0;
+        if (!(r = tok_decode_token_step(d->pre[i], s, n, d->n_kept, dst, d->rg, err))) {
+            if (!dst->p && (r = tok_buf_put(dst, "", 0))) break;
+            s = dst->p;
+            n = dst->len;
+        }
+    }
+    if (r) return r;
+    if (d->mode == MODE_BYTES) {
+        d->n_kept++;
+        if ((r = tok_bytelevel_token(&d->pend, s, n))) return r;
+        return drain_bytes(d, out, 0);
+    }
+    int b = d->fallback ? tok_byte_token(s, n) : -1;
+    if (b >= 0) {
+        uint8_t c = (uint8_t)b;
+        d->n_kept++;
+        return tok_buf_put(&d->run, &c, 1);
+    }
+    if ((r = flush_run(d, out))) return r;
+    if (d->join_space && d->n_kept && (r = tok_buf_put(out, " ", 1))) return r;
+    d->n_kept++;
+    return tok_buf_put(out, s, n);
+}
+
+/* ---- text stages: stop strings, then the reasoning split ------------------------------ */
+
+/* Length of the longest suffix of s[0..n) that is a proper prefix of p[0..pn). */
+static size_t partial_suffix(const char *s, size_t n, const char *p, size_t pn) {
+    for (size_t k = pn - 1 < n ? pn - 1 : n; k > 0; k--)
+        if (!memcmp(s + n - k, p, k)) return k;
+    return 0;
+}
+
+static int route(detok *d, const char *s, size_t n) {
+    return tok_buf_put(d->split && d->in_reasoning ? &d->out_reason : &d->out_text, s, n);
+}
+
+static int reasoning_stage(detok *d, const char *s, size_t n, int final) {
+    if (!d->split) return route(d, s, n);
+    if (tok_buf_put(&d->rheld, s, n)) return STRATA_ENOMEM;
+    for (;;) {
+        int which = d->in_reasoning;
+        const char *tag = d->tag[which];
+        size_t tl = d->tag_len[which], len = d->rheld.len;
+        const char *hit = len >= tl ? memmem(d->rheld.p, len, tag, tl) : NULL;
+        size_t emit = hit ? (size_t)(hit - d->rheld.p)
+                          : len - (final ? 0 : partial_suffix(d->rheld.p, len, tag, tl));
+        if (emit && route(d, d->rheld.p, emit)) return STRATA_ENOMEM;
+        size_t drop = emit + (hit ? tl : 0);
+        if (drop) memmove(d->rheld.p, d->rheld.p + drop, len - drop);
+        d->rheld.len = len - drop;
+        if (!hit) return 0;
+        d->in_reasoning = !d->in_reasoning;
+    }
+}
+
+static int stop_stage(detok *d, const char *s, size_t n, int final) {
+    if (!d->n_stop) return reasoning_stage(d, s, n, final);
+    if (tok_buf_put(&d->held, s, n)) return STRATA_ENOMEM;
+    size_t len = d->held.len, first = len + 1;
+    for (int i = 0; i < d->n_stop; i++) {
+        const char *hit =
+            len >= d->stop_len[i] ? memmem(d->held.p, len, d->stop[i], d->stop_len[i]) : NULL;
+        if (hit && (size_t)(hit - d->held.p) < first) first = (size_t)(hit - d->held.p);
+    }
+    if (first <= len) {
+        d->stopped = 1;
+        int r = reasoning_stage(d, d->held.p ? d->held.p : "", first, 1);
+        d->held.len = 0;
+        return r;
+    }
+    size_t keep = 0;
+    for (int i = 0; i < d->n_stop && !final; i++) {
+        size_t k = partial_suffix(d->held.p, len, d->stop[i], d->stop_len[i]);
+        if (k > keep) keep = k;
+    }
+    int r = reasoning_stage(d, d->held.p ? d->held.p : "", len - keep, final);
+    if (len > keep) memmove(d->held.p, d->held.p + len - keep, keep);
+    d->held.len = keep;
+    return r;
+}
+
+static void out_begin(detok *d) {
+    d->out_text.len = d->out_reason.len = 0;
+    d->tmp.len = 0;
+}
+
+static int out_end(detok *d, detok_out *out, int r) {
+    if (!d->out_text.p) r = r ? r : tok_buf_put(&d->out_text, "", 0);
+    if (!d->out_reason.p) r = r ? r : tok_buf_put(&d->out_reason, "", 0);
+    if (out) {
+        out->text = d->out_text.p;
+        out->text_len = r ? 0 : d->out_text.len;
+        out->reasoning = d->out_reason.p;
+        out->reasoning_len = r ? 0 : d->out_reason.len;
+        out->stopped = d->stopped;
+    }
+    return r;
+}
+
+int detok_push(detok *d, int32_t id, detok_out *out, strata_err *err) {
+    out_begin(d);
+    if (d->stopped) return out_end(d, out, 0);
+    size_t n;
+    if (id < 0 || id >= tok_vocab_size(d->t) || (!d->t->sp && !tok_token_str(d->t, id, &n)))
+        return out_end(
+            d, out, strata_err_set(err, STRATA_ERANGE, "token id %d is not in the vocabulary", id));
+    int keep =
+        !d->skip_special || !tok_is_special(d->t, id) || id == d->tag_id[0] || id == d->tag_id[1];
+    tok_buf text = {0};
+    int r = keep ? decode_id(d, id, &text, err) : 0;
+    if (!r && text.len) r = stop_stage(d, text.p, text.len, 0);
+    tok_buf_free(&text);
+    if (r == STRATA_ENOMEM) strata_err_set(err, r, "detok: out of memory");
+    return out_end(d, out, r);
+}
+
+int detok_finish(detok *d, detok_out *out, strata_err *err) {
+    out_begin(d);
+    if (d->stopped) return out_end(d, out, 0);
+    tok_buf text = {0};
+    int r = 0;
+    if (d->mode == MODE_WINDOW) r = window_step(d, &text, 1, err);
+    else if (d->mode == MODE_BYTES) r = drain_bytes(d, &text, 1);
+    else r = flush_run(d, &text);
+    if (!r) r = stop_stage(d, text.p ? text.p : "", text.len, 1);
+    tok_buf_free(&text);
+    if (r == STRATA_ENOMEM) strata_err_set(err, r, "detok: out of memory");
+    return out_end(d, out, r);
+}
