@@ -1,0 +1,728 @@
+/* gemma4.c - Gemma 4 E2B / E4B text model: sliding-window and full attention layers with
+ * their own head dims and RoPE, kv sharing for the last layers, GeGLU MLPs, the per-layer
+ * embedding (PLE) and a soft-capped tied head. Section numbers refer to
+ * shared/spec/gemma4.md. Vision and audio towers are not part of this file.
+ *
+ * Per cache slot this model keeps K/V only for the layers that own a cache (those before
+ * num_kv_shared_layers), f32 rows post-norm, K post-RoPE: full layers a row per position
+ * (cap = ctx_size), sliding layers a ring of window + max_tokens rows read at pos % cap,
+ * so a step's chunk never overwrites keys its first queries still see (§4). Shared layers
+ * attend over their donor's cache with their own mask (§3.7).
+ *
+ * The PLE table ([vocab, L·P], half of E2B's parameters, one row read per token) stays in
+ * host memory by default: the step's rows are gathered on the host into a staging buffer
+ * and uploaded (§5). With model_opts.ple_on_device it is bound like any weight and
+ * gathered with the embed op. Both give the same f32 rows, so the same logits. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/arch.h"
+
+enum { G4_SLIDING = 0, G4_FULL = 1 };
+
+typedef struct g4_rope {
+    double theta;   /* rope_parameters.<type>.rope_theta */
+    double factor;  /* rope_parameters.<type>.factor (proportional only) */
+    double prf;     /* rope_parameters.<type>.partial_rotary_factor (proportional only) */
+    int proportional; /* rope_type "proportional" (else "default") */
+    int hd;         /* head dim of the layers of this type */
+    int angles;     /* rotated frequencies; the other hd/2 - angles are zero (§3.6) */
+} g4_rope;
+
+typedef struct g4_config {
+    int vocab;      /* vocab_size (== vocab_size_per_layer_input) */
+    int h;          /* hidden_size */
+    int inter;      /* intermediate_size */
+    int n_layer;    /* num_hidden_layers */
+    int H;          /* num_attention_heads */
+    int P;          /* hidden_size_per_layer_input (0: no PLE) */
+    int window;     /* sliding_window */
+    int first_shared; /* num_hidden_layers - num_kv_shared_layers */
+    float eps;      /* rms_norm_eps */
+    float softcap;  /* final_logit_softcapping (0: none) */
+    int tied;       /* tie_word_embeddings (text_config, else top level) */
+    int max_pos;    /* max_position_embeddings */
+    g4_rope rope[2]; /* per layer type */
+    /* per layer, [n_layer] */
+    unsigned char *full; /* layer_types[l] == "full_attention" */
+    int *hd, *kvh;  /* head_dim / global_head_dim or per_layer_config; num_key_value_heads */
+    int *donor;     /* the layer whose cache l attends over (l itself when it owns one) */
+    int *width;     /* MLP width: intermediate_size, doubled on shared layers when
+                       use_double_wide_mlp */
+} g4_config;
+
+typedef struct g4_layer {
+    bk_weight in_norm, post_attn_norm;   /* [h] plain */
+    bk_weight pre_ff_norm, post_ff_norm; /* [h] plain */
+    bk_weight wq;                        /* [H·hd, h] */
+    bk_weight q_norm;                    /* [hd] */
+    bk_weight wk, wv;                    /* [kvh·hd, h], owners only */
+    bk_weight k_norm;                    /* [hd], owners only */
+    bk_weight wo;                        /* [h, H·hd] */
+    bk_weight gate, up;                  /* [I_l, h] */
+    bk_weight down;                      /* [h, I_l] */
+    bk_weight pl_gate;                   /* per_layer_input_gate [P, h] */
+    bk_weight pl_proj;                   /* per_layer_projection [h, P] */
+    bk_weight pl_norm;                   /* post_per_layer_input_norm [h] */
+    bk_weight scalar;                    /* layer_scalar [1] */
+    float *kc, *vc;                      /* owners: [slots, cap, kvh·hd] f32 */
+    int cap;                             /* rows per slot of kc / vc */
+} g4_layer;
+
+typedef struct g4 {
+    g4_config c;
+    backend *b;
+    int slots, ctx, max_tokens, out_chunk;
+    int ple_host;                        /* PLE rows gathered on the host (§5) */
+    bk_weight embed;                     /* [vocab, h] */
+    bk_weight ple_table;                 /* embed_tokens_per_layer [vocab, L·P] */
+    bk_weight ple_proj;                  /* per_layer_model_projection [L·P, h] */
+    bk_weight ple_norm;                  /* per_layer_projection_norm [P] */
+    bk_weight final_norm;                /* [h] plain */
+    bk_weight lm_head;                   /* [vocab, h]: the embedding when tied */
+    g4_layer *layers;
+    float *inv_freq[2];                  /* per type [hd/2], zeros past the rotated angles */
+    float s_embed, s_ple;                /* √h, √P rounded to their table's dtype (§3.3) */
+    /* activations, [max_tokens, ·] f32 */
+    float *x, *xn, *mix;                 /* [T, h] */
+    float *q, *att;                      /* [T, H·hd_max] */
+    float *k, *v;                        /* [T, kvh_max·hd_max] */
+    float *big1, *big2;                  /* [T, max(I_max, L·P)] */
+    float *ple;                          /* [T, L, P] PLE inputs, token-major */
+    float *plt;                          /* [L, T, P] the same, layer-major */
+    float *pg;                           /* [T, P] PLE gate */
+    float *xo;                           /* [out_chunk, h] */
+    float *lg;                           /* [out_chunk, vocab] */
+    /* host memory */
+    float *stage;                        /* [max_tokens, L·P] PLE rows gathered on the host */
+    int32_t *ple_idx;                    /* [max_tokens·L] rows of the layer-major relayout */
+} g4;
+
+/* ---- config (§1) ---- */
+
+static const char *const g4_known_keys[] = {
+    "model_type", "vocab_size", "vocab_size_per_layer_input", "hidden_size",
+    "intermediate_size", "num_hidden_layers", "layer_types", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "global_head_dim", "num_global_key_value_heads",
+    "per_layer_config", "attention_k_eq_v", "hidden_size_per_layer_input",
+    "num_kv_shared_layers", "sliding_window", "rope_parameters", "max_position_embeddings",
+    "rms_norm_eps", "hidden_activation", "final_logit_softcapping", "tie_word_embeddings",
+    "attention_bias", "use_bidirectional_attention", "enable_moe_block", "num_experts",
+    "top_k_experts", "moe_intermediate_size", "use_double_wide_mlp", "eos_token_id",
+    "bos_token_id", "pad_token_id", NULL};
+
+/* Fields with no effect on the text forward. */
+static const char *const g4_ignored_keys[] = {
+    "architectures", "attention_dropout", "dtype", "torch_dtype", "initializer_range",
+    "use_cache", "transformers_version", "output_attentions", "output_hidden_states",
+    "return_dict", "use_return_dict", "id2label", "label2id", "problem_type",
+    "chunk_size_feed_forward", "is_encoder_decoder", "tokenizer_class",
+    "decoder_start_token_id", "sep_token_id", "task_specific_params", "finetuning_task",
+    "tf_legacy_loss", "pruned_heads", "cross_attention_hidden_size", "add_cross_attention",
+    "is_decoder", "prefix", "_name_or_path", "text_config", "vision_config", "audio_config",
+    "image_token_id", "audio_token_id", "video_token_id", "boi_token_id", "eoi_token_id",
+    "boa_token_id", "eoa_token_id", "eoa_token_index", "vision_soft_tokens_per_image",
+    "quantization_config", "base_config_key", NULL};
+
+static const char *const g4_rope_keys[] = {"rope_type", "rope_theta", "partial_rotary_factor",
+                                           "factor", NULL};
+static const char *const g4_type_names[2] = {"sliding_attention", "full_attention"};
+
+#define G4_INT(obj, key, has_def, def, lo, hi, dst)                                            \
+    do {                                                                                       \
+        long long v_;                                                                          \
+        if (cfg_int(obj, where, key, has_def, def, lo, hi, &v_, err)) goto fail;               \
+        dst = (int)v_;                                                                         \
+    } while (0)
+
+#define G4_FAIL(code, ...)                                                                     \
+    do {                                                                                       \
+        strata_err_set(err, code, __VA_ARGS__);                                                \
+        goto fail;                                                                             \
+    } while (0)
+
+static void g4_config_free(g4_config *c) {
+    free(c->full);
+    free(c->hd);
+    free(c->kvh);
+    free(c->donor);
+    free(c->width);
+    c->full = NULL;
+    c->hd = c->kvh = c->donor = c->width = NULL;
+}
+
+/* rope_parameters.<type> (§3.6): "default" rotates every pair, "proportional" the first
+ * floor(partial_rotary_factor·hd/2) frequencies with exponents over the whole hd. */
+static int g4_parse_rope(g4_rope *r, json_t *rp, int ty, strata_err *err) {
+    static const g4_rope defaults[2] = {{1e4, 1, 1, 0, 0, 0}, {1e6, 1, 0.25, 1, 0, 0}};
+    char where[96];
+    snprintf(where, sizeof where, "config.json rope_parameters.%s", g4_type_names[ty]);
+    *r = defaults[ty];
+    if (!rp || json_is_null(rp)) return 0; /* transformers' defaults */
+    json_t *o = json_object_get(rp, g4_type_names[ty]);
+    if (!json_is_object(o))
+        return strata_err_set(err, STRATA_EFORMAT, "%s: missing (an object is required)", where);
+    if (cfg_check_keys(o, where, g4_rope_keys, NULL, err)) return err->code;
+    const char *rt;
+    if (cfg_str(o, where, "rope_type", "default", &rt, err)) return err->code;
+    if (cfg_real(o, where, "rope_theta", 0, 0, &r->theta, err)) return err->code;
+    if (cfg_real(o, where, "factor", 1, 1.0, &r->factor, err)) return err->code;
+    if (cfg_real(o, where, "partial_rotary_factor", 1, 1.0, &r->prf, err)) return err->code;
+    if (!strcmp(rt, "proportional")) {
+        r->proportional = 1;
+    } else if (!strcmp(rt, "default")) {
+        /* transformers' default RoPE ignores both; refuse rather than guess which holds */
+        if (r->factor != 1.0 || r->prf != 1.0)
+            return strata_err_set(err, STRATA_EUNSUPPORTED,
+                                  "%s: factor / partial_rotary_factor with rope_type \"default\"",
+                                  where);
+    } else {
+        return strata_err_set(err, STRATA_EUNSUPPORTED, "%s: rope_type \"%s\" is not supported",
+                              where, rt);
+    }
+    if (r->theta <= 0 || r->factor <= 0 || r->prf <= 0 || r->prf > 1)
+        return strata_err_set(err, STRATA_ERANGE,
+                              "%s: rope_theta, factor and partial_rotary_factor must be in range",
+                              where);
+    return 0;
+}
+
+/* per_layer_config (transformers >= 5.24 spelling): {"<layer>": {"head_dim": n,
+ * "num_key_value_heads": n}} overrides for the listed layers (§1.2). */
+static int g4_parse_overrides(g4_config *c, json_t *plc, const char *where0, strata_err *err) {
+    static const char *const keys[] = {"head_dim", "num_key_value_heads", NULL};
+    const char *key;
+    json_t *ov;
+    char where[128];
+    if (!json_is_object(plc))
+        return strata_err_set(err, STRATA_EFORMAT, "%s: per_layer_config must be an object",
+                              where0);
+    json_object_foreach(plc, key, ov) {
+        char *end;
+        long l = strtol(key, &end, 10);
+        if (!*key || *end || l < 0 || l >= c->n_layer)
+            return strata_err_set(err, STRATA_EFORMAT,
+                                  "%s: per_layer_config key \"%s\" is not a layer index", where0,
+                                  key);
+        snprintf(where, sizeof where, "%s per_layer_config.%s", where0, key);
+        if (!json_is_object(ov))
+            return strata_err_set(err, STRATA_EFORMAT, "%s: must be an object", where);
+        if (cfg_check_keys(ov, where, keys, NULL, err)) return err->code;
+        long long v;
+        if (cfg_int(ov, where, "head_dim", 1, c->hd[l], 2, 4096, &v, err)) return err->code;
+        c->hd[l] = (int)v;
+        if (cfg_int(ov, where, "num_key_value_heads", 1, c->kvh[l], 1, 1024, &v, err))
+            return err->code;
+        c->kvh[l] = (int)v;
+    }
+    return 0;
+}
+
+static int g4_parse(g4_config *c, json_t *root, strata_err *err) {
+    const char *where = "config.json";
+    json_t *tc = json_object_get(root, "text_config");
+    if (tc) {
+        where = "config.json text_config";
+        if (!json_is_object(tc))
+            return strata_err_set(err, STRATA_EFORMAT,
+                                  "config.json: text_config must be an object");
+    } else {
+        tc = root;
+    }
+    memset(c, 0, sizeof *c);
+    if (cfg_check_keys(tc, where, g4_known_keys, g4_ignored_keys, err)) return err->code;
+    int vpl, kvh, hd, ghd, n_shared, dw, bias, kev, moe;
+    G4_INT(tc, "vocab_size", 0, 0, 1, 1 << 24, c->vocab);
+    G4_INT(tc, "vocab_size_per_layer_input", 1, c->vocab, 1, 1 << 24, vpl);
+    G4_INT(tc, "hidden_size", 0, 0, 1, 1 << 16, c->h);
+    G4_INT(tc, "intermediate_size", 0, 0, 1, 1 << 18, c->inter);
+    G4_INT(tc, "num_hidden_layers", 0, 0, 1, 1024, c->n_layer);
+    G4_INT(tc, "num_attention_heads", 0, 0, 1, 1024, c->H);
+    G4_INT(tc, "num_key_value_heads", 0, 0, 1, 1024, kvh);
+    G4_INT(tc, "head_dim", 1, 256, 2, 4096, hd);
+    G4_INT(tc, "global_head_dim", 1, 512, 2, 4096, ghd); /* transformers' default */
+    G4_INT(tc, "hidden_size_per_layer_input", 1, 256, 0, 1 << 16, c->P);
+    G4_INT(tc, "num_kv_shared_layers", 1, 0, 0, c->n_layer - 1, n_shared);
+    G4_INT(tc, "sliding_window", 1, 512, 1, 1 << 30, c->window);
+    G4_INT(tc, "max_position_embeddings", 1, 131072, 1, 1 << 30, c->max_pos);
+    c->first_shared = c->n_layer - n_shared;
+    if (c->P && vpl != c->vocab)
+        G4_FAIL(STRATA_EUNSUPPORTED,
+                "%s: vocab_size_per_layer_input %d differs from vocab_size %d (not supported)",
+                where, vpl, c->vocab);
+    double eps, cap;
+    if (cfg_real(tc, where, "rms_norm_eps", 1, 1e-6, &eps, err)) goto fail;
+    if (cfg_real(tc, where, "final_logit_softcapping", 1, 0.0, &cap, err)) goto fail;
+    if (cap < 0) G4_FAIL(STRATA_ERANGE, "%s: final_logit_softcapping must be positive", where);
+    c->eps = (float)eps;
+    c->softcap = (float)cap;
+
+    const char *act, *bidi;
+    if (cfg_str(tc, where, "hidden_activation", "gelu_pytorch_tanh", &act, err)) goto fail;
+    if (strcmp(act, "gelu_pytorch_tanh"))
+        G4_FAIL(STRATA_EUNSUPPORTED, "%s: hidden_activation \"%s\" is not supported "
+                "(gelu_pytorch_tanh)", where, act);
+    if (cfg_str(tc, where, "use_bidirectional_attention", NULL, &bidi, err)) goto fail;
+    if (bidi && strcmp(bidi, "vision")) /* "vision" only changes image tokens' masks */
+        G4_FAIL(STRATA_EUNSUPPORTED, "%s: use_bidirectional_attention \"%s\" is not supported",
+                where, bidi);
+    if (cfg_bool(tc, where, "attention_bias", 1, 0, &bias, err)) goto fail;
+    if (cfg_bool(tc, where, "attention_k_eq_v", 1, 0, &kev, err)) goto fail;
+    if (cfg_bool(tc, where, "enable_moe_block", 1, 0, &moe, err)) goto fail;
+    if (cfg_bool(tc, where, "use_double_wide_mlp", 1, 0, &dw, err)) goto fail;
+    if (bias || kev || moe)
+        G4_FAIL(STRATA_EUNSUPPORTED, "%s: %s true is not supported (E2B / E4B only)", where,
+                bias ? "attention_bias" : kev ? "attention_k_eq_v" : "enable_moe_block");
+
+    /* tie_word_embeddings: text_config wins, then the top level (real files set both). */
+    int tied;
+    if (cfg_bool(root, "config.json", "tie_word_embeddings", 1, 1, &tied, err)) goto fail;
+    if (tc != root && cfg_bool(tc, where, "tie_word_embeddings", 1, tied, &tied, err)) goto fail;
+    c->tied = tied;
+
+    size_t L = (size_t)c->n_layer;
+    c->full = calloc(L, 1);
+    c->hd = calloc(L, sizeof(int));
+    c->kvh = calloc(L, sizeof(int));
+    c->donor = calloc(L, sizeof(int));
+    c->width = calloc(L, sizeof(int));
+    if (!c->full || !c->hd || !c->kvh || !c->donor || !c->width)
+        G4_FAIL(STRATA_ENOMEM, "config: out of memory");
+    json_t *lt = json_object_get(tc, "layer_types");
+    if (lt && !json_is_null(lt)) {
+        if (!json_is_array(lt) || json_array_size(lt) != L)
+            G4_FAIL(STRATA_EFORMAT, "%s: layer_types must list %d layer types", where,
+                    c->n_layer);
+        for (size_t i = 0; i < L; i++) {
+            const char *s = json_string_value(json_array_get(lt, i));
+            if (s && !strcmp(s, "full_attention")) c->full[i] = 1;
+            else if (!s || strcmp(s, "sliding_attention"))
+                G4_FAIL(STRATA_EUNSUPPORTED, "%s: layer_types[%zu] = \"%s\" is not supported",
+                        where, i, s ? s : "(not a string)");
+        }
+    } else { /* transformers' default pattern, 5 sliding : 1 full */
+        for (size_t i = 0; i < L; i++) c->full[i] = (i + 1) % 6 == 0;
+    }
+    c->full[L - 1] = 1; /* transformers forces the last layer to full attention */
+
+    /* Head dims (§1.2, §1.3): full layers take global_head_dim unless per_layer_config
+     * (which replaces it in newer exports) lists overrides. */
+    json_t *plc = json_object_get(tc, "per_layer_config");
+    for (size_t i = 0; i < L; i++) {
+        c->hd[i] = plc && !json_is_null(plc) ? hd : c->full[i] ? ghd : hd;
+        c->kvh[i] = kvh;
+    }
+    if (plc && !json_is_null(plc) && g4_parse_overrides(c, plc, where, err)) goto fail;
+
+    json_t *rp = json_object_get(tc, "rope_parameters");
+    for (int ty = 0; ty < 2; ty++) {
+        g4_rope *r = &c->rope[ty];
+        int type_hd = 0;
+        for (size_t i = 0; i < L; i++) {
+            if (c->full[i] != ty) continue;
+            if (!type_hd) type_hd = c->hd[i];
+            if (c->hd[i] != type_hd || c->hd[i] % 2)
+                G4_FAIL(STRATA_EUNSUPPORTED,
+                        "%s: layer %zu has head dim %d, other %s layers %d (one even head dim "
+                        "per layer type is supported)", where, i, c->hd[i], g4_type_names[ty],
+                        type_hd);
+        }
+        if (!type_hd) continue; /* no layer of this type: no RoPE for it */
+        if (g4_parse_rope(r, rp, ty, err)) goto fail;
+        r->hd = type_hd;
+        /* int(partial_rotary_factor · hd // 2), as transformers computes it */
+        r->angles = r->proportional ? (int)floor(r->prf * r->hd / 2.0) : r->hd / 2;
+    }
+
+    /* kv sharing (§1.3): the last owning layer of the same type is the donor. */
+    for (int i = 0; i < c->n_layer; i++) {
+        c->donor[i] = i;
+        if (i >= c->first_shared) {
+            c->donor[i] = -1;
+            for (int j = c->first_shared - 1; j >= 0 && c->donor[i] < 0; j--)
+                if (c->full[j] == c->full[i]) c->donor[i] = j;
+            if (c->donor[i] < 0)
+                G4_FAIL(STRATA_EFORMAT,
+                        "%s: layer %d shares kv (num_kv_shared_layers) but no earlier layer "
+                        "of type %s owns a cache", where, i, g4_type_names[c->full[i]]);
+        }
+        int d = c->donor[i];
+        if (c->H % c->kvh[d])
+            G4_FAIL(STRATA_EFORMAT,
+                    "%s: num_attention_heads %d is not a multiple of layer %d's %d kv heads",
+                    where, c->H, d, c->kvh[d]);
+        c->width[i] = c->inter * (dw && i >= c->first_shared ? 2 : 1);
+    }
+    return 0;
+fail:
+    g4_config_free(c);
+    return err->code ? err->code : STRATA_EFORMAT;
+}
+
+/* ---- weights (§2) ---- */
+
+static int g4_bind(g4 *m, const model_arch_ctx *ctx, strata_err *err) {
+    const g4_config *c = &m->c;
+    int64_t LP = (int64_t)c->n_layer * c->P;
+    /* Real checkpoints carry model.language_model.; a text-only save (Gemma4ForCausalLM)
+     * has model. (§2.2). Everything else (towers, dead k/v of shared layers) is skipped
+     * by never being asked for. */
+    const char *p = "model.language_model.";
+    bk_weight probe;
+    int64_t es[2] = {c->vocab, c->h}, hv[1] = {c->h};
+    int rc = arch_bind(ctx, &probe, ARCH_BIND_OPTIONAL, 2, es, err, "%sembed_tokens.weight", p);
+    if (rc < 0) return rc;
+    if (rc == 1) p = "model.";
+    else m->embed = probe;
+    if (rc == 1 && arch_bind(ctx, &m->embed, 0, 2, es, err, "%sembed_tokens.weight", p))
+        return err->code;
+    if (arch_bind(ctx, &m->final_norm, 0, 1, hv, err, "%snorm.weight", p)) return err->code;
+    if (c->tied) m->lm_head = m->embed;
+    else if (arch_bind(ctx, &m->lm_head, 0, 2, es, err, "lm_head.weight")) return err->code;
+    if (c->P) {
+        int64_t pt[2] = {c->vocab, LP}, pp[2] = {LP, c->h}, pn[1] = {c->P};
+        if (arch_bind(ctx, &m->ple_table, m->ple_host ? ARCH_BIND_HOST : 0, 2, pt, err,
+                      "%sembed_tokens_per_layer.weight", p) ||
+            arch_bind(ctx, &m->ple_proj, 0, 2, pp, err, "%sper_layer_model_projection.weight", p) ||
+            arch_bind(ctx, &m->ple_norm, 0, 1, pn, err, "%sper_layer_projection_norm.weight", p))
+            return err->code;
+    }
+    for (int i = 0; i < c->n_layer; i++) {
+        g4_layer *L = &m->layers[i];
+        int64_t hd = c->hd[i], I = c->width[i];
+        int64_t q[2] = {c->H * hd, c->h}, o[2] = {c->h, c->H * hd}, kv[2] = {c->kvh[i] * hd, c->h};
+        int64_t d[1] = {hd}, gu[2] = {I, c->h}, dn[2] = {c->h, I}, one[1] = {1};
+        int64_t plg[2] = {c->P, c->h}, plp[2] = {c->h, c->P};
+#define BIND(w, nd, shp, name)                                                                 \
+    do {                                                                                       \
+        if (arch_bind(ctx, &L->w, 0, nd, shp, err, "%slayers.%d." name, p, i)) return err->code; \
+    } while (0)
+        BIND(in_norm, 1, hv, "input_layernorm.weight");
+        BIND(post_attn_norm, 1, hv, "post_attention_layernorm.weight");
+        BIND(pre_ff_norm, 1, hv, "pre_feedforward_layernorm.weight");
+        BIND(post_ff_norm, 1, hv, "post_feedforward_layernorm.weight");
+        BIND(wq, 2, q, "self_attn.q_proj.weight");
+        BIND(q_norm, 1, d, "self_attn.q_norm.weight");
+        BIND(wo, 2, o, "self_attn.o_proj.weight");
+        if (c->donor[i] == i) { /* shared layers' k/v/k_norm are dead weights (§2.1) */
+            BIND(wk, 2, kv, "self_attn.k_proj.weight");
+            BIND(wv, 2, kv, "self_attn.v_proj.weight");
+            BIND(k_norm, 1, d, "self_attn.k_norm.weight");
+        }
+        BIND(gate, 2, gu, "mlp.gate_proj.weight");
+        BIND(up, 2, gu, "mlp.up_proj.weight");
+        BIND(down, 2, dn, "mlp.down_proj.weight");
+        if (c->P) {
+            BIND(pl_gate, 2, plg, "per_layer_input_gate.weight");
+            BIND(pl_proj, 2, plp, "per_layer_projection.weight");
+            BIND(pl_norm, 1, hv, "post_per_layer_input_norm.weight");
+        }
+        BIND(scalar, 1, one, "layer_scalar");
+#undef BIND
+    }
+    return 0;
+}
+
+/* ---- caches and scratch ---- */
+
+/* x as the table's dtype would hold it: transformers scales embeddings by
+ * embed_scale.to(weight.dtype) (§3.3: bf16(√1536) = 39.25). */
+static float g4_round_to(float x, dtype dt) {
+    if (dt == DTYPE_BF16) return dtype_bf16_to_f32(dtype_f32_to_bf16(x));
+    if (dt == DTYPE_F16) return dtype_f16_to_f32(dtype_f32_to_f16(x));
+    return x;
+}
+
+static int g4_alloc(g4 *m, strata_err *err) {
+    const g4_config *c = &m->c;
+    backend *b = m->b;
+    size_t T = (size_t)m->max_tokens, S = (size_t)m->slots, LP = (size_t)c->n_layer * c->P;
+    size_t qw = 0, kw = 0, wide = LP;
+    for (int i = 0; i < c->n_layer; i++) {
+        size_t hd = (size_t)c->hd[i];
+        if ((size_t)c->H * hd > qw) qw = (size_t)c->H * hd;
+        if ((size_t)c->kvh[i] * hd > kw) kw = (size_t)c->kvh[i] * hd;
+        if ((size_t)c->width[i] > wide) wide = (size_t)c->width[i];
+    }
+#define ALLOC(ptr, n)                                                                          \
+    do {                                                                                       \
+        if (!((ptr) = b->ops->alloc(b, (size_t)(n) * sizeof(float))))                          \
+            return strata_err_set(err, STRATA_ENOMEM, "gemma4: cannot allocate %s (%zu MiB)",   \
+                                  #ptr, (size_t)(n) * sizeof(float) >> 20);                    \
+    } while (0)
+    ALLOC(m->x, T * c->h);
+    ALLOC(m->xn, T * c->h);
+    ALLOC(m->mix, T * c->h);
+    ALLOC(m->q, T * qw);
+    ALLOC(m->att, T * qw);
+    ALLOC(m->k, T * kw);
+    ALLOC(m->v, T * kw);
+    ALLOC(m->big1, T * wide);
+    ALLOC(m->big2, T * wide);
+    ALLOC(m->xo, (size_t)m->out_chunk * c->h);
+    ALLOC(m->lg, (size_t)m->out_chunk * c->vocab);
+    if (c->P) {
+        ALLOC(m->ple, T * LP);
+        ALLOC(m->plt, T * LP);
+        ALLOC(m->pg, T * c->P);
+        m->ple_idx = malloc(sizeof(int32_t) * T * (size_t)c->n_layer);
+        if (m->ple_host) m->stage = malloc(sizeof(float) * T * LP);
+        if (!m->ple_idx || (m->ple_host && !m->stage))
+            return strata_err_set(err, STRATA_ENOMEM, "gemma4: out of host memory for PLE");
+    }
+    for (int i = 0; i < c->n_layer; i++) {
+        g4_layer *L = &m->layers[i];
+        if (c->donor[i] != i) continue;
+        size_t w = (size_t)c->kvh[i] * c->hd[i];
+        int ring = c->window + m->max_tokens; /* >= window + T - 1: see the file comment */
+        L->cap = !c->full[i] && ring < m->ctx ? ring : m->ctx;
+        ALLOC(L->kc, S * L->cap * w);
+        ALLOC(L->vc, S * L->cap * w);
+    }
+    /* §3.6: inv_freq[i] = 1 / θ^(2i/hd) for i < angles, 0 after (those dims pass through),
+     * in f32 as transformers computes it, then / factor. */
+    for (int ty = 0; ty < 2; ty++) {
+        const g4_rope *r = &c->rope[ty];
+        if (!r->hd) continue; /* no layer of this type */
+        int half = r->hd / 2;
+        ALLOC(m->inv_freq[ty], half);
+        float *f = calloc((size_t)half, sizeof(float));
+        if (!f) return strata_err_set(err, STRATA_ENOMEM, "gemma4: out of memory");
+        for (int i = 0; i < r->angles && i < half; i++) {
+            float e = (float)(2 * i) / (float)r->hd;
+            f[i] = 1.0f / powf((float)r->theta, e) / (float)r->factor;
+        }
+        b->ops->upload(b, m->inv_freq[ty], f, sizeof(float) * (size_t)half);
+        free(f);
+    }
+#undef ALLOC
+    m->s_embed = g4_round_to((float)sqrt((double)c->h), m->embed.dt);
+    if (c->P) m->s_ple = g4_round_to((float)sqrt((double)c->P), m->ple_table.dt);
+    return 0;
+}
+
+static void g4_close(void *impl) {
+    g4 *m = impl;
+    if (!m) return;
+    backend *b = m->b;
+    float **bufs[] = {&m->x,   &m->xn,  &m->mix, &m->q,  &m->att, &m->k,           &m->v,
+                      &m->big1, &m->big2, &m->ple, &m->plt, &m->pg, &m->xo,        &m->lg,
+                      &m->inv_freq[0], &m->inv_freq[1]};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (*bufs[i]) b->ops->free(b, *bufs[i]);
+    for (int i = 0; m->layers && i < m->c.n_layer; i++) {
+        if (m->layers[i].kc) b->ops->free(b, m->layers[i].kc);
+        if (m->layers[i].vc) b->ops->free(b, m->layers[i].vc);
+    }
+    free(m->stage);
+    free(m->ple_idx);
+    free(m->layers);
+    g4_config_free(&m->c);
+    free(m);
+}
+
+/* Bytes one decode token reads: every bound weight once (the tied embedding as the head),
+ * the PLE table as the one row gathered (§2.3, §5). */
+static int64_t g4_weight_bytes(const g4 *m) {
+    const g4_config *c = &m->c;
+    int64_t wb = arch_weight_bytes(&m->final_norm) + arch_weight_bytes(&m->lm_head) +
+                 arch_weight_bytes(&m->ple_proj) + arch_weight_bytes(&m->ple_norm);
+    if (c->P) wb += (int64_t)c->n_layer * c->P * (int64_t)dtype_size(m->ple_table.dt);
+    for (int i = 0; i < c->n_layer; i++) {
+        const g4_layer *L = &m->layers[i];
+        const bk_weight *ws[] = {&L->in_norm, &L->post_attn_norm, &L->pre_ff_norm,
+                                 &L->post_ff_norm, &L->wq, &L->q_norm, &L->wk, &L->wv,
+                                 &L->k_norm, &L->wo, &L->gate, &L->up, &L->down, &L->pl_gate,
+                                 &L->pl_proj, &L->pl_norm, &L->scalar};
+        for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++) wb += arch_weight_bytes(ws[j]);
+    }
+    return wb;
+}
+
+static int g4_open(void **impl, const model_arch_ctx *ctx, model_info *info, strata_err *err) {
+    g4 *m = calloc(1, sizeof *m);
+    if (!m) return strata_err_set(err, STRATA_ENOMEM, "gemma4: out of memory");
+    m->b = ctx->b;
+    if (g4_parse(&m->c, ctx->config, err)) goto fail;
+    const g4_config *c = &m->c;
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        strata_err_set(err, STRATA_ENOMEM, "gemma4: out of memory");
+        goto fail;
+    }
+    m->slots = ctx->opts->max_seqs > 0 ? ctx->opts->max_seqs : 1;
+    m->ctx = ctx->opts->ctx_size > 0 ? ctx->opts->ctx_size
+                                     : (c->max_pos < 4096 ? c->max_pos : 4096);
+    m->max_tokens = ctx->opts->max_tokens > 0 ? ctx->opts->max_tokens : 512;
+    m->out_chunk = m->slots > 16 ? m->slots : 16;
+    if (m->out_chunk > m->max_tokens) m->out_chunk = m->max_tokens;
+    m->ple_host = !ctx->opts->ple_on_device;
+    if (g4_bind(m, ctx, err) || g4_alloc(m, err)) goto fail;
+
+    json_t *tc = json_object_get(ctx->config, "text_config");
+    if (ctx->gen_config)
+        cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"), "generation_config.json", info,
+                err);
+    if (tc) cfg_eos(json_object_get(tc, "eos_token_id"), "config.json text_config", info, err);
+    cfg_eos(json_object_get(ctx->config, "eos_token_id"), "config.json", info, err);
+    info->arch = "gemma4";
+    info->vocab = c->vocab;
+    info->ctx_size = m->ctx;
+    info->max_seqs = m->slots;
+    info->max_tokens = m->max_tokens;
+    info->weight_bytes = g4_weight_bytes(m);
+    for (int i = 0; i < c->first_shared; i++)
+        info->kv_bytes_per_token += 2LL * c->kvh[i] * c->hd[i] * (int64_t)sizeof(float);
+    *impl = m;
+    return 0;
+fail:
+    g4_close(m);
+    return err->code ? err->code : STRATA_EINVALID;
+}
+
+static void g4_reset_slot(void *impl, int slot) {
+    /* Nothing to clear: a K/V row is always written before a query can see it (each
+     * position is stored before attention in its step, and the ring keeps the window). */
+    (void)impl;
+    (void)slot;
+}
+
+/* ---- forward (§3) ---- */
+
+/* The step's PLE table rows as f32 [T, L·P], gathered on the host (§5 step 2). The
+ * conversion is the one the backend's embed op makes, so both paths agree to the bit. */
+static void g4_ple_gather_host(g4 *m, const int32_t *tokens, int T) {
+    const bk_weight *t = &m->ple_table;
+    size_t LP = (size_t)m->c.n_layer * m->c.P, es = dtype_size(t->dt);
+    for (int i = 0; i < T; i++) {
+        const void *row = (const char *)t->data + (size_t)tokens[i] * LP * es;
+        float *dst = m->stage + (size_t)i * LP;
+        if (t->dt == DTYPE_BF16)
+            for (size_t j = 0; j < LP; j++) dst[j] = dtype_bf16_to_f32(((const uint16_t *)row)[j]);
+        else if (t->dt == DTYPE_F16)
+            for (size_t j = 0; j < LP; j++) dst[j] = dtype_f16_to_f32(((const uint16_t *)row)[j]);
+        else
+            memcpy(dst, row, LP * sizeof(float));
+    }
+}
+
+/* Per-layer inputs, §3.4: x (the scaled embedding) -> m->plt, layer l's [T, P] at
+ * plt + l·T·P. */
+static void g4_ple(g4 *m, const bk_batch *bt, const int32_t *tokens) {
+    const g4_config *c = &m->c;
+    backend *b = m->b;
+    const backend_ops *o = b->ops;
+    int T = bt->n_tokens, L = c->n_layer, P = c->P;
+    size_t n = (size_t)T * L * P;
+    if (m->ple_host) {
+        g4_ple_gather_host(m, tokens, T);
+        o->upload(b, m->ple, m->stage, n * sizeof(float));
+    } else {
+        o->embed(b, m->ple, &m->ple_table, tokens, T);
+    }
+    o->scale(b, m->ple, m->s_ple, NULL, n);                      /* u = r · √P */
+    o->matmul(b, m->big1, m->x, &m->ple_proj, T);                /* z = x₀ · W_pmpᵀ */
+    o->scale(b, m->big1, (float)(1.0 / sqrt((double)c->h)), NULL, n);
+    o->rmsnorm(b, m->big1, m->big1, &m->ple_norm, T * L, P, P, c->eps, BK_NORM_PLAIN);
+    o->add(b, m->ple, m->big1, m->ple, n);                       /* z + u */
+    o->scale(b, m->ple, (float)(1.0 / sqrt(2.0)), NULL, n);
+    if (T == 1) return; /* [1, L, P] is already layer-major: the layers read m->ple */
+    for (int l = 0; l < L; l++)
+        for (int t = 0; t < T; t++) m->ple_idx[(size_t)l * T + t] = t * L + l;
+    o->gather_rows(b, m->plt, m->ple, m->ple_idx, T * L, P);
+}
+
+/* Attention of layer l, §3.6-3.7: xn [T, h] -> m->mix [T, h]. */
+static void g4_attention(g4 *m, int l, const bk_batch *bt) {
+    const g4_config *c = &m->c;
+    backend *b = m->b;
+    const backend_ops *o = b->ops;
+    g4_layer *L = &m->layers[l], *D = &m->layers[c->donor[l]];
+    int T = bt->n_tokens, ty = c->full[l], hd = c->hd[l], kvh = c->kvh[c->donor[l]];
+    const float *inv_freq = m->inv_freq[ty];
+    o->matmul(b, m->q, m->xn, &L->wq, T);                        /* [T, H, hd] */
+    o->rmsnorm(b, m->q, m->q, &L->q_norm, T * c->H, hd, hd, c->eps, BK_NORM_PLAIN);
+    o->rope(b, m->q, bt, inv_freq, c->H, hd, hd, c->H * hd);
+    if (c->donor[l] == l) { /* owner: k, v of this step into the cache */
+        o->matmul(b, m->k, m->xn, &L->wk, T);
+        o->matmul(b, m->v, m->xn, &L->wv, T);
+        o->rmsnorm(b, m->k, m->k, &L->k_norm, T * kvh, hd, hd, c->eps, BK_NORM_PLAIN);
+        o->rmsnorm(b, m->v, m->v, NULL, T * kvh, hd, hd, c->eps, BK_NORM_NONE); /* v_norm */
+        o->rope(b, m->k, bt, inv_freq, kvh, hd, hd, kvh * hd);
+        o->kv_store(b, L->kc, L->vc, m->k, m->v, bt, kvh * hd, L->cap);
+    }
+    o->attention(b, m->att, m->q, D->kc, D->vc, bt, c->H, kvh, hd, D->cap, 1.0f,
+                 ty == G4_FULL ? 0 : c->window, 0.0f);             /* scale 1, no softcap */
+    o->matmul(b, m->mix, m->att, &L->wo, T);
+}
+
+static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
+                      int n_out, float *logits, strata_err *err) {
+    g4 *m = impl;
+    const g4_config *c = &m->c;
+    backend *b = m->b;
+    const backend_ops *o = b->ops;
+    int T = bt->n_tokens, h = c->h;
+    size_t Th = (size_t)T * h;
+    if (T > m->max_tokens)
+        return strata_err_set(err, STRATA_ERANGE, "gemma4: %d tokens in one step exceed max %d", T,
+                              m->max_tokens);
+    for (int s = 0; s < bt->n_seqs; s++)
+        if (bt->pos0[s] + bt->len[s] > m->ctx)
+            return strata_err_set(err, STRATA_ERANGE,
+                                  "gemma4: sequence in slot %d reaches position %d, past the "
+                                  "context size %d",
+                                  bt->slot[s], bt->pos0[s] + bt->len[s], m->ctx);
+    if (o->batch_prepare(b, bt, err)) return err->code;
+
+    o->embed(b, m->x, &m->embed, tokens, T);
+    o->scale(b, m->x, m->s_embed, NULL, Th);                     /* x₀ = E[t] · √h, §3.3 */
+    if (c->P) g4_ple(m, bt, tokens);
+    const float *ple = T == 1 ? m->ple : m->plt;
+    for (int l = 0; l < c->n_layer; l++) {
+        g4_layer *L = &m->layers[l];
+        int I = c->width[l];
+        /* §3.5 */
+        o->rmsnorm(b, m->xn, m->x, &L->in_norm, T, h, h, c->eps, BK_NORM_PLAIN);
+        g4_attention(m, l, bt);
+        o->rmsnorm(b, m->mix, m->mix, &L->post_attn_norm, T, h, h, c->eps, BK_NORM_PLAIN);
+        o->add(b, m->x, m->x, m->mix, Th);
+        /* GeGLU MLP, §3.8 */
+        o->rmsnorm(b, m->xn, m->x, &L->pre_ff_norm, T, h, h, c->eps, BK_NORM_PLAIN);
+        o->matmul(b, m->big1, m->xn, &L->gate, T);
+        o->matmul(b, m->big2, m->xn, &L->up, T);
+        o->gelu_tanh_mul(b, m->big1, m->big1, m->big2, T, I);
+        o->matmul(b, m->mix, m->big1, &L->down, T);
+        o->rmsnorm(b, m->mix, m->mix, &L->post_ff_norm, T, h, h, c->eps, BK_NORM_PLAIN);
+        o->add(b, m->x, m->x, m->mix, Th);
+        /* PLE block: x += norm(W_proj · (gelu(W_gate · x) ⊙ ple_l)) */
+        if (c->P) {
+            o->matmul(b, m->pg, m->x, &L->pl_gate, T);
+            o->gelu_tanh_mul(b, m->pg, m->pg, ple + (size_t)l * T * c->P, T, c->P);
+            o->matmul(b, m->mix, m->pg, &L->pl_proj, T);
+            o->rmsnorm(b, m->mix, m->mix, &L->pl_norm, T, h, h, c->eps, BK_NORM_PLAIN);
+            o->add(b, m->x, m->x, m->mix, Th);
+        }
+        o->scale(b, m->x, 1.0f, &L->scalar, Th);                 /* the whole stream */
+    }
+    /* Final norm, tied head and softcap (§3.9) only on the rows whose logits are wanted. */
+    for (int r = 0; r < n_out; r += m->out_chunk) {
+        int n = n_out - r < m->out_chunk ? n_out - r : m->out_chunk;
+        o->gather_rows(b, m->xo, m->x, out_rows + r, n, h);
+        o->rmsnorm(b, m->xo, m->xo, &m->final_norm, n, h, h, c->eps, BK_NORM_PLAIN);
+        o->matmul(b, m->lg, m->xo, &m->lm_head, n);
+        if (c->softcap > 0) o->softcap(b, m->lg, c->softcap, (size_t)n * c->vocab);
+        o->download(b, logits + (size_t)r * c->vocab, m->lg, (size_t)n * c->vocab * sizeof(float));
+    }
+    return 0;
+}
+
+const model_arch arch_gemma4 = {
+    .model_type = "gemma4",
+    .alt_type = "gemma4_text",
+    .open = g4_open,
+    .forward = g4_forward,
+    .reset_slot = g4_reset_slot,
+    .close = g4_close,
+};
