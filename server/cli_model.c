@@ -109,6 +109,8 @@ int cli_model_parse(cli_model *o, int argc, char **argv, const char *usage) {
             rc = parse_int(a, v, 1, 1 << 16, &o->chunk);
         } else if (!strcmp(a, "--prompt-ids")) {
             o->prompt_ids = v;
+        } else if (!strcmp(a, "--prompt")) {
+            o->prompt = v;
         } else if (!strcmp(a, "--max-tokens")) {
             rc = parse_int(a, v, 0, 1 << 24, &o->max_tokens);
         } else if (!strcmp(a, "--out")) {

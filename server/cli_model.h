@@ -18,6 +18,7 @@ typedef struct cli_model {
     int chunk;              /* --prefill-chunk: prompt tokens per forward */
     int max_seqs;
     const char *prompt_ids; /* --prompt-ids 1,2,3 */
+    const char *prompt;     /* --prompt TEXT (needs the checkpoint's tokenizer) */
     int max_tokens;         /* --max-tokens */
     int ignore_eos;         /* --ignore-eos */
     int ple_on_device;      /* --ple-on-device: Gemma 4's PLE table with the weights */

@@ -1,21 +1,26 @@
 /* cmd_generate.c - `strata generate` and `strata logits`: one sequence through the
  * engine's model and sampler, no server. Used by people to try a checkpoint and by
  * tests to compare against references. */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/batch.h"
+#include "engine/tokenizer.h"
 #include "server/cli_model.h"
 
 static const char generate_usage[] =
-    "usage: strata generate --model DIR|PRESET --prompt-ids 1,2,3 [--max-tokens N]\n"
+    "usage: strata generate --model DIR|PRESET (--prompt-ids 1,2,3 | --prompt TEXT)\n"
+    "         [--max-tokens N]\n"
     "         [--load-format dummy] [--dtype bf16|f16|f32] [--device cpu|cuda|auto]\n"
     "         [--threads N] [--ctx-size N]\n"
     "         [--prefill-chunk N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]\n"
     "         [--repetition-penalty R] [--presence-penalty P] [--frequency-penalty F]\n"
     "         [--seed S] [--logprobs N] [--ignore-eos]\n"
-    "Prints one JSON object: the generated ids, prefill ms and decode tokens/s.\n";
+    "Prints one JSON object: the generated ids (and their text when the checkpoint has a\n"
+    "tokenizer), prefill ms and decode tokens/s. --prompt is encoded without special\n"
+    "tokens added.\n";
 
 static const char logits_usage[] =
     "usage: strata logits --model DIR --prompt-ids 1,2,3 --out FILE [--prefill-chunk N]\n"
@@ -66,16 +71,33 @@ int cmd_generate(int argc, char **argv) {
     if (rc) return rc > 0 ? 0 : 2;
     int32_t *prompt = NULL, *gen = NULL;
     int n_prompt = 0, n_gen = 0;
-    if (!o.prompt_ids || cli_parse_ids(o.prompt_ids, &prompt, &n_prompt) || n_prompt == 0) {
-        fprintf(stderr, "strata: --prompt-ids needs a list like 1,2,3\n");
+    strata_err err = {0};
+    tokenizer *tok = NULL;
+    /* The tokenizer is optional: a checkpoint without one still runs on ids. */
+    if (!o.dummy && tok_load(&tok, o.model, &err) && o.prompt) {
+        fprintf(stderr, "strata: --prompt needs the checkpoint's tokenizer: %s\n", err.msg);
+        return 1;
+    }
+    if (o.prompt) {
+        size_t n = 0;
+        if (tok_encode(tok, o.prompt, strlen(o.prompt), 0, &prompt, &n, &err) || n == 0) {
+            fprintf(stderr, "strata: cannot encode the prompt: %s\n", n ? err.msg : "no tokens");
+            free(prompt);
+            tok_free(tok);
+            return 2;
+        }
+        n_prompt = (int)n;
+    } else if (!o.prompt_ids || cli_parse_ids(o.prompt_ids, &prompt, &n_prompt) || n_prompt == 0) {
+        fprintf(stderr, "strata: give --prompt TEXT or --prompt-ids 1,2,3\n");
+        tok_free(tok);
         return 2;
     }
     if (cli_model_open(&o)) {
         free(prompt);
+        tok_free(tok);
         return 1;
     }
     const model_info *in = model_get_info(o.m);
-    strata_err err = {0};
     sampler *s = NULL;
     float *logits = malloc(sizeof(float) * (size_t)in->vocab * (size_t)o.chunk);
     gen = malloc(sizeof(int32_t) * (size_t)(o.max_tokens + 1));
@@ -100,6 +122,7 @@ int cmd_generate(int argc, char **argv) {
     double t1 = cli_now();
     const char *finish = "length";
     printf("{\"ids\":[");
+    /* ids stream as they are made; the text follows once decoding ends */
     for (int pos = n_prompt; n_gen < o.max_tokens; pos++) {
         sampler_result r;
         sampler_sample(s, logits, &r);
@@ -124,7 +147,20 @@ int cmd_generate(int argc, char **argv) {
     }
     double t2 = cli_now();
     int steps = n_gen > 1 ? n_gen - 1 : 0;
-    printf("],\"finish_reason\":\"%s\",\"prompt_tokens\":%d,\"prefill_ms\":%.3f,"
+    printf("]");
+    if (tok) {
+        char *text = NULL;
+        size_t len = 0;
+        if (tok_decode(tok, gen, (size_t)n_gen, 1, &text, &len, &err) == 0) {
+            json_t *js = json_stringn(text, len);
+            char *enc = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+            if (enc) printf(",\"text\":%s", enc);
+            free(enc);
+            json_decref(js);
+        }
+        free(text);
+    }
+    printf(",\"finish_reason\":\"%s\",\"prompt_tokens\":%d,\"prefill_ms\":%.3f,"
            "\"decode_tok_s\":%.3f}\n",
            finish, n_prompt, (t1 - t0) * 1e3, steps ? steps / (t2 - t1) : 0.0);
     rc = 0;
@@ -134,6 +170,7 @@ out:
     free(logits);
     free(gen);
     free(prompt);
+    tok_free(tok);
     cli_model_close(&o);
     return rc;
 }
