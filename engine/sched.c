@@ -1,0 +1,257 @@
+/* sched.c - one engine step: pick the batch, run the model, sample, emit.
+ *
+ * Batch order: first one decode token per running sequence (so decoding streams
+ * advance every step whatever arrives), then prompt chunks of the sequences still in
+ * prefill, oldest first, until prefill_chunk tokens (or the model's step size) are
+ * used. A long prompt therefore takes several steps and never stalls the others.
+ * Step thread only. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine_internal.h"
+
+int sched_alloc(engine *e, strata_err *err) {
+    size_t S = (size_t)e->max_seqs, T = (size_t)e->max_tokens;
+    e->run = calloc(S, sizeof *e->run);
+    e->free_slots = calloc(S, sizeof *e->free_slots);
+    e->b_slot = calloc(S, sizeof(int32_t));
+    e->b_start = calloc(S, sizeof(int32_t));
+    e->b_len = calloc(S, sizeof(int32_t));
+    e->b_pos0 = calloc(S, sizeof(int32_t));
+    e->b_out_rows = calloc(S, sizeof(int32_t));
+    e->b_out_seq = calloc(S, sizeof *e->b_out_seq);
+    e->b_chunk = calloc(S, sizeof *e->b_chunk);
+    e->b_tok_pos = calloc(T, sizeof(int32_t));
+    e->b_tok_seq = calloc(T, sizeof(int32_t));
+    e->b_tokens = calloc(T, sizeof(int32_t));
+    e->logits = calloc(S * (size_t)e->vocab, sizeof(float));
+    if (!e->run || !e->free_slots || !e->b_slot || !e->b_start || !e->b_len || !e->b_pos0 ||
+        !e->b_out_rows || !e->b_out_seq || !e->b_chunk || !e->b_tok_pos || !e->b_tok_seq ||
+        !e->b_tokens || !e->logits)
+        return strata_err_set(err, STRATA_ENOMEM, "engine: out of memory for %d slots",
+                              e->max_seqs);
+    /* lowest slot on top of the stack, so slot use is easy to follow in tests */
+    for (int i = 0; i < e->max_seqs; i++) e->free_slots[i] = e->max_seqs - 1 - i;
+    e->n_free = e->max_seqs;
+    return 0;
+}
+
+void sched_free(engine *e) {
+    free(e->run);
+    free(e->free_slots);
+    free(e->b_slot);
+    free(e->b_start);
+    free(e->b_len);
+    free(e->b_pos0);
+    free(e->b_out_rows);
+    free(e->b_out_seq);
+    free(e->b_chunk);
+    free(e->b_tok_pos);
+    free(e->b_tok_seq);
+    free(e->b_tokens);
+    free(e->logits);
+}
+
+void sched_admit(engine *e, engine_seq *list) {
+    while (list) {
+        engine_seq *s = list;
+        list = s->next;
+        s->next = NULL;
+        /* engine_submit counted the slot, so the stack cannot be empty */
+        s->slot = e->free_slots[--e->n_free];
+        s->n_done = s->pos = s->n_gen = 0;
+        for (int i = 0; i < s->n_prompt; i++) sampler_accept_prompt(s->smp, s->prompt[i]);
+        engine_seq_set_scheduled(s);
+        e->run[e->n_run++] = s;
+    }
+}
+
+static void sched_finish(engine_seq *s, int finish, const char *why) {
+    engine_seq_emit(s, NULL, 0, NULL, 0, NULL, finish, why);
+    s->done = 1;
+    if (s->wake) s->wake(s->ud);
+}
+
+/* Frees the slots of finished sequences (between steps, never during one) and drops
+ * the engine's references, keeping the running list in admission order. */
+static void sched_compact(engine *e) {
+    int k = 0, freed = 0;
+    for (int i = 0; i < e->n_run; i++) {
+        engine_seq *s = e->run[i];
+        if (!s->done) {
+            e->run[k++] = s;
+            continue;
+        }
+        model_reset_slot(e->m, s->slot);
+        e->free_slots[e->n_free++] = s->slot;
+        atomic_fetch_sub(&e->cached, s->pos);
+        atomic_fetch_sub(&e->active, 1);
+        engine_seq_release(s);
+        freed++;
+    }
+    e->n_run = k;
+    if (freed && e->on_slot_free) e->on_slot_free(e->ud);
+}
+
+void sched_reap_cancelled(engine *e) {
+    int any = 0;
+    for (int i = 0; i < e->n_run; i++) {
+        engine_seq *s = e->run[i];
+        if (!s->done && atomic_load(&s->cancelled)) {
+            sched_finish(s, ENGINE_FINISH_ABORT, "cancelled");
+            any = 1;
+        }
+    }
+    if (any) sched_compact(e);
+}
+
+void sched_abort_all(engine *e, const char *why) {
+    for (int i = 0; i < e->n_run; i++)
+        if (!e->run[i]->done) sched_finish(e->run[i], ENGINE_FINISH_ABORT, why);
+    sched_compact(e);
+}
+
+static int sched_is_stop_id(const engine *e, const engine_seq *s, int32_t t) {
+    if (!s->ignore_eos)
+        for (int i = 0; i < e->n_eos; i++)
+            if (e->eos[i] == t) return 1;
+    for (int i = 0; i < s->n_stop_ids; i++)
+        if (s->stop_ids[i] == t) return 1;
+    return 0;
+}
+
+/* Samples the next token of s from its logits row and emits text / finish. */
+static void sched_sample(engine *e, engine_seq *s, float *row) {
+    sampler_result res;
+    sampler_sample(s->smp, row, &res);
+    sampler_accept(s->smp, res.token);
+    s->last = res.token;
+    s->n_gen++;
+    atomic_fetch_add(&e->gen_tokens, 1);
+    double now = engine_now();
+    if (s->n_gen > 1 && e->on_token_gap) e->on_token_gap(e->ud, now - s->t_last_tok);
+    s->t_last_tok = now;
+
+    int finish = ENGINE_FINISH_NONE, flush = 0, rc = 0;
+    char idtext[24], why[256] = "";
+    detok_out o = {0};
+    strata_err err = {0};
+    if (sched_is_stop_id(e, s, res.token)) {
+        finish = ENGINE_FINISH_STOP;
+        flush = 1;
+    } else if (s->dt) {
+        rc = detok_push(s->dt, res.token, &o, &err);
+        if (rc && res.token < tok_vocab_size(e->tok)) {
+            finish = ENGINE_FINISH_ERROR;
+            snprintf(why, sizeof why, "detokenizer: %.200s", err.msg);
+        } else if (!rc && o.stopped) {
+            finish = ENGINE_FINISH_STOP;
+        }
+        /* an id the tokenizer does not know (a padded vocab row) yields no text */
+        if (rc) memset(&o, 0, sizeof o);
+    } else {
+        int n = snprintf(idtext, sizeof idtext, "[%d]", res.token);
+        o.text = idtext;
+        o.text_len = (size_t)n;
+    }
+    if (!finish && (s->n_gen >= s->max_tokens || s->pos >= e->ctx)) {
+        finish = ENGINE_FINISH_LENGTH;
+        flush = 1;
+    }
+    if (engine_seq_emit(s, o.text, o.text_len, o.reasoning, o.reasoning_len, &res, 0, NULL)) {
+        finish = ENGINE_FINISH_ERROR;
+        snprintf(why, sizeof why, "out of memory for the output");
+    }
+    if (flush && finish != ENGINE_FINISH_ERROR && s->dt) {
+        memset(&o, 0, sizeof o);
+        if (!detok_finish(s->dt, &o, &err))
+            engine_seq_emit(s, o.text, o.text_len, o.reasoning, o.reasoning_len, NULL, 0, NULL);
+    }
+    if (finish) {
+        sched_finish(s, finish, why[0] ? why : NULL);
+    } else if (s->wake) {
+        s->wake(s->ud);
+    }
+}
+
+void sched_step(engine *e) {
+    int nt = 0, ns = 0, nout = 0;
+    /* decode tokens first: one per sequence whose prompt is in the cache */
+    for (int i = 0; i < e->n_run; i++) {
+        engine_seq *s = e->run[i];
+        e->b_chunk[i] = 0;
+        if (s->n_done < s->n_prompt) continue;
+        e->b_slot[ns] = s->slot;
+        e->b_start[ns] = nt;
+        e->b_len[ns] = 1;
+        e->b_pos0[ns] = s->pos;
+        e->b_tokens[nt] = s->last;
+        e->b_tok_pos[nt] = s->pos;
+        e->b_tok_seq[nt] = ns;
+        e->b_out_rows[nout] = nt;
+        e->b_out_seq[nout++] = s;
+        e->b_chunk[i] = -1;
+        nt++, ns++;
+    }
+    /* then prompt chunks, oldest first, within the prefill budget */
+    int budget = e->prefill_chunk;
+    for (int i = 0; i < e->n_run && budget > 0 && nt < e->max_tokens; i++) {
+        engine_seq *s = e->run[i];
+        if (s->n_done >= s->n_prompt) continue;
+        int c = s->n_prompt - s->n_done;
+        if (c > budget) c = budget;
+        if (c > e->max_tokens - nt) c = e->max_tokens - nt;
+        e->b_slot[ns] = s->slot;
+        e->b_start[ns] = nt;
+        e->b_len[ns] = c;
+        e->b_pos0[ns] = s->pos;
+        for (int j = 0; j < c; j++) {
+            e->b_tokens[nt + j] = s->prompt[s->n_done + j];
+            e->b_tok_pos[nt + j] = s->pos + j;
+            e->b_tok_seq[nt + j] = ns;
+        }
+        if (s->n_done + c == s->n_prompt) {
+            e->b_out_rows[nout] = nt + c - 1;
+            e->b_out_seq[nout++] = s;
+        }
+        e->b_chunk[i] = c;
+        nt += c, ns++;
+        budget -= c;
+    }
+    if (!nt) return;
+    bk_batch bt = {.n_tokens = nt,
+                   .n_seqs = ns,
+                   .slot = e->b_slot,
+                   .start = e->b_start,
+                   .len = e->b_len,
+                   .pos0 = e->b_pos0,
+                   .tok_pos = e->b_tok_pos,
+                   .tok_seq = e->b_tok_seq};
+    strata_err err = {0};
+    int rc = model_forward(e->m, &bt, e->b_tokens, e->b_out_rows, nout, e->logits, &err);
+    atomic_fetch_add(&e->steps, 1);
+    if (rc) {
+        /* the caches of every sequence in the batch are now unreliable */
+        char why[300];
+        snprintf(why, sizeof why, "model step failed: %.200s", err.msg);
+        for (int i = 0; i < e->n_run; i++)
+            if (!e->run[i]->done) sched_finish(e->run[i], ENGINE_FINISH_ERROR, why);
+        sched_compact(e);
+        return;
+    }
+    for (int i = 0; i < e->n_run; i++) {
+        engine_seq *s = e->run[i];
+        int c = e->b_chunk[i] < 0 ? 1 : e->b_chunk[i];
+        if (!e->b_chunk[i]) continue;
+        if (e->b_chunk[i] > 0) {
+            s->n_done += c;
+            atomic_fetch_add(&e->prompt_tokens, c);
+        }
+        s->pos += c;
+        atomic_fetch_add(&e->cached, c);
+    }
+    for (int r = 0; r < nout; r++)
+        sched_sample(e, e->b_out_seq[r], e->logits + (size_t)r * (size_t)e->vocab);
+    sched_compact(e);
+}

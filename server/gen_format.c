@@ -1,0 +1,274 @@
+/* gen_format.c - engine output as OpenAI JSON: whole responses and SSE chunks.
+ *
+ * Shapes follow openai-python's types: chat.completion / chat.completion.chunk with
+ * a role chunk first, content (and reasoning_content) deltas, an empty-delta chunk
+ * carrying finish_reason, an optional choices:[] usage chunk, then `data: [DONE]`;
+ * text_completion likewise. An error after the stream started is one
+ * `data: {"error":{...}}` event, then [DONE]. Caller holds req->mu (MHD thread). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server_internal.h"
+
+/* A JSON string of n bytes; invalid UTF-8 (never expected from the detokenizer)
+ * becomes U+FFFD rather than failing the response. */
+static json_t *fmt_str(const char *s, size_t n) {
+    json_t *j = json_stringn(s ? s : "", s ? n : 0);
+    if (j) return j;
+    sbuf b = {0};
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        json_t *t = k && i + k <= n ? json_stringn(s + i, k) : NULL;
+        if (t) sbuf_add(&b, s + i, k), i += k;
+        else sbuf_adds(&b, "\xef\xbf\xbd"), i++;
+        json_decref(t);
+    }
+    j = json_stringn(b.p ? b.p : "", b.len);
+    sbuf_free(&b);
+    return j;
+}
+
+static double fmt_lp(float x) { return isfinite(x) ? (double)x : -9999.0; }
+
+static json_t *fmt_tok(const srv *S, int32_t id) {
+    if (!S->tok) {
+        char b[24];
+        snprintf(b, sizeof b, "[%d]", id);
+        return json_string(b);
+    }
+    char *t = NULL;
+    size_t n = 0;
+    strata_err e;
+    if (tok_decode(S->tok, &id, 1, 0, &t, &n, &e)) return json_string("");
+    json_t *j = fmt_str(t, n);
+    free(t);
+    return j;
+}
+
+static json_t *fmt_bytes(json_t *str) {
+    json_t *a = json_array();
+    const unsigned char *s = (const unsigned char *)json_string_value(str);
+    for (size_t i = 0; i < json_string_length(str); i++) json_array_append_new(a, json_integer(s[i]));
+    return a;
+}
+
+/* Appends the logprobs of toks to lp (chat: {content:[...]}; completions: the four
+ * parallel arrays). Creates lp on first use. */
+static void fmt_logprobs(const srv_req *r, srv_choice *ch, const sampler_result *toks, int n,
+                         json_t **lp) {
+    const srv *S = r->S;
+    if (!*lp)
+        *lp = r->oai.kind == OPENAI_CHAT
+                  ? json_pack("{s:[], s:n}", "content", "refusal")
+                  : json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs", "top_logprobs",
+                              "text_offset");
+    for (int i = 0; i < n; i++) {
+        const sampler_result *t = &toks[i];
+        json_t *tok = fmt_tok(S, t->token);
+        if (r->oai.kind == OPENAI_CHAT) {
+            json_t *top = json_array();
+            for (int k = 0; k < t->n_top && k < r->oai.top_logprobs; k++) {
+                json_t *s = fmt_tok(S, t->top[k].token);
+                json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token", s, "logprob",
+                                                     fmt_lp(t->top[k].logprob), "bytes", fmt_bytes(s)));
+            }
+            json_array_append_new(json_object_get(*lp, "content"),
+                                  json_pack("{s:o, s:f, s:o, s:o}", "token", json_incref(tok),
+                                            "logprob", fmt_lp(t->logprob), "bytes", fmt_bytes(tok),
+                                            "top_logprobs", top));
+        } else {
+            json_t *top = json_object();
+            for (int k = 0; k < t->n_top && k < r->oai.top_logprobs; k++) {
+                json_t *s = fmt_tok(S, t->top[k].token);
+                /* distinct tokens can share a text (byte pieces): keep the likelier */
+                if (!json_object_get(top, json_string_value(s)))
+                    json_object_set_new(top, json_string_value(s), json_real(fmt_lp(t->top[k].logprob)));
+                json_decref(s);
+            }
+            json_array_append(json_object_get(*lp, "tokens"), tok);
+            json_array_append_new(json_object_get(*lp, "token_logprobs"), json_real(fmt_lp(t->logprob)));
+            json_array_append_new(json_object_get(*lp, "top_logprobs"), top);
+            json_array_append_new(json_object_get(*lp, "text_offset"), json_integer((json_int_t)ch->text_offset));
+            ch->text_offset += json_string_length(tok);
+        }
+        json_decref(tok);
+    }
+}
+
+static json_t *fmt_usage(const srv_req *r) {
+    int gen = 0;
+    for (int i = 0; i < r->n_choices; i++) gen += r->ch[i].n_gen;
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", r->prompt_tokens,
+                     "completion_tokens", gen, "total_tokens", r->prompt_tokens + gen,
+                     "prompt_tokens_details", "cached_tokens", 0);
+}
+
+static const char *fmt_finish(int f) {
+    return f == ENGINE_FINISH_STOP ? "stop" : f == ENGINE_FINISH_LENGTH ? "length" : "abort";
+}
+
+/* Sets r->err when a choice ended in an error or was cut short; 0 when all is well. */
+static int fmt_check_failure(srv_req *r) {
+    for (int i = 0; i < r->n_choices; i++) {
+        srv_choice *ch = &r->ch[i];
+        if (ch->finish == ENGINE_FINISH_ERROR) {
+            openai_error_set(&r->err, 500, "server_error", NULL, NULL, "%s",
+                          ch->err[0] ? ch->err : "generation failed");
+            return 1;
+        }
+        if (ch->finish == ENGINE_FINISH_ABORT) {
+            if (r->timed_out)
+                openai_error_set(&r->err, 408, "timeout_error", NULL, "request_timeout",
+                              "The request did not finish within %lld s (--request-timeout)",
+                              r->S->cfg->request_timeout);
+            else if (r->shutdown)
+                openai_error_set(&r->err, 503, "unavailable_error", NULL, NULL,
+                              "The server is shutting down");
+            else
+                openai_error_set(&r->err, 499, "cancelled", NULL, NULL, "The request was cancelled");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void gen_take_all(srv_req *r) {
+    for (int i = 0; i < r->n_choices; i++) {
+        srv_choice *ch = &r->ch[i];
+        while (engine_seq_take(ch->seq, &ch->chunk)) {
+            engine_chunk *c = &ch->chunk;
+            sbuf_add(&ch->text, c->text, c->text_len);
+            sbuf_add(&ch->reasoning, c->reasoning, c->reasoning_len);
+            if (r->oai.logprobs) fmt_logprobs(r, ch, c->tok, c->n_tok, &ch->lp);
+            ch->n_gen = c->n_generated;
+            if (c->finish) {
+                ch->finish = c->finish;
+                snprintf(ch->err, sizeof ch->err, "%s", c->error);
+                break;
+            }
+        }
+    }
+}
+
+json_t *gen_format_full(srv_req *r) {
+    const srv *S = r->S;
+    if (fmt_check_failure(r)) return NULL;
+    json_t *choices = json_array();
+    for (int i = 0; i < r->n_choices; i++) {
+        srv_choice *ch = &r->ch[i];
+        json_t *lp = ch->lp ? json_incref(ch->lp) : json_null(), *c;
+        if (r->oai.kind == OPENAI_CHAT) {
+            json_t *msg = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
+                                    fmt_str(ch->text.p, ch->text.len), "refusal");
+            if (ch->reasoning.len)
+                json_object_set_new(msg, "reasoning_content", fmt_str(ch->reasoning.p, ch->reasoning.len));
+            c = json_pack("{s:i, s:o, s:o, s:s}", "index", i, "message", msg, "logprobs", lp,
+                          "finish_reason", fmt_finish(ch->finish));
+        } else {
+            sbuf t = {0};
+            if (r->echo && r->echo[ch->prompt_idx]) sbuf_adds(&t, r->echo[ch->prompt_idx]);
+            sbuf_add(&t, ch->text.p ? ch->text.p : "", ch->text.len);
+            c = json_pack("{s:i, s:o, s:o, s:s}", "index", i, "text", fmt_str(t.p, t.len),
+                          "logprobs", lp, "finish_reason", fmt_finish(ch->finish));
+            sbuf_free(&t);
+        }
+        json_array_append_new(choices, c);
+    }
+    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:o}", "id", r->id, "object",
+                     r->oai.kind == OPENAI_CHAT ? "chat.completion" : "text_completion", "created",
+                     (json_int_t)r->created, "model", S->model_name, "system_fingerprint",
+                     STRATA_FINGERPRINT, "choices", choices, "usage", fmt_usage(r));
+}
+
+/* Appends one `data: {...}` event with the envelope around choices (or usage). */
+static int fmt_event(srv_req *r, json_t *choices, json_t *usage) {
+    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o}", "id", r->id, "object",
+                          r->oai.kind == OPENAI_CHAT ? "chat.completion.chunk" : "text_completion",
+                          "created", (json_int_t)r->created, "model", r->S->model_name,
+                          "system_fingerprint", STRATA_FINGERPRINT, "choices", choices);
+    if (j && usage) json_object_set_new(j, "usage", usage);
+    else json_decref(usage);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!s) return STRATA_ENOMEM;
+    int rc = sbuf_adds(&r->out, "data: ") | sbuf_adds(&r->out, s) | sbuf_add(&r->out, "\n\n", 2);
+    free(s);
+    return rc ? STRATA_ENOMEM : 0;
+}
+
+static int fmt_choice_event(srv_req *r, int i, const char *text, size_t text_len,
+                            const char *reasoning, size_t reasoning_len, json_t *lp,
+                            const char *finish, int role) {
+    json_t *c;
+    if (!lp) lp = json_null();
+    if (r->oai.kind == OPENAI_CHAT) {
+        json_t *delta = json_object();
+        if (role) json_object_set_new(delta, "role", json_string("assistant"));
+        if (text_len || role) json_object_set_new(delta, "content", fmt_str(text, text_len));
+        if (reasoning_len) json_object_set_new(delta, "reasoning_content", fmt_str(reasoning, reasoning_len));
+        c = json_pack("{s:i, s:o, s:o, s:o}", "index", i, "delta", delta, "logprobs", lp,
+                      "finish_reason", finish ? json_string(finish) : json_null());
+    } else {
+        c = json_pack("{s:i, s:o, s:o, s:o}", "index", i, "text", fmt_str(text, text_len),
+                      "logprobs", lp, "finish_reason", finish ? json_string(finish) : json_null());
+    }
+    return fmt_event(r, json_pack("[o]", c), NULL);
+}
+
+int gen_format_stream(srv_req *r, int *all_done) {
+    int rc = 0, failed = 0;
+    for (int i = 0; i < r->n_choices && !failed; i++) {
+        srv_choice *ch = &r->ch[i];
+        if (ch->finish) continue;
+        if (!ch->started) {
+            ch->started = 1;
+            const char *echo = r->echo ? r->echo[ch->prompt_idx] : NULL;
+            if (r->oai.kind == OPENAI_CHAT)
+                rc |= fmt_choice_event(r, i, "", 0, NULL, 0, NULL, NULL, 1);
+            else if (echo)
+                rc |= fmt_choice_event(r, i, echo, strlen(echo), NULL, 0, NULL, NULL, 0);
+        }
+        if (!engine_seq_take(ch->seq, &ch->chunk)) continue;
+        engine_chunk *c = &ch->chunk;
+        ch->n_gen = c->n_generated;
+        json_t *lp = NULL;
+        if (r->oai.logprobs && c->n_tok) fmt_logprobs(r, ch, c->tok, c->n_tok, &lp);
+        if (c->text_len || c->reasoning_len || lp)
+            rc |= fmt_choice_event(r, i, c->text, c->text_len, c->reasoning, c->reasoning_len, lp,
+                                   NULL, 0);
+        if (!c->finish) continue;
+        ch->finish = c->finish;
+        snprintf(ch->err, sizeof ch->err, "%s", c->error);
+        r->n_finished++;
+        if (c->finish == ENGINE_FINISH_STOP || c->finish == ENGINE_FINISH_LENGTH)
+            rc |= fmt_choice_event(r, i, NULL, 0, NULL, 0, NULL, fmt_finish(c->finish), 0);
+        else
+            failed = 1;
+    }
+    if (failed) {
+        /* one error event ends the whole stream; the other choices are dropped */
+        fmt_check_failure(r);
+        for (int i = 0; i < r->n_choices; i++)
+            if (!r->ch[i].finish) {
+                engine_seq_cancel(r->ch[i].seq);
+                r->ch[i].finish = ENGINE_FINISH_ABORT;
+                r->n_finished++;
+            }
+        json_t *e = openai_error_json(&r->err);
+        char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
+        json_decref(e);
+        if (s) rc |= sbuf_adds(&r->out, "data: ") | sbuf_adds(&r->out, s) | sbuf_adds(&r->out, "\n\n");
+        free(s);
+    } else if (r->n_finished == r->n_choices && r->oai.include_usage) {
+        rc |= fmt_event(r, json_array(), fmt_usage(r));
+    }
+    *all_done = r->n_finished == r->n_choices;
+    if (*all_done && !r->stream_done) {
+        rc |= sbuf_adds(&r->out, "data: [DONE]\n\n");
+        r->stream_done = 1;
+        r->phase = REQ_FINISHED;
+    }
+    return rc ? STRATA_ENOMEM : 0;
+}

@@ -1,0 +1,237 @@
+/* http.c - the libmicrohttpd daemon: bodies, limits, auth and routing.
+ *
+ * MHD runs its own polling threads (a pool of --http-threads) with suspend/resume
+ * enabled. A request body is collected up to --max-body-bytes (413 past it, refused
+ * from Content-Length before reading when possible), the API key is checked in
+ * constant time, and the route table sends the request on. Every error leaves as the
+ * OpenAI error object. Generation requests are handed to gen.c, which suspends the
+ * connection until the engine has output. Thread: MHD threads. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/server_internal.h"
+
+typedef struct srv_conn {
+    sbuf body;
+    int too_big;
+    srv_req *req; /* generation request, once started */
+} srv_conn;
+
+enum MHD_Result http_respond_text(struct MHD_Connection *c, int status, const char *type,
+                                 const char *body, size_t len) {
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (status == 429 || status == 503) MHD_add_response_header(resp, "Retry-After", "1");
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+enum MHD_Result http_respond_json(struct MHD_Connection *c, int status, json_t *body) {
+    char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!s) return MHD_NO;
+    enum MHD_Result rc = http_respond_text(c, status, "application/json", s, strlen(s));
+    free(s);
+    return rc;
+}
+
+enum MHD_Result http_respond_error(struct MHD_Connection *c, const openai_error *e) {
+    return http_respond_json(c, e->status, openai_error_json(e));
+}
+
+static enum MHD_Result http_error(struct MHD_Connection *c, int status, const char *type,
+                                  const char *code, const char *msg) {
+    openai_error e;
+    openai_error_set(&e, status, type, NULL, code, "%s", msg);
+    return http_respond_error(c, &e);
+}
+
+/* Compares the Authorization header with "Bearer KEY" in time that depends only on
+ * the header's length, so the key cannot be found byte by byte. */
+static int http_auth_ok(const srv *S, struct MHD_Connection *c) {
+    const char *key = S->cfg->api_key;
+    if (!key) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
+    h += 7;
+    size_t hl = strlen(h), kl = strlen(key);
+    volatile unsigned char diff = (unsigned char)(hl != kl);
+    for (size_t i = 0; i < hl; i++) diff |= (unsigned char)(h[i] ^ key[i % kl]);
+    return diff == 0;
+}
+
+enum { R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_OPENAPI, R_COMPLETIONS, R_CHAT, R_TOKENIZE,
+       R_DETOKENIZE, R_NONE };
+
+static const struct {
+    const char *path;
+    const char *method;
+    int auth;
+} http_routes[] = {
+    [R_HEALTH] = {"/health", "GET", 0},
+    [R_MODELS] = {"/v1/models", "GET", 1},
+    [R_MODEL] = {"/v1/models/", "GET", 1}, /* prefix */
+    [R_METRICS] = {"/metrics", "GET", 0},
+    [R_OPENAPI] = {"/openapi.json", "GET", 0},
+    [R_COMPLETIONS] = {"/v1/completions", "POST", 1},
+    [R_CHAT] = {"/v1/chat/completions", "POST", 1},
+    [R_TOKENIZE] = {"/tokenize", "POST", 1},
+    [R_DETOKENIZE] = {"/detokenize", "POST", 1},
+};
+
+static int http_find_route(const char *url) {
+    for (int i = 0; i < R_NONE; i++) {
+        if (i == R_MODEL) {
+            if (!strncmp(url, http_routes[i].path, strlen(http_routes[i].path)) &&
+                url[strlen(http_routes[i].path)])
+                return i;
+        } else if (!strcmp(url, http_routes[i].path)) {
+            return i;
+        }
+    }
+    return R_NONE;
+}
+
+static enum MHD_Result http_dispatch(srv *S, struct MHD_Connection *c, srv_conn *sc,
+                                     const char *url, const char *method) {
+    int r = http_find_route(url);
+    if (r == R_NONE) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "Unknown route %.200s", url);
+        for (char *p = msg; *p; p++)
+            if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+        return http_error(c, 404, "not_found_error", NULL, msg);
+    }
+    int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    if (!(is_get && !strcmp(http_routes[r].method, "GET")) && strcmp(method, http_routes[r].method)) {
+        openai_error e;
+        openai_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed",
+                      "Method %.16s is not allowed on %s; use %s", method, http_routes[r].path,
+                      http_routes[r].method);
+        json_t *j = openai_error_json(&e);
+        char *s = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        if (!s) return MHD_NO;
+        struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+        if (!resp) return free(s), MHD_NO;
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, http_routes[r].method);
+        enum MHD_Result rc = MHD_queue_response(c, 405, resp);
+        MHD_destroy_response(resp);
+        return rc;
+    }
+    if (http_routes[r].auth && !http_auth_ok(S, c))
+        return http_error(c, 401, "authentication_error", "invalid_api_key",
+                          "Incorrect or missing API key; send 'Authorization: Bearer <key>'");
+    switch (r) {
+    case R_HEALTH: return route_health(S, c);
+    case R_METRICS: return route_metrics(S, c);
+    case R_OPENAPI: return route_openapi(S, c);
+    default: break;
+    }
+    /* the rest needs the model */
+    int st = atomic_load(&S->state);
+    if (st == SRV_LOADING)
+        return http_error(c, 503, "unavailable_error", NULL, "Loading model");
+    if (st == SRV_FAILED)
+        return http_error(c, 503, "unavailable_error", NULL, "The model failed to load");
+    switch (r) {
+    case R_MODELS: return route_models(S, c, NULL);
+    case R_MODEL: return route_models(S, c, url + strlen(http_routes[R_MODEL].path));
+    case R_TOKENIZE: return route_tokenize(S, c, sc->body.p ? sc->body.p : "", sc->body.len);
+    case R_DETOKENIZE: return route_detokenize(S, c, sc->body.p ? sc->body.p : "", sc->body.len);
+    default: break;
+    }
+    if (st == SRV_DRAINING)
+        return http_error(c, 503, "unavailable_error", NULL, "The server is shutting down");
+    return gen_start(S, c, r == R_CHAT ? OPENAI_CHAT : OPENAI_COMPLETION, sc->body.p ? sc->body.p : "",
+                     sc->body.len, &sc->req);
+}
+
+static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const char *url,
+                                   const char *method, const char *version,
+                                   const char *upload_data, size_t *upload_data_size,
+                                   void **con_cls) {
+    srv *S = cls;
+    srv_conn *sc = *con_cls;
+    (void)version;
+    if (!sc) {
+        if (!(sc = calloc(1, sizeof *sc))) return MHD_NO;
+        *con_cls = sc;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)S->cfg->max_body_bytes) {
+            sc->too_big = 1;
+            char msg[128];
+            snprintf(msg, sizeof msg, "Request body over the limit of %lld bytes",
+                     S->cfg->max_body_bytes);
+            return http_error(c, 413, "invalid_request_error", "request_too_large", msg);
+        }
+        return MHD_YES;
+    }
+    if (sc->req) return gen_resume(sc->req, c);
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (sc->too_big || sc->body.len + n > (size_t)S->cfg->max_body_bytes) {
+            sc->too_big = 1;
+            sbuf_free(&sc->body);
+            /* a chunked upload far past the limit is not worth reading to its end */
+            return MHD_YES;
+        }
+        return sbuf_add(&sc->body, upload_data, n) ? MHD_NO : MHD_YES;
+    }
+    if (sc->too_big) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "Request body over the limit of %lld bytes", S->cfg->max_body_bytes);
+        return http_error(c, 413, "invalid_request_error", "request_too_large", msg);
+    }
+    return http_dispatch(S, c, sc, url, method);
+}
+
+static void http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                           enum MHD_RequestTerminationCode toe) {
+    srv_conn *sc = *con_cls;
+    (void)cls, (void)c, (void)toe;
+    if (!sc) return;
+    if (sc->req) {
+        gen_connection_closed(sc->req);
+        gen_req_unref(sc->req);
+    }
+    sbuf_free(&sc->body);
+    free(sc);
+    *con_cls = NULL;
+}
+
+static void http_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls, (void)fmt, (void)ap; /* MHD's own messages are not useful to operators */
+}
+
+int http_start(srv *S, strata_err *err) {
+    const config *cfg = S->cfg;
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)cfg->port);
+    if (inet_pton(AF_INET, cfg->host, &addr.sin_addr) != 1)
+        return strata_err_set(err, STRATA_EINVALID, "--host '%s' is not an IPv4 address", cfg->host);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_EPOLL |
+                     MHD_USE_ERROR_LOG;
+    S->mhd = MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, http_access, S, MHD_OPTION_SOCK_ADDR, &addr,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout,
+        MHD_OPTION_NOTIFY_COMPLETED, http_completed, S, MHD_OPTION_EXTERNAL_LOGGER, http_log, S,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_LISTENING_ADDRESS_REUSE,
+        1u, MHD_OPTION_END);
+    if (!S->mhd)
+        return strata_err_set(err, STRATA_EIO, "cannot listen on %s:%lld (in use, or no permission)",
+                              cfg->host, cfg->port);
+    return 0;
+}

@@ -1,0 +1,171 @@
+/* metrics.c - Prometheus histograms and counters, rendered in the text format.
+ *
+ * Bucket bounds are vLLM's, extended downwards where a CPU tiny model answers in
+ * microseconds, so dashboards built for vLLM read these series unchanged. */
+#include "server/metrics.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const double metrics_b_ttft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+                                        0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
+                                        20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+static const double metrics_b_itl[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075,
+                                       0.1,   0.15,   0.2,   0.3,  0.4,   0.5,  0.75,
+                                       1.0,   2.5,    5.0,   7.5,  10.0,  20.0, 40.0, 80.0};
+static const double metrics_b_req[] = {0.01, 0.05, 0.1,  0.3,  0.5,   0.8,   1.0,   1.5,
+                                       2.0,  2.5,  5.0,  10.0, 15.0,  20.0,  30.0,  40.0,
+                                       50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+static const double metrics_b_tok[] = {1,    2,    5,     10,    20,    50,     100,   200,
+                                       500,  1000, 2000,  5000,  10000, 20000, 50000, 100000};
+
+#define METRICS_MAX_BUCKETS 32
+#define METRICS_N_REASONS 4
+static const char *const metrics_reasons[METRICS_N_REASONS] = {"stop", "length", "abort", "error"};
+#define METRICS_N_STATUS 6
+static const int metrics_statuses[METRICS_N_STATUS] = {408, 429, 499, 500, 503, 400};
+
+typedef struct metrics_hist {
+    const double *bounds;
+    int n;
+    uint64_t counts[METRICS_MAX_BUCKETS]; /* per bucket, not cumulative */
+    uint64_t total;
+    double sum;
+} metrics_hist;
+
+struct metrics {
+    pthread_mutex_t mu;
+    char *model;
+    metrics_hist h[METRICS_N_HIST];
+    uint64_t finish[METRICS_N_REASONS];
+    uint64_t rejected[METRICS_N_STATUS];
+};
+
+static const char *const metrics_hist_names[] = {
+#define METRICS_HIST_NAME(name, metric, help) metric,
+    METRICS_HIST_LIST(METRICS_HIST_NAME)
+#undef METRICS_HIST_NAME
+};
+static const char *const metrics_hist_help[] = {
+#define METRICS_HIST_HELP(name, metric, help) help,
+    METRICS_HIST_LIST(METRICS_HIST_HELP)
+#undef METRICS_HIST_HELP
+};
+
+int metrics_create(metrics **out, const char *model_name, strata_err *err) {
+    metrics *m = calloc(1, sizeof *m);
+    if (!m || !(m->model = strdup(model_name ? model_name : ""))) {
+        free(m);
+        return strata_err_set(err, STRATA_ENOMEM, "metrics: out of memory");
+    }
+    /* label values are quoted: drop characters that would need escaping */
+    for (char *p = m->model; *p; p++)
+        if (*p == '"' || *p == '\\' || *p == '\n') *p = '_';
+    pthread_mutex_init(&m->mu, NULL);
+    for (int i = 0; i < METRICS_N_HIST; i++) {
+        metrics_hist *h = &m->h[i];
+        switch (i) {
+        case METRICS_TTFT: h->bounds = metrics_b_ttft, h->n = (int)(sizeof metrics_b_ttft / sizeof(double)); break;
+        case METRICS_ITL:
+        case METRICS_TPOT: h->bounds = metrics_b_itl, h->n = (int)(sizeof metrics_b_itl / sizeof(double)); break;
+        case METRICS_PROMPT_LEN:
+        case METRICS_GEN_LEN: h->bounds = metrics_b_tok, h->n = (int)(sizeof metrics_b_tok / sizeof(double)); break;
+        default: h->bounds = metrics_b_req, h->n = (int)(sizeof metrics_b_req / sizeof(double)); break;
+        }
+    }
+    *out = m;
+    return 0;
+}
+
+void metrics_destroy(metrics *m) {
+    if (!m) return;
+    pthread_mutex_destroy(&m->mu);
+    free(m->model);
+    free(m);
+}
+
+void metrics_observe(metrics *m, int hist, double v) {
+    if (!m || hist < 0 || hist >= METRICS_N_HIST || !(v >= 0)) return;
+    metrics_hist *h = &m->h[hist];
+    int b = 0;
+    while (b < h->n && v > h->bounds[b]) b++;
+    pthread_mutex_lock(&m->mu);
+    h->counts[b]++; /* b == n: only in +Inf */
+    h->total++;
+    h->sum += v;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_count_finish(metrics *m, const char *reason) {
+    if (!m) return;
+    for (int i = 0; i < METRICS_N_REASONS; i++)
+        if (!strcmp(reason, metrics_reasons[i])) {
+            pthread_mutex_lock(&m->mu);
+            m->finish[i]++;
+            pthread_mutex_unlock(&m->mu);
+        }
+}
+
+void metrics_count_rejected(metrics *m, int status) {
+    if (!m) return;
+    for (int i = 0; i < METRICS_N_STATUS; i++)
+        if (metrics_statuses[i] == status) {
+            pthread_mutex_lock(&m->mu);
+            m->rejected[i]++;
+            pthread_mutex_unlock(&m->mu);
+        }
+}
+
+static int metrics_gauge(sbuf *o, const char *model, const char *name, const char *type,
+                         const char *help, double v) {
+    return sbuf_addf(o, "# HELP strata:%s %s\n# TYPE strata:%s %s\nstrata:%s{model_name=\"%s\"} %.17g\n",
+                     name, help, name, type, name, model, v);
+}
+
+int metrics_render(metrics *m, const metrics_gauges *g, sbuf *o) {
+    int rc = 0;
+    pthread_mutex_lock(&m->mu);
+    const char *md = m->model;
+    rc |= metrics_gauge(o, md, "num_requests_running", "gauge",
+                        "Number of requests in model execution batches.", g->running);
+    rc |= metrics_gauge(o, md, "num_requests_waiting", "gauge",
+                        "Number of requests waiting to be processed.", g->waiting);
+    rc |= metrics_gauge(o, md, "kv_cache_usage_perc", "gauge",
+                        "KV-cache and state usage. 1 means 100 percent usage.", g->kv_usage);
+    rc |= metrics_gauge(o, md, "server_ready", "gauge",
+                        "1 when the model is loaded and the server admits requests.", g->ready);
+    rc |= metrics_gauge(o, md, "prompt_tokens_total", "counter",
+                        "Number of prefill tokens processed.", (double)g->prompt_tokens);
+    rc |= metrics_gauge(o, md, "generation_tokens_total", "counter",
+                        "Number of generation tokens processed.", (double)g->generation_tokens);
+    rc |= sbuf_adds(o, "# HELP strata:request_success_total Count of successfully processed "
+                       "requests.\n# TYPE strata:request_success_total counter\n");
+    for (int i = 0; i < METRICS_N_REASONS; i++)
+        rc |= sbuf_addf(o, "strata:request_success_total{finished_reason=\"%s\",model_name=\"%s\"} %llu\n",
+                        metrics_reasons[i], md, (unsigned long long)m->finish[i]);
+    rc |= sbuf_adds(o, "# HELP strata:request_rejected_total Requests refused before admission, "
+                       "by HTTP status.\n# TYPE strata:request_rejected_total counter\n");
+    for (int i = 0; i < METRICS_N_STATUS; i++)
+        rc |= sbuf_addf(o, "strata:request_rejected_total{model_name=\"%s\",status=\"%d\"} %llu\n",
+                        md, metrics_statuses[i], (unsigned long long)m->rejected[i]);
+    for (int i = 0; i < METRICS_N_HIST; i++) {
+        const metrics_hist *h = &m->h[i];
+        const char *n = metrics_hist_names[i];
+        rc |= sbuf_addf(o, "# HELP strata:%s %s\n# TYPE strata:%s histogram\n", n,
+                        metrics_hist_help[i], n);
+        uint64_t cum = 0;
+        for (int b = 0; b < h->n; b++) {
+            cum += h->counts[b];
+            rc |= sbuf_addf(o, "strata:%s_bucket{le=\"%g\",model_name=\"%s\"} %llu\n", n,
+                            h->bounds[b], md, (unsigned long long)cum);
+        }
+        rc |= sbuf_addf(o, "strata:%s_bucket{le=\"+Inf\",model_name=\"%s\"} %llu\n", n, md,
+                        (unsigned long long)h->total);
+        rc |= sbuf_addf(o, "strata:%s_sum{model_name=\"%s\"} %.17g\n", n, md, h->sum);
+        rc |= sbuf_addf(o, "strata:%s_count{model_name=\"%s\"} %llu\n", n, md,
+                        (unsigned long long)h->total);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc ? STRATA_ENOMEM : 0;
+}

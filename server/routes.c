@@ -1,0 +1,208 @@
+/* routes.c - the small routes: health, models, metrics, tokenize, detokenize,
+ * openapi.json; and the chat template rendering they share with gen.c.
+ * Thread: MHD threads. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server_internal.h"
+
+enum MHD_Result route_health(srv *S, struct MHD_Connection *c) {
+    openai_error e;
+    switch (atomic_load(&S->state)) {
+    case SRV_READY: return http_respond_json(c, 200, json_pack("{s:s}", "status", "ok"));
+    case SRV_LOADING: openai_error_set(&e, 503, "unavailable_error", NULL, NULL, "Loading model"); break;
+    case SRV_DRAINING:
+        openai_error_set(&e, 503, "unavailable_error", NULL, NULL, "The server is shutting down");
+        break;
+    default:
+        openai_error_set(&e, 503, "unavailable_error", NULL, NULL, "The model failed to load: %.400s",
+                      S->load_error);
+        break;
+    }
+    return http_respond_error(c, &e);
+}
+
+static json_t *route_model_card(const srv *S) {
+    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:n, s:i}", "id", S->model_name, "object", "model",
+                     "created", (json_int_t)S->created, "owned_by", "strata", "root",
+                     S->cfg->model ? S->cfg->model : S->model_name, "parent", "max_model_len", S->ctx);
+}
+
+enum MHD_Result route_models(srv *S, struct MHD_Connection *c, const char *id) {
+    if (!id) return http_respond_json(c, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", route_model_card(S)));
+    if (strcmp(id, S->model_name)) {
+        openai_error e;
+        openai_error_set(&e, 404, "not_found_error", "model", "model_not_found",
+                      "The model '%.200s' does not exist", id);
+        return http_respond_error(c, &e);
+    }
+    return http_respond_json(c, 200, route_model_card(S));
+}
+
+enum MHD_Result route_metrics(srv *S, struct MHD_Connection *c) {
+    metrics_gauges g = {0};
+    g.waiting = atomic_load(&S->n_waiting);
+    g.ready = atomic_load(&S->state) == SRV_READY;
+    if (atomic_load(&S->state) != SRV_LOADING && S->eng) {
+        engine_stats st;
+        engine_get_stats(S->eng, &st);
+        g.running = st.active;
+        g.kv_usage = (double)st.cached_tokens / ((double)st.max_seqs * (double)st.ctx_size);
+        g.prompt_tokens = st.prompt_tokens;
+        g.generation_tokens = st.generated_tokens;
+    }
+    sbuf o = {0};
+    int rc = metrics_render(S->met, &g, &o);
+    enum MHD_Result r = rc ? MHD_NO
+                           : http_respond_text(c, 200, "text/plain; version=0.0.4; charset=utf-8",
+                                              o.p ? o.p : "", o.len);
+    sbuf_free(&o);
+    return r;
+}
+
+enum MHD_Result route_openapi(srv *S, struct MHD_Connection *c) {
+    return http_respond_text(c, 200, "application/json", S->openapi, S->openapi_len);
+}
+
+int route_render_chat(srv *S, const openai_request *r, char **out, openai_error *e) {
+    strata_err err = {0};
+    char *text = NULL;
+    if (chat_template_render(S->tmpl, r->messages, r->tools, r->add_generation_prompt,
+                             r->template_kwargs, &text, &err)) {
+        openai_error_from_strata(e, &err, "messages");
+        if (e->status >= 500 && err.code != STRATA_ENOMEM) e->status = 400, e->type = "invalid_request_error";
+        return -1;
+    }
+    if (r->continue_final_message) {
+        /* cut after the final message's content so the model continues it */
+        json_t *last = json_array_get(r->messages, json_array_size(r->messages) - 1);
+        const char *content = json_string_value(json_object_get(last, "content"));
+        char *at = NULL;
+        if (content && *content)
+            for (char *p = text; (p = strstr(p, content)); p++) at = p;
+        if (!at) {
+            free(text);
+            openai_error_set(e, 400, "invalid_request_error", "messages", NULL,
+                          "continue_final_message: the final message's content is not in the "
+                          "rendered prompt");
+            return -1;
+        }
+        at[strlen(content)] = 0;
+    }
+    *out = text;
+    return 0;
+}
+
+enum MHD_Result route_tokenize(srv *S, struct MHD_Connection *c, const char *body, size_t len) {
+    openai_error e;
+    json_t *root = NULL;
+    openai_request r;
+    char *text = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int has_r = 0;
+    strata_err err = {0};
+    memset(&r, 0, sizeof r);
+    if (openai_parse_json(&root, body, len, &e)) goto fail;
+    if (!S->tok) {
+        openai_error_set(&e, 400, "invalid_request_error", NULL, NULL, "This model has no tokenizer");
+        goto fail;
+    }
+    json_t *v = json_object_get(root, "add_special_tokens"), *strs = json_object_get(root, "return_token_strs");
+    if ((v && !json_is_boolean(v)) || (strs && !json_is_boolean(strs) && !json_is_null(strs))) {
+        openai_error_set(&e, 400, "invalid_request_error", v && !json_is_boolean(v) ? "add_special_tokens" : "return_token_strs",
+                      NULL, "must be a boolean");
+        goto fail;
+    }
+    if (json_object_get(root, "messages")) {
+        if (!S->tmpl) {
+            openai_error_set(&e, 400, "invalid_request_error", "messages", NULL, "This model has no chat template");
+            goto fail;
+        }
+        if (openai_request_parse(&r, OPENAI_CHAT, body, len, &(openai_limits){S->vocab, S->max_seqs}, &e)) goto fail;
+        has_r = 1;
+        if (route_render_chat(S, &r, &text, &e)) goto fail;
+        if (tok_encode(S->tok, text, strlen(text), v && json_is_true(v), &ids, &n, &err)) goto tok_fail;
+    } else {
+        json_t *p = json_object_get(root, "prompt");
+        if (!json_is_string(p)) {
+            openai_error_set(&e, 400, "invalid_request_error", "prompt", NULL,
+                          "'prompt' (a string) or 'messages' is required");
+            goto fail;
+        }
+        if (tok_encode(S->tok, json_string_value(p), json_string_length(p), !v || json_is_true(v), &ids, &n, &err))
+            goto tok_fail;
+    }
+    json_t *arr = json_array(), *out = json_pack("{s:i, s:i}", "count", (int)n, "max_model_len", S->ctx);
+    for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
+    json_object_set_new(out, "tokens", arr);
+    if (json_is_true(strs)) {
+        json_t *ts = json_array();
+        for (size_t i = 0; i < n; i++) {
+            const char *piece = tok_id_to_piece(S->tok, ids[i]);
+            json_t *s = piece ? json_string(piece) : NULL;
+            json_array_append_new(ts, s ? s : json_string(""));
+        }
+        json_object_set_new(out, "token_strs", ts);
+    }
+    free(ids);
+    free(text);
+    json_decref(root);
+    if (has_r) openai_request_free(&r);
+    return http_respond_json(c, 200, out);
+tok_fail:
+    openai_error_from_strata(&e, &err, NULL);
+fail:
+    free(ids);
+    free(text);
+    json_decref(root);
+    if (has_r) openai_request_free(&r);
+    return http_respond_error(c, &e);
+}
+
+enum MHD_Result route_detokenize(srv *S, struct MHD_Connection *c, const char *body, size_t len) {
+    openai_error e;
+    json_t *root = NULL;
+    int32_t *ids = NULL;
+    char *text = NULL;
+    size_t tl = 0;
+    strata_err err = {0};
+    if (openai_parse_json(&root, body, len, &e)) goto fail;
+    json_t *t = json_object_get(root, "tokens");
+    if (!json_is_array(t)) {
+        openai_error_set(&e, 400, "invalid_request_error", "tokens", NULL, "'tokens' must be a list of token ids");
+        goto fail;
+    }
+    size_t n = json_array_size(t);
+    if (!(ids = malloc((n ? n : 1) * sizeof *ids))) {
+        openai_error_set(&e, 503, "server_error", NULL, NULL, "out of memory");
+        goto fail;
+    }
+    int limit = S->tok ? tok_vocab_size(S->tok) : S->vocab;
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(t, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= limit) {
+            openai_error_set(&e, 400, "invalid_request_error", "tokens", NULL,
+                          "'tokens' must hold integers in [0, %d)", limit);
+            goto fail;
+        }
+        ids[i] = (int32_t)json_integer_value(x);
+    }
+    if (!S->tok) {
+        openai_error_set(&e, 400, "invalid_request_error", NULL, NULL, "This model has no tokenizer");
+        goto fail;
+    }
+    if (tok_decode(S->tok, ids, n, 0, &text, &tl, &err)) {
+        openai_error_from_strata(&e, &err, "tokens");
+        goto fail;
+    }
+    json_t *s = json_stringn(text, tl);
+    free(text);
+    free(ids);
+    json_decref(root);
+    return http_respond_json(c, 200, json_pack("{s:o}", "prompt", s ? s : json_string("\xef\xbf\xbd")));
+fail:
+    free(ids);
+    json_decref(root);
+    return http_respond_error(c, &e);
+}

@@ -1,0 +1,103 @@
+"""client.py - stdlib HTTP helpers for the tests in tests/http (no third-party deps).
+
+BASE comes from the environment (set by lib.sh). Every response body is decoded as
+strict UTF-8, so a split character fails the test that reads it."""
+import http.client
+import json
+import os
+import urllib.parse
+
+BASE = os.environ.get("BASE", "http://127.0.0.1:8080")
+
+
+def _conn(timeout=60):
+    u = urllib.parse.urlparse(BASE)
+    return http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+
+
+def request(method, path, body=None, headers=None, raw=None, timeout=60):
+    """Returns (status, headers dict (lower-case keys), body bytes)."""
+    c = _conn(timeout)
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    c.request(method, path, body=data, headers=h)
+    r = c.getresponse()
+    out = r.read()
+    hd = {k.lower(): v for k, v in r.getheaders()}
+    c.close()
+    return r.status, hd, out
+
+
+def get_json(path, **kw):
+    s, h, b = request("GET", path, **kw)
+    return s, json.loads(b.decode("utf-8"))
+
+
+def post_json(path, body, **kw):
+    s, h, b = request("POST", path, body, **kw)
+    return s, json.loads(b.decode("utf-8"))
+
+
+def stream(path, body, headers=None, timeout=120):
+    """POSTs a streaming request; returns (status, list of events). An event is the
+    parsed JSON of a `data:` line, or the string "[DONE]"."""
+    c = _conn(timeout)
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    c.request("POST", path, body=json.dumps(body).encode(), headers=h)
+    r = c.getresponse()
+    if r.status != 200:
+        b = r.read()
+        c.close()
+        return r.status, [json.loads(b.decode("utf-8"))]
+    assert r.getheader("Content-Type", "").startswith("text/event-stream"), r.getheaders()
+    text = r.read().decode("utf-8")
+    c.close()
+    events = []
+    assert text.endswith("\n\n"), repr(text[-50:])
+    for block in text.split("\n\n"):
+        if not block:
+            continue
+        assert block.startswith("data: "), repr(block)
+        payload = block[len("data: "):]
+        events.append("[DONE]" if payload == "[DONE]" else json.loads(payload))
+    return r.status, events
+
+
+def check_error(status, body, want_status, param=None):
+    assert status == want_status, (status, body)
+    e = body["error"]
+    assert set(e) >= {"message", "type", "param", "code"}, e
+    assert isinstance(e["message"], str) and e["message"], e
+    if param is not None:
+        assert e["param"] == param, e
+    return e
+
+
+def check_usage(u, prompt=None, completion=None):
+    assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"], u
+    assert u["prompt_tokens_details"]["cached_tokens"] == 0, u
+    if prompt is not None:
+        assert u["prompt_tokens"] == prompt, u
+    if completion is not None:
+        assert u["completion_tokens"] == completion, u
+
+
+def stream_text(events, index=0, field="content"):
+    """Concatenates the streamed text of one choice; checks chunk shapes on the way."""
+    out = []
+    assert events[-1] == "[DONE]", events[-1:]
+    ids = {e["id"] for e in events if e != "[DONE]" and "id" in e}
+    assert len(ids) <= 1, ids
+    for e in events[:-1]:
+        assert "error" not in e, e
+        for c in e["choices"]:
+            if c["index"] != index:
+                continue
+            if e["object"] == "chat.completion.chunk":
+                out.append(c["delta"].get(field) or "")
+            else:
+                assert e["object"] == "text_completion", e
+                out.append(c["text"])
+    return "".join(out)
