@@ -126,3 +126,6 @@ clean:
 	rm -rf build build-asan build-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# openapi_doc.c embeds server/openapi.json at assembly time.
+$(BUILD)/server/openapi_doc.o: server/openapi.json
