@@ -3,7 +3,7 @@
 
 #include "models/arch.h"
 
-#define ARCH_LIST(X) X(arch_qwen35) X(arch_gemma4)
+#define ARCH_LIST(X) X(arch_qwen35) X(arch_gemma4) X(arch_nemotron_h)
 
 #define ARCH_DECL(a) extern const model_arch a;
 ARCH_LIST(ARCH_DECL)

@@ -58,10 +58,11 @@ static void cpu_ssd_item(void *ctx, int item, int worker) {
     float *S = j->state + ((size_t)bt->slot[s] * j->H + h) * (size_t)j->P * j->N;
     for (int t = bt->start[s]; t < bt->start[s] + bt->len[s]; t++) {
         float delta = cpu_ssd_delta(j->dt[(size_t)t * j->ld_dt + h] + bias, j->dt_min);
-        j->step(S, j->y + ((size_t)t * j->H + h) * j->P, j->x + (size_t)t * j->ld_x + (size_t)h * j->P,
-                j->B + (size_t)t * j->ld_bc + (size_t)g * j->N,
-                j->C + (size_t)t * j->ld_bc + (size_t)g * j->N, expf(delta * A), delta, d, j->P,
-                j->N);
+        const float *x = j->x + (size_t)t * j->ld_x + (size_t)h * j->P;
+        const float *B = j->B + (size_t)t * j->ld_bc + (size_t)g * j->N;
+        const float *C = j->C + (size_t)t * j->ld_bc + (size_t)g * j->N;
+        float *y = j->y + ((size_t)t * j->H + h) * j->P;
+        j->step(S, y, x, B, C, expf(delta * A), delta, d, j->P, j->N);
     }
 }
 
@@ -69,8 +70,8 @@ void cpu_ssd_ref(float *y, const float *x, int ld_x, const float *B, const float
                  const float *dt, int ld_dt, const bk_weight *A_log, const bk_weight *dt_bias,
                  const bk_weight *D, float *state, const bk_batch *bt, int H, int P, int N, int G,
                  float dt_min) {
-    cpu_ssd_job j = {y,     state, x, B, C, dt, A_log, dt_bias, D, bt, ld_x, ld_bc, ld_dt,
-                     H,     P,     N, G, dt_min, cpu_ssd_token_scalar};
+    cpu_ssd_job j = {y, state, x, B, C, dt, A_log, dt_bias, D, bt,
+                     ld_x, ld_bc, ld_dt, H, P, N, G, dt_min, cpu_ssd_token_scalar};
     for (int it = 0; it < bt->n_seqs * H; it++)
         cpu_ssd_item(&j, it, 0);
 }
@@ -89,8 +90,8 @@ void cpu_ssd(backend *b, float *y, const float *x, int ld_x, const float *B, con
              const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt, int H,
              int P, int N, int G, float dt_min) {
     assert(G > 0 && H % G == 0);
-    cpu_ssd_job j = {y, state, x,     B,     C,     dt, A_log, dt_bias, D, bt, ld_x, ld_bc, ld_dt,
-                     H, P,     N, G, dt_min, cpu_ssd_step_of(b)};
+    cpu_ssd_job j = {y, state, x, B, C, dt, A_log, dt_bias, D, bt,
+                     ld_x, ld_bc, ld_dt, H, P, N, G, dt_min, cpu_ssd_step_of(b)};
     int items = bt->n_seqs * H;
     /* Items are pulled one at a time, so sequences of unequal length still balance. */
     int64_t per_item = (int64_t)4 * P * N * (bt->n_tokens / (bt->n_seqs ? bt->n_seqs : 1) + 1);

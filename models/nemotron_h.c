@@ -1,0 +1,655 @@
+/* nemotron_h.c - Nemotron-H (NVIDIA Nemotron 3 Nano 4B): a hybrid stack in which each layer
+ * holds ONE mixer, Mamba2 (M), GQA attention without positional encoding (*) or a relu²
+ * MLP (-), each pre-normed and added to the residual. Section numbers refer to
+ * shared/spec/nemotron_h.md.
+ *
+ * Per cache slot this model keeps: for every attention layer the K/V rows ([cap, KV·D]
+ * f32); for every Mamba2 layer the f32 SSM state [H, P, N] and the conv window, the last
+ * K-1 raw (pre-conv) xBC rows. in_proj is bound once and used as three row views (z, xBC,
+ * dt: §6.1), so each part lands contiguous for the conv, the scan and the gated norm.
+ *
+ * Δ floor. The model's definition (NVIDIA's reference, llama.cpp) clamps Δ only to
+ * time_step_limit, (0, inf) by default: no floor, and that is what runs by default.
+ * transformers (5.24 and the newest revision) floors Δ at time_step_min in every
+ * call that takes its chunked-scan branch: every call of more than one token, and a
+ * one-token call with no recurrent state yet (a sequence's first token); one-token decode
+ * (selective_state_update) is not floored (§11.1). For comparisons against it, the
+ * environment variable STRATA_NEMOTRON_DT_FLOOR selects:
+ *   none (default)  the model's definition;
+ *   prefill         floor at time_step_min in any step where a sequence has more than one
+ *                   token or starts at position 0 (transformers 5.24; a step that mixes
+ *                   decodes with such a chunk floors the decodes too, which transformers
+ *                   never runs);
+ *   all             floor in every step (older transformers torch paths).
+ * It is read once, at open. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/arch.h"
+
+enum { NH_FLOOR_NONE, NH_FLOOR_PREFILL, NH_FLOOR_ALL };
+
+typedef struct nh_config {
+    int vocab;        /* vocab_size */
+    int h;            /* hidden_size */
+    int n_layer;      /* length of the pattern; num_hidden_layers must agree when present */
+    char *kind;       /* [n_layer] 'M' | '*' | '-': hybrid_override_pattern or layers_block_type */
+    int H, KV, D;     /* num_attention_heads, num_key_value_heads, head_dim (attention_head_dim) */
+    int inter;        /* intermediate_size (MLP) */
+    int mH, mP;       /* mamba_num_heads, mamba_head_dim */
+    int N;            /* ssm_state_size */
+    int G;            /* n_groups (mamba_n_groups, mamba_num_groups) */
+    int K;            /* conv_kernel (mamba_d_conv) */
+    int conv_bias;    /* use_conv_bias */
+    float eps;        /* layer_norm_epsilon (rms_norm_eps, norm_eps) */
+    float dt_lo;      /* time_step_limit[0]: the model's own floor on Δ, 0 by default */
+    float dt_min;     /* time_step_min: transformers' floor (STRATA_NEMOTRON_DT_FLOOR only) */
+    int tied;         /* tie_word_embeddings */
+    int max_pos;      /* max_position_embeddings */
+} nh_config;
+
+typedef struct nh_layer {
+    bk_weight norm;                 /* [h] plain */
+    /* Mamba2 (§6); I = mH·mP, CD = I + 2·G·N */
+    bk_weight in_proj;              /* [I + CD + mH, h]: rows z | xBC | dt */
+    bk_weight w_z, w_xbc, w_dt;     /* row views of in_proj: [I, h], [CD, h], [mH, h] */
+    bk_weight conv, conv_b;         /* [CD, 1, K], [CD] (absent without use_conv_bias) */
+    bk_weight A_log, D, dt_bias;    /* [mH] */
+    bk_weight gnorm;                /* [I] plain, G groups of I/G */
+    bk_weight out_proj;             /* [h, I] */
+    float *conv_state;              /* [slots, K-1, CD] raw xBC rows, oldest first */
+    float *S;                       /* [slots, mH, mP, N] f32 */
+    /* attention (§8) */
+    bk_weight wq;                   /* [H·D, h] */
+    bk_weight wk, wv;               /* [KV·D, h] */
+    bk_weight wo;                   /* [h, H·D] */
+    float *kc, *vc;                 /* [slots, cap, KV·D] */
+    /* MLP (§8) */
+    bk_weight up;                   /* [inter, h] */
+    bk_weight down;                 /* [h, inter] */
+} nh_layer;
+
+typedef struct nh {
+    nh_config c;
+    backend *b;
+    int slots, cap, max_tokens, out_chunk;
+    int floor_mode;                 /* NH_FLOOR_* */
+    bk_weight embed;                /* [vocab, h] */
+    bk_weight norm_f;               /* [h] plain */
+    bk_weight lm_head;              /* [vocab, h]; the embedding when tied */
+    nh_layer *layers;
+    /* activations, [max_tokens, ·] f32 */
+    float *x, *xn, *mix;            /* [T, h] */
+    float *wide;                    /* [T, max(I, H·D, inter)]: z, q or up */
+    float *pre, *post;              /* [T, max(CD, KV·D)]: xBC before / after the conv; k, v */
+    float *y;                       /* [T, max(I, H·D)]: scan output, attention context */
+    float *dtr;                     /* [T, mH] dt_raw */
+    float *xo;                      /* [out_chunk, h] */
+    float *lg;                      /* [out_chunk, vocab] */
+} nh;
+
+/* ---- config (§2) ---- */
+
+static const char *const nh_known_keys[] = {
+    "model_type", "vocab_size", "hidden_size", "num_hidden_layers", "hybrid_override_pattern",
+    "layers_block_type", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "attention_head_dim", "intermediate_size", "mlp_hidden_act", "mamba_num_heads",
+    "mamba_head_dim", "ssm_state_size", "n_groups", "mamba_n_groups", "mamba_num_groups",
+    "conv_kernel", "mamba_d_conv", "use_conv_bias", "mamba_hidden_act", "mamba_proj_bias",
+    "use_bias", "mlp_bias", "attention_bias", "time_step_min", "time_step_limit",
+    "layer_norm_epsilon", "rms_norm_eps", "norm_eps", "tie_word_embeddings",
+    "max_position_embeddings", "sliding_window", "eos_token_id", NULL};
+
+/* Fields with no effect on this forward: init ranges, training switches, kernel choices,
+ * chunk sizes (blocking only, §2.1), the MoE / MTP fields of the family (an 'E' layer is
+ * refused by the pattern parser), and the residual dtype (the residual is f32 here). */
+static const char *const nh_ignored_keys[] = {
+    "architectures", "attention_dropout", "hidden_dropout", "bos_token_id", "pad_token_id",
+    "chunk_size", "mamba_chunk_size", "dtype", "torch_dtype", "expand", "initializer_range",
+    "rescale_prenorm_residual", "residual_in_fp32", "time_step_floor", "time_step_max",
+    "transformers_version", "use_cache", "use_mamba_kernels", "num_logits_to_keep",
+    "mamba_ssm_cache_dtype", "auto_map", "moe_intermediate_size", "moe_latent_size",
+    "moe_shared_expert_intermediate_size", "moe_shared_expert_overlap", "mtp_layers_block_type",
+    "mtp_hybrid_override_pattern", "n_group", "n_routed_experts", "n_shared_experts",
+    "norm_topk_prob", "num_experts_per_tok", "num_nextn_predict_layers", "output_router_logits",
+    "routed_scaling_factor", "topk_group", "router_aux_loss_coef", "output_attentions",
+    "output_hidden_states", "return_dict", "use_return_dict", "id2label", "label2id",
+    "problem_type", "chunk_size_feed_forward", "is_encoder_decoder", "tokenizer_class",
+    "decoder_start_token_id", "sep_token_id", "task_specific_params", "finetuning_task",
+    "tf_legacy_loss", "pruned_heads", "cross_attention_hidden_size", "add_cross_attention",
+    "is_decoder", "prefix", "_name_or_path", NULL};
+
+/* The first of the alias keys present (NULL-terminated list), else keys[0]. */
+static const char *nh_alias(json_t *obj, const char *const *keys) {
+    for (const char *const *k = keys; *k; k++) {
+        json_t *v = json_object_get(obj, *k);
+        if (v && !json_is_null(v)) return *k;
+    }
+    return keys[0];
+}
+
+#define NH_INT(key, need, def, lo, hi, dst)                                                    \
+    do {                                                                                       \
+        long long v_;                                                                          \
+        if (cfg_int(root, where, key, !(need), def, lo, hi, &v_, err)) goto fail;              \
+        dst = (int)v_;                                                                         \
+    } while (0)
+
+/* §2.2: one character per layer; the list spelling (old and newest names) maps to the same. */
+static int nh_parse_pattern(nh_config *c, json_t *root, const char *where, strata_err *err) {
+    json_t *pat = json_object_get(root, "hybrid_override_pattern");
+    json_t *lbt = json_object_get(root, "layers_block_type");
+    if (pat && json_is_null(pat)) pat = NULL;
+    if (lbt && json_is_null(lbt)) lbt = NULL;
+    if (!pat && !lbt)
+        return strata_err_set(
+            err, STRATA_EFORMAT,
+            "%s: missing field \"hybrid_override_pattern\" (or layers_block_type)", where);
+    if (pat && !json_is_string(pat))
+        return strata_err_set(err, STRATA_EFORMAT,
+                              "%s: field \"hybrid_override_pattern\" must be a string", where);
+    if (lbt && !json_is_array(lbt))
+        return strata_err_set(err, STRATA_EFORMAT, "%s: field \"layers_block_type\" must be a list",
+                              where);
+    size_t n = pat ? strlen(json_string_value(pat)) : json_array_size(lbt);
+    if (n < 1 || n > 1024)
+        return strata_err_set(err, STRATA_EFORMAT, "%s: the layer pattern (%s) has %zu layers",
+                              where, pat ? "hybrid_override_pattern" : "layers_block_type", n);
+    c->kind = calloc(n + 1, 1);
+    if (!c->kind) return strata_err_set(err, STRATA_ENOMEM, "nemotron_h: out of memory");
+    c->n_layer = (int)n;
+    for (size_t i = 0; pat && i < n; i++) {
+        char ch = json_string_value(pat)[i];
+        if (ch == 'E')
+            return strata_err_set(err, STRATA_EUNSUPPORTED,
+                                  "%s: hybrid_override_pattern[%zu] = 'E' (MoE) is not supported",
+                                  where, i);
+        if (ch != 'M' && ch != '*' && ch != '-')
+            return strata_err_set(err, STRATA_EFORMAT,
+                                  "%s: hybrid_override_pattern[%zu] = '%c' is not M, * or -", where,
+                                  i, ch);
+        c->kind[i] = ch;
+    }
+    if (lbt && pat && json_array_size(lbt) != n)
+        return strata_err_set(err, STRATA_EFORMAT,
+                              "%s: layers_block_type has %zu layers, hybrid_override_pattern %zu",
+                              where, json_array_size(lbt), n);
+    static const struct {
+        const char *name;
+        char kind;
+    } names[] = {{"mamba", 'M'},     {"linear_attention", 'M'}, {"attention", '*'},
+                 {"full_attention", '*'}, {"mlp", '-'}};
+    for (size_t i = 0; lbt && i < n; i++) {
+        const char *s = json_string_value(json_array_get(lbt, i));
+        char ch = 0;
+        for (size_t k = 0; s && k < sizeof names / sizeof names[0]; k++)
+            if (!strcmp(s, names[k].name)) ch = names[k].kind;
+        if (!ch)
+            return strata_err_set(err,
+                                  s && !strcmp(s, "moe") ? STRATA_EUNSUPPORTED : STRATA_EFORMAT,
+                                  "%s: layers_block_type[%zu] = \"%s\" is not supported", where, i,
+                                  s ? s : "(not a string)");
+        if (pat && c->kind[i] != ch)
+            return strata_err_set(err, STRATA_EFORMAT,
+                                  "%s: layers_block_type[%zu] = \"%s\" disagrees with "
+                                  "hybrid_override_pattern '%c'",
+                                  where, i, s, c->kind[i]);
+        c->kind[i] = ch;
+    }
+    long long nl;
+    if (cfg_int(root, where, "num_hidden_layers", 1, (long long)n, 1, 1024, &nl, err))
+        return err->code;
+    if (nl != (long long)n)
+        return strata_err_set(err, STRATA_EFORMAT,
+                              "%s: num_hidden_layers %lld disagrees with the %zu-layer pattern",
+                              where, nl, n);
+    return 0;
+}
+
+/* One bound of time_step_limit: a number, or transformers' {"__float__": "Infinity"}. */
+static int nh_limit_value(json_t *v, double *out) {
+    if (json_is_number(v)) {
+        *out = json_number_value(v);
+        return 0;
+    }
+    const char *s = json_string_value(json_object_get(v, "__float__"));
+    if (!s) s = json_string_value(v);
+    if (!s) return -1;
+    char *end;
+    *out = strtod(s, &end);
+    return end == s || *end ? -1 : 0;
+}
+
+static int nh_parse(nh_config *c, json_t *root, strata_err *err) {
+    const char *where = "config.json";
+    memset(c, 0, sizeof *c);
+    if (cfg_check_keys(root, where, nh_known_keys, nh_ignored_keys, err)) return err->code;
+    if (nh_parse_pattern(c, root, where, err)) goto fail;
+    int nm = 0, na = 0, nf = 0;
+    for (int i = 0; i < c->n_layer; i++) {
+        nm += c->kind[i] == 'M';
+        na += c->kind[i] == '*';
+        nf += c->kind[i] == '-';
+    }
+    NH_INT("vocab_size", 1, 0, 1, 1 << 24, c->vocab);
+    NH_INT("hidden_size", 1, 0, 1, 1 << 16, c->h);
+    /* §2.1: each mixer's fields are needed only when the pattern has that mixer. */
+    NH_INT("num_attention_heads", na, 0, 1, 1024, c->H);
+    NH_INT("num_key_value_heads", na, 0, 1, 1024, c->KV);
+    static const char *const hd_keys[] = {"head_dim", "attention_head_dim", NULL};
+    NH_INT(nh_alias(root, hd_keys), na, 0, 1, 4096, c->D); /* never hidden / heads (§2.1) */
+    NH_INT("intermediate_size", nf, 0, 1, 1 << 18, c->inter);
+    NH_INT("mamba_num_heads", nm, 0, 1, 4096, c->mH);
+    NH_INT("mamba_head_dim", nm, 0, 1, 4096, c->mP);
+    NH_INT("ssm_state_size", nm, 0, 1, 4096, c->N);
+    static const char *const g_keys[] = {"n_groups", "mamba_n_groups", "mamba_num_groups", NULL};
+    NH_INT(nh_alias(root, g_keys), 0, 8, 1, 4096, c->G);
+    static const char *const k_keys[] = {"conv_kernel", "mamba_d_conv", NULL};
+    NH_INT(nh_alias(root, k_keys), 0, 4, 1, 64, c->K);
+    long long mp;
+    if (cfg_int(root, where, "max_position_embeddings", 1, 4096, 1, 1LL << 30, &mp, err)) goto fail;
+    c->max_pos = (int)mp;
+    if (na && c->H % c->KV) {
+        strata_err_set(err, STRATA_EFORMAT,
+                       "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+                       where, c->H, c->KV);
+        goto fail;
+    }
+    if (nm && c->mH % c->G) {
+        strata_err_set(err, STRATA_EFORMAT,
+                       "%s: mamba_num_heads %d is not a multiple of n_groups %d", where, c->mH,
+                       c->G);
+        goto fail;
+    }
+    static const char *const eps_keys[] = {"layer_norm_epsilon", "rms_norm_eps", "norm_eps", NULL};
+    const char *ek = nh_alias(root, eps_keys);
+    double eps, tmin;
+    if (cfg_real(root, where, ek, 1, 1e-5, &eps, err)) goto fail;
+    if (eps <= 0) {
+        strata_err_set(err, STRATA_ERANGE, "%s: field \"%s\" must be positive", where, ek);
+        goto fail;
+    }
+    c->eps = (float)eps;
+    if (cfg_real(root, where, "time_step_min", 1, 1e-3, &tmin, err)) goto fail;
+    c->dt_min = (float)tmin;
+    json_t *lim = json_object_get(root, "time_step_limit");
+    if (lim && !json_is_null(lim)) {
+        double lo, hi;
+        if (!json_is_array(lim) || json_array_size(lim) != 2 ||
+            nh_limit_value(json_array_get(lim, 0), &lo) ||
+            nh_limit_value(json_array_get(lim, 1), &hi) || !(lo >= 0) || !(hi > lo)) {
+            strata_err_set(err, STRATA_EFORMAT,
+                           "%s: time_step_limit must be [low >= 0, high > low]", where);
+            goto fail;
+        }
+        if (!isinf(hi)) {
+            strata_err_set(err, STRATA_EUNSUPPORTED,
+                           "%s: time_step_limit with a finite upper bound %g is not supported",
+                           where, hi);
+            goto fail;
+        }
+        c->dt_lo = (float)lo;
+    }
+
+    const char *act;
+    if (cfg_str(root, where, "mlp_hidden_act", "relu2", &act, err)) goto fail;
+    if (strcmp(act, "relu2")) {
+        strata_err_set(err, STRATA_EUNSUPPORTED,
+                       "%s: mlp_hidden_act \"%s\" is not supported (relu2)", where, act);
+        goto fail;
+    }
+    if (cfg_str(root, where, "mamba_hidden_act", "silu", &act, err)) goto fail;
+    if (strcmp(act, "silu")) {
+        strata_err_set(err, STRATA_EUNSUPPORTED,
+                       "%s: mamba_hidden_act \"%s\" is not supported (silu)", where, act);
+        goto fail;
+    }
+    /* §2.1: the checkpoint has no bias tensors but the conv's. */
+    static const char *const no_bias[] = {"use_bias", "mamba_proj_bias", "mlp_bias",
+                                          "attention_bias"};
+    for (size_t i = 0; i < sizeof no_bias / sizeof no_bias[0]; i++) {
+        int on;
+        if (cfg_bool(root, where, no_bias[i], 1, 0, &on, err)) goto fail;
+        if (on) {
+            strata_err_set(err, STRATA_EUNSUPPORTED, "%s: %s true is not supported", where,
+                           no_bias[i]);
+            goto fail;
+        }
+    }
+    if (cfg_bool(root, where, "use_conv_bias", 1, 1, &c->conv_bias, err)) goto fail;
+    if (cfg_bool(root, where, "tie_word_embeddings", 1, 0, &c->tied, err)) goto fail;
+    json_t *sw = json_object_get(root, "sliding_window");
+    if (sw && !json_is_null(sw)) {
+        strata_err_set(err, STRATA_EUNSUPPORTED,
+                       "%s: sliding_window is not supported (null expected)", where);
+        goto fail;
+    }
+    return 0;
+fail:
+    free(c->kind);
+    c->kind = NULL;
+    return err->code ? err->code : STRATA_EFORMAT;
+}
+
+/* ---- weights (§3) ---- */
+
+/* A view of rows [r0, r0 + rows) of a bound [n, k] matrix. */
+static bk_weight nh_rows(const bk_weight *w, int64_t r0, int64_t rows) {
+    bk_weight v = *w;
+    v.data = (const char *)w->data + (size_t)r0 * (size_t)w->shape[1] * dtype_size(w->dt);
+    v.shape[0] = rows;
+    return v;
+}
+
+static int nh_bind(nh *m, const model_arch_ctx *ctx, strata_err *err) {
+    const nh_config *c = &m->c;
+    /* §3: hub files say backbone.embeddings; transformers' own saves may say model.*, some
+     * exports embedding (singular). The last candidate is the required one, so a missing
+     * table (and every dummy model) gets the hub name. */
+    static const char *const emb[][2] = {{"model.", "embeddings"}, {"model.", "embedding"},
+                                         {"backbone.", "embedding"}, {"backbone.", "embeddings"}};
+    const char *p = NULL;
+    int64_t es[2] = {c->vocab, c->h}, hv[1] = {c->h};
+    for (int i = 0; i < 4 && !p; i++) {
+        int rc = arch_bind(ctx, &m->embed, i < 3, 2, es, err, "%s%s.weight", emb[i][0], emb[i][1]);
+        if (rc < 0) return rc;
+        if (rc == 0) p = emb[i][0];
+    }
+    if (arch_bind(ctx, &m->norm_f, 0, 1, hv, err, "%snorm_f.weight", p)) return err->code;
+    if (c->tied) m->lm_head = m->embed;
+    else if (arch_bind(ctx, &m->lm_head, 0, 2, es, err, "lm_head.weight")) return err->code;
+
+    int64_t I = (int64_t)c->mH * c->mP, CD = I + 2LL * c->G * c->N;
+    for (int i = 0; i < c->n_layer; i++) {
+        nh_layer *L = &m->layers[i];
+#define BIND(w, nd, shp, name)                                                                 \
+    do {                                                                                       \
+        if (arch_bind(ctx, &L->w, 0, nd, shp, err, "%slayers.%d." name, p, i)) return err->code; \
+    } while (0)
+        BIND(norm, 1, hv, "norm.weight");
+        switch (c->kind[i]) {
+        case 'M': {
+            int64_t ip[2] = {I + CD + c->mH, c->h}, cv[3] = {CD, 1, c->K}, cb[1] = {CD};
+            int64_t hh[1] = {c->mH}, nv[1] = {I}, op[2] = {c->h, I};
+            BIND(in_proj, 2, ip, "mixer.in_proj.weight");
+            BIND(conv, 3, cv, "mixer.conv1d.weight");
+            if (c->conv_bias) BIND(conv_b, 1, cb, "mixer.conv1d.bias");
+            BIND(A_log, 1, hh, "mixer.A_log");
+            BIND(D, 1, hh, "mixer.D");
+            BIND(dt_bias, 1, hh, "mixer.dt_bias");
+            BIND(gnorm, 1, nv, "mixer.norm.weight");
+            BIND(out_proj, 2, op, "mixer.out_proj.weight");
+            /* §6.1: z | xBC | dt, in this order */
+            L->w_z = nh_rows(&L->in_proj, 0, I);
+            L->w_xbc = nh_rows(&L->in_proj, I, CD);
+            L->w_dt = nh_rows(&L->in_proj, I + CD, c->mH);
+            break;
+        }
+        case '*': {
+            int64_t q[2] = {(int64_t)c->H * c->D, c->h}, kv[2] = {(int64_t)c->KV * c->D, c->h};
+            int64_t o[2] = {c->h, (int64_t)c->H * c->D};
+            BIND(wq, 2, q, "mixer.q_proj.weight");
+            BIND(wk, 2, kv, "mixer.k_proj.weight");
+            BIND(wv, 2, kv, "mixer.v_proj.weight");
+            BIND(wo, 2, o, "mixer.o_proj.weight");
+            break;
+        }
+        default: {
+            int64_t up[2] = {c->inter, c->h}, dn[2] = {c->h, c->inter};
+            BIND(up, 2, up, "mixer.up_proj.weight");
+            BIND(down, 2, dn, "mixer.down_proj.weight");
+            break;
+        }
+        }
+#undef BIND
+    }
+    return 0;
+}
+
+/* ---- caches and scratch ---- */
+
+static size_t nh_max(size_t a, size_t b) { return a > b ? a : b; }
+
+static int nh_alloc(nh *m, strata_err *err) {
+    const nh_config *c = &m->c;
+    backend *b = m->b;
+    size_t T = (size_t)m->max_tokens, S = (size_t)m->slots;
+    size_t I = (size_t)c->mH * c->mP, CD = I + 2u * c->G * c->N;
+    size_t qw = (size_t)c->H * c->D, kw = (size_t)c->KV * c->D;
+#define ALLOC(ptr, n)                                                                           \
+    do {                                                                                        \
+        if (!((ptr) = b->ops->alloc(b, (size_t)(n) * sizeof(float))))                           \
+            return strata_err_set(err, STRATA_ENOMEM, "nemotron_h: cannot allocate %s (%zu MiB)", \
+                                  #ptr, (size_t)(n) * sizeof(float) >> 20);                     \
+    } while (0)
+    ALLOC(m->x, T * c->h);
+    ALLOC(m->xn, T * c->h);
+    ALLOC(m->mix, T * c->h);
+    ALLOC(m->wide, T * nh_max(nh_max(I, qw), (size_t)c->inter));
+    ALLOC(m->pre, T * nh_max(CD, kw));
+    ALLOC(m->post, T * nh_max(CD, kw));
+    ALLOC(m->y, T * nh_max(I, qw));
+    ALLOC(m->dtr, T * nh_max((size_t)c->mH, 1));
+    ALLOC(m->xo, (size_t)m->out_chunk * c->h);
+    ALLOC(m->lg, (size_t)m->out_chunk * c->vocab);
+    for (int i = 0; i < c->n_layer; i++) {
+        nh_layer *L = &m->layers[i];
+        if (c->kind[i] == '*') {
+            ALLOC(L->kc, S * m->cap * kw);
+            ALLOC(L->vc, S * m->cap * kw);
+        } else if (c->kind[i] == 'M') {
+            ALLOC(L->conv_state, S * (size_t)(c->K - 1) * CD);
+            ALLOC(L->S, S * I * c->N);
+        }
+    }
+#undef ALLOC
+    return 0;
+}
+
+static void nh_close(void *impl) {
+    nh *m = impl;
+    if (!m) return;
+    backend *b = m->b;
+    float *bufs[] = {m->x, m->xn, m->mix, m->wide, m->pre, m->post, m->y, m->dtr, m->xo, m->lg};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) b->ops->free(b, bufs[i]);
+    for (int i = 0; m->layers && i < m->c.n_layer; i++) {
+        nh_layer *L = &m->layers[i];
+        float *p[] = {L->kc, L->vc, L->conv_state, L->S};
+        for (size_t j = 0; j < sizeof p / sizeof p[0]; j++)
+            if (p[j]) b->ops->free(b, p[j]);
+    }
+    free(m->layers);
+    free(m->c.kind);
+    free(m);
+}
+
+static int nh_floor_mode(int *mode, strata_err *err) {
+    const char *v = getenv("STRATA_NEMOTRON_DT_FLOOR");
+    if (!v || !*v || !strcmp(v, "none")) *mode = NH_FLOOR_NONE;
+    else if (!strcmp(v, "prefill")) *mode = NH_FLOOR_PREFILL;
+    else if (!strcmp(v, "all")) *mode = NH_FLOOR_ALL;
+    else
+        return strata_err_set(err, STRATA_EINVALID,
+                              "STRATA_NEMOTRON_DT_FLOOR=%s: expected none, prefill or all", v);
+    return 0;
+}
+
+static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, strata_err *err) {
+    nh *m = calloc(1, sizeof *m);
+    if (!m) return strata_err_set(err, STRATA_ENOMEM, "nemotron_h: out of memory");
+    m->b = ctx->b;
+    const backend_ops *o = ctx->b->ops;
+    if (!o->relu2 || !o->rmsnorm_gated_grouped || !o->ssd) {
+        strata_err_set(err, STRATA_EUNSUPPORTED,
+                       "nemotron_h: backend %s lacks the relu2, rmsnorm_gated_grouped or ssd op",
+                       o->name);
+        goto fail;
+    }
+    if (nh_floor_mode(&m->floor_mode, err) || nh_parse(&m->c, ctx->config, err)) goto fail;
+    const nh_config *c = &m->c;
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        strata_err_set(err, STRATA_ENOMEM, "nemotron_h: out of memory");
+        goto fail;
+    }
+    m->slots = ctx->opts->max_seqs > 0 ? ctx->opts->max_seqs : 1;
+    m->cap =
+        ctx->opts->ctx_size > 0 ? ctx->opts->ctx_size : (c->max_pos < 4096 ? c->max_pos : 4096);
+    m->max_tokens = ctx->opts->max_tokens > 0 ? ctx->opts->max_tokens : 512;
+    m->out_chunk = m->slots > 16 ? m->slots : 16;
+    if (m->out_chunk > m->max_tokens) m->out_chunk = m->max_tokens;
+    if (nh_bind(m, ctx, err) || nh_alloc(m, err)) goto fail;
+
+    if (ctx->gen_config)
+        cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"), "generation_config.json", info,
+                err);
+    cfg_eos(json_object_get(ctx->config, "eos_token_id"), "config.json", info, err);
+    info->arch = "nemotron_h";
+    info->vocab = c->vocab;
+    info->ctx_size = m->cap;
+    info->max_seqs = m->slots;
+    info->max_tokens = m->max_tokens;
+    /* Decode reads every weight but the embedding table (one row is gathered, §14); in_proj
+     * counts once, not per view. */
+    int64_t wb = arch_weight_bytes(&m->norm_f) + arch_weight_bytes(&m->lm_head);
+    int64_t I = (int64_t)c->mH * c->mP, CD = I + 2LL * c->G * c->N;
+    for (int i = 0; i < c->n_layer; i++) {
+        nh_layer *L = &m->layers[i];
+        const bk_weight *ws[] = {&L->norm,  &L->in_proj, &L->conv, &L->conv_b, &L->A_log,
+                                 &L->D,     &L->dt_bias, &L->gnorm, &L->out_proj, &L->wq,
+                                 &L->wk,    &L->wv,      &L->wo,    &L->up,       &L->down};
+        for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++) wb += arch_weight_bytes(ws[j]);
+        if (c->kind[i] == '*')
+            info->kv_bytes_per_token += 2LL * c->KV * c->D * (int64_t)sizeof(float);
+        else if (c->kind[i] == 'M')
+            info->state_bytes += 2 * (I * c->N + (c->K - 1) * CD) * (int64_t)sizeof(float);
+    }
+    info->weight_bytes = wb;
+    *impl = m;
+    return 0;
+fail:
+    nh_close(m);
+    return err->code ? err->code : STRATA_EINVALID;
+}
+
+static void nh_reset_slot(void *impl, int slot) {
+    nh *m = impl;
+    const nh_config *c = &m->c;
+    backend *b = m->b;
+    size_t I = (size_t)c->mH * c->mP, CD = I + 2u * c->G * c->N;
+    size_t nw = (size_t)(c->K - 1) * CD, ns = I * c->N;
+    for (int i = 0; i < c->n_layer; i++) {
+        nh_layer *L = &m->layers[i];
+        if (c->kind[i] != 'M') continue; /* K/V rows are overwritten before they are read */
+        b->ops->zero(b, L->conv_state + (size_t)slot * nw, nw * sizeof(float));
+        b->ops->zero(b, L->S + (size_t)slot * ns, ns * sizeof(float));
+    }
+}
+
+/* ---- forward (§4) ---- */
+
+/* The Δ floor of this step (see the file comment). */
+static float nh_step_dt_min(const nh *m, const bk_batch *bt) {
+    switch (m->floor_mode) {
+    case NH_FLOOR_ALL: return m->c.dt_min;
+    case NH_FLOOR_PREFILL:
+        for (int s = 0; s < bt->n_seqs; s++)
+            if (bt->len[s] > 1 || bt->pos0[s] == 0) return m->c.dt_min;
+        return 0.0f;
+    default: return m->c.dt_lo;
+    }
+}
+
+/* Mamba2 mixer, §6: xn [T, h] -> m->mix [T, h]. */
+static void nh_mamba(nh *m, nh_layer *L, bk_batch *bt, float dt_min) {
+    const nh_config *c = &m->c;
+    backend *b = m->b;
+    const backend_ops *o = b->ops;
+    int T = bt->n_tokens, I = c->mH * c->mP, GN = c->G * c->N, CD = I + 2 * GN;
+    o->matmul(b, m->wide, m->xn, &L->w_z, T);                 /* z [T, I] (§6.1) */
+    o->matmul(b, m->pre, m->xn, &L->w_xbc, T);                /* xBC_in [T, CD] */
+    o->matmul(b, m->dtr, m->xn, &L->w_dt, T);                 /* dt_raw [T, mH] */
+    o->conv1d(b, m->post, m->pre, CD, &L->conv, L->conv_b.data ? &L->conv_b : NULL, L->conv_state,
+              bt, CD, c->K, 1);                               /* silu(conv) over x|B|C (§6.2) */
+    o->ssd(b, m->y, m->post, CD, m->post + I, m->post + I + GN, CD, m->dtr, c->mH, &L->A_log,
+           &L->dt_bias, &L->D, L->S, bt, c->mH, c->mP, c->N, c->G, dt_min); /* §6.3-6.5 */
+    o->rmsnorm_gated_grouped(b, m->y, m->y, m->wide, &L->gnorm, T, I, I / c->G, c->eps); /* §6.6 */
+    o->matmul(b, m->mix, m->y, &L->out_proj, T);              /* §6.7 */
+}
+
+/* GQA attention without positional encoding, §8: xn [T, h] -> m->mix [T, h]. */
+static void nh_attention(nh *m, nh_layer *L, bk_batch *bt) {
+    const nh_config *c = &m->c;
+    backend *b = m->b;
+    const backend_ops *o = b->ops;
+    int T = bt->n_tokens, kw = c->KV * c->D;
+    o->matmul(b, m->wide, m->xn, &L->wq, T);                  /* q [T, H, D]; no RoPE */
+    o->matmul(b, m->pre, m->xn, &L->wk, T);                   /* k [T, KV, D] */
+    o->matmul(b, m->post, m->xn, &L->wv, T);                  /* v [T, KV, D] */
+    o->kv_store(b, L->kc, L->vc, m->pre, m->post, bt, kw, m->cap);
+    o->attention(b, m->y, m->wide, L->kc, L->vc, bt, c->H, c->KV, c->D, m->cap,
+                 1.0f / sqrtf((float)c->D), 0, 0.0f);
+    o->matmul(b, m->mix, m->y, &L->wo, T);
+}
+
+/* MLP, §8: down(relu(up(u))²), no gate. */
+static void nh_mlp(nh *m, nh_layer *L, bk_batch *bt) {
+    backend *b = m->b;
+    const backend_ops *o = b->ops;
+    int T = bt->n_tokens;
+    o->matmul(b, m->wide, m->xn, &L->up, T);
+    o->relu2(b, m->wide, (size_t)T * m->c.inter);
+    o->matmul(b, m->mix, m->wide, &L->down, T);
+}
+
+static int nh_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
+                      int n_out, float *logits, strata_err *err) {
+    nh *m = impl;
+    const nh_config *c = &m->c;
+    backend *b = m->b;
+    const backend_ops *o = b->ops;
+    int T = bt->n_tokens;
+    if (T > m->max_tokens)
+        return strata_err_set(err, STRATA_ERANGE, "nemotron_h: %d tokens in one step exceed max %d",
+                              T, m->max_tokens);
+    for (int s = 0; s < bt->n_seqs; s++)
+        if (bt->pos0[s] + bt->len[s] > m->cap)
+            return strata_err_set(err, STRATA_ERANGE,
+                                  "nemotron_h: sequence in slot %d reaches position %d, past the "
+                                  "context size %d",
+                                  bt->slot[s], bt->pos0[s] + bt->len[s], m->cap);
+    if (o->batch_prepare(b, bt, err)) return err->code;
+    float dt_min = nh_step_dt_min(m, bt);
+
+    o->embed(b, m->x, &m->embed, tokens, T);   /* no scale, no position embedding (§4) */
+    for (int i = 0; i < c->n_layer; i++) {
+        nh_layer *L = &m->layers[i];
+        o->rmsnorm(b, m->xn, m->x, &L->norm, T, c->h, c->h, c->eps, BK_NORM_PLAIN); /* §5 */
+        switch (c->kind[i]) {
+        case 'M': nh_mamba(m, L, bt, dt_min); break;
+        case '*': nh_attention(m, L, bt); break;
+        default: nh_mlp(m, L, bt); break;
+        }
+        o->add(b, m->x, m->x, m->mix, (size_t)T * c->h);
+    }
+    /* norm_f and the head only on the rows whose logits are wanted, a chunk at a time. */
+    for (int r = 0; r < n_out; r += m->out_chunk) {
+        int n = n_out - r < m->out_chunk ? n_out - r : m->out_chunk;
+        o->gather_rows(b, m->xo, m->x, out_rows + r, n, c->h);
+        o->rmsnorm(b, m->xo, m->xo, &m->norm_f, n, c->h, c->h, c->eps, BK_NORM_PLAIN);
+        o->matmul(b, m->lg, m->xo, &m->lm_head, n);
+        o->download(b, logits + (size_t)r * c->vocab, m->lg, (size_t)n * c->vocab * sizeof(float));
+    }
+    return 0;
+}
+
+const model_arch arch_nemotron_h = {
+    .model_type = "nemotron_h",
+    .alt_type = NULL,
+    .open = nh_open,
+    .forward = nh_forward,
+    .reset_slot = nh_reset_slot,
+    .close = nh_close,
+};

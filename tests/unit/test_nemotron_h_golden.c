@@ -1,0 +1,425 @@
+/* test_nemotron_h_golden.c - the Nemotron-H forward against transformers' own logits
+ * (tests/golden/nemotron_h_*, made by tools/goldens/make_goldens.py) and against itself.
+ *
+ * Two fixtures share one checkpoint: nemotron_h_nofloor (transformers patched to the
+ * model's own definition, no Δ floor: strata's default) and nemotron_h_tiny (stock
+ * transformers 5.24, Δ floored at time_step_min in multi-token calls, run here under
+ * STRATA_NEMOTRON_DT_FLOOR=prefill). The first covers config.json's hub spelling
+ * (hybrid_override_pattern), the second transformers' layers_block_type. On the default
+ * mode: one-shot prefill == chunked prefill with odd sizes == step by step == batched
+ * with other sequences. On the compat mode, where single-token steps are not floored by
+ * design, chunks of two or more tokens still equal the one-shot prefill. */
+#include <dirent.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/batch.h"
+#include "engine/model.h"
+#include "tests/golden_util.h"
+#include "tests/test.h"
+
+/* f32 fixtures: transformers scans in chunks of 16 (spec §7: segment sums, exp of
+ * differences, matmuls in its own order) where we run the recurrence token by token; the
+ * two round differently and the difference passes through 5 layers. Measured: at most
+ * 8.7e-7 of the largest |logit| over all cases and greedy steps of both fixtures; 1e-5
+ * leaves room for other ISAs' summation orders and stays 1000x under the effect of the
+ * floor (test_floor_matters). */
+#define F32_REL_TOL 1e-5
+/* Our own paths (chunking, batching, decode) run the same kernels on the same rows; only
+ * the matmul's row blocking changes the summation split (measured <= 6.4e-7). */
+#define SELF_REL_TOL 2e-6
+
+static const char *const FLOOR_ENV = "STRATA_NEMOTRON_DT_FLOOR";
+
+static model *open_model(backend *b, const char *dir, int max_seqs, int ctx, int max_tokens) {
+    model *m = NULL;
+    strata_err err = {0};
+    model_opts o = {.path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = max_seqs,
+                    .ctx_size = ctx, .max_tokens = max_tokens};
+    if (model_open(&m, &o, b, &err)) {
+        fprintf(stderr, "%s: %s\n", dir, err.msg);
+        return NULL;
+    }
+    return m;
+}
+
+/* Runs prompt through slot with chunk-sized forwards (a list of chunk sizes cycled),
+ * writing every position's logits into out [n, V]. */
+static int run_chunked(model *m, int slot, const int32_t *ids, int n, const int *chunks,
+                       int n_chunks, float *out) {
+    const model_info *in = model_get_info(m);
+    batch_buf bb;
+    strata_err err = {0};
+    int32_t rows[512];
+    if (batch_buf_init(&bb, in->max_tokens, in->max_seqs, &err)) return -1;
+    model_reset_slot(m, slot);
+    int rc = 0;
+    for (int pos = 0, c = 0; pos < n && !rc; c++) {
+        int len = chunks[c % n_chunks];
+        if (len > n - pos) len = n - pos;
+        batch_buf_clear(&bb);
+        batch_buf_add(&bb, slot, pos, len);
+        for (int i = 0; i < len; i++) rows[i] = i;
+        if (model_forward(m, &bb.bt, ids + pos, rows, len, out + (size_t)pos * in->vocab, &err)) {
+            fprintf(stderr, "forward: %s\n", err.msg);
+            rc = -1;
+        }
+        pos += len;
+    }
+    batch_buf_deinit(&bb);
+    return rc;
+}
+
+static void check_case(const char *name, model *m, const golden_case *gc, int vocab, int compat) {
+    float *a = malloc(sizeof(float) * (size_t)gc->n * vocab);
+    float *c = malloc(sizeof(float) * (size_t)gc->n * vocab);
+    int one_shot[] = {512}, odd[] = {3, 1, 7, 13, 64}, odd2[] = {3, 2, 7, 13, 5}, step[] = {1};
+    CHECK(run_chunked(m, 0, gc->prompt, gc->n, one_shot, 1, a) == 0);
+    golden_compare(name, "vs transformers", a, gc->logits, gc->n, vocab, F32_REL_TOL);
+    if (compat) {
+        /* every chunk floored like the one-shot prefill (a last chunk of 1 cannot occur
+         * for these prompt lengths but the first case, which is a single token anyway) */
+        CHECK(run_chunked(m, 1, gc->prompt, gc->n, odd2, 5, c) == 0);
+        golden_compare(name, "chunks >= 2 vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
+    } else {
+        CHECK(run_chunked(m, 1, gc->prompt, gc->n, odd, 5, c) == 0);
+        golden_compare(name, "odd chunks vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
+        CHECK(run_chunked(m, 2, gc->prompt, gc->n, step, 1, c) == 0);
+        golden_compare(name, "step by step vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
+    }
+    free(a);
+    free(c);
+}
+
+/* Greedy continuation from transformers' generate() (prefill, then one-token decodes):
+ * token for token, and each step's logits against the recorded ones. */
+static void check_greedy(const char *name, model *m, const golden_case *gc, int vocab,
+                         const float *glogits) {
+    float *lg = malloc(sizeof(float) * (size_t)gc->n * vocab);
+    int one_shot[] = {512};
+    CHECK(run_chunked(m, 0, gc->prompt, gc->n, one_shot, 1, lg) == 0);
+    float *last = lg + (size_t)(gc->n - 1) * vocab;
+    batch_buf bb;
+    strata_err err = {0};
+    batch_buf_init(&bb, 1, 1, &err);
+    for (int i = 0; i < gc->n_greedy; i++) {
+        const float *want = glogits + (size_t)i * vocab;
+        golden_compare(name, "greedy step logits", last, want, 1, vocab, F32_REL_TOL);
+        /* the fixture re-drew its prompt until every step's top-2 gap is >= 0.05: far more
+         * than the tolerance, so the token must match too */
+        CHECK(golden_top2_gap(want, vocab) >= 0.05f);
+        int32_t tok = golden_argmax(last, vocab), row = 0;
+        CHECK_MSG(tok == gc->greedy[i], "%s: greedy token %d is %d, transformers %d", name, i, tok,
+                  gc->greedy[i]);
+        if (tok != gc->greedy[i]) break;
+        batch_buf_clear(&bb);
+        batch_buf_add(&bb, 0, gc->n + i, 1);
+        CHECK(model_forward(m, &bb.bt, &tok, &row, 1, last, &err) == 0);
+    }
+    batch_buf_deinit(&bb);
+    free(lg);
+}
+
+/* All cases at once in one batch per step (one sequence per slot, each advancing by its
+ * own chunk size) give each case the logits it gets alone. */
+static void check_batched(const char *name, model *m, const golden_set *gs) {
+    const model_info *in = model_get_info(m);
+    int V = gs->vocab, nc = gs->n_cases < in->max_seqs ? gs->n_cases : in->max_seqs;
+    float *alone[8], *mixed[8];
+    int pos[8] = {0}, chunk[8] = {5, 1, 17, 2, 9, 3, 1, 4};
+    int one_shot[] = {512};
+    for (int c = 0; c < nc; c++) {
+        alone[c] = malloc(sizeof(float) * (size_t)gs->cases[c].n * V);
+        mixed[c] = malloc(sizeof(float) * (size_t)gs->cases[c].n * V);
+        CHECK(run_chunked(m, c, gs->cases[c].prompt, gs->cases[c].n, one_shot, 1, alone[c]) == 0);
+        model_reset_slot(m, c);
+    }
+    batch_buf bb;
+    strata_err err = {0};
+    batch_buf_init(&bb, in->max_tokens, in->max_seqs, &err);
+    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)in->max_tokens);
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)in->max_tokens);
+    float *lg = malloc(sizeof(float) * (size_t)in->max_tokens * V);
+    for (;;) {
+        batch_buf_clear(&bb);
+        int who[8], first[8], len[8], n_in = 0;
+        for (int c = 0; c < nc; c++) {
+            int l = gs->cases[c].n - pos[c];
+            if (l <= 0) continue;
+            if (l > chunk[c]) l = chunk[c];
+            first[n_in] = batch_buf_add(&bb, c, pos[c], l);
+            memcpy(tokens + first[n_in], gs->cases[c].prompt + pos[c], sizeof(int32_t) * (size_t)l);
+            who[n_in] = c;
+            len[n_in++] = l;
+        }
+        if (!n_in) break;
+        for (int i = 0; i < bb.bt.n_tokens; i++) rows[i] = i;
+        CHECK(model_forward(m, &bb.bt, tokens, rows, bb.bt.n_tokens, lg, &err) == 0);
+        for (int k = 0; k < n_in; k++) {
+            int c = who[k];
+            memcpy(mixed[c] + (size_t)pos[c] * V, lg + (size_t)first[k] * V,
+                   sizeof(float) * (size_t)len[k] * V);
+            pos[c] += len[k];
+        }
+    }
+    for (int c = 0; c < nc; c++) {
+        golden_compare(name, "batched vs alone", mixed[c], alone[c], gs->cases[c].n, V,
+                       SELF_REL_TOL);
+        free(alone[c]);
+        free(mixed[c]);
+    }
+    free(tokens);
+    free(rows);
+    free(lg);
+    batch_buf_deinit(&bb);
+}
+
+/* The fixture's floor mode (golden.json dt_floor_mode) selects ours. */
+static int fixture_compat(const golden_set *gs) {
+    const char *mode = json_string_value(json_object_get(gs->meta, "dt_floor_mode"));
+    return mode && !strcmp(mode, "prefill_only");
+}
+
+static float *load_f32(const char *dir, const char *file, size_t n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    float *v = malloc(sizeof(float) * n);
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(v, sizeof(float), n, f) : 0;
+    if (f) fclose(f);
+    if (got != n) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+static void test_fixture(backend *b, const char *name) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "tests/golden/%s", name);
+    golden_set gs;
+    if (golden_load(dir, &gs)) {
+        CHECK_MSG(0, "cannot load fixture %s", dir);
+        return;
+    }
+    int compat = fixture_compat(&gs);
+    if (compat) setenv(FLOOR_ENV, "prefill", 1);
+    else unsetenv(FLOOR_ENV);
+    model *m = open_model(b, dir, 4, 256, 256);
+    CHECK_MSG(m != NULL, "%s: model did not open", dir);
+    if (m) {
+        CHECK_EQ_INT(model_get_info(m)->vocab, gs.vocab);
+        CHECK_EQ_INT(model_get_info(m)->n_eos, 1);
+        CHECK_EQ_INT(model_get_info(m)->eos[0], 2);
+        json_t *cases = json_object_get(gs.meta, "cases");
+        for (int c = 0; c < gs.n_cases; c++) {
+            check_case(dir, m, &gs.cases[c], gs.vocab, compat);
+            if (!gs.cases[c].n_greedy) continue;
+            const char *gf = json_string_value(
+                json_object_get(json_array_get(cases, (size_t)c), "greedy_logits"));
+            float *gl = gf ? load_f32(dir, gf, (size_t)gs.cases[c].n_greedy * gs.vocab) : NULL;
+            CHECK_MSG(gl != NULL, "%s: greedy logits of case %d", dir, c);
+            if (gl) check_greedy(dir, m, &gs.cases[c], gs.vocab, gl);
+            free(gl);
+        }
+        if (!compat) check_batched(dir, m, &gs);
+        model_close(m);
+    }
+    unsetenv(FLOOR_ENV);
+    golden_free(&gs);
+}
+
+static void test_fixtures(void) {
+    backend *b = NULL;
+    strata_err err = {0};
+    CHECK(backend_cpu_create(2, &b, &err) == 0);
+    if (!b) return;
+    test_fixture(b, "nemotron_h_nofloor");
+    test_fixture(b, "nemotron_h_tiny");
+    backend_destroy(b);
+}
+
+/* The two fixtures differ where the floor bites, far beyond F32_REL_TOL, and running one
+ * fixture's checkpoint in the other's mode misses its logits: the option is what makes
+ * the transformers comparison pass, not a tolerance. */
+static void test_floor_matters(void) {
+    golden_set nf, fl;
+    CHECK(golden_load("tests/golden/nemotron_h_nofloor", &nf) == 0);
+    CHECK(golden_load("tests/golden/nemotron_h_tiny", &fl) == 0);
+    backend *b = NULL;
+    strata_err err = {0};
+    CHECK(backend_cpu_create(2, &b, &err) == 0);
+    const golden_case *c3 = &nf.cases[3];
+    size_t n = (size_t)c3->n * nf.vocab;
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)c3->logits[i] - fl.cases[3].logits[i]);
+        if (d > worst) worst = d;
+        if (fabs(c3->logits[i]) > scale) scale = fabs(c3->logits[i]);
+    }
+    CHECK_MSG(worst > 100 * F32_REL_TOL * scale, "fixtures differ by only %.3g", worst);
+    /* the floored checkpoint run without the option */
+    unsetenv(FLOOR_ENV);
+    model *m = open_model(b, "tests/golden/nemotron_h_tiny", 1, 256, 256);
+    float *a = malloc(sizeof(float) * n);
+    int one_shot[] = {512};
+    if (m && run_chunked(m, 0, c3->prompt, c3->n, one_shot, 1, a) == 0) {
+        double w2 = 0;
+        for (size_t i = 0; i < n; i++)
+            if (fabs((double)a[i] - fl.cases[3].logits[i]) > w2)
+                w2 = fabs((double)a[i] - fl.cases[3].logits[i]);
+        CHECK_MSG(w2 > 100 * F32_REL_TOL * scale,
+                  "default mode is within %.3g of the floored logits", w2);
+    } else {
+        CHECK(0);
+    }
+    free(a);
+    model_close(m);
+    backend_destroy(b);
+    golden_free(&nf);
+    golden_free(&fl);
+}
+
+/* Opens a copy of a fixture whose config.json has key set to value (NULL: removed), with
+ * the environment's floor mode env (NULL: unset). Returns the open's code, message in err. */
+static int open_edited(const char *fixture, const char *key, json_t *value, const char *env,
+                       strata_err *err) {
+    char dir[] = "/tmp/strata_nh_XXXXXX";
+    if (!mkdtemp(dir)) return -1;
+    char src[1024], dst[512], cwd[512];
+    snprintf(src, sizeof src, "tests/golden/%s/config.json", fixture);
+    json_t *cfg = json_load_file(src, 0, NULL);
+    if (value) json_object_set_new(cfg, key, value);
+    else json_object_del(cfg, key);
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    json_dump_file(cfg, dst, 0);
+    json_decref(cfg);
+    snprintf(src, sizeof src, "%s/tests/golden/%s/model.safetensors",
+             getcwd(cwd, sizeof cwd) ? cwd : ".", fixture);
+    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+    CHECK(symlink(src, dst) == 0);
+    backend *b = NULL;
+    model *m = NULL;
+    backend_cpu_create(1, &b, err);
+    if (env) setenv(FLOOR_ENV, env, 1);
+    model_opts o = {.path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = 1, .ctx_size = 64,
+                    .max_tokens = 16};
+    int rc = model_open(&m, &o, b, err);
+    unsetenv(FLOOR_ENV);
+    model_close(m);
+    backend_destroy(b);
+    unlink(dst);
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    unlink(dst);
+    rmdir(dir);
+    return rc;
+}
+
+static void expect_error(const char *fixture, const char *key, json_t *value, const char *needle) {
+    strata_err err = {0};
+    int rc = open_edited(fixture, key, value, NULL, &err);
+    CHECK_MSG(rc < 0 && strstr(err.msg, needle), "%s: expected an error naming '%s', got rc %d: %s",
+              key, needle, rc, err.msg);
+}
+
+static json_t *str_list(const char *const *s, int n) {
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_string(s[i]));
+    return a;
+}
+
+/* Config problems are reported with the field, checkpoint problems with the tensor. */
+static void test_bad_configs(void) {
+    const char *nf = "nemotron_h_nofloor", *tf = "nemotron_h_tiny";
+    expect_error(nf, "hidden_size", json_integer(32), "backbone.embeddings.weight");
+    expect_error(nf, "mamba_num_heads", json_integer(4), "mixer.in_proj.weight");
+    expect_error(nf, "ssm_state_size", json_integer(8), "mixer.in_proj.weight");
+    expect_error(nf, "head_dim", json_integer(16), "mixer.q_proj.weight");
+    expect_error(nf, "some_new_field", json_true(), "some_new_field");
+    expect_error(nf, "mlp_hidden_act", json_string("gelu"), "mlp_hidden_act");
+    expect_error(nf, "mamba_hidden_act", json_string("gelu"), "mamba_hidden_act");
+    expect_error(nf, "vocab_size", json_string("big"), "vocab_size");
+    expect_error(nf, "hybrid_override_pattern", json_string("M-M*"), "num_hidden_layers");
+    expect_error(nf, "hybrid_override_pattern", json_string("M-MX-"), "hybrid_override_pattern");
+    expect_error(nf, "hybrid_override_pattern", json_string("M-ME-"), "hybrid_override_pattern");
+    expect_error(nf, "hybrid_override_pattern", NULL, "hybrid_override_pattern");
+    expect_error(nf, "n_groups", json_integer(4), "n_groups");
+    expect_error(nf, "use_bias", json_true(), "use_bias");
+    expect_error(nf, "sliding_window", json_integer(8), "sliding_window");
+    expect_error(nf, "time_step_limit", json_pack("[f, f]", 0.0, 1.0), "time_step_limit");
+    expect_error(nf, "time_step_limit", json_string("none"), "time_step_limit");
+    const char *moe[] = {"linear_attention", "mlp", "linear_attention", "moe", "mlp"};
+    expect_error(tf, "layers_block_type", str_list(moe, 5), "layers_block_type[3]");
+    const char *shuffled[] = {"mlp", "linear_attention", "linear_attention", "full_attention",
+                              "mlp"};
+    expect_error(tf, "layers_block_type", str_list(shuffled, 5), "mixer.");
+    /* both spellings present: they must agree */
+    expect_error(tf, "hybrid_override_pattern", json_string("M-M-*"), "disagrees");
+    strata_err err = {0};
+    CHECK_MSG(open_edited(tf, "hybrid_override_pattern", json_string("M-M*-"), NULL, &err) == 0,
+              "both spellings, agreeing: %s", err.msg);
+    /* old transformers names, and the real hub's time_step_limit spelling */
+    const char *old[] = {"mamba", "mlp", "mamba", "attention", "mlp"};
+    CHECK_MSG(open_edited(tf, "layers_block_type", str_list(old, 5), NULL, &err) == 0,
+              "old layer names: %s", err.msg);
+    CHECK_MSG(open_edited(nf, "time_step_limit", json_pack("[f, s]", 0.0, "inf"), NULL, &err) == 0,
+              "time_step_limit [0, \"inf\"]: %s", err.msg);
+    CHECK(open_edited(nf, "time_step_limit", NULL, "sometimes", &err) < 0 &&
+          strstr(err.msg, FLOOR_ENV));
+}
+
+static void test_dummy_preset(void) {
+    /* The real 4B shapes with a context of 8 open and produce finite logits. */
+    backend *b = NULL;
+    model *m = NULL;
+    strata_err err = {0};
+    CHECK(backend_cpu_create(2, &b, &err) == 0);
+    unsetenv(FLOOR_ENV);
+    model_opts o = {.path = "nvidia/NVIDIA-Nemotron-3-Nano-4B-BF16", .load_dummy = 1,
+                    .weight_dtype = DTYPE_BF16, .max_seqs = 1, .ctx_size = 8, .max_tokens = 4,
+                    .seed = 7};
+    CHECK_MSG(model_open(&m, &o, b, &err) == 0, "%s", err.msg);
+    if (m) {
+        const model_info *in = model_get_info(m);
+        CHECK_EQ_INT(in->vocab, 131072);
+        /* §3 and §14: 7,947,113,664 bytes in bf16, less the 822,083,584-byte embedding
+         * table that decode gathers one row from */
+        CHECK_EQ_INT(in->weight_bytes, 7947113664LL - 822083584LL);
+        /* §9: 21 Mamba layers, f32 state [96, 80, 128] + window [3, 9728], read + written */
+        CHECK_EQ_INT(in->state_bytes, 21LL * 2 * (96 * 80 * 128 + 3 * 9728) * 4);
+        /* 4 attention layers, K and V [8, 128] f32 per position */
+        CHECK_EQ_INT(in->kv_bytes_per_token, 4LL * 2 * 8 * 128 * 4);
+        batch_buf bb;
+        batch_buf_init(&bb, 4, 1, &err);
+        batch_buf_add(&bb, 0, 0, 3);
+        int32_t ids[3] = {1, 131000, 5}, row = 2;
+        float *lg = malloc(sizeof(float) * 131072);
+        CHECK(model_forward(m, &bb.bt, ids, &row, 1, lg, &err) == 0);
+        int finite = 1;
+        for (int i = 0; i < 131072; i++)
+            finite &= lg[i] == lg[i] && lg[i] < 1e30f && lg[i] > -1e30f;
+        CHECK(finite);
+        /* out-of-vocabulary ids and positions past the context are refused, not run */
+        ids[1] = 131072;
+        CHECK(model_forward(m, &bb.bt, ids, &row, 1, lg, &err) == STRATA_ERANGE);
+        batch_buf_clear(&bb);
+        batch_buf_add(&bb, 0, 6, 3);
+        ids[1] = 7;
+        CHECK(model_forward(m, &bb.bt, ids, &row, 1, lg, &err) == STRATA_ERANGE);
+        free(lg);
+        batch_buf_deinit(&bb);
+        model_close(m);
+    }
+    backend_destroy(b);
+}
+
+int main(void) {
+    RUN(test_fixtures);
+    RUN(test_floor_matters);
+    RUN(test_bad_configs);
+    RUN(test_dummy_preset);
+    TEST_DONE();
+}
