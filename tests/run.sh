@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test binary of $BUILD/tests (and every tests/*/test_*.sh script) and
-# appends the counts to $BUILD/test-results so tests/summary.sh can print one line.
+# appends the counts to build/test-summary so tests/summary.sh can print one line.
 set -u
 BUILD=${BUILD:-build}
 pass=0; fail=0; failed=()
-results=$BUILD/test-results
-mkdir -p "$BUILD"
+mkdir -p "$BUILD/tests"
 for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
     name=$(basename "$t")
@@ -26,7 +25,6 @@ for s in tests/*/test_*.sh; do
     fi
 done
 echo "$BUILD: $pass passed, $fail failed"
-echo "$pass $fail" >> "$results.tmp.$$"
-mkdir -p build; echo "$BUILD $pass $fail" >> build/test-summary
-rm -f "$results.tmp.$$"
+mkdir -p build
+echo "$BUILD $pass $fail" >> build/test-summary
 [ "$fail" -eq 0 ]
