@@ -14,6 +14,7 @@
 
 #include "engine/batch.h"
 #include "engine/model.h"
+#include "tests/golden_run.h"
 #include "tests/golden_util.h"
 #include "tests/test.h"
 
@@ -33,49 +34,9 @@
 
 enum { RING_MAX_TOKENS = 16 }; /* ring of window 8 + 16 = 24 rows: wraps on every case */
 
-static model *open_model(backend *b, const char *dir, int max_seqs, int ctx, int max_tokens,
-                         int ple_on_device) {
-    model *m = NULL;
-    strata_err err = {0};
-    model_opts o = {dir, 0, DTYPE_COUNT, max_seqs, ctx, max_tokens, 0, ple_on_device};
-    if (model_open(&m, &o, b, &err)) {
-        fprintf(stderr, "%s: %s\n", dir, err.msg);
-        return NULL;
-    }
-    return m;
-}
-
-/* Runs prompt through slot with forwards of the given chunk sizes (cycled), writing
- * every position's logits into out [n, V]. */
-static int run_chunked(model *m, int slot, const int32_t *ids, int n, const int *chunks,
-                       int n_chunks, float *out) {
-    const model_info *in = model_get_info(m);
-    batch_buf bb;
-    strata_err err = {0};
-    int32_t rows[512];
-    if (batch_buf_init(&bb, in->max_tokens, in->max_seqs, &err)) return -1;
-    model_reset_slot(m, slot);
-    int rc = 0;
-    for (int pos = 0, c = 0; pos < n && !rc; c++) {
-        int len = chunks[c % n_chunks];
-        if (len > in->max_tokens) len = in->max_tokens;
-        if (len > n - pos) len = n - pos;
-        batch_buf_clear(&bb);
-        batch_buf_add(&bb, slot, pos, len);
-        for (int i = 0; i < len; i++) rows[i] = i;
-        if (model_forward(m, &bb.bt, ids + pos, rows, len, out + (size_t)pos * in->vocab, &err)) {
-            fprintf(stderr, "forward: %s\n", err.msg);
-            rc = -1;
-        }
-        pos += len;
-    }
-    batch_buf_deinit(&bb);
-    return rc;
-}
-
 static float *run_alloc(model *m, const golden_case *gc, const int *chunks, int n_chunks) {
     float *lg = malloc(sizeof(float) * (size_t)gc->n * model_get_info(m)->vocab);
-    CHECK(run_chunked(m, 0, gc->prompt, gc->n, chunks, n_chunks, lg) == 0);
+    CHECK(golden_run_chunked(m, 0, gc->prompt, gc->n, chunks, n_chunks, lg) == 0);
     return lg;
 }
 
@@ -136,64 +97,10 @@ static void check_greedy(const char *name, model *m, const golden_case *gc, int 
     free(lg);
 }
 
-/* All cases in one batch per step (one sequence per slot, each advancing by its own
- * chunk size, at most max_tokens in all) give each case the logits it gets alone. */
-static void check_batched(const char *name, model *m, const golden_set *gs, const int *chunk) {
-    const model_info *in = model_get_info(m);
-    int V = gs->vocab, nc = gs->n_cases < in->max_seqs ? gs->n_cases : in->max_seqs;
-    float *alone[8], *mixed[8];
-    int pos[8] = {0};
-    int one_shot[] = {512};
-    for (int c = 0; c < nc; c++) {
-        alone[c] = malloc(sizeof(float) * (size_t)gs->cases[c].n * V);
-        mixed[c] = malloc(sizeof(float) * (size_t)gs->cases[c].n * V);
-        CHECK(run_chunked(m, c, gs->cases[c].prompt, gs->cases[c].n, one_shot, 1, alone[c]) == 0);
-        model_reset_slot(m, c);
-    }
-    batch_buf bb;
-    strata_err err = {0};
-    batch_buf_init(&bb, in->max_tokens, in->max_seqs, &err);
-    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)in->max_tokens);
-    int32_t *rows = malloc(sizeof(int32_t) * (size_t)in->max_tokens);
-    float *lg = malloc(sizeof(float) * (size_t)in->max_tokens * V);
-    for (;;) {
-        batch_buf_clear(&bb);
-        int who[8], first[8], len[8], n_in = 0;
-        for (int c = 0; c < nc; c++) {
-            int l = gs->cases[c].n - pos[c];
-            if (l <= 0) continue;
-            if (l > chunk[c]) l = chunk[c];
-            first[n_in] = batch_buf_add(&bb, c, pos[c], l);
-            memcpy(tokens + first[n_in], gs->cases[c].prompt + pos[c], sizeof(int32_t) * (size_t)l);
-            who[n_in] = c;
-            len[n_in++] = l;
-        }
-        if (!n_in) break;
-        for (int i = 0; i < bb.bt.n_tokens; i++) rows[i] = i;
-        CHECK(model_forward(m, &bb.bt, tokens, rows, bb.bt.n_tokens, lg, &err) == 0);
-        for (int k = 0; k < n_in; k++) {
-            int c = who[k];
-            memcpy(mixed[c] + (size_t)pos[c] * V, lg + (size_t)first[k] * V,
-                   sizeof(float) * (size_t)len[k] * V);
-            pos[c] += len[k];
-        }
-    }
-    for (int c = 0; c < nc; c++) {
-        golden_compare(name, "batched vs alone", mixed[c], alone[c], gs->cases[c].n, V,
-                       SELF_REL_TOL);
-        free(alone[c]);
-        free(mixed[c]);
-    }
-    free(tokens);
-    free(rows);
-    free(lg);
-    batch_buf_deinit(&bb);
-}
-
 /* §5: rows gathered on the host and uploaded == rows gathered by the backend, to the bit,
  * in one shot, in odd chunks and step by step. */
 static void check_ple_paths(backend *b, const char *dir, model *host, const golden_set *gs) {
-    model *dev = open_model(b, dir, 4, 256, 256, 1);
+    model *dev = golden_open(b, dir, 4, 256, 256, 1);
     CHECK_MSG(dev != NULL, "%s: model with ple_on_device did not open", dir);
     if (!dev) return;
     int chunks[3][6] = {{512}, {3, 1, 7, 13, 64, 9}, {1}};
@@ -216,8 +123,8 @@ static void test_fixture(backend *b, const char *dir) {
         CHECK_MSG(0, "cannot load fixture %s", dir);
         return;
     }
-    model *m = open_model(b, dir, 4, 256, 256, 0);
-    model *r = open_model(b, dir, 4, 256, RING_MAX_TOKENS, 0);
+    model *m = golden_open(b, dir, 4, 256, 256, 0);
+    model *r = golden_open(b, dir, 4, 256, RING_MAX_TOKENS, 0);
     CHECK_MSG(m && r, "%s: model did not open", dir);
     if (m && r) {
         CHECK_EQ_INT(model_get_info(m)->vocab, gs.vocab);
@@ -228,8 +135,8 @@ static void test_fixture(backend *b, const char *dir) {
             if (gs.cases[c].n_greedy && !gs.is_bf16) check_greedy(dir, m, &gs.cases[c], gs.vocab);
         }
         int wide[8] = {5, 1, 17, 2}, narrow[8] = {5, 1, 7, 3}; /* narrow: 16 tokens a step */
-        check_batched(dir, m, &gs, wide);
-        check_batched(dir, r, &gs, narrow);
+        golden_check_batched(dir, m, &gs, wide, SELF_REL_TOL);
+        golden_check_batched(dir, r, &gs, narrow, SELF_REL_TOL);
         check_ple_paths(b, dir, m, &gs);
     }
     model_close(m);
@@ -290,9 +197,9 @@ static int case_logits(const char *dir, const golden_case *gc, float *out) {
     backend *b = NULL;
     strata_err err = {0};
     if (backend_cpu_create(1, &b, &err)) return -1;
-    model *m = open_model(b, dir, 1, 64, 16, 0);
+    model *m = golden_open(b, dir, 1, 64, 16, 0);
     int one_shot[] = {512};
-    int rc = m ? run_chunked(m, 0, gc->prompt, gc->n, one_shot, 1, out) : -1;
+    int rc = m ? golden_run_chunked(m, 0, gc->prompt, gc->n, one_shot, 1, out) : -1;
     model_close(m);
     backend_destroy(b);
     return rc;

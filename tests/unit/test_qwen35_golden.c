@@ -12,7 +12,10 @@
 #include "engine/batch.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
+#include "tests/golden_run.h"
 #include "tests/golden_util.h"
+
+static const int golden_batch_chunks[8] = {5, 1, 17, 2, 9, 3, 1, 4};
 #include "tests/test.h"
 
 /* f32 fixtures: our recurrence and T's chunked (64-token, triangular solve) delta rule
@@ -28,50 +31,11 @@
  * logits are not compared; greedy choices are, wherever T's top-2 gap is >= 1.0. */
 #define BF16_MIN_GAP 1.0f
 
-static model *open_model(backend *b, const char *dir, int max_seqs, int ctx, int max_tokens) {
-    model *m = NULL;
-    strata_err err = {0};
-    model_opts o = {.path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = max_seqs,
-                    .ctx_size = ctx, .max_tokens = max_tokens};
-    if (model_open(&m, &o, b, &err)) {
-        fprintf(stderr, "%s: %s\n", dir, err.msg);
-        return NULL;
-    }
-    return m;
-}
-
-/* Runs prompt through slot with chunk-sized forwards (a list of chunk sizes cycled),
- * writing every position's logits into out [n, V]. */
-static int run_chunked(model *m, int slot, const int32_t *ids, int n, const int *chunks,
-                       int n_chunks, float *out) {
-    const model_info *in = model_get_info(m);
-    batch_buf bb;
-    strata_err err = {0};
-    int32_t rows[512];
-    if (batch_buf_init(&bb, in->max_tokens, in->max_seqs, &err)) return -1;
-    model_reset_slot(m, slot);
-    int rc = 0;
-    for (int pos = 0, c = 0; pos < n && !rc; c++) {
-        int len = chunks[c % n_chunks];
-        if (len > n - pos) len = n - pos;
-        batch_buf_clear(&bb);
-        batch_buf_add(&bb, slot, pos, len);
-        for (int i = 0; i < len; i++) rows[i] = i;
-        if (model_forward(m, &bb.bt, ids + pos, rows, len, out + (size_t)pos * in->vocab, &err)) {
-            fprintf(stderr, "forward: %s\n", err.msg);
-            rc = -1;
-        }
-        pos += len;
-    }
-    batch_buf_deinit(&bb);
-    return rc;
-}
-
 static void check_case_f32(const char *name, model *m, const golden_case *gc, int vocab, int is_bf16) {
     float *a = malloc(sizeof(float) * (size_t)gc->n * vocab);
     float *c = malloc(sizeof(float) * (size_t)gc->n * vocab);
     int one_shot[] = {512}, odd[] = {3, 1, 7, 13, 64}, step[] = {1};
-    CHECK(run_chunked(m, 0, gc->prompt, gc->n, one_shot, 1, a) == 0);
+    CHECK(golden_run_chunked(m, 0, gc->prompt, gc->n, one_shot, 1, a) == 0);
     if (is_bf16) {
         int agree = 0, judged = 0;
         for (int p = 0; p < gc->n; p++) {
@@ -86,9 +50,9 @@ static void check_case_f32(const char *name, model *m, const golden_case *gc, in
     } else {
         golden_compare(name, "vs transformers", a, gc->logits, gc->n, vocab, F32_REL_TOL);
     }
-    CHECK(run_chunked(m, 1, gc->prompt, gc->n, odd, 5, c) == 0);
+    CHECK(golden_run_chunked(m, 1, gc->prompt, gc->n, odd, 5, c) == 0);
     golden_compare(name, "odd chunks vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
-    CHECK(run_chunked(m, 2, gc->prompt, gc->n, step, 1, c) == 0);
+    CHECK(golden_run_chunked(m, 2, gc->prompt, gc->n, step, 1, c) == 0);
     golden_compare(name, "step by step vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
     free(a);
     free(c);
@@ -98,7 +62,7 @@ static void check_case_f32(const char *name, model *m, const golden_case *gc, in
 static void check_greedy(const char *name, model *m, const golden_case *gc, int vocab) {
     float *lg = malloc(sizeof(float) * (size_t)gc->n * vocab);
     int one_shot[] = {512};
-    CHECK(run_chunked(m, 0, gc->prompt, gc->n, one_shot, 1, lg) == 0);
+    CHECK(golden_run_chunked(m, 0, gc->prompt, gc->n, one_shot, 1, lg) == 0);
     float *last = lg + (size_t)(gc->n - 1) * vocab;
     batch_buf bb;
     strata_err err = {0};
@@ -117,68 +81,13 @@ static void check_greedy(const char *name, model *m, const golden_case *gc, int 
     free(lg);
 }
 
-/* All cases at once in one batch per step (one sequence per slot, each advancing
- * by its own chunk size) give each case the logits it gets alone. */
-static void check_batched(const char *name, model *m, const golden_set *gs) {
-    const model_info *in = model_get_info(m);
-    int V = gs->vocab, nc = gs->n_cases < in->max_seqs ? gs->n_cases : in->max_seqs;
-    float *alone[8], *mixed[8];
-    int pos[8] = {0}, chunk[8] = {5, 1, 17, 2, 9, 3, 1, 4};
-    int one_shot[] = {512};
-    for (int c = 0; c < nc; c++) {
-        alone[c] = malloc(sizeof(float) * (size_t)gs->cases[c].n * V);
-        mixed[c] = malloc(sizeof(float) * (size_t)gs->cases[c].n * V);
-        CHECK(run_chunked(m, c, gs->cases[c].prompt, gs->cases[c].n, one_shot, 1, alone[c]) == 0);
-        model_reset_slot(m, c);
-    }
-    batch_buf bb;
-    strata_err err = {0};
-    batch_buf_init(&bb, in->max_tokens, in->max_seqs, &err);
-    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)in->max_tokens);
-    int32_t *rows = malloc(sizeof(int32_t) * (size_t)in->max_tokens);
-    float *lg = malloc(sizeof(float) * (size_t)in->max_tokens * V);
-    for (int busy = 1; busy;) {
-        busy = 0;
-        batch_buf_clear(&bb);
-        int who[8], first[8], len[8], n_in = 0;
-        for (int c = 0; c < nc; c++) {
-            int l = gs->cases[c].n - pos[c];
-            if (l <= 0) continue;
-            if (l > chunk[c]) l = chunk[c];
-            first[n_in] = batch_buf_add(&bb, c, pos[c], l);
-            memcpy(tokens + first[n_in], gs->cases[c].prompt + pos[c], sizeof(int32_t) * (size_t)l);
-            who[n_in] = c;
-            len[n_in++] = l;
-            busy = 1;
-        }
-        if (!busy) break;
-        for (int i = 0; i < bb.bt.n_tokens; i++) rows[i] = i;
-        CHECK(model_forward(m, &bb.bt, tokens, rows, bb.bt.n_tokens, lg, &err) == 0);
-        for (int k = 0; k < n_in; k++) {
-            int c = who[k];
-            memcpy(mixed[c] + (size_t)pos[c] * V, lg + (size_t)first[k] * V,
-                   sizeof(float) * (size_t)len[k] * V);
-            pos[c] += len[k];
-        }
-    }
-    for (int c = 0; c < nc; c++) {
-        golden_compare(name, "batched vs alone", mixed[c], alone[c], gs->cases[c].n, V, SELF_REL_TOL);
-        free(alone[c]);
-        free(mixed[c]);
-    }
-    free(tokens);
-    free(rows);
-    free(lg);
-    batch_buf_deinit(&bb);
-}
-
 static void test_fixture(backend *b, const char *dir) {
     golden_set gs;
     if (golden_load(dir, &gs)) {
         CHECK_MSG(0, "cannot load fixture %s", dir);
         return;
     }
-    model *m = open_model(b, dir, 4, 256, 256);
+    model *m = golden_open(b, dir, 4, 256, 256, 0);
     CHECK_MSG(m != NULL, "%s: model did not open", dir);
     if (m) {
         CHECK_EQ_INT(model_get_info(m)->vocab, gs.vocab);
@@ -186,7 +95,7 @@ static void test_fixture(backend *b, const char *dir) {
             check_case_f32(dir, m, &gs.cases[c], gs.vocab, gs.is_bf16);
             if (gs.cases[c].n_greedy && !gs.is_bf16) check_greedy(dir, m, &gs.cases[c], gs.vocab);
         }
-        check_batched(dir, m, &gs);
+        golden_check_batched(dir, m, &gs, golden_batch_chunks, SELF_REL_TOL);
         model_close(m);
     }
     golden_free(&gs);

@@ -1,0 +1,113 @@
+/* golden_run.h - running a model over golden prompts the ways the golden tests compare:
+ * in chunks of given sizes, and batched with the other cases. Test-only; shared by
+ * tests/unit/test_<arch>_golden.c. */
+#ifndef STRATA_GOLDEN_RUN_H
+#define STRATA_GOLDEN_RUN_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/batch.h"
+#include "engine/model.h"
+#include "tests/golden_util.h"
+
+static model *golden_open(backend *b, const char *dir, int max_seqs, int ctx, int max_tokens,
+                          int ple_on_device) {
+    model *m = NULL;
+    strata_err err = {0};
+    model_opts o = {.path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = max_seqs,
+                    .ctx_size = ctx, .max_tokens = max_tokens, .ple_on_device = ple_on_device};
+    if (model_open(&m, &o, b, &err)) {
+        fprintf(stderr, "%s: %s\n", dir, err.msg);
+        return NULL;
+    }
+    return m;
+}
+
+/* Runs prompt through slot with forwards of the given chunk sizes (cycled, capped at
+ * the model's max_tokens), writing every position's logits into out [n, V]. */
+static int golden_run_chunked(model *m, int slot, const int32_t *ids, int n, const int *chunks,
+                              int n_chunks, float *out) {
+    const model_info *in = model_get_info(m);
+    batch_buf bb;
+    strata_err err = {0};
+    int32_t rows[512];
+    if (batch_buf_init(&bb, in->max_tokens, in->max_seqs, &err)) return -1;
+    model_reset_slot(m, slot);
+    int rc = 0;
+    for (int pos = 0, c = 0; pos < n && !rc; c++) {
+        int len = chunks[c % n_chunks];
+        if (len > in->max_tokens) len = in->max_tokens;
+        if (len > 512) len = 512;
+        if (len > n - pos) len = n - pos;
+        batch_buf_clear(&bb);
+        batch_buf_add(&bb, slot, pos, len);
+        for (int i = 0; i < len; i++) rows[i] = i;
+        if (model_forward(m, &bb.bt, ids + pos, rows, len, out + (size_t)pos * in->vocab, &err)) {
+            fprintf(stderr, "forward: %s\n", err.msg);
+            rc = -1;
+        }
+        pos += len;
+    }
+    batch_buf_deinit(&bb);
+    return rc;
+}
+
+/* All cases in one batch per step (one sequence per slot, case c advancing by chunk[c]
+ * tokens a step) must give each case the logits it gets alone, within rel_tol. */
+static void golden_check_batched(const char *name, model *m, const golden_set *gs,
+                                 const int *chunk, double rel_tol) {
+    const model_info *in = model_get_info(m);
+    int V = gs->vocab, nc = gs->n_cases < in->max_seqs ? gs->n_cases : in->max_seqs;
+    if (nc > 8) nc = 8;
+    float *alone[8], *mixed[8];
+    int pos[8] = {0}, one_shot[] = {512};
+    for (int c = 0; c < nc; c++) {
+        alone[c] = malloc(sizeof(float) * (size_t)gs->cases[c].n * V);
+        mixed[c] = malloc(sizeof(float) * (size_t)gs->cases[c].n * V);
+        CHECK(golden_run_chunked(m, c, gs->cases[c].prompt, gs->cases[c].n, one_shot, 1,
+                                 alone[c]) == 0);
+        model_reset_slot(m, c);
+    }
+    batch_buf bb;
+    strata_err err = {0};
+    batch_buf_init(&bb, in->max_tokens, in->max_seqs, &err);
+    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)in->max_tokens);
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)in->max_tokens);
+    float *lg = malloc(sizeof(float) * (size_t)in->max_tokens * V);
+    for (;;) {
+        batch_buf_clear(&bb);
+        int who[8], first[8], len[8], n_in = 0;
+        for (int c = 0; c < nc; c++) {
+            int l = gs->cases[c].n - pos[c];
+            if (l <= 0) continue;
+            if (l > chunk[c]) l = chunk[c];
+            first[n_in] = batch_buf_add(&bb, c, pos[c], l);
+            if (first[n_in] < 0) break; /* step full: the rest waits for the next one */
+            memcpy(tokens + first[n_in], gs->cases[c].prompt + pos[c], sizeof(int32_t) * (size_t)l);
+            who[n_in] = c;
+            len[n_in++] = l;
+        }
+        if (!n_in) break;
+        for (int i = 0; i < bb.bt.n_tokens; i++) rows[i] = i;
+        CHECK(model_forward(m, &bb.bt, tokens, rows, bb.bt.n_tokens, lg, &err) == 0);
+        for (int k = 0; k < n_in; k++) {
+            int c = who[k];
+            memcpy(mixed[c] + (size_t)pos[c] * V, lg + (size_t)first[k] * V,
+                   sizeof(float) * (size_t)len[k] * V);
+            pos[c] += len[k];
+        }
+    }
+    for (int c = 0; c < nc; c++) {
+        golden_compare(name, "batched vs alone", mixed[c], alone[c], gs->cases[c].n, V, rel_tol);
+        free(alone[c]);
+        free(mixed[c]);
+    }
+    free(tokens);
+    free(rows);
+    free(lg);
+    batch_buf_deinit(&bb);
+}
+
+#endif
