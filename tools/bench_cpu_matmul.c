@@ -1,24 +1,65 @@
 /* bench_cpu_matmul.c - matmul bandwidth of the CPU backend against this machine's
- * measured read bandwidth (the decode roofline), on Qwen3.5-0.8B shapes.
+ * measured read bandwidth (the decode roofline), on the decode shapes of the models we
+ * serve on CPU (Qwen3.5-0.8B, Gemma 4 E2B, Nemotron 3 Nano 4B) or on shapes given as
+ * arguments.
  *
  * Build and run from the repo root (after `make`, which builds build/libstrata.a):
  *   gcc -std=c11 -O2 -D_GNU_SOURCE -I. -pthread tools/bench_cpu_matmul.c build/libstrata.a \
- *       -o build/bench_cpu_matmul -lm && build/bench_cpu_matmul [threads] [isa]
- * or, without the rest of the library:
- *   gcc ... tools/bench_cpu_matmul.c kernels/cpu/ *.o engine/dtype.c engine/err.c
- * isa: scalar | avx2 | avx512 (default: the best this CPU runs). */
+ *       -o build/bench_cpu_matmul -lm
+ *   build/bench_cpu_matmul [-t threads] [-i isa] [-m m,m,...] [-d bf16|f32] [NxK ...]
+ * isa: scalar | avx2 | avx512 (default: the best this CPU runs); m defaults to 1; with no
+ * NxK the built-in decode shapes run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_backend.h"
 
+typedef struct {
+    const char *what;
+    int n, k;
+} bench_shape;
+
+static const bench_shape bench_shapes[] = {
+    {"qwen3.5-0.8b gate/up", 3584, 1024},   {"qwen3.5-0.8b down", 1024, 3584},
+    {"qwen3.5-0.8b qkv", 6144, 1024},       {"qwen3.5-0.8b lm_head", 248320, 1024},
+    {"gemma4-e2b gate/up", 6144, 1536},     {"gemma4-e2b down", 1536, 6144},
+    {"gemma4-e2b gate/up x2", 12288, 1536}, {"gemma4-e2b down x2", 1536, 12288},
+    {"gemma4-e2b ple gate", 256, 1536},     {"gemma4-e2b lm_head", 262144, 1536},
+    {"nemotron-4b up", 12544, 3136},        {"nemotron-4b down", 3136, 12544},
+    {"nemotron-4b in_proj", 17504, 3136},   {"nemotron-4b out_proj", 3136, 7680},
+    {"nemotron-4b lm_head", 131072, 3136},
+};
+
 int main(int argc, char **argv) {
-    int threads = argc > 1 ? atoi(argv[1]) : 2;
+    int threads = 2, ms[16] = {1}, n_ms = 1;
     cpu_isa isa = CPU_ISA_AUTO;
-    if (argc > 2)
-        for (int i = 0; i < CPU_ISA_COUNT; i++)
-            if (strcmp(argv[2], cpu_backend_isa_name((cpu_isa)i)) == 0) isa = (cpu_isa)i;
+    dtype dt = DTYPE_BF16;
+    bench_shape args[64];
+    int n_args = 0;
+    for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "-t") == 0 && a + 1 < argc) {
+            threads = atoi(argv[++a]);
+        } else if (strcmp(argv[a], "-i") == 0 && a + 1 < argc) {
+            ++a;
+            for (int i = 0; i < CPU_ISA_COUNT; i++)
+                if (strcmp(argv[a], cpu_backend_isa_name((cpu_isa)i)) == 0) isa = (cpu_isa)i;
+        } else if (strcmp(argv[a], "-d") == 0 && a + 1 < argc) {
+            dt = strcmp(argv[++a], "f32") == 0 ? DTYPE_F32 : DTYPE_BF16;
+        } else if (strcmp(argv[a], "-m") == 0 && a + 1 < argc) {
+            n_ms = 0;
+            for (char *s = argv[++a]; *s && n_ms < 16; s = strchr(s, ',') ? strchr(s, ',') + 1 : "")
+                ms[n_ms++] = atoi(s);
+        } else if (n_args < 64 && sscanf(argv[a], "%dx%d", &args[n_args].n, &args[n_args].k) == 2) {
+            args[n_args++].what = argv[a];
+        } else {
+            fprintf(stderr, "usage: %s [-t threads] [-i isa] [-m m,...] [-d bf16|f32] [NxK ...]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    const bench_shape *shapes = n_args ? args : bench_shapes;
+    size_t n_shapes = n_args ? (size_t)n_args : sizeof bench_shapes / sizeof *bench_shapes;
     strata_err err = {0};
     backend *b = NULL;
     if (cpu_backend_create_isa(threads, isa, &b, &err) != 0) {
@@ -26,37 +67,24 @@ int main(int argc, char **argv) {
         return 1;
     }
     double bw = cpu_membw_read_gbs(b, (size_t)1 << 30);
-    printf("cpu backend: %d threads, isa %s; streaming read %.1f GB/s (1 GiB)\n", threads,
-           cpu_backend_isa_name(cpu_backend_isa(b)), bw);
-    static const struct {
-        const char *what;
-        int n, k;
-    } shapes[] = {
-        {"gate/up  [3584,1024]", 3584, 1024},
-        {"down     [1024,3584]", 1024, 3584},
-        {"qkv      [6144,1024]", 6144, 1024},
-        {"lm_head  [248320,1024]", 248320, 1024},
-    };
-    static const int ms[] = {1, 4, 8, 64, 256};
-    static const dtype dts[] = {DTYPE_BF16, DTYPE_F32};
-    for (size_t di = 0; di < 2; di++)
-        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
-            for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
-                int m = ms[mi], n = shapes[si].n, k = shapes[si].k;
-                if (dts[di] == DTYPE_F32 && m > 1) continue;
-                double wbytes = (double)n * k * (dts[di] == DTYPE_F32 ? 4 : 2);
-                int reps = (int)(4e9 / (wbytes * (m > 8 ? m / 4 : 1)));
-                reps = reps < 2 ? 2 : reps > 200 ? 200 : reps;
-                double gbs = 0, sec = 0;
-                if (cpu_membw_matmul_gbs(b, n, k, dts[di], m, reps, &gbs, &sec, &err) != 0) {
-                    fprintf(stderr, "bench: %s\n", err.msg);
-                    continue;
-                }
-                printf("%-5s %s m=%-4d %8.3f ms  %6.1f GB/s weights (%3.0f%% of read bw)  %7.1f "
-                       "GFLOP/s\n",
-                       dtype_name(dts[di]), shapes[si].what, m, sec * 1e3, gbs, 100 * gbs / bw,
-                       2.0 * m * n * k / sec * 1e-9);
+    printf("cpu backend: %d threads, isa %s; streaming read %.1f GB/s (1 GiB, huge pages)\n",
+           threads, cpu_backend_isa_name(cpu_backend_isa(b)), bw);
+    for (size_t si = 0; si < n_shapes; si++)
+        for (int mi = 0; mi < n_ms; mi++) {
+            int m = ms[mi], n = shapes[si].n, k = shapes[si].k;
+            double wbytes = (double)n * k * dtype_size(dt);
+            int reps = (int)(4e9 / (wbytes * (m > 8 ? m / 4 : 1)));
+            reps = reps < 3 ? 3 : reps > 400 ? 400 : reps;
+            double gbs = 0, sec = 0;
+            if (cpu_membw_matmul_gbs(b, n, k, dt, m, reps, &gbs, &sec, &err) != 0) {
+                fprintf(stderr, "bench: %s\n", err.msg);
+                continue;
             }
+            printf("%-4s %-24s [%6d,%5d] m=%-4d %8.3f ms %6.1f GB/s (%3.0f%% of read bw) %7.1f "
+                   "GFLOP/s\n",
+                   dtype_name(dt), shapes[si].what, n, k, m, sec * 1e3, gbs, 100 * gbs / bw,
+                   2.0 * m * n * k / sec * 1e-9);
+        }
     backend_destroy(b);
     return 0;
 }

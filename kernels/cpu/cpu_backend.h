@@ -34,14 +34,19 @@ int cpu_backend_create_isa(int n_threads, cpu_isa isa, backend **out, strata_err
 /* The ISA a CPU backend runs. */
 cpu_isa cpu_backend_isa(const backend *b);
 
-/* Multi-threaded streaming read bandwidth in GB/s (1e9 bytes/s): sums a buffer of
- * `bytes` (use much more than the last-level cache, e.g. 1 GiB) on every pool thread in
- * 32 MiB windows and returns the best window of three passes. Allocates and frees the
- * buffer; 0 when it cannot allocate. Not for the step loop. Thread: the backend's thread. */
+/* Multi-threaded streaming read bandwidth in GB/s (1e9 bytes/s), the decode roofline:
+ * sums a buffer of `bytes` (use much more than the last-level cache, e.g. 1 GiB) on every
+ * pool thread in 32 MiB windows (one contiguous range per thread, as a matmul splits W)
+ * and returns the best window of three passes, i.e. the peak rate of a ~1 ms read at this
+ * moment. The buffer is 2 MiB aligned and asked for transparent huge pages like the
+ * weights and caches decode reads (engine/wsrc.c, the backend's alloc); it is fully
+ * THP-backed when the kernel has huge pages to give (checked with AnonHugePages). Allocates
+ * and frees the buffer; 0 when it cannot allocate. Not for the step loop. Thread: the
+ * backend's thread. */
 double cpu_membw_read_gbs(backend *b, size_t bytes);
 /* Bandwidth one matmul shape reaches: times reps calls of out[m, n] = x[m, k] · Wᵀ, each on
- * a different copy of a random W of dtype dt (together > 512 MiB, so W comes from memory
- * as in decode), and returns the weight bytes per second of the fastest call in GB/s
+ * a different copy of a random W of dtype dt (together > 512 MiB, huge pages, so W comes
+ * from memory as in decode), and returns the weight bytes per second of the fastest call in GB/s
  * through *gbs (and its seconds through *sec when not NULL). Allocates its own W, x, out.
  * Not for the step loop. */
 int cpu_membw_matmul_gbs(backend *b, int n, int k, dtype dt, int m, int reps, double *gbs,

@@ -68,8 +68,12 @@ AI void avx2_tile(float *out, int ldo, const float *x, int k, const void *w, dty
         }
 }
 
+/* Software prefetch distance of the decode weight stream (see AVX512_PF_BYTES). */
+#define AVX2_PF_BYTES 4096
+
 /* out[i, j] for i < MR against the single W row j, k unrolled U times: one sequential
- * weight stream per thread for decode (see avx512_row in cpu_kernels_avx512.c). */
+ * weight stream per thread for decode, prefetched AVX2_PF_BYTES ahead (see avx512_row in
+ * cpu_kernels_avx512.c). */
 AI void avx2_row(float *out, int ldo, const float *x, int k, const void *w, dtype dt, int j,
                  const int MR, const int U) {
     __m256 acc[4][4];
@@ -79,8 +83,12 @@ AI void avx2_row(float *out, int ldo, const float *x, int k, const void *w, dtyp
 #pragma GCC unroll 4
         for (int u = 0; u < U; u++)
             acc[i][u] = _mm256_setzero_ps();
+    const int es = dt == DTYPE_F32 ? 4 : 2;
     int l = 0;
     for (; l + 8 * U <= k; l += 8 * U) {
+#pragma GCC unroll 4
+        for (int q = 0; q < 8 * U * es; q += 64)
+            _mm_prefetch((const char *)w + (row + l) * es + AVX2_PF_BYTES + q, _MM_HINT_T0);
 #pragma GCC unroll 4
         for (int u = 0; u < U; u++) {
             __m256 wv = avx2_ldw(w, row + l + 8 * u, dt);

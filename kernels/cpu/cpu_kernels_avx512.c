@@ -61,15 +61,29 @@ AI void avx512_tile(float *out, int ldo, const float *x, int k, const void *w, d
             out[(size_t)i * ldo + j + r] = _mm512_reduce_add_ps(acc[i][r]);
 }
 
+/* Software prefetch distance for the decode weight stream, in bytes ahead of the loads.
+ * The hardware prefetchers alone left m = 1 at 75-90% of the streaming-read probe, and at
+ * ~50% when x does not fit in L1 (k >= 8192); prefetching every line 4 KiB ahead into L1
+ * raised all shapes by 5-40% (tools/bench_cpu_matmul.c, AMD EPYC Zen 5). Prefetches never
+ * fault, so running past the end of W is harmless. */
+#define AVX512_PF_BYTES 4096
+
+/* Prefetches the `bytes` of W that one unrolled step reads, PF bytes ahead of p. */
+AI void avx512_prefetch(const void *p, int bytes, int pf) {
+#pragma GCC unroll 4
+    for (int q = 0; q < bytes; q += 64)
+        _mm_prefetch((const char *)p + pf + q, _MM_HINT_T0);
+}
+
 /* out[i, j] for i < MR against the single W row j, k unrolled U times (MR·U independent
  * accumulators hide the FMA latency). Walking W one row after another makes each thread
- * one sequential stream, which the hardware prefetcher follows at full speed; four rows
- * read side by side (the 4×4 tile) reached only ~55-70% of the streaming-read probe on
- * m = 1 (measured on the dev machine, AMD EPYC Zen 5). */
+ * one sequential stream; four rows read side by side (the 4×4 tile) reached only ~55-70%
+ * of the streaming-read probe on m = 1 (measured on the dev machine, AMD EPYC Zen 5). */
 AI void avx512_row(float *out, int ldo, const float *x, int k, const void *w, dtype dt, int j,
                    const int MR, const int U) {
     __m512 acc[4][4];
     const size_t row = (size_t)j * k;
+    const int es = dt == DTYPE_F32 ? 4 : 2;
 #pragma GCC unroll 4
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
@@ -77,6 +91,7 @@ AI void avx512_row(float *out, int ldo, const float *x, int k, const void *w, dt
             acc[i][u] = _mm512_setzero_ps();
     int l = 0;
     for (; l + 16 * U <= k; l += 16 * U) {
+        avx512_prefetch((const char *)w + (row + l) * es, 16 * U * es, AVX512_PF_BYTES);
 #pragma GCC unroll 4
         for (int u = 0; u < U; u++) {
             __m512 wv = avx512_ldw(w, row + l + 16 * u, dt, (__mmask16)0xffff);
@@ -103,8 +118,65 @@ AI void avx512_row(float *out, int ldo, const float *x, int k, const void *w, dt
     }
 }
 
+/* x rows longer than this (in floats) no longer fit in L1 next to the weight stream. */
+#ifndef AVX512_WIDE_K
+#define AVX512_WIDE_K 8192
+#endif
+
+/* out[j + r] for r < R: one x row against R consecutive W rows, k unrolled twice. For a
+ * wide x (k > AVX512_WIDE_K, e.g. the 12288-wide Gemma 4 down projection) each x vector
+ * comes from L2, and sharing it between R rows cuts that traffic R times: R = 3 reached
+ * ~33 GB/s where one row at a time reached ~28 (Zen 5, one thread). For narrower x the
+ * single-row walk is faster (R streams side by side defeat the prefetchers). */
+AI void avx512_rows(float *out, const float *x, int k, const void *w, dtype dt, int j,
+                    const int R) {
+    enum { U = 2 };
+    __m512 acc[3][U];
+    const int es = dt == DTYPE_F32 ? 4 : 2;
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int u = 0; u < U; u++)
+            acc[r][u] = _mm512_setzero_ps();
+    int l = 0;
+    for (; l + 16 * U <= k; l += 16 * U) {
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++)
+            avx512_prefetch((const char *)w + ((size_t)(j + r) * k + l) * es, 16 * U * es,
+                            AVX512_PF_BYTES / 2);
+#pragma GCC unroll 2
+        for (int u = 0; u < U; u++) {
+            __m512 xv = _mm512_loadu_ps(x + l + 16 * u);
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++)
+                acc[r][u] = _mm512_fmadd_ps(
+                    xv, avx512_ldw(w, (size_t)(j + r) * k + l + 16 * u, dt, (__mmask16)0xffff),
+                    acc[r][u]);
+        }
+    }
+    for (; l < k; l += 16) {
+        __mmask16 mk = k - l >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - l)) - 1);
+        __m512 xv = _mm512_maskz_loadu_ps(mk, x + l);
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++)
+            acc[r][0] =
+                _mm512_fmadd_ps(xv, avx512_ldw(w, (size_t)(j + r) * k + l, dt, mk), acc[r][0]);
+    }
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++)
+        out[j + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+}
+
 AI void avx512_matmul_dt(float *restrict out, int ldo, const float *restrict x,
                          const void *restrict w, dtype dt, int k, int m, int n0, int n1) {
+    if (m == 1 && k > AVX512_WIDE_K) { /* batch-1 decode with an x too wide for L1 */
+        int j = n0;
+        for (; j + 3 <= n1; j += 3)
+            avx512_rows(out, x, k, w, dt, j, 3);
+        for (; j < n1; j++)
+            avx512_rows(out, x, k, w, dt, j, 1);
+        return;
+    }
     if (m < AVX512_STREAM_M) {
         /* Decode: bound by the weight stream. One W row at a time for every x row; a
          * second group of x rows re-reads the row from L1, not from memory. */

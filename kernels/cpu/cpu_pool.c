@@ -1,14 +1,32 @@
-/* cpu_pool.c - condition-variable thread pool (see cpu_pool.h).
+/* cpu_pool.c - spin-then-sleep thread pool (see cpu_pool.h).
  *
- * A job is published under the mutex with a new generation number; each worker wakes,
- * takes tasks from the shared atomic counter until it runs dry, then reports done. The
- * caller takes tasks too and finally sleeps on `done` until every woken worker has
- * reported, so no worker can still be reading the job when the next one is published. */
+ * A job is (fn, ctx, n_tasks) plus a generation number `gen`. Tasks are claimed by a
+ * compare-and-swap on `claim`, which holds the generation in its high half and the next
+ * task index in its low half, so a worker that read an old job can never claim a task of
+ * a newer one: its CAS fails on the generation. The caller therefore only waits for tasks
+ * that were claimed (`finished` == n_tasks), never for a worker that is still asleep or
+ * descheduled, and that late worker simply finds nothing to claim.
+ *
+ * Publishing (one writer, the caller): close the claim word for the new generation, write
+ * the job, open the claim word, bump gen. Every shared access is seq_cst, so a worker that
+ * read any field of the new job is ordered after the close and its CAS on an old
+ * generation fails (C11 single total order; on x86 the cost is a few locked instructions
+ * per job, nothing next to a job of 10 us or more).
+ *
+ * Sleeping: after spinning, a worker counts itself in `sleepers` under the mutex and
+ * waits on `wake` until gen changes; the caller broadcasts only when sleepers > 0. The
+ * caller waits for the last task the same way on `done`, flagged by `caller_waits`. Both
+ * pairs are store-then-load on seq_cst atomics, so one side always sees the other and no
+ * wake-up is lost. */
 #include "kernels/cpu/cpu_pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
+
+#define CPU_POOL_CLOSED 0xffffffffu /* claim index of a job being written */
 
 struct cpu_pool {
     int n_threads; /* workers + the caller */
@@ -16,15 +34,18 @@ struct cpu_pool {
     pthread_t *th; /* [n_threads - 1] */
     pthread_mutex_t mu;
     pthread_cond_t wake; /* workers wait here for a new generation */
-    pthread_cond_t done; /* the caller waits here for busy == 0 */
-    /* the current job, written under mu */
-    cpu_pool_fn fn;
-    void *ctx;
-    int n_tasks;
-    unsigned gen;
-    int busy; /* workers that have not finished the current generation */
-    int stop;
-    atomic_int next; /* next task index to hand out */
+    pthread_cond_t done; /* the caller waits here for finished == n_tasks */
+    /* the current job: written by the caller between close and open of `claim` */
+    _Atomic(cpu_pool_fn) fn;
+    _Atomic(void *) ctx;
+    atomic_int n_tasks;
+    atomic_uint gen;          /* bumped after each job is published (and at stop) */
+    _Atomic uint64_t claim;   /* gen << 32 | next task index */
+    atomic_int finished;      /* tasks of the current job that have returned */
+    atomic_int sleepers;      /* workers blocked on wake (changed under mu) */
+    atomic_int caller_waits;  /* the caller is blocked on done (changed under mu) */
+    atomic_int stop;
+    atomic_long spin_ns;      /* spin budget before sleeping */
 };
 
 typedef struct {
@@ -32,11 +53,49 @@ typedef struct {
     int worker;
 } cpu_pool_arg;
 
-static void cpu_pool_drain(cpu_pool *p, cpu_pool_fn fn, void *ctx, int n_tasks, int worker) {
+static int64_t cpu_pool_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void cpu_pool_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Spins until *v != old or the spin budget runs out; returns the last value read. */
+static unsigned cpu_pool_spin_gen(cpu_pool *p, unsigned old) {
+    long budget = atomic_load(&p->spin_ns);
+    unsigned v = atomic_load(&p->gen);
+    if (v != old || budget <= 0) return v;
+    int64_t end = cpu_pool_now_ns() + budget;
     for (;;) {
-        int t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-        if (t >= n_tasks) break;
-        fn(ctx, t, worker);
+        for (int i = 0; i < 64; i++) {
+            cpu_pool_pause();
+            if ((v = atomic_load(&p->gen)) != old) return v;
+        }
+        if (cpu_pool_now_ns() > end) return v;
+    }
+}
+
+/* Claims and runs tasks of generation g until none is left. */
+static void cpu_pool_drain(cpu_pool *p, unsigned g, cpu_pool_fn fn, void *ctx, int n,
+                           int worker) {
+    uint64_t c = atomic_load(&p->claim);
+    for (;;) {
+        if ((unsigned)(c >> 32) != g) return;
+        uint32_t t = (uint32_t)c;
+        if (t >= (uint32_t)n) return; /* also CPU_POOL_CLOSED */
+        if (!atomic_compare_exchange_weak(&p->claim, &c, c + 1)) continue; /* c reloaded */
+        fn(ctx, (int)t, worker);
+        if (atomic_fetch_add(&p->finished, 1) + 1 == n && atomic_load(&p->caller_waits)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
+        c = atomic_load(&p->claim);
     }
 }
 
@@ -45,21 +104,24 @@ static void *cpu_pool_main(void *arg) {
     free(arg);
     cpu_pool *p = a.p;
     unsigned seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (p->gen == seen && !p->stop)
-            pthread_cond_wait(&p->wake, &p->mu);
-        if (p->stop) break;
-        seen = p->gen;
-        cpu_pool_fn fn = p->fn;
-        void *ctx = p->ctx;
-        int n = p->n_tasks;
-        pthread_mutex_unlock(&p->mu);
-        cpu_pool_drain(p, fn, ctx, n, a.worker);
-        pthread_mutex_lock(&p->mu);
-        if (--p->busy == 0) pthread_cond_signal(&p->done);
+        unsigned g = cpu_pool_spin_gen(p, seen);
+        if (g == seen) {
+            pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleepers, 1);
+            while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop))
+                pthread_cond_wait(&p->wake, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->stop)) break;
+        seen = g;
+        /* Possibly torn if the caller has moved on; then every claim fails (see top). */
+        cpu_pool_fn fn = atomic_load(&p->fn);
+        void *ctx = atomic_load(&p->ctx);
+        int n = atomic_load(&p->n_tasks);
+        cpu_pool_drain(p, g, fn, ctx, n, a.worker);
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -72,7 +134,16 @@ int cpu_pool_create(int n_threads, cpu_pool **out, strata_err *err) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
-    atomic_init(&p->next, 0);
+    atomic_init(&p->fn, NULL);
+    atomic_init(&p->ctx, NULL);
+    atomic_init(&p->n_tasks, 0);
+    atomic_init(&p->gen, 0);
+    atomic_init(&p->claim, (uint64_t)CPU_POOL_CLOSED);
+    atomic_init(&p->finished, 0);
+    atomic_init(&p->sleepers, 0);
+    atomic_init(&p->caller_waits, 0);
+    atomic_init(&p->stop, 0);
+    atomic_init(&p->spin_ns, (long)CPU_POOL_SPIN_US * 1000);
     int rc = 0;
     if (n_threads > 1) {
         p->th = calloc((size_t)n_threads - 1, sizeof *p->th);
@@ -107,7 +178,8 @@ fail:
 void cpu_pool_destroy(cpu_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->stop = 1;
+    atomic_store(&p->stop, 1);
+    atomic_fetch_add(&p->gen, 1); /* ends the spins too */
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->n_started; i++)
@@ -121,6 +193,10 @@ void cpu_pool_destroy(cpu_pool *p) {
 
 int cpu_pool_threads(const cpu_pool *p) { return p->n_threads; }
 
+void cpu_pool_set_spin(cpu_pool *p, int spin_us) {
+    atomic_store(&p->spin_ns, spin_us > 0 ? (long)spin_us * 1000 : 0);
+}
+
 void cpu_pool_run(cpu_pool *p, cpu_pool_fn fn, void *ctx, int n_tasks) {
     if (n_tasks <= 0) return;
     if (n_tasks == 1 || p->n_started == 0) {
@@ -129,20 +205,39 @@ void cpu_pool_run(cpu_pool *p, cpu_pool_fn fn, void *ctx, int n_tasks) {
             fn(ctx, t, 0);
         return;
     }
-    pthread_mutex_lock(&p->mu);
-    p->fn = fn;
-    p->ctx = ctx;
-    p->n_tasks = n_tasks;
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    p->busy = p->n_started;
-    p->gen++;
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    unsigned g = atomic_load(&p->gen) + 1;
+    atomic_store(&p->claim, (uint64_t)g << 32 | CPU_POOL_CLOSED);
+    atomic_store(&p->fn, fn);
+    atomic_store(&p->ctx, ctx);
+    atomic_store(&p->n_tasks, n_tasks);
+    atomic_store(&p->finished, 0);
+    atomic_store(&p->claim, (uint64_t)g << 32);
+    atomic_store(&p->gen, g);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
 
-    cpu_pool_drain(p, fn, ctx, n_tasks, 0);
+    cpu_pool_drain(p, g, fn, ctx, n_tasks, 0);
 
+    /* The rest are running on workers: spin briefly for them, then sleep. */
+    if (atomic_load(&p->finished) == n_tasks) return;
+    long budget = atomic_load(&p->spin_ns);
+    if (budget > 0) {
+        int64_t end = cpu_pool_now_ns() + budget;
+        for (;;) {
+            for (int i = 0; i < 64; i++) {
+                cpu_pool_pause();
+                if (atomic_load(&p->finished) == n_tasks) return;
+            }
+            if (cpu_pool_now_ns() > end) break;
+        }
+    }
     pthread_mutex_lock(&p->mu);
-    while (p->busy > 0)
+    atomic_store(&p->caller_waits, 1);
+    while (atomic_load(&p->finished) < n_tasks)
         pthread_cond_wait(&p->done, &p->mu);
+    atomic_store(&p->caller_waits, 0);
     pthread_mutex_unlock(&p->mu);
 }

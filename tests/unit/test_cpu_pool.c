@@ -1,7 +1,9 @@
 /* test_cpu_pool.c - the CPU backend's thread pool (kernels/cpu/cpu_pool.c): every task runs
  * exactly once, tasks really run concurrently, worker ids are in range, and thousands of
  * back-to-back jobs never lose a wake-up (a lost one hangs; alarm() turns that into a
- * failure). */
+ * failure), both with the default spin and with spinning off (every wait then sleeps).
+ * More threads than cores make workers late for jobs, which must never run a task of a
+ * job that has returned; and an idle pool must stop spinning and sleep. */
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -22,7 +24,7 @@ static void count_task(void *ctx, int task, int worker) {
     if (worker < 0 || worker >= j->threads) atomic_fetch_add(&j->bad_worker, 1);
 }
 
-static void test_each_task_once(void) {
+static void each_task_once(int spin_us) {
     static const int threads[] = {1, 2, 3, 8};
     static const int tasks[] = {0, 1, 2, 3, 7, 100, 2000};
     strata_err err = {0};
@@ -30,6 +32,7 @@ static void test_each_task_once(void) {
         cpu_pool *p = NULL;
         CHECK_EQ_INT(cpu_pool_create(threads[ti], &p, &err), 0);
         if (!p) continue;
+        if (spin_us >= 0) cpu_pool_set_spin(p, spin_us);
         CHECK_EQ_INT(cpu_pool_threads(p), threads[ti]);
         for (size_t ni = 0; ni < sizeof tasks / sizeof *tasks; ni++) {
             static count_job j;
@@ -46,6 +49,9 @@ static void test_each_task_once(void) {
         cpu_pool_destroy(p);
     }
 }
+
+static void test_each_task_once(void) { each_task_once(-1); }
+static void test_each_task_once_no_spin(void) { each_task_once(0); }
 
 /* Each of n tasks waits (sleeping, up to 10 s) until all n have started: only a pool that
  * runs n tasks at once on n threads gets through. */
@@ -89,11 +95,12 @@ static void sum_task(void *ctx, int task, int worker) {
     atomic_fetch_add(&sum_total, task + 1);
 }
 
-static void test_many_runs(void) {
+static void many_runs(int spin_us) {
     strata_err err = {0};
     cpu_pool *p = NULL;
     CHECK_EQ_INT(cpu_pool_create(3, &p, &err), 0);
     if (!p) return;
+    if (spin_us >= 0) cpu_pool_set_spin(p, spin_us);
     atomic_store(&sum_total, 0);
     long want = 0;
     for (int r = 0; r < 20000; r++) {
@@ -102,6 +109,84 @@ static void test_many_runs(void) {
         want += (long)n * (n + 1) / 2;
     }
     CHECK_EQ_INT(atomic_load(&sum_total), want);
+    cpu_pool_destroy(p);
+}
+
+static void test_many_runs(void) { many_runs(-1); }
+static void test_many_runs_no_spin(void) { many_runs(0); }
+
+/* Jobs whose ctx lives on the caller's stack and is reused at the same address: a worker
+ * that read an old job and ran one of its tasks after that job returned would see the
+ * wrong id (or count a task twice). With 6 threads on a machine of fewer cores, workers
+ * are routinely descheduled between reading a job and claiming from it. */
+typedef struct {
+    int id;
+    atomic_int *current; /* id of the job now running */
+    atomic_int *stale;   /* tasks run for a job that was not current */
+    atomic_int count[16];
+} stale_job;
+
+static void stale_task(void *ctx, int task, int worker) {
+    (void)worker;
+    stale_job *j = ctx;
+    if (atomic_load(j->current) != j->id) atomic_fetch_add(j->stale, 1);
+    atomic_fetch_add(&j->count[task], 1);
+}
+
+static void test_late_workers(void) {
+    strata_err err = {0};
+    for (int spin = 0; spin < 2; spin++) {
+        cpu_pool *p = NULL;
+        CHECK_EQ_INT(cpu_pool_create(6, &p, &err), 0);
+        if (!p) return;
+        cpu_pool_set_spin(p, spin ? 20 : 0);
+        atomic_int current, stale;
+        atomic_init(&current, -1);
+        atomic_init(&stale, 0);
+        int wrong = 0;
+        for (int r = 0; r < 20000; r++) {
+            stale_job j;
+            j.id = r;
+            j.current = &current;
+            j.stale = &stale;
+            for (int t = 0; t < 16; t++)
+                atomic_init(&j.count[t], 0);
+            int n = 2 + r % 15;
+            atomic_store(&current, r);
+            cpu_pool_run(p, stale_task, &j, n);
+            atomic_store(&current, -1);
+            for (int t = 0; t < 16; t++)
+                wrong += atomic_load(&j.count[t]) != (t < n);
+        }
+        CHECK_EQ_INT(wrong, 0);
+        CHECK_EQ_INT(atomic_load(&stale), 0);
+        cpu_pool_destroy(p);
+    }
+}
+
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* After a run the workers spin for at most CPU_POOL_SPIN_US, then sleep: over 300 ms of
+ * idle the process may burn that spin once per worker, plus scheduling noise, but nowhere
+ * near the 300 ms per worker a pool that kept spinning would. */
+static void test_idle_sleeps(void) {
+    strata_err err = {0};
+    cpu_pool *p = NULL;
+    CHECK_EQ_INT(cpu_pool_create(3, &p, &err), 0);
+    if (!p) return;
+    for (int r = 0; r < 100; r++)
+        cpu_pool_run(p, sum_task, NULL, 4);
+    struct timespec ms = {0, 20000000};
+    nanosleep(&ms, NULL); /* past every spin */
+    double c0 = cpu_seconds();
+    for (int i = 0; i < 15; i++)
+        nanosleep(&ms, NULL);
+    double used = cpu_seconds() - c0;
+    CHECK_MSG(used < 0.05, "idle pool used %.3f s of CPU in 0.3 s", used);
     cpu_pool_destroy(p);
 }
 
@@ -117,8 +202,12 @@ static void test_create_errors(void) {
 int main(void) {
     alarm(120);
     RUN(test_each_task_once);
+    RUN(test_each_task_once_no_spin);
     RUN(test_concurrent);
     RUN(test_many_runs);
+    RUN(test_many_runs_no_spin);
+    RUN(test_late_workers);
+    RUN(test_idle_sleeps);
     RUN(test_create_errors);
     TEST_DONE();
 }
