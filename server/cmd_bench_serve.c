@@ -329,7 +329,7 @@ int cmd_bench_serve(int argc, char **argv) {
         ok++;
         in_tok += r->prompt_tokens;
         out_tok += r->out_tokens;
-        memcpy(itl + n_itl, r->itl, (size_t)r->n_itl * sizeof(double));
+        if (r->n_itl) memcpy(itl + n_itl, r->itl, (size_t)r->n_itl * sizeof(double));
         n_itl += r->n_itl;
     }
     json_t *out = json_pack("{s:i, s:i, s:f, s:I, s:I, s:f, s:f, s:f, s:i, s:f}", "completed", ok, "failed",
