@@ -9,8 +9,9 @@
  *  PIECES  per-token Replace/Strip/Metaspace steps, optionally ByteFallback and Fuse
  *          (Gemma): a run of <0xHH> tokens is held whole until it ends, because HF turns
  *          every byte of an invalid run into U+FFFD.
- *  WINDOW  anything else (and tokenizer.model / clean-up): the prefix/read-offset
- *          window of HF's DecodeStream, re-decoding a few tokens per step.
+ *  WINDOW  anything else (and tokenizer.model / clean-up): like HF's DecodeStream,
+ *          the text the new ids add to decode(ids[0..read)), but always from the first
+ *          id, so decoders that treat the start of their input specially stay exact.
  * Thread: one owner. */
 #include "engine/detok.h"
 
@@ -33,8 +34,8 @@ struct detok {
     tok_buf pend;           /* BYTES: bytes of an incomplete character */
     tok_buf run;            /* PIECES: the current run of fallback bytes */
     tok_buf tmp, tmp2;
-    tok_ids ids;            /* WINDOW: kept ids from prefix on */
-    size_t prefix, read;
+    tok_ids ids;            /* WINDOW: every id so far */
+    size_t read;            /* WINDOW: ids[0..read) already emitted */
     OnigRegion *rg;
     char **stop;            /* stop strings */
     size_t *stop_len;
@@ -208,7 +209,7 @@ static int window_decode(detok *d, size_t a, size_t b, tok_buf *out, strata_err 
     return r;
 }
 
-/* WINDOW: emits what the newest ids add to the text of ids[prefix..read). */
+/* WINDOW: emits what the newest ids add to the text of ids[0..read). */
 static int window_step(detok *d, tok_buf *out, int final, strata_err *err) {
     if (d->read >= d->ids.len) return 0;
     /* A <0xHH> run may still turn invalid (then every byte becomes U+FFFD): never end a
@@ -216,22 +217,19 @@ static int window_step(detok *d, tok_buf *out, int final, strata_err *err) {
     size_t n;
     const char *last = tok_token_str(d->t, d->ids.p[d->ids.len - 1], &n);
     if (!final && last && tok_byte_token(last, n) >= 0) return 0;
-    int r = window_decode(d, d->prefix, d->read, &d->tmp, err);
-    if (!r) r = window_decode(d, d->prefix, d->ids.len, &d->tmp2, err);
+    int r = window_decode(d, 0, d->read, &d->tmp, err);
+    if (!r) r = window_decode(d, 0, d->ids.len, &d->tmp2, err);
     if (r) return r;
     const tok_buf *a = &d->tmp, *b = &d->tmp2;
     int ends_bad = b->len >= 3 && !memcmp(b->p + b->len - 3, "\xEF\xBF\xBD", 3);
     if (b->len > a->len && !memcmp(a->p, b->p, a->len) && (final || !ends_bad)) {
         if ((r = tok_buf_put(out, b->p + a->len, b->len - a->len))) return r;
-        /* Keep the last few tokens as context for the next step. */
-        d->prefix = d->read;
+        /* The window always starts at the first id: a decoder that strips or cleans up
+         * around the start of its input (Strip after Fuse, clean-up, sentencepiece's
+         * leading space) would otherwise drop text that a later window start lands on
+         * (a run of spaces, found by fuzz_tokenizer). Costs a decode of the whole
+         * output per step, only for tokenizers outside the BYTES / PIECES fast paths. */
         d->read = d->ids.len;
-        if (d->prefix > 64) {
-            memmove(d->ids.p, d->ids.p + d->prefix, (d->ids.len - d->prefix) * sizeof *d->ids.p);
-            d->ids.len -= d->prefix;
-            d->read -= d->prefix;
-            d->prefix = 0;
-        }
     }
     return 0;
 }
