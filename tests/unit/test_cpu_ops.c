@@ -16,40 +16,16 @@
 #include "engine/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "tests/cpu_test_util.h"
 #include "tests/test.h"
 
 /* ---- fixtures ---- */
 
-enum { MAX_BE = 8 };
-static backend *be[MAX_BE];
-static char be_name[MAX_BE][32];
-static int n_be;
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rng_u32(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
-}
-/* Uniform in [-1, 1). */
-static float rng_f(void) { return (float)rng_u32() / 2147483648.0f - 1.0f; }
 /* A multiple of 1/den in [-lim/den, lim/den]: exact in f32, bf16 and f16 for small lim. */
 static float rng_grid(int lim, float den) {
     return (float)((int)(rng_u32() % (2 * lim + 1)) - lim) / den;
 }
 
-static float *fvec(size_t n) {
-    float *p = calloc(n ? n : 1, sizeof(float));
-    if (!p) abort();
-    return p;
-}
-static float *frand(size_t n) {
-    float *p = fvec(n);
-    for (size_t i = 0; i < n; i++)
-        p[i] = rng_f();
-    return p;
-}
 
 /* A weight in dtype dt holding vals, which are rewritten to the values the weight really
  * holds (rounded to bf16 / f16), so references use exactly what the op reads. */
@@ -79,63 +55,6 @@ static void free_weight(bk_weight *w) { free((void *)w->data); }
 static const dtype all_dt[3] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16};
 
 /* A step layout: n_seqs sequences of the given lengths, first positions and slots. */
-typedef struct {
-    bk_batch b;
-    int32_t slot[8], start[8], len[8], pos0[8];
-    int32_t tok_pos[4096], tok_seq[4096];
-} tbatch;
-
-static void make_batch(tbatch *t, int n_seqs, const int *len, const int *pos0, const int *slot) {
-    memset(t, 0, sizeof *t);
-    int n = 0;
-    for (int s = 0; s < n_seqs; s++) {
-        t->slot[s] = slot[s];
-        t->start[s] = n;
-        t->len[s] = len[s];
-        t->pos0[s] = pos0[s];
-        for (int i = 0; i < len[s]; i++, n++) {
-            t->tok_pos[n] = pos0[s] + i;
-            t->tok_seq[n] = s;
-        }
-    }
-    t->b = (bk_batch){.n_tokens = n,
-                      .n_seqs = n_seqs,
-                      .slot = t->slot,
-                      .start = t->start,
-                      .len = t->len,
-                      .pos0 = t->pos0,
-                      .tok_pos = t->tok_pos,
-                      .tok_seq = t->tok_seq};
-}
-
-/* Largest |a - b| over n floats (for failure messages and checks). */
-static double max_diff(const float *a, const double *b, size_t n, size_t *at) {
-    double m = 0;
-    *at = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > m || d != d) {
-            m = d != d ? INFINITY : d;
-            *at = i;
-        }
-    }
-    return m;
-}
-
-#define CHECK_CLOSE(got, want, n, tol, what, ...)                                                  \
-    do {                                                                                           \
-        size_t at_;                                                                                \
-        double md_ = max_diff((got), (want), (n), &at_);                                           \
-        CHECK_MSG(md_ <= (tol),                                                                    \
-                  "%s " what ": max diff %.3g at %zu (got %.9g want %.9g, tol %.3g)", be_name[bi], \
-                  __VA_ARGS__, md_, at_, (double)(got)[at_], (want)[at_], (double)(tol));          \
-    } while (0)
-
-static double *dvec(size_t n) {
-    double *p = calloc(n ? n : 1, sizeof(double));
-    if (!p) abort();
-    return p;
-}
 
 /* ---- matmul ---- */
 
