@@ -172,11 +172,21 @@ int jinja_format_percent(jctx *c, int line, jv fmt, jv args, jv *out) {
             width = pos->v[next++].u.i;
             p++;
         }
-        while (p < end && *p >= '0' && *p <= '9') width = width * 10 + (*p++ - '0');
+        /* Python fails on widths it cannot allocate; a bound keeps the arithmetic defined
+         * and the output inside the render limits. */
+        enum { FMT_MAX_WIDTH = 1 << 20 };
+        while (p < end && *p >= '0' && *p <= '9') {
+            width = width * 10 + (*p++ - '0');
+            if (width > FMT_MAX_WIDTH) return fail_fmt(c, line, "width too big");
+        }
+        if (width > FMT_MAX_WIDTH || width < -FMT_MAX_WIDTH) return fail_fmt(c, line, "width too big");
         if (p < end && *p == '.') {
             p++;
             prec = 0;
-            while (p < end && *p >= '0' && *p <= '9') prec = prec * 10 + (*p++ - '0');
+            while (p < end && *p >= '0' && *p <= '9') {
+                prec = prec * 10 + (*p++ - '0');
+                if (prec > FMT_MAX_WIDTH) return fail_fmt(c, line, "precision too big");
+            }
         }
         while (p < end && (*p == 'l' || *p == 'h' || *p == 'L')) p++;
         if (p >= end) return fail_fmt(c, line, "incomplete format");
@@ -234,13 +244,16 @@ static int format_spec(jctx *c, int line, jbuf *b, jv v, const char *spec, size_
     if (i < sl && strchr("+- ", spec[i])) sign = spec[i++];
     if (i < sl && spec[i] == '#') alt = 1, i++;
     if (i < sl && spec[i] == '0') zero = 1, i++;
-    while (i < sl && spec[i] >= '0' && spec[i] <= '9') width = width * 10 + (spec[i++] - '0');
+    while (i < sl && spec[i] >= '0' && spec[i] <= '9' && width <= 100000)
+        width = width * 10 + (spec[i++] - '0');
     if (i < sl && (spec[i] == ',' || spec[i] == '_')) comma = 1, i++;
     if (i < sl && spec[i] == '.') {
         prec = 0;
         i++;
-        while (i < sl && spec[i] >= '0' && spec[i] <= '9') prec = prec * 10 + (spec[i++] - '0');
+        while (i < sl && spec[i] >= '0' && spec[i] <= '9' && prec <= 100000)
+            prec = prec * 10 + (spec[i++] - '0');
     }
+    if (prec > 100000) return fail_fmt(c, line, "precision too big");
     if (i < sl) type = spec[i++];
     if (i != sl || comma || alt || width > 100000)
         return fail_fmt(c, line, "unsupported format specifier");
@@ -336,7 +349,7 @@ int jinja_format_brace(jctx *c, int line, jv fmt, jv *args, size_t nargs, const 
                     "cannot switch from automatic field numbering to manual field specification");
             manual = 1;
             size_t idx = 0;
-            for (const char *q = f; q < fe; q++) idx = idx * 10 + (size_t)(*q - '0');
+            for (const char *q = f; q < fe && idx <= nargs; q++) idx = idx * 10 + (size_t)(*q - '0');
             if (idx >= nargs)
                 return jinja_ctx_fail(
                     c, STRATA_EINVALID, line,
