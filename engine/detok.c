@@ -10,8 +10,9 @@
  *          (Gemma): a run of <0xHH> tokens is held whole until it ends, because HF turns
  *          every byte of an invalid run into U+FFFD.
  *  WINDOW  anything else (and tokenizer.model / clean-up): like HF's DecodeStream,
- *          the text the new ids add to decode(ids[0..read)), but always from the first
- *          id, so decoders that treat the start of their input specially stay exact.
+ *          the text the new ids add to the decode of a window of recent ids, whose
+ *          start is chosen so that decoders treating their input's start specially
+ *          stay exact (see window_step).
  * Thread: one owner. */
 #include "engine/detok.h"
 
@@ -34,7 +35,7 @@ struct detok {
     tok_buf pend;           /* BYTES: bytes of an incomplete character */
     tok_buf run;            /* PIECES: the current run of fallback bytes */
     tok_buf tmp, tmp2;
-    tok_ids ids;            /* WINDOW: every id so far */
+    tok_ids ids;            /* WINDOW: the ids of the window */
     size_t read;            /* WINDOW: ids[0..read) already emitted */
     OnigRegion *rg;
     char **stop;            /* stop strings */
@@ -209,7 +210,14 @@ static int window_decode(detok *d, size_t a, size_t b, tok_buf *out, strata_err 
     return r;
 }
 
-/* WINDOW: emits what the newest ids add to the text of ids[0..read). */
+/* WINDOW: emits what the newest ids add to the text of ids[0..read).
+ *
+ * Decoders may treat the start of their input specially (Strip after Fuse, clean-up,
+ * sentencepiece's leading space), so a window may only start where that cannot matter:
+ * where the window's own text begins with a non-space byte and equals the tail of the
+ * text so far (a run of spaces at a window start was lost otherwise; fuzz_tokenizer).
+ * Such a start is looked for once the window is long, so a step costs a bounded decode. */
+enum { WINDOW_TRIM = 64, WINDOW_KEEP = 8 };
 static int window_step(detok *d, tok_buf *out, int final, strata_err *err) {
     if (d->read >= d->ids.len) return 0;
     /* A <0xHH> run may still turn invalid (then every byte becomes U+FFFD): never end a
@@ -222,14 +230,18 @@ static int window_step(detok *d, tok_buf *out, int final, strata_err *err) {
     if (r) return r;
     const tok_buf *a = &d->tmp, *b = &d->tmp2;
     int ends_bad = b->len >= 3 && !memcmp(b->p + b->len - 3, "\xEF\xBF\xBD", 3);
-    if (b->len > a->len && !memcmp(a->p, b->p, a->len) && (final || !ends_bad)) {
-        if ((r = tok_buf_put(out, b->p + a->len, b->len - a->len))) return r;
-        /* The window always starts at the first id: a decoder that strips or cleans up
-         * around the start of its input (Strip after Fuse, clean-up, sentencepiece's
-         * leading space) would otherwise drop text that a later window start lands on
-         * (a run of spaces, found by fuzz_tokenizer). Costs a decode of the whole
-         * output per step, only for tokenizers outside the BYTES / PIECES fast paths. */
-        d->read = d->ids.len;
+    if (!(b->len > a->len && !memcmp(a->p, b->p, a->len) && (final || !ends_bad))) return 0;
+    if ((r = tok_buf_put(out, b->p + a->len, b->len - a->len))) return r;
+    d->read = d->ids.len;
+    if (d->read <= WINDOW_TRIM) return 0;
+    size_t start = d->read - WINDOW_KEEP;
+    if ((r = window_decode(d, start, d->read, &d->tmp, err))) return r;
+    const tok_buf *c = &d->tmp;
+    if (c->len && c->len <= b->len && c->p[0] != ' ' && c->p[0] != '\t' && c->p[0] != '\n' &&
+        !memcmp(b->p + b->len - c->len, c->p, c->len)) {
+        memmove(d->ids.p, d->ids.p + start, (d->ids.len - start) * sizeof *d->ids.p);
+        d->ids.len -= start;
+        d->read -= start;
     }
     return 0;
 }

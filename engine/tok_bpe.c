@@ -219,7 +219,9 @@ int tok_bpe_encode_word(const tok_bpe *b, tok_bpe_ws *ws, const char *w, size_t 
     size_t first = out->len;
     for (size_t i = 0; i < ns; i++)
         if (sym[i].len && tok_ids_push(out, sym[i].id)) return STRATA_ENOMEM;
-    if (cacheable && out->len - first <= TOK_CACHE_IDS)
+    /* A word may yield no ids at all (every byte unknown and dropped): nothing to cache,
+     * and out->p may still be NULL. */
+    if (cacheable && out->len > first && out->len - first <= TOK_CACHE_IDS)
         cache_put(b, h, w, n, out->p + first, out->len - first);
     return 0;
 }

@@ -8,9 +8,19 @@
 # An optional tests/fuzz/fuzz_<name>.dict is passed as the libFuzzer dictionary.
 # Usage: tests/fuzz/run.sh [name...]   (default: every harness)
 # Env: FUZZ_SECONDS (default 20) per harness. Crash inputs go to build-fuzz/artifacts/.
+#      FUZZ_RUNS=N (set by default when CI=true): a fixed seed and N inputs per harness,
+#      so a CI verdict is reproducible; FUZZ_SECONDS then only bounds a slow run.
+#      Without it each run explores from a new random seed for FUZZ_SECONDS.
 set -u
 cd "$(dirname "$0")/../.."
-SECS=${FUZZ_SECONDS:-20}
+[ "${CI:-}" = true ] && FUZZ_RUNS=${FUZZ_RUNS:-10000}
+if [ -n "${FUZZ_RUNS:-}" ]; then
+    SECS=${FUZZ_SECONDS:-180}
+    mode=(-seed=1 -runs="$FUZZ_RUNS")
+else
+    SECS=${FUZZ_SECONDS:-20}
+    mode=()
+fi
 OUT=build-fuzz
 SAN="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 CFLAGS="-g -O1 $SAN -std=c11 -D_GNU_SOURCE -I."
@@ -69,10 +79,10 @@ for h in "${harnesses[@]}"; do
     [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name/." "$corpus/"
     dict=(); [ -f "tests/fuzz/fuzz_$name.dict" ] && dict=(-dict="tests/fuzz/fuzz_$name.dict")
     # The outer timeout only guards against a hang libFuzzer itself cannot stop.
-    if timeout $((SECS + 120)) "$bin" -max_total_time="$SECS" -rss_limit_mb=2048 -timeout=10 \
+    if timeout $((SECS + 120)) "$bin" "${mode[@]}" -max_total_time="$SECS" -rss_limit_mb=2048 -timeout=10 \
         -print_final_stats=1 -artifact_prefix="$art" "${dict[@]}" "$corpus" >> "$log" 2>&1; then
         runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
-        echo "PASS fuzz_$name (${runs:-?} runs in ${SECS}s)"; pass=$((pass + 1))
+        echo "PASS fuzz_$name (${runs:-?} runs${FUZZ_RUNS:+, seed 1})"; pass=$((pass + 1))
     else
         echo "FAIL fuzz_$name (crash input in $art; log $log)"; tail -n 40 "$log"
         fail=$((fail + 1))
