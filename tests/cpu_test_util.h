@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+
 #include "engine/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "tests/test.h"
 
 #ifndef CPU_TEST_SEED
@@ -48,6 +51,37 @@ __attribute__((noinline, unused)) static double *dvec(size_t n) {
     double *p = calloc(n ? n : 1, sizeof(double));
     if (!p) abort();
     return p;
+}
+
+/* Fills be[] with every ISA this machine runs: scalar on 1 thread (be[0], the baseline)
+ * and on 2, the vector ISAs on 3 threads, so task splits are uneven and run
+ * concurrently even on a 2-core machine. Returns -1 (message printed) on failure. */
+__attribute__((unused)) static int cpu_test_backends_open(void) {
+    strata_err err = {0};
+    for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
+        if (!cpu_backend_isa_supported((cpu_isa)isa)) {
+            fprintf(stderr, "  (isa %s not supported here: skipped)\n",
+                    cpu_backend_isa_name((cpu_isa)isa));
+            continue;
+        }
+        for (int ti = 0; ti < (isa == CPU_ISA_SCALAR ? 2 : 1); ti++) {
+            int nt = isa == CPU_ISA_SCALAR ? 1 + ti : 3;
+            if (cpu_backend_create_isa(nt, (cpu_isa)isa, &be[n_be], &err) != 0) {
+                fprintf(stderr, "create %s: %s\n", cpu_backend_isa_name((cpu_isa)isa), err.msg);
+                return -1;
+            }
+            snprintf(be_name[n_be], sizeof be_name[n_be], "%s/%dt",
+                     cpu_backend_isa_name((cpu_isa)isa), nt);
+            n_be++;
+        }
+    }
+    return 0;
+}
+
+__attribute__((unused)) static void cpu_test_backends_close(void) {
+    for (int i = 0; i < n_be; i++)
+        backend_destroy(be[i]);
+    n_be = 0;
 }
 
 /* A step of n_seqs sequences (len tokens each, first at pos0, in slot). */

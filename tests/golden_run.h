@@ -4,6 +4,7 @@
 #ifndef STRATA_GOLDEN_RUN_H
 #define STRATA_GOLDEN_RUN_H
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +109,30 @@ static void golden_check_batched(const char *name, model *m, const golden_set *g
     free(rows);
     free(lg);
     batch_buf_deinit(&bb);
+}
+
+/* Runs fn on every fixture directory tests/golden/<prefix>* with one CPU backend;
+ * returns how many there were. */
+static int golden_for_each(const char *prefix, void (*fn)(backend *b, const char *dir)) {
+    backend *b = NULL;
+    strata_err err = {0};
+    CHECK(backend_cpu_create(2, &b, &err) == 0);
+    DIR *d = opendir("tests/golden");
+    CHECK(d != NULL);
+    int n = 0;
+    if (d && b) {
+        struct dirent *e;
+        char path[512];
+        while ((e = readdir(d))) {
+            if (strncmp(e->d_name, prefix, strlen(prefix))) continue;
+            snprintf(path, sizeof path, "tests/golden/%s", e->d_name);
+            fn(b, path);
+            n++;
+        }
+    }
+    if (d) closedir(d);
+    backend_destroy(b);
+    return n;
 }
 
 #endif

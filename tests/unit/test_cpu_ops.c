@@ -539,26 +539,7 @@ static void test_create_and_memory(void) {
 }
 
 int main(void) {
-    strata_err err = {0};
-    for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
-        if (!cpu_backend_isa_supported((cpu_isa)isa)) {
-            fprintf(stderr, "  (isa %s not supported here: skipped)\n",
-                    cpu_backend_isa_name((cpu_isa)isa));
-            continue;
-        }
-        /* scalar on 1 thread (backend 0, the baseline) and on 2; the ISAs on 3 threads, so
-         * task splits are uneven and run concurrently even on a 2-core machine */
-        for (int ti = 0; ti < (isa == CPU_ISA_SCALAR ? 2 : 1); ti++) {
-            int nt = isa == CPU_ISA_SCALAR ? 1 + ti : 3;
-            if (cpu_backend_create_isa(nt, (cpu_isa)isa, &be[n_be], &err) != 0) {
-                fprintf(stderr, "create %s: %s\n", cpu_backend_isa_name((cpu_isa)isa), err.msg);
-                return 1;
-            }
-            snprintf(be_name[n_be], sizeof be_name[n_be], "%s/%dt",
-                     cpu_backend_isa_name((cpu_isa)isa), nt);
-            n_be++;
-        }
-    }
+    if (cpu_test_backends_open()) return 1;
     RUN(test_create_and_memory);
     RUN(test_kernel_sum);
     RUN(test_matmul_exact);
@@ -571,7 +552,6 @@ int main(void) {
     RUN(test_split_gather);
     RUN(test_rope);
     RUN(test_gdn_gates);
-    for (int i = 0; i < n_be; i++)
-        backend_destroy(be[i]);
+    cpu_test_backends_close();
     TEST_DONE();
 }

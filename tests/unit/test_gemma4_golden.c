@@ -145,23 +145,7 @@ static void test_fixture(backend *b, const char *dir) {
 }
 
 static void test_all_fixtures(void) {
-    backend *b = NULL;
-    strata_err err = {0};
-    CHECK(backend_cpu_create(2, &b, &err) == 0);
-    DIR *d = opendir("tests/golden");
-    CHECK(d != NULL);
-    if (!d || !b) return;
-    struct dirent *e;
-    int n = 0;
-    char path[512];
-    while ((e = readdir(d))) {
-        if (strncmp(e->d_name, "gemma4_", 7)) continue;
-        snprintf(path, sizeof path, "tests/golden/%s", e->d_name);
-        test_fixture(b, path);
-        n++;
-    }
-    closedir(d);
-    backend_destroy(b);
+    int n = golden_for_each("gemma4_", test_fixture);
     CHECK_MSG(n >= 2, "only %d gemma4 fixtures found", n);
 }
 
