@@ -113,7 +113,7 @@ static void golden_check_batched(const char *name, model *m, const golden_set *g
 
 /* Runs fn on every fixture directory tests/golden/<prefix>* with one CPU backend;
  * returns how many there were. */
-static int golden_for_each(const char *prefix, void (*fn)(backend *b, const char *dir)) {
+__attribute__((unused)) static int golden_for_each(const char *prefix, void (*fn)(backend *b, const char *dir)) {
     backend *b = NULL;
     strata_err err = {0};
     CHECK(backend_cpu_create(2, &b, &err) == 0);
