@@ -103,7 +103,10 @@ typedef struct backend_ops {
 
     /* ---- matmul ---- */
     /* out[m, n] = x[m, k] · Wᵀ with W [n, k] (n = w->shape[0], k = w->shape[1]),
-     * f32 accumulation. out must not alias x. */
+     * f32 accumulation. For a BF16 W, x is first rounded to bf16 (nearest even,
+     * subnormals to a signed zero): the bf16 model's own precision, and what bf16 dot
+     * instructions and tensor cores take. Each row of out depends only on its row of x
+     * (bit for bit on the CPU, whatever m). out must not alias x. */
     void (*matmul)(backend *b, float *out, const float *x, const bk_weight *w, int m);
 
     /* ---- position encoding ---- */

@@ -73,7 +73,10 @@ int cpu_backend_task_count(backend *b, int64_t work, int64_t unit_cost) {
 static void cpu_destroy(backend *b) {
     if (!b) return;
     cpu_impl *c = b->impl;
-    if (c) cpu_pool_destroy(c->pool);
+    if (c) {
+        cpu_pool_destroy(c->pool);
+        free(c->xb);
+    }
     free(c);
     free(b);
 }
@@ -188,6 +191,10 @@ int cpu_backend_create_isa(int n_threads, cpu_isa isa, backend **out, strata_err
         goto fail;
     }
     c->k = cpu_isa_tables[isa];
+    if (!(c->xb = aligned_alloc(64, CPU_XB_BYTES))) {
+        rc = strata_err_set(err, STRATA_ENOMEM, "cpu backend: out of memory");
+        goto fail;
+    }
     rc = cpu_pool_create(n_threads, &c->pool, err);
     if (rc) goto fail;
     b->ops = &cpu_backend_ops;
@@ -196,6 +203,7 @@ int cpu_backend_create_isa(int n_threads, cpu_isa isa, backend **out, strata_err
     *out = b;
     return 0;
 fail:
+    if (c) free(c->xb);
     free(c);
     free(b);
     return rc;

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "engine/backend.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -20,6 +21,15 @@
  * ldo floats apart, x rows k floats apart and W [*, k] of dtype dt (BF16, F16 or F32). */
 typedef void (*cpu_matmul_fn)(float *restrict out, int ldo, const float *restrict x,
                               const void *restrict w, dtype dt, int k, int m, int n0, int n1);
+/* BF16-weight matmul kernel: out[i, j] = Σ_l xb[i, l] · W[j, l] for i < m, n0 <= j < n1,
+ * where xb is x rounded by the pack kernel, rows ldx elements apart (ldx a multiple of 32,
+ * zeros from k to ldx). Each kernel must sum a given (i, j) the same way whatever m, n0
+ * and n1 are: that is what keeps a sequence's logits the same alone and in a batch. */
+typedef void (*cpu_matmul_bf16_fn)(float *restrict out, int ldo, const uint16_t *restrict xb,
+                                   int ldx, const uint16_t *restrict w, int k, int m, int n0,
+                                   int n1);
+/* out[i] = bf16(x[i]) as cpu_pack_bf16_one rounds, for i < n. */
+typedef void (*cpu_pack_bf16_fn)(uint16_t *restrict out, const float *restrict x, int n);
 /* Sum of n floats (the bandwidth probe's streaming read). */
 typedef float (*cpu_sum_fn)(const float *restrict x, size_t n);
 /* One gated-delta token for one head, state s [dk, dv] in place (see cpu_gated_delta.c):
@@ -41,6 +51,8 @@ typedef float (*cpu_exp_sum_fn)(float *y, const float *x, float shift, int n);
 typedef struct cpu_kernels {
     const char *name;
     cpu_matmul_fn matmul;
+    cpu_matmul_bf16_fn matmul_bf16;
+    cpu_pack_bf16_fn pack_bf16;
     cpu_sum_fn sum;
     cpu_delta_step_fn delta_step;
     cpu_dot_fn dot;
@@ -54,10 +66,22 @@ typedef struct cpu_kernels {
 extern const cpu_kernels cpu_kernels_scalar;
 extern const cpu_kernels cpu_kernels_avx2;
 extern const cpu_kernels cpu_kernels_avx512;
+void cpu_matmul_bf16_avx2(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
+                          const uint16_t *restrict w, int k, int m, int n0, int n1);
+void cpu_matmul_bf16_avx512(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
+                            const uint16_t *restrict w, int k, int m, int n0, int n1);
+void cpu_pack_bf16_avx2(uint16_t *restrict out, const float *restrict x, int n);
+void cpu_pack_bf16_avx512(uint16_t *restrict out, const float *restrict x, int n);
+
+/* Bytes of the scratch that holds x rounded to bf16 for BF16 matmuls, allocated with the
+ * backend: 4 MiB holds 167 rows of the widest k we serve (Nemotron's 12544-wide down
+ * projection), so any decode batch; a larger m runs in row blocks. */
+#define CPU_XB_BYTES ((size_t)4 << 20)
 
 typedef struct cpu_impl {
     cpu_pool *pool;
     const cpu_kernels *k; /* picked once at create */
+    uint16_t *xb;         /* CPU_XB_BYTES: x packed to bf16 for the matmul in flight */
 } cpu_impl;
 
 static inline cpu_impl *cpu_impl_of(backend *b) { return (cpu_impl *)b->impl; }
@@ -70,6 +94,15 @@ static inline float cpu_weight_at(const bk_weight *w, size_t i) {
     case DTYPE_F16: return dtype_f16_to_f32(((const uint16_t *)w->data)[i]);
     default: return 0.0f;
     }
+}
+
+/* How BF16 matmuls round x: to nearest even, NaN kept quiet, and a subnormal input read
+ * as a zero of its sign (as vcvtneps2bf16 does, so every ISA packs the same bits). */
+static inline uint16_t cpu_pack_bf16_one(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) == 0) return (uint16_t)((u >> 16) & 0x8000u);
+    return dtype_f32_to_bf16(f);
 }
 
 /* Splits [0, n) into n_tasks near-equal ranges and returns range t as [*lo, *hi),
@@ -98,6 +131,9 @@ void cpu_ops_sigmoid_mul_ref(float *x, const float *gate, size_t n);
 void cpu_ops_split_halves_ref(float *a, float *g, const float *in, int rows, int half);
 void cpu_ops_gather_rows_ref(float *out, const float *x, const int32_t *rows, int n, int width);
 void cpu_matmul_ref(float *out, const float *x, const bk_weight *w, int m);
+/* Row stride of packed x for a BF16 matmul of width k, or 0 when a row would not fit the
+ * scratch (then x stays f32, as for other dtypes). */
+int cpu_matmul_bf16_ldx(int k);
 void cpu_ops_rope_ref(float *x, const bk_batch *bt, const float *inv_freq, int heads, int hd,
                       int rot, int ld);
 void cpu_attention_kv_store_ref(float *kc, float *vc, const float *k, const float *v,

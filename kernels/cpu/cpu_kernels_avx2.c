@@ -330,6 +330,8 @@ static float avx2_exp_sum(float *y, const float *x, float shift, int n) {
 const cpu_kernels cpu_kernels_avx2 = {
     .name = "avx2",
     .matmul = avx2_matmul,
+    .matmul_bf16 = cpu_matmul_bf16_avx2,
+    .pack_bf16 = cpu_pack_bf16_avx2,
     .sum = avx2_sum,
     .delta_step = avx2_delta_step,
     .dot = avx2_dot,

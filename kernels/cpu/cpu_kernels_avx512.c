@@ -1,10 +1,9 @@
 /* cpu_kernels_avx512.c - the AVX-512 kernel table (F, BW, VL, DQ; built with the
  * Makefile's ISA_AVX512 flags and only called when cpu_backend_isa_supported says so).
  *
- * Matmul widens BF16 (shift into the high half), F16 (vcvtph2ps) or F32 weights to f32
- * in registers and accumulates with FMA: no weight copies and no rounding of x to bf16
- * (vdpbf16ps would round x and lose the f32 reference; decode is bound by the weight
- * stream either way). Tails use masked loads, which never touch memory past the end. */
+ * Matmul here serves F16 (vcvtph2ps) and F32 weights, widened to f32 in registers and
+ * accumulated with FMA (BF16 weights take vdpbf16ps in cpu_matmul_bf16_avx512.c). Tails
+ * use masked loads, which never touch memory past the end. */
 #include <immintrin.h>
 
 #include "kernels/cpu/cpu_internal.h"
@@ -373,6 +372,8 @@ static float avx512_exp_sum(float *y, const float *x, float shift, int n) {
 const cpu_kernels cpu_kernels_avx512 = {
     .name = "avx512",
     .matmul = avx512_matmul,
+    .matmul_bf16 = cpu_matmul_bf16_avx512,
+    .pack_bf16 = cpu_pack_bf16_avx512,
     .sum = avx512_sum,
     .delta_step = avx512_delta_step,
     .dot = avx512_dot,

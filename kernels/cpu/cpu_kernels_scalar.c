@@ -19,6 +19,25 @@ static void cpu_scalar_matmul(float *restrict out, int ldo, const float *restric
         }
 }
 
+/* The plain sum of exact bf16 products in k order (batch-invariant by construction). */
+static void cpu_scalar_matmul_bf16(float *restrict out, int ldo, const uint16_t *restrict xb,
+                                   int ldx, const uint16_t *restrict w, int k, int m, int n0,
+                                   int n1) {
+    for (int j = n0; j < n1; j++)
+        for (int i = 0; i < m; i++) {
+            const uint16_t *xr = xb + (size_t)i * ldx, *wr = w + (size_t)j * k;
+            float s = 0.0f;
+            for (int l = 0; l < k; l++)
+                s += dtype_bf16_to_f32(xr[l]) * dtype_bf16_to_f32(wr[l]);
+            out[(size_t)i * ldo + j] = s;
+        }
+}
+
+static void cpu_scalar_pack_bf16(uint16_t *restrict out, const float *restrict x, int n) {
+    for (int i = 0; i < n; i++)
+        out[i] = cpu_pack_bf16_one(x[i]);
+}
+
 static float cpu_scalar_sum(const float *restrict x, size_t n) {
     /* Four partial sums: a single chain is latency-bound, far below memory speed. */
     float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -87,6 +106,8 @@ static float cpu_scalar_exp_sum(float *y, const float *x, float shift, int n) {
 const cpu_kernels cpu_kernels_scalar = {
     .name = "scalar",
     .matmul = cpu_scalar_matmul,
+    .matmul_bf16 = cpu_scalar_matmul_bf16,
+    .pack_bf16 = cpu_scalar_pack_bf16,
     .sum = cpu_scalar_sum,
     .delta_step = cpu_scalar_delta_step,
     .dot = cpu_scalar_dot,

@@ -1,31 +1,50 @@
 /* cpu_matmul.c - out[m, n] = x[m, k] · Wᵀ on the CPU: the reference and the threaded driver.
  *
  * The weight stays in its checkpoint dtype and is read in place (it is mmapped checkpoint
- * data); the ISA kernels widen BF16 / F16 to f32 in registers and accumulate with f32 FMA.
- * Activations are never rounded to bf16, so an F32 weight gives f32 math and a BF16 weight
- * gives exactly the products of the widened values: only the summation order differs from
- * the reference.
+ * data). F32 and F16 weights meet f32 x in f32 FMAs. For BF16 weights x is first rounded
+ * to bf16 (once per call, into the backend's scratch) and the kernels multiply bf16 by
+ * bf16: exact products, f32 sums. That is the precision a bf16 model runs at in its
+ * reference (transformers rounds every activation to bf16; we round only the matmul
+ * inputs and keep the residual stream, norms and states in f32), and it is what lets the
+ * AVX-512 kernels use vdpbf16ps: twice the multiply-adds per instruction, so a batch of
+ * decode rows stays bound by the weight stream instead of by FMAs, and half the x bytes
+ * for a wide-k row to keep in L1. The BF16 kernels also sum each output the same way
+ * whatever the batch (see cpu_internal.h), so batching never changes a sequence's logits.
  *
  * Work split: tasks own a range of output features (W rows), so each weight byte is read
  * by one thread once per m-block. Decode (m small) is a pure weight stream; prefill walks
  * x in blocks sized to stay in L2 so each weight tile is reused from L1 by every row of
  * the block. When W has few rows (the DeltaNet a/b projections), tasks also split m. */
+#include <string.h>
+
 #include "kernels/cpu/cpu_internal.h"
 
 void cpu_matmul_ref(float *out, const float *x, const bk_weight *w, int m) {
     int n = (int)w->shape[0], k = (int)w->shape[1];
+    int round_x = w->dt == DTYPE_BF16 && cpu_matmul_bf16_ldx(k) > 0;
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             float s = 0.0f;
-            for (int l = 0; l < k; l++)
-                s += x[(size_t)i * k + l] * cpu_weight_at(w, (size_t)j * k + l);
+            for (int l = 0; l < k; l++) {
+                float xv = x[(size_t)i * k + l];
+                if (round_x) xv = dtype_bf16_to_f32(cpu_pack_bf16_one(xv));
+                s += xv * cpu_weight_at(w, (size_t)j * k + l);
+            }
             out[(size_t)i * n + j] = s;
         }
+}
+
+int cpu_matmul_bf16_ldx(int k) {
+    int ldx = (k + 31) & ~31;
+    return (size_t)ldx * sizeof(uint16_t) <= CPU_XB_BYTES ? ldx : 0;
 }
 
 typedef struct {
     float *out;
     const float *x;
+    const uint16_t *xb; /* BF16 weights: x packed, rows ldx apart */
+    int ldx;
+    cpu_matmul_bf16_fn fn_bf16;
     const void *w;
     dtype dt;
     int m, n, k;
@@ -44,9 +63,35 @@ static void cpu_matmul_task(void *ctx, int task, int worker) {
     if (n0 >= n1) return;
     for (int i = m0; i < m1; i += j->m_block) {
         int mb = m1 - i < j->m_block ? m1 - i : j->m_block;
+        if (j->xb) {
+            j->fn_bf16(j->out + (size_t)i * j->n, j->n, j->xb + (size_t)i * j->ldx, j->ldx, j->w,
+                       j->k, mb, n0, n1);
+            continue;
+        }
         j->fn(j->out + (size_t)i * j->n, j->n, j->x + (size_t)i * j->k, j->w, j->dt, j->k, mb, n0,
               n1);
     }
+}
+
+/* Runs job j (x rows [0, j->m)) over the pool. */
+static void cpu_matmul_run(backend *b, cpu_matmul_job *j) {
+    cpu_impl *c = cpu_impl_of(b);
+    int m = j->m;
+    /* A block of x rows of at most ~384 KiB stays in L2 while a weight tile sweeps it;
+     * never under 8 rows, so a decode batch (m < 8) is one pass over W. */
+    int row_bytes = j->xb ? j->ldx * 2 : j->k * 4;
+    int mb = (int)((384 * 1024) / row_bytes);
+    mb = mb < 8 ? 8 : mb > 256 ? 256 : mb & ~3;
+    j->m_block = mb;
+    int want = cpu_backend_task_count(b, (int64_t)j->n * m, (int64_t)j->k * 2);
+    int n_units = (j->n + 15) / 16;
+    j->n_split = want < n_units ? want : n_units;
+    j->m_split = 1;
+    if (j->n_split < want && m >= 8) {
+        int m_units = (m + 3) / 4, ms = (want + j->n_split - 1) / j->n_split;
+        j->m_split = ms < m_units ? ms : m_units;
+    }
+    cpu_pool_run(c->pool, cpu_matmul_task, j, j->n_split * j->m_split);
 }
 
 void cpu_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m) {
@@ -60,18 +105,24 @@ void cpu_matmul(backend *b, float *out, const float *x, const bk_weight *w, int 
                         .k = (int)w->shape[1],
                         .fn = c->k->matmul};
     if (m <= 0 || j.n <= 0) return;
-    /* A block of x rows of at most ~384 KiB stays in L2 while a weight tile sweeps it;
-     * never under 8 rows, so a decode batch (m < 8) is one pass over W. */
-    int mb = (int)((384 * 1024) / ((int64_t)j.k * 4));
-    mb = mb < 8 ? 8 : mb > 256 ? 256 : mb & ~3;
-    j.m_block = mb;
-    int want = cpu_backend_task_count(b, (int64_t)j.n * m, (int64_t)j.k * 2);
-    int n_units = (j.n + 15) / 16;
-    j.n_split = want < n_units ? want : n_units;
-    j.m_split = 1;
-    if (j.n_split < want && m >= 8) {
-        int m_units = (m + 3) / 4, ms = (want + j.n_split - 1) / j.n_split;
-        j.m_split = ms < m_units ? ms : m_units;
+    int ldx = w->dt == DTYPE_BF16 ? cpu_matmul_bf16_ldx(j.k) : 0;
+    if (!ldx) { /* F32 / F16 weights (or a k no model has, past the scratch) */
+        cpu_matmul_run(b, &j);
+        return;
     }
-    cpu_pool_run(c->pool, cpu_matmul_task, &j, j.n_split * j.m_split);
+    j.xb = c->xb;
+    j.ldx = ldx;
+    j.fn_bf16 = c->k->matmul_bf16;
+    int rows = (int)(CPU_XB_BYTES / ((size_t)ldx * sizeof(uint16_t)));
+    for (int i0 = 0; i0 < m; i0 += rows) {
+        int mb = m - i0 < rows ? m - i0 : rows;
+        for (int i = 0; i < mb; i++) {
+            uint16_t *row = c->xb + (size_t)i * ldx;
+            c->k->pack_bf16(row, x + (size_t)(i0 + i) * j.k, j.k);
+            memset(row + j.k, 0, (size_t)(ldx - j.k) * sizeof(uint16_t));
+        }
+        j.out = out + (size_t)i0 * j.n;
+        j.m = mb;
+        cpu_matmul_run(b, &j);
+    }
 }

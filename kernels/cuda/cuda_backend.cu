@@ -287,7 +287,6 @@ static void cuda_destroy(backend *b) {
         if (c->blas) cublasDestroy(c->blas);
         cudaFree(c->blas_ws);
         cudaFree(c->act16);
-        cudaFree(c->gemm_out);
         cudaFree(c->att_part);
         cudaFree(c->stage_d);
         cudaFreeHost(c->stage_h);
@@ -382,13 +381,12 @@ CUDA_EXPORT int strata_cuda_backend_create(int device, backend **out, strata_err
     CUDA_TRY(cudaEventCreateWithFlags(&c->stage_ev, cudaEventDisableTiming), "event");
     CUDA_TRY(cudaMalloc(&c->blas_ws, CUDA_BLAS_WS_BYTES), "cuBLAS workspace");
     CUDA_TRY(cudaMalloc((void **)&c->act16, sizeof(__nv_bfloat16) * CUDA_ACT16_ELEMS), "GEMM scratch");
-    CUDA_TRY(cudaMalloc((void **)&c->gemm_out, sizeof(float) * CUDA_GEMM_OUT_FLOATS), "GEMM scratch");
     CUDA_TRY(cudaMalloc((void **)&c->att_part, sizeof(float) * CUDA_ATT_PART_FLOATS), "attention scratch");
     CUDA_TRY(cudaMalloc((void **)&c->stage_d, CUDA_STAGE_BYTES), "staging ring");
     CUDA_TRY(cudaHostAlloc((void **)&c->stage_h, CUDA_STAGE_BYTES, cudaHostAllocDefault), "pinned staging");
     CUDA_TRY(cudaHostAlloc((void **)&c->bounce, CUDA_BOUNCE_BYTES, cudaHostAllocDefault), "pinned bounce");
     c->scratch_bytes = CUDA_BLAS_WS_BYTES + sizeof(__nv_bfloat16) * CUDA_ACT16_ELEMS +
-                       sizeof(float) * (CUDA_GEMM_OUT_FLOATS + CUDA_ATT_PART_FLOATS) +
+                       sizeof(float) * CUDA_ATT_PART_FLOATS +
                        CUDA_STAGE_BYTES;
     if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS) {
         c->blas = NULL;
@@ -400,10 +398,6 @@ CUDA_EXPORT int strata_cuda_backend_create(int device, backend **out, strata_err
         cublasSetWorkspace(c->blas, c->blas_ws, CUDA_BLAS_WS_BYTES) != CUBLAS_STATUS_SUCCESS) {
         rc = strata_err_set(err, STRATA_EDEVICE, "cuda: cuBLAS setup failed");
         goto fail;
-    }
-    {
-        const char *g = getenv("STRATA_CUDA_BF16_GEMM");
-        c->bf16_single = g && !strcmp(g, "single");
     }
     cuda_fill_ops(&c->ops);
     b->ops = &c->ops;

@@ -31,8 +31,7 @@ enum {
     CUDA_STAGE_BYTES = 8 << 20,            /* pinned staging ring for host-side op inputs */
     CUDA_BOUNCE_BYTES = 32 << 20,          /* pinned bounce buffer for downloads */
     CUDA_BLAS_WS_BYTES = 32 << 20,         /* cuBLAS workspace (graph capture needs one) */
-    CUDA_ACT16_ELEMS = 16 << 20,           /* bf16 activations (hi rows + lo rows) for cuBLAS */
-    CUDA_GEMM_OUT_FLOATS = 16 << 20,       /* f32 output of the stacked hi/lo GEMM */
+    CUDA_ACT16_ELEMS = 16 << 20,           /* bf16-rounded activations for cuBLAS */
     CUDA_ATT_PART_FLOATS = 4 << 20,        /* flash-decoding split partials */
     CUDA_GRAPH_MAX = 32,                   /* captured graphs kept (batch-size buckets) */
     CUDA_PENDING_MAX = 64,                 /* downloads deferred to graph_end */
@@ -73,9 +72,7 @@ typedef struct cuda_impl {
     cublasHandle_t blas;
     void *blas_ws;          /* [CUDA_BLAS_WS_BYTES] */
     __nv_bfloat16 *act16;   /* [CUDA_ACT16_ELEMS] */
-    float *gemm_out;        /* [CUDA_GEMM_OUT_FLOATS] */
     float *att_part;        /* [CUDA_ATT_PART_FLOATS] */
-    int bf16_single;        /* 1: one bf16 rounding of the activations (STRATA_CUDA_BF16_GEMM=single) */
     /* staging ring: host inputs copied H2D at op time (or refilled before a graph replay) */
     unsigned char *stage_h; /* pinned [CUDA_STAGE_BYTES] */
     unsigned char *stage_d; /* device mirror [CUDA_STAGE_BYTES] */

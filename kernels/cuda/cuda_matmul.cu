@@ -7,12 +7,10 @@
  * FMA, warp-shuffle reduction. No tensor cores: at m <= 8 the kernel is bandwidth-bound.
  *
  * m > 8 (prefill): cuBLAS. F32 weights: an f32 GEMM (CUBLAS_COMPUTE_32F, no TF32). BF16
- * weights: the f32 activations are split as x = hi + lo with hi, lo bf16 (lo = the rounding
- * error of hi, so x is kept to ~2^-17), and one bf16 GEMM over the stacked rows [hi; lo]
- * reads W once and gives W·hi and W·lo with f32 accumulation; their sum is the product to
- * f32-level accuracy. A single bf16 rounding of x (STRATA_CUDA_BF16_GEMM=single) halves
- * the GEMM's work but moves prefill logits away from decode's (golden tests compare the
- * two at 2e-5). F16 weights: a plain tiled f32 kernel (an f16 split would overflow on
+ * weights: x rounded to bf16 once (mm_round_x, the rule of the CPU backend's
+ * cpu_pack_bf16_one), then a bf16 GEMM with f32 accumulation; the GEMV rounds x the same
+ * way as it loads it, so prefill and decode multiply the same values (engine/backend.h:
+ * a BF16 weight meets x rounded to bf16). F16 weights: a plain tiled f32 kernel (an f16 split would overflow on
  * large activations). All scratch is fixed at create; larger m runs in row chunks. */
 #include "kernels/cuda/cuda_internal.cuh"
 
@@ -57,6 +55,15 @@ template <> struct mm_w<DTYPE_F16> {
     }
 };
 
+/* x as a BF16 matmul reads it: rounded to nearest even, subnormals to a signed zero. */
+__device__ __forceinline__ float mm_round_x(float v) {
+    if ((__float_as_uint(v) & 0x7f800000u) == 0) return __uint_as_float(__float_as_uint(v) & 0x80000000u);
+    return __bfloat162float(__float2bfloat16_rn(v));
+}
+__device__ __forceinline__ float4 mm_round_x4(float4 v) {
+    return make_float4(mm_round_x(v.x), mm_round_x(v.y), mm_round_x(v.z), mm_round_x(v.w));
+}
+
 /* ---- kernels ---- */
 
 /* M rows of x against W; a block is 8 warps = 8 / wpr rows of W. vec: k % VE == 0 and
@@ -91,6 +98,7 @@ mm_gemv(float *__restrict__ out, const float *__restrict__ x, const void *__rest
 #pragma unroll
                         for (int e = 0; e < W::VE / 4; e++) {
                             float4 xv = __ldg(xr + e);
+                            if (DT == DTYPE_BF16) xv = mm_round_x4(xv);
                             acc[t] += f[4 * e] * xv.x + f[4 * e + 1] * xv.y + f[4 * e + 2] * xv.z +
                                       f[4 * e + 3] * xv.w;
                         }
@@ -106,6 +114,7 @@ mm_gemv(float *__restrict__ out, const float *__restrict__ x, const void *__rest
 #pragma unroll
                     for (int e = 0; e < W::VE / 4; e++) {
                         float4 xv = __ldg(xr + e);
+                        if (DT == DTYPE_BF16) xv = mm_round_x4(xv);
                         acc[t] += f[4 * e] * xv.x + f[4 * e + 1] * xv.y + f[4 * e + 2] * xv.z +
                                   f[4 * e + 3] * xv.w;
                     }
@@ -115,7 +124,10 @@ mm_gemv(float *__restrict__ out, const float *__restrict__ x, const void *__rest
             for (int e = part * 32 + lane; e < k; e += 32 * wpr) {
                 float f = W::get(w, (size_t)row * k + e);
 #pragma unroll
-                for (int t = 0; t < M; t++) acc[t] += f * x[(size_t)t * k + e];
+                for (int t = 0; t < M; t++) {
+                    float xv = x[(size_t)t * k + e];
+                    acc[t] += f * (DT == DTYPE_BF16 ? mm_round_x(xv) : xv);
+                }
             }
         }
     }
@@ -154,7 +166,8 @@ mm_tiled(float *__restrict__ out, const float *__restrict__ x, const void *__res
 #pragma unroll
         for (int q = 0; q < 4; q++) {
             int e = tid + 256 * q, r = e / 16, kk = e % 16;
-            xs[kk][r] = m0 + r < m && k0 + kk < k ? x[(size_t)(m0 + r) * k + k0 + kk] : 0.0f;
+            float xv = m0 + r < m && k0 + kk < k ? x[(size_t)(m0 + r) * k + k0 + kk] : 0.0f;
+            xs[kk][r] = DT == DTYPE_BF16 ? mm_round_x(xv) : xv;
             ws[kk][r] = n0 + r < n && k0 + kk < k ? mm_w<DT>::get(w, (size_t)(n0 + r) * k + k0 + kk) : 0.0f;
         }
         __syncthreads();
@@ -179,21 +192,10 @@ mm_tiled(float *__restrict__ out, const float *__restrict__ x, const void *__res
         }
 }
 
-/* hi = bf16(x); lo = bf16(x - hi) (lo may be NULL: single rounding). */
-__global__ void mm_to_bf16(__nv_bfloat16 *__restrict__ hi, __nv_bfloat16 *__restrict__ lo,
-                           const float *__restrict__ x, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float v = x[i];
-        __nv_bfloat16 h = __float2bfloat16_rn(v);
-        hi[i] = h;
-        if (lo) lo[i] = __float2bfloat16_rn(v - __bfloat162float(h));
-    }
-}
-
-/* out[i] = g[i] + g[off + i]: W·hi + W·lo. */
-__global__ void mm_sum_halves(float *__restrict__ out, const float *__restrict__ g, size_t off) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < off; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = g[i] + g[off + i];
+/* xb = x rounded as mm_round_x does, for the bf16 GEMM. */
+__global__ void mm_to_bf16(__nv_bfloat16 *__restrict__ xb, const float *__restrict__ x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        xb[i] = __float2bfloat16_rn(mm_round_x(x[i]));
 }
 
 /* ---- launchers ---- */
@@ -242,10 +244,7 @@ static int mm_gemm(cuda_impl *c, float *C, const void *B, cudaDataType bt, const
 
 static void mm_blas_bf16(cuda_impl *c, float *out, const float *x, const void *w, int m, int n,
                          int k) {
-    int split = !c->bf16_single;
-    size_t by_act = CUDA_ACT16_ELEMS / ((size_t)k * (split ? 2 : 1));
-    size_t by_out = split ? CUDA_GEMM_OUT_FLOATS / (2 * (size_t)n) : (size_t)m;
-    int mc = (int)(by_act < by_out ? by_act : by_out);
+    int mc = (int)(CUDA_ACT16_ELEMS / (size_t)k);
     if (mc > m) mc = m;
     if (mc < 1) { /* a row longer than the scratch: no model has one */
         bk_weight t = {w, DTYPE_BF16, 2, {n, k, 0, 0}};
@@ -255,18 +254,9 @@ static void mm_blas_bf16(cuda_impl *c, float *out, const float *x, const void *w
     for (int r0 = 0; r0 < m; r0 += mc) {
         int rows = m - r0 < mc ? m - r0 : mc;
         size_t e = (size_t)rows * k;
-        __nv_bfloat16 *hi = c->act16, *lo = split ? c->act16 + e : NULL;
-        mm_to_bf16<<<cuda_blocks(e, 256, 65535), 256, 0, c->stream>>>(hi, lo, x + (size_t)r0 * k, e);
+        mm_to_bf16<<<cuda_blocks(e, 256, 65535), 256, 0, c->stream>>>(c->act16, x + (size_t)r0 * k, e);
         cuda_check_launch(c, "matmul bf16 convert");
-        if (!split) {
-            mm_gemm(c, out + (size_t)r0 * n, hi, CUDA_R_16BF, w, CUDA_R_16BF, rows, n, k);
-            continue;
-        }
-        if (mm_gemm(c, c->gemm_out, hi, CUDA_R_16BF, w, CUDA_R_16BF, 2 * rows, n, k)) return;
-        size_t o = (size_t)rows * n;
-        mm_sum_halves<<<cuda_blocks(o, 256, 65535), 256, 0, c->stream>>>(out + (size_t)r0 * n,
-                                                                        c->gemm_out, o);
-        cuda_check_launch(c, "matmul sum");
+        if (mm_gemm(c, out + (size_t)r0 * n, c->act16, CUDA_R_16BF, w, CUDA_R_16BF, rows, n, k)) return;
     }
 }
 

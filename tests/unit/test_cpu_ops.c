@@ -117,10 +117,14 @@ static void test_matmul_real(void) {
             bk_weight w = make_weight(wv, n, k, all_dt[di]);
             double *want = dvec((size_t)m * n), *absum = dvec((size_t)m * n);
             double tolmax = 0;
+            /* BF16 weights meet x rounded to bf16 (cpu_matmul.c): the reference does too. */
+            float *xr = fvec((size_t)m * k);
+            for (size_t i = 0; i < (size_t)m * k; i++)
+                xr[i] = all_dt[di] == DTYPE_BF16 ? dtype_bf16_to_f32(cpu_pack_bf16_one(x[i])) : x[i];
             for (int i = 0; i < m; i++)
                 for (int j = 0; j < n; j++) {
                     for (int l = 0; l < k; l++) {
-                        double p = (double)x[(size_t)i * k + l] * wv[(size_t)j * k + l];
+                        double p = (double)xr[(size_t)i * k + l] * wv[(size_t)j * k + l];
                         want[(size_t)i * n + j] += p;
                         absum[(size_t)i * n + j] += fabs(p);
                     }
@@ -141,6 +145,7 @@ static void test_matmul_real(void) {
                 free(o0);
             }
             free_weight(&w);
+            free(xr);
             free(absum);
             free(want);
             free(out0);
