@@ -1,10 +1,10 @@
 /* cpu_kernels_avx2.c - the AVX2 + FMA + F16C kernel table (built with the Makefile's
  * ISA_AVX2 flags, called only when cpu_backend_isa_supported says so).
  *
- * Same scheme as the AVX-512 table with 8-lane vectors: weights widened to f32 in
+ * Same scheme as the AVX-512 files with 8-lane vectors: weights widened to f32 in
  * registers, f32 FMA. AVX2 has no cheap masked 16-bit loads, so k and dv tails run
- * scalar code on exactly the remaining elements. 16 ymm registers bound the matmul tile
- * to 2 x rows × 4 W rows (8 accumulators + 4 weights + 1 x). */
+ * scalar code on exactly the remaining elements. 16 ymm registers bound a matmul tile to
+ * 8 accumulators (MR·NR <= 4, two per output) next to its weights and x. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -35,124 +35,80 @@ AI float avx2_hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* Software prefetch distance of the decode weight stream (see F32_PF_BYTES). */
+#define AVX2_PF_BYTES 4096
+
+/* MR x rows against NR W rows from j (MR·NR <= 4). Every (i, j) is summed the same way
+ * whatever MR, NR and the caller (batch invariance, as in cpu_matmul_bf16_avx2.c):
+ * 16-element blocks whose low and high halves go to two accumulators, then the k % 16
+ * tail in order. */
 AI void avx2_tile(float *out, int ldo, const float *x, int k, const void *w, dtype dt, int j,
-                  const int MR, const int NR) {
-    __m256 acc[2][4];
+                  const int MR, const int NR, const int PF) {
+    __m256 a0[4][2], a1[4][2];
+    const int es = dt == DTYPE_F32 ? 4 : 2;
 #pragma GCC unroll 4
     for (int i = 0; i < MR; i++)
-#pragma GCC unroll 4
+#pragma GCC unroll 2
         for (int r = 0; r < NR; r++)
-            acc[i][r] = _mm256_setzero_ps();
+            a0[i][r] = a1[i][r] = _mm256_setzero_ps();
     int l = 0;
-    for (; l + 8 <= k; l += 8) {
-        __m256 wv[4];
-#pragma GCC unroll 4
-        for (int r = 0; r < NR; r++)
-            wv[r] = avx2_ldw(w, (size_t)(j + r) * k + l, dt);
+    for (; l + 16 <= k; l += 16) {
+        __m256 w0[2], w1[2];
+#pragma GCC unroll 2
+        for (int r = 0; r < NR; r++) {
+            size_t off = (size_t)(j + r) * k + l;
+            if (PF && (es == 4 || (l & 31) == 0))
+                _mm_prefetch((const char *)w + off * es + AVX2_PF_BYTES, _MM_HINT_T0);
+            w0[r] = avx2_ldw(w, off, dt);
+            w1[r] = avx2_ldw(w, off + 8, dt);
+        }
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++) {
-            __m256 xv = _mm256_loadu_ps(x + (size_t)i * k + l);
-#pragma GCC unroll 4
-            for (int r = 0; r < NR; r++)
-                acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
+            __m256 x0 = _mm256_loadu_ps(x + (size_t)i * k + l), x1 = _mm256_loadu_ps(x + (size_t)i * k + l + 8);
+#pragma GCC unroll 2
+            for (int r = 0; r < NR; r++) {
+                a0[i][r] = _mm256_fmadd_ps(x0, w0[r], a0[i][r]);
+                a1[i][r] = _mm256_fmadd_ps(x1, w1[r], a1[i][r]);
+            }
         }
     }
 #pragma GCC unroll 4
     for (int i = 0; i < MR; i++)
-#pragma GCC unroll 4
+#pragma GCC unroll 2
         for (int r = 0; r < NR; r++) {
-            float s = avx2_hsum(acc[i][r]);
+            float s = avx2_hsum(_mm256_add_ps(a0[i][r], a1[i][r]));
             for (int t = l; t < k; t++)
                 s += x[(size_t)i * k + t] * avx2_wscalar(w, (size_t)(j + r) * k + t, dt);
             out[(size_t)i * ldo + j + r] = s;
         }
 }
 
-/* Software prefetch distance of the decode weight stream (see AVX512_PF_BYTES). */
-#define AVX2_PF_BYTES 4096
-
-/* out[i, j] for i < MR against the single W row j, k unrolled U times: one sequential
- * weight stream per thread for decode, prefetched AVX2_PF_BYTES ahead (see avx512_row in
- * cpu_kernels_avx512.c). */
-AI void avx2_row(float *out, int ldo, const float *x, int k, const void *w, dtype dt, int j,
-                 const int MR, const int U) {
-    __m256 acc[4][4];
-    const size_t row = (size_t)j * k;
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 4
-        for (int u = 0; u < U; u++)
-            acc[i][u] = _mm256_setzero_ps();
-    const int es = dt == DTYPE_F32 ? 4 : 2;
-    int l = 0;
-    for (; l + 8 * U <= k; l += 8 * U) {
-#pragma GCC unroll 4
-        for (int q = 0; q < 8 * U * es; q += 64)
-            _mm_prefetch((const char *)w + (row + l) * es + AVX2_PF_BYTES + q, _MM_HINT_T0);
-#pragma GCC unroll 4
-        for (int u = 0; u < U; u++) {
-            __m256 wv = avx2_ldw(w, row + l + 8 * u, dt);
-#pragma GCC unroll 4
-            for (int i = 0; i < MR; i++)
-                acc[i][u] =
-                    _mm256_fmadd_ps(_mm256_loadu_ps(x + (size_t)i * k + l + 8 * u), wv, acc[i][u]);
-        }
+/* Rows of x against W rows [j, j + NR): four rows at a time for one W row (decode, one
+ * prefetched stream per thread), else two. */
+AI void avx2_rows_m(float *out, int ldo, const float *x, int k, const void *w, dtype dt, int m,
+                    int j, const int NR, const int PF) {
+    int i = 0;
+    if (NR == 1) {
+        for (; i + 4 <= m; i += 4)
+            avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 4, 1, PF);
+        if (m - i == 3) avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 3, 1, PF);
     }
-    for (; l + 8 <= k; l += 8) {
-        __m256 wv = avx2_ldw(w, row + l, dt);
-#pragma GCC unroll 4
-        for (int i = 0; i < MR; i++)
-            acc[i][0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + (size_t)i * k + l), wv, acc[i][0]);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; i++) {
-#pragma GCC unroll 4
-        for (int u = 1; u < U; u++)
-            acc[i][0] = _mm256_add_ps(acc[i][0], acc[i][u]);
-        float s = avx2_hsum(acc[i][0]);
-        for (int t = l; t < k; t++)
-            s += x[(size_t)i * k + t] * avx2_wscalar(w, row + t, dt);
-        out[(size_t)i * ldo + j] = s;
-    }
+    for (; i + 2 <= m; i += 2)
+        avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 2, NR, PF);
+    if (i < m) avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 1, NR, PF);
 }
 
 AI void avx2_matmul_dt(float *restrict out, int ldo, const float *restrict x,
                        const void *restrict w, dtype dt, int k, int m, int n0, int n1) {
-    if (m < 8) { /* decode: the weight stream bounds it (see avx512_matmul_dt) */
-        for (int j = n0; j < n1; j++) {
-            int i = 0;
-            for (; i + 4 <= m; i += 4)
-                avx2_row(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 4, 2);
-            switch (m - i) {
-            case 3:
-                avx2_row(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 3, 2);
-                break;
-            case 2:
-                avx2_row(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 2, 4);
-                break;
-            case 1:
-                avx2_row(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 1, 4);
-                break;
-            default: break;
-            }
-        }
+    if (m < 8) { /* decode: the weight stream bounds it */
+        for (int j = n0; j < n1; j++)
+            avx2_rows_m(out, ldo, x, k, w, dt, m, j, 1, 1);
         return;
     }
     int j = n0;
-    for (; j + 4 <= n1; j += 4) {
-        int i = 0;
-        for (; i + 2 <= m; i += 2)
-            avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 2, 4);
-        for (; i < m; i++)
-            avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 1, 4);
-    }
-    for (; j < n1; j++) {
-        int i = 0;
-        for (; i + 2 <= m; i += 2)
-            avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 2, 1);
-        for (; i < m; i++)
-            avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 1, 1);
-    }
+    for (; j + 2 <= n1; j += 2)
+        avx2_rows_m(out, ldo, x, k, w, dt, m, j, 2, 0);
+    if (j < n1) avx2_rows_m(out, ldo, x, k, w, dt, m, j, 1, 0);
 }
 
 static void avx2_matmul(float *restrict out, int ldo, const float *restrict x,

@@ -62,7 +62,7 @@ static const dtype all_dt[3] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16};
  * is a multiple of 1/32 and |sum| <= k, so for k < 2^19 every partial sum is exact in f32
  * and the result must be bit-exact in any summation order and any ISA. */
 static void test_matmul_exact(void) {
-    /* 8209 > AVX512_WIDE_K: m = 1 takes the three-rows-at-once path, whose row groups
+    /* 8209: wider than L1 for f32 x, so m = 1 takes the 1 × 3 tile path, whose row groups
      * and masked k tail the n values below all exercise. */
     static const int ks[] = {1, 3, 7, 9, 15, 16, 17, 31, 33, 64, 4093, 8209};
     static const int ns[] = {1, 3, 4, 5, 7, 17, 33};

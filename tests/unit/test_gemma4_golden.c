@@ -24,13 +24,10 @@
  * orders. The bugs this guards against (1+w norms, a wrong donor, an off-by-one window,
  * a missing v_norm or scale) are off by 1e-3 and more. */
 #define F32_REL_TOL 3e-5
-/* Our own paths (chunking, batching, decode, the ring) run the same kernels on other row
- * splits; they agree to the rounding of a different split only (measured: 4.2e-6). */
-#define SELF_REL_TOL 2e-5
-/* With bf16 weights those paths agree bit for bit: the BF16 matmul sums every output row
- * the same way whatever the rows around it (cpu_matmul_bf16_*.c) and the other ops are
- * row-local. F32 weights take the f32 kernels, whose summation split follows m. */
-#define SELF_TOL(is_bf16) ((is_bf16) ? 0.0 : SELF_REL_TOL)
+/* Our own paths (chunking, batching, decode, the ring) must agree bit for bit: every op is
+ * row-local and every matmul kernel sums a row the same way whatever rows share its step
+ * (tests/unit/test_cpu_matmul.c), on every dtype and ISA. */
+#define SELF_REL_TOL 0.0
 /* bf16 fixtures: transformers rounds to bf16 after every op (spec §3.1) and its own bf16
  * run differs from its f32 run by up to 0.72 on these prompts, so logits are not
  * compared; greedy choices are, wherever its top-2 gap is >= 1.0. */
@@ -65,16 +62,16 @@ static void check_case(const char *name, model *m, model *r, const golden_case *
         golden_compare(name, "vs transformers", a, gc->logits, gc->n, vocab, F32_REL_TOL);
     }
     float *c = run_alloc(m, gc, odd, 6);
-    golden_compare(name, "odd chunks vs one shot", c, a, gc->n, vocab, SELF_TOL(is_bf16));
+    golden_compare(name, "odd chunks vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
     free(c);
     c = run_alloc(m, gc, step, 1);
-    golden_compare(name, "step by step vs one shot", c, a, gc->n, vocab, SELF_TOL(is_bf16));
+    golden_compare(name, "step by step vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
     free(c);
     c = run_alloc(r, gc, ringc, 7);
-    golden_compare(name, "ring, chunks <= 16 vs one shot", c, a, gc->n, vocab, SELF_TOL(is_bf16));
+    golden_compare(name, "ring, chunks <= 16 vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
     free(c);
     c = run_alloc(r, gc, step, 1);
-    golden_compare(name, "ring, step by step vs one shot", c, a, gc->n, vocab, SELF_TOL(is_bf16));
+    golden_compare(name, "ring, step by step vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
     free(c);
     free(a);
 }
@@ -139,8 +136,8 @@ static void test_fixture(backend *b, const char *dir) {
             if (gs.cases[c].n_greedy && !gs.is_bf16) check_greedy(dir, m, &gs.cases[c], gs.vocab);
         }
         int wide[8] = {5, 1, 17, 2}, narrow[8] = {5, 1, 7, 3}; /* narrow: 16 tokens a step */
-        golden_check_batched(dir, m, &gs, wide, SELF_TOL(gs.is_bf16));
-        golden_check_batched(dir, r, &gs, narrow, SELF_TOL(gs.is_bf16));
+        golden_check_batched(dir, m, &gs, wide, SELF_REL_TOL);
+        golden_check_batched(dir, r, &gs, narrow, SELF_REL_TOL);
         check_ple_paths(b, dir, m, &gs);
     }
     model_close(m);

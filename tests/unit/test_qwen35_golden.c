@@ -23,13 +23,10 @@ static const int golden_batch_chunks[8] = {5, 1, 17, 2, 9, 3, 1, 4};
  * these fixtures it stays under 7e-5 of the largest |logit| (measured 150 tokens:
  * 1.3e-3 on 21.5). 2e-4 leaves room for other ISAs' summation order. */
 #define F32_REL_TOL 2e-4
-/* Our own paths (chunking, batching, decode) run the same kernels row by row, so they
- * agree to rounding of a different summation split only. */
-#define SELF_REL_TOL 2e-5
-/* With bf16 weights those paths agree bit for bit: the BF16 matmul sums every output row
- * the same way whatever the rows around it (cpu_matmul_bf16_*.c) and the other ops are
- * row-local. F32 weights take the f32 kernels, whose summation split follows m. */
-#define SELF_TOL(is_bf16) ((is_bf16) ? 0.0 : SELF_REL_TOL)
+/* Our own paths (chunking, batching, decode) must agree bit for bit: every op is
+ * row-local and every matmul kernel sums a row the same way whatever rows share its step
+ * (tests/unit/test_cpu_matmul.c), on every dtype and ISA. */
+#define SELF_REL_TOL 0.0
 /* bf16 fixtures: T rounds activations to bf16 at every op (spec §8) and its own bf16
  * run differs from its f32 run by up to 0.77 within 7 positions on this model, so
  * logits are not compared; greedy choices are, wherever T's top-2 gap is >= 1.0. */
@@ -55,9 +52,9 @@ static void check_case_f32(const char *name, model *m, const golden_case *gc, in
         golden_compare(name, "vs transformers", a, gc->logits, gc->n, vocab, F32_REL_TOL);
     }
     CHECK(golden_run_chunked(m, 1, gc->prompt, gc->n, odd, 5, c) == 0);
-    golden_compare(name, "odd chunks vs one shot", c, a, gc->n, vocab, SELF_TOL(is_bf16));
+    golden_compare(name, "odd chunks vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
     CHECK(golden_run_chunked(m, 2, gc->prompt, gc->n, step, 1, c) == 0);
-    golden_compare(name, "step by step vs one shot", c, a, gc->n, vocab, SELF_TOL(is_bf16));
+    golden_compare(name, "step by step vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
     free(a);
     free(c);
 }
@@ -99,7 +96,7 @@ static void test_fixture(backend *b, const char *dir) {
             check_case_f32(dir, m, &gs.cases[c], gs.vocab, gs.is_bf16);
             if (gs.cases[c].n_greedy && !gs.is_bf16) check_greedy(dir, m, &gs.cases[c], gs.vocab);
         }
-        golden_check_batched(dir, m, &gs, golden_batch_chunks, SELF_TOL(gs.is_bf16));
+        golden_check_batched(dir, m, &gs, golden_batch_chunks, SELF_REL_TOL);
         model_close(m);
     }
     golden_free(&gs);

@@ -1,12 +1,13 @@
-/* test_cpu_matmul_bf16.c - what the BF16-weight matmul promises beyond its values (those
- * are checked against a double reference in test_cpu_ops.c):
+/* test_cpu_matmul.c - what the matmul promises beyond its values (those are checked
+ * against a double reference in test_cpu_ops.c):
  *
- * - every ISA rounds x to bf16 exactly as cpu_pack_bf16_one does (nearest even, NaN kept,
- *   subnormals to zero), so the ISAs start from the same bits;
- * - batch invariance: a row's output is bit-identical whether it is computed alone or
- *   among other rows (decode batches of 2-8, prefill blocks, m past the packing scratch)
- *   and whatever the thread count, on every ISA. This is what lets the server promise
- *   that a request's greedy output does not depend on what else is running. */
+ * - for BF16 weights every ISA rounds x to bf16 exactly as cpu_pack_bf16_one does
+ *   (nearest even, NaN kept, subnormals to zero), so the ISAs start from the same bits;
+ * - batch invariance, for every weight dtype: a row's output is bit-identical whether it
+ *   is computed alone or among other rows (decode batches of 2-8, prefill blocks, m past
+ *   the packing scratch) and whatever the thread count, on every ISA. This is what lets
+ *   the server promise that a request's greedy output does not depend on what else is
+ *   running. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -82,12 +83,16 @@ static void test_pack_bits(void) {
     free(want);
 }
 
-static bk_weight bf16_weight(int n, int k) {
-    uint16_t *d = malloc((size_t)n * k * 2);
+static bk_weight rand_weight(int n, int k, dtype dt) {
+    size_t cnt = (size_t)n * k;
+    void *d = malloc(cnt * (dt == DTYPE_F32 ? 4 : 2));
     if (!d) abort();
-    for (size_t i = 0; i < (size_t)n * k; i++)
-        d[i] = dtype_f32_to_bf16(rng_f());
-    return (bk_weight){.data = d, .dt = DTYPE_BF16, .ndim = 2, .shape = {n, k}};
+    for (size_t i = 0; i < cnt; i++) {
+        float v = rng_f();
+        if (dt == DTYPE_F32) ((float *)d)[i] = v;
+        else ((uint16_t *)d)[i] = dt == DTYPE_BF16 ? dtype_f32_to_bf16(v) : dtype_f32_to_f16(v);
+    }
+    return (bk_weight){.data = d, .dt = dt, .ndim = 2, .shape = {n, k}};
 }
 
 /* Row r of out_all (computed with m rows) must equal out_one (row r alone), bit for bit. */
@@ -101,8 +106,8 @@ static void check_rows_alone(backend *b, const char *name, const float *x, const
         b->ops->matmul(b, one, x + (size_t)r * k, w, 1);
         if (memcmp(one, all + (size_t)r * n, (size_t)n * sizeof(float))) bad = r + 1;
     }
-    CHECK_MSG(!bad, "%s: row %d of m=%d (n=%d k=%d) differs from the row alone", name, bad - 1, m,
-              n, k);
+    CHECK_MSG(!bad, "%s: row %d of m=%d (n=%d k=%d %s) differs from the row alone", name, bad - 1,
+              m, n, k, dtype_name(w->dt));
     free(all);
     free(one);
 }
@@ -119,10 +124,11 @@ static void test_batch_invariance(void) {
     static const int shapes[][3] = {{8, 70, 1024}, {8, 37, 3136}, {5, 19, 1000}, {3, 33, 33},
                                     {7, 29, 95},   {16, 10, 12544}, {37, 67, 130},
                                     {261, 7, 515}, {2, 3, 1}};
-    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
-        int m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+    static const dtype dts[] = {DTYPE_BF16, DTYPE_F32, DTYPE_F16};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes * 3; si++) {
+        int m = shapes[si / 3][0], n = shapes[si / 3][1], k = shapes[si / 3][2];
         float *x = frand((size_t)m * k);
-        bk_weight w = bf16_weight(n, k);
+        bk_weight w = rand_weight(n, k, dts[si % 3]);
         float *out = fvec((size_t)m * n);
         for (int bi = 0; bi < n_be; bi++) {
             check_rows_alone(be[bi], be_name[bi], x, &w, m);
@@ -131,8 +137,8 @@ static void test_batch_invariance(void) {
         float *o2 = fvec((size_t)m * n);
         be[n_be - 1]->ops->matmul(be[n_be - 1], out, x, &w, m);
         one_thread->ops->matmul(one_thread, o2, x, &w, m);
-        CHECK_MSG(!memcmp(out, o2, (size_t)m * n * 4), "%s vs 1 thread: m=%d n=%d k=%d differ",
-                  be_name[n_be - 1], m, n, k);
+        CHECK_MSG(!memcmp(out, o2, (size_t)m * n * 4), "%s vs 1 thread: m=%d n=%d k=%d %s differ",
+                  be_name[n_be - 1], m, n, k, dtype_name(w.dt));
         free(o2);
         free((void *)w.data);
         free(out);
@@ -146,7 +152,7 @@ static void test_past_scratch(void) {
     int k = 12544, n = 5;
     int m = (int)(CPU_XB_BYTES / ((size_t)cpu_matmul_bf16_ldx(k) * 2)) + 3;
     float *x = frand((size_t)m * k);
-    bk_weight w = bf16_weight(n, k);
+    bk_weight w = rand_weight(n, k, DTYPE_BF16);
     check_rows_alone(be[n_be - 1], be_name[n_be - 1], x, &w, m);
     free((void *)w.data);
     free(x);
