@@ -313,6 +313,7 @@ int config_check(const config *c, strata_err *err) {
         {"max-connections", c->max_connections, 4, 1 << 20},
         {"idle-timeout", c->idle_timeout, 1, 86400},
         {"request-timeout", c->request_timeout, 0, 7 * 86400},
+        {"sse-keepalive", c->sse_keepalive, 0, 86400},
         {"shutdown-timeout", c->shutdown_timeout, 0, 86400},
     };
     for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)

@@ -39,6 +39,8 @@
     X(max_connections, "max-connections", INT, 1024, "open HTTP connections at most")         \
     X(idle_timeout, "idle-timeout", INT, 30, "seconds an idle or stalled connection lives")   \
     X(request_timeout, "request-timeout", INT, 600, "seconds a request may take (0 = none)")  \
+    X(sse_keepalive, "sse-keepalive", INT, 15,                                                \
+      "seconds a stream may stay silent before a ': keep-alive' comment (0 = off)")            \
     X(shutdown_timeout, "shutdown-timeout", INT, 30, "seconds to drain on SIGTERM")           \
     X(seed, "seed", INT, 0, "seed of dummy weights and of requests without one")              \
     X(log_requests, "log-requests", BOOL, 0, "log one line per request to stderr")

@@ -43,6 +43,7 @@ void engine_chunk_deinit(engine_chunk *c) {
     free(c->text);
     free(c->reasoning);
     free(c->tok);
+    free(c->prompt_tok);
     memset(c, 0, sizeof *c);
 }
 
@@ -83,6 +84,7 @@ static void engine_seq_free(engine_seq *s) {
     engine_chunk_deinit(&s->pending);
     pthread_mutex_destroy(&s->mu);
     free(s->prompt);
+    free(s->plp);
     free(s->stop_ids);
     free(s);
     if (release) release(ud);
@@ -104,7 +106,7 @@ int engine_seq_create(engine *e, const engine_seq_params *p, void (*wake)(void *
     engine_seq *s = NULL;
     int rc;
     if (p->n_prompt < 1) return strata_err_set(err, STRATA_EINVALID, "prompt: at least one token");
-    if (p->max_tokens < 1) return strata_err_set(err, STRATA_EINVALID, "max_tokens: at least 1");
+    if (p->max_tokens < 0) return strata_err_set(err, STRATA_EINVALID, "max_tokens: at least 0");
     if ((int64_t)p->n_prompt + p->max_tokens > e->ctx)
         return strata_err_set(err, STRATA_ERANGE,
                               "This model's maximum context length is %d tokens. However, you "
@@ -130,6 +132,16 @@ int engine_seq_create(engine *e, const engine_seq_params *p, void (*wake)(void *
         goto fail;
     }
     memcpy(s->prompt, p->prompt, (size_t)p->n_prompt * sizeof *s->prompt);
+    if (p->prompt_logprobs) {
+        /* the whole prompt's results, so the step thread never allocates for them */
+        if (!(s->plp = calloc((size_t)p->n_prompt, sizeof *s->plp))) {
+            rc = strata_err_set(err, STRATA_ENOMEM, "engine: out of memory for prompt logprobs");
+            goto fail;
+        }
+        s->plp[0].token = p->prompt[0];
+        s->plp[0].n_top = -1;
+        s->plp_top = p->sampling.top_logprobs;
+    }
     if (p->n_stop_ids > 0) {
         if (!(s->stop_ids = malloc((size_t)p->n_stop_ids * sizeof *s->stop_ids))) {
             rc = strata_err_set(err, STRATA_ENOMEM, "engine: out of memory");
@@ -161,19 +173,23 @@ fail:
 int engine_seq_take(engine_seq *s, engine_chunk *c) {
     pthread_mutex_lock(&s->mu);
     engine_chunk *p = &s->pending;
-    int news = p->text_len || p->reasoning_len || p->n_new || (p->finish && !s->finish_taken);
+    int news = p->text_len || p->reasoning_len || p->n_new || p->prompt_done ||
+               (p->finish && !s->finish_taken);
     /* swap the buffers: the consumer's old ones become the next pending ones */
     char *t = c->text, *r = c->reasoning;
     size_t tc = c->text_cap, rcap = c->reasoning_cap;
-    sampler_result *tk = c->tok;
+    sampler_result *tk = c->tok, *old_prompt = c->prompt_tok;
     int tkc = c->tok_cap;
     *c = *p;
     p->text = t, p->text_cap = tc, p->text_len = 0;
     p->reasoning = r, p->reasoning_cap = rcap, p->reasoning_len = 0;
     p->tok = tk, p->tok_cap = tkc, p->n_tok = 0;
     p->n_new = 0;
+    /* the prompt logprobs come once: they move to c, nothing is swapped back */
+    p->prompt_tok = NULL, p->n_prompt_tok = 0, p->prompt_done = 0;
     if (c->finish) s->finish_taken = 1;
     pthread_mutex_unlock(&s->mu);
+    free(old_prompt);
     return news;
 }
 
@@ -206,6 +222,15 @@ int engine_seq_emit(engine_seq *s, const char *text, size_t text_len, const char
     }
     pthread_mutex_unlock(&s->mu);
     return rc ? STRATA_ENOMEM : 0;
+}
+
+void engine_seq_emit_prompt(engine_seq *s) {
+    pthread_mutex_lock(&s->mu);
+    s->pending.prompt_tok = s->plp;
+    s->pending.n_prompt_tok = s->n_prompt;
+    s->pending.prompt_done = 1;
+    s->plp = NULL;
+    pthread_mutex_unlock(&s->mu);
 }
 
 void engine_seq_set_scheduled(engine_seq *s) {
@@ -292,6 +317,13 @@ int engine_create(engine **out, model *m, const tokenizer *tok, const engine_opt
         goto fail;
     }
     if (e->prefill_chunk > e->max_tokens) e->prefill_chunk = e->max_tokens;
+    /* prompt logprob rows: bounded memory whatever the vocabulary (32 MiB of f32 rows
+     * by default: 33 rows at Qwen3.5's 248k vocabulary, the whole chunk at small ones) */
+    e->plp_rows = o->prompt_logprob_rows > 0
+                      ? o->prompt_logprob_rows
+                      : (int)((32u << 20) / ((size_t)e->vocab * sizeof(float)));
+    if (e->plp_rows < 1) e->plp_rows = 1;
+    if (e->plp_rows > e->prefill_chunk) e->plp_rows = e->prefill_chunk;
     e->on_slot_free = o->on_slot_free;
     e->on_token_gap = o->on_token_gap;
     e->ud = o->ud;

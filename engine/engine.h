@@ -44,6 +44,11 @@ const char *engine_finish_name(int finish); /* "stop", "length", ...; never NULL
 typedef struct engine_opts {
     int max_seqs;      /* running sequences at most (<= the model's slots; 0 = all) */
     int prefill_chunk; /* prompt tokens per step (clamped to the model's max_tokens) */
+    /* Logit rows per step for prompt logprobs (engine_seq_params.prompt_logprobs); the
+     * logits buffer holds max_seqs + this many rows, allocated here. A prompt chunk
+     * that needs more rows is cut shorter. 0 = as many as fit in 32 MiB of logits,
+     * at most prefill_chunk. */
+    int prompt_logprob_rows;
     /* Called on the step thread after a slot became free (a sequence finished or was
      * cancelled); the server uses it to admit waiting requests. May be NULL. */
     void (*on_slot_free)(void *ud);
@@ -64,9 +69,15 @@ void engine_destroy(engine *e);
 typedef struct engine_seq_params {
     const int32_t *prompt; /* [n_prompt] token ids, copied; n_prompt >= 1 */
     int n_prompt;
-    int max_tokens;        /* >= 1; generation also stops at the context end */
+    /* >= 0; generation also stops at the context end. 0: only prefill the prompt (for
+     * its logprobs) and finish with ENGINE_FINISH_LENGTH, sampling nothing. */
+    int max_tokens;
     sampler_params sampling;
     int logprobs;          /* record the sampler result of each token */
+    /* Also record log p(prompt[i] | prompt[<i]) of every prompt token with its
+     * sampling.top_logprobs alternatives, from the raw logits (no bias or penalty, as
+     * vLLM's prompt_logprobs); delivered all at once when the prefill ends. */
+    int prompt_logprobs;
     int n_stop;
     const char *const *stop;   /* stop strings, copied */
     int n_stop_ids;
@@ -108,6 +119,12 @@ typedef struct engine_chunk {
     size_t reasoning_len, reasoning_cap;
     sampler_result *tok;    /* one per new token when params.logprobs */
     int n_tok, tok_cap;
+    /* prompt logprobs (params.prompt_logprobs), in the one take with prompt_done set:
+     * [n_prompt_tok] = one per prompt token; prompt_tok[0] has n_top = -1 and logprob 0
+     * since nothing predicts the first token. Owned by the chunk like the rest. */
+    sampler_result *prompt_tok;
+    int n_prompt_tok;
+    int prompt_done;        /* this take carries prompt_tok: the prompt is in the cache */
     int n_new;              /* tokens generated since the previous take */
     int n_generated;        /* tokens generated in total */
     int finish;             /* ENGINE_FINISH_* once the sequence ended, else NONE */

@@ -19,6 +19,11 @@ struct engine_seq {
     /* copied params */
     int32_t *prompt;           /* [n_prompt] */
     int n_prompt, max_tokens, logprobs, ignore_eos;
+    /* prompt logprobs being filled by the step thread, [n_prompt]; allocated at create
+     * (never in a step), moved to the pending chunk when the prefill ends; NULL when
+     * not wanted or handed over */
+    sampler_result *plp;
+    int plp_top;               /* alternatives per prompt token */
     int32_t *stop_ids;         /* [n_stop_ids] */
     int n_stop_ids;
     sampler *smp;              /* step thread */
@@ -69,10 +74,14 @@ struct engine {
     int n_free;
     int32_t *b_slot, *b_start, *b_len, *b_pos0; /* [max_seqs] */
     int32_t *b_tok_pos, *b_tok_seq, *b_tokens;  /* [max_tokens] */
-    int32_t *b_out_rows;       /* [max_seqs] */
+    int32_t *b_out_rows;       /* [max_seqs + plp_rows]: sampling rows, then prompt rows */
     engine_seq **b_out_seq;    /* [max_seqs] */
     int *b_chunk;              /* [max_seqs] prompt tokens fed per running seq this step */
-    float *logits;             /* [max_seqs, vocab] */
+    int plp_rows;              /* prompt-logprob logit rows per step */
+    int32_t *b_plp_row;        /* [plp_rows] step token index of each prompt row */
+    int32_t *b_plp_idx;        /* [plp_rows] prompt index of the token that row predicts */
+    engine_seq **b_plp_seq;    /* [plp_rows] */
+    float *logits;             /* [max_seqs + plp_rows, vocab] */
 };
 
 /* engine.c */
@@ -80,6 +89,8 @@ int engine_seq_emit(engine_seq *s, const char *text, size_t text_len, const char
                     size_t reasoning_len, const sampler_result *tok, int finish,
                     const char *error);
 void engine_seq_set_scheduled(engine_seq *s);
+/* Moves the filled prompt logprobs to the pending output (no allocation). */
+void engine_seq_emit_prompt(engine_seq *s);
 
 /* sched.c: step thread */
 int sched_alloc(engine *e, strata_err *err);

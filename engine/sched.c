@@ -4,7 +4,11 @@
  * advance every step whatever arrives), then prompt chunks of the sequences still in
  * prefill, oldest first, until prefill_chunk tokens (or the model's step size) are
  * used. A long prompt therefore takes several steps and never stalls the others.
+ * A sequence that wants prompt logprobs also asks for the logits of its prompt rows;
+ * those share a fixed number of rows per step (e->plp_rows), and a chunk that would
+ * need more is cut shorter, so the logits buffer stays the size set at create.
  * Step thread only. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,23 +16,26 @@
 #include "engine/engine_internal.h"
 
 int sched_alloc(engine *e, strata_err *err) {
-    size_t S = (size_t)e->max_seqs, T = (size_t)e->max_tokens;
+    size_t S = (size_t)e->max_seqs, T = (size_t)e->max_tokens, R = (size_t)e->plp_rows;
     e->run = calloc(S, sizeof *e->run);
     e->free_slots = calloc(S, sizeof *e->free_slots);
     e->b_slot = calloc(S, sizeof(int32_t));
     e->b_start = calloc(S, sizeof(int32_t));
     e->b_len = calloc(S, sizeof(int32_t));
     e->b_pos0 = calloc(S, sizeof(int32_t));
-    e->b_out_rows = calloc(S, sizeof(int32_t));
+    e->b_out_rows = calloc(S + R, sizeof(int32_t));
+    e->b_plp_row = calloc(R, sizeof(int32_t));
+    e->b_plp_idx = calloc(R, sizeof(int32_t));
+    e->b_plp_seq = calloc(R, sizeof *e->b_plp_seq);
     e->b_out_seq = calloc(S, sizeof *e->b_out_seq);
     e->b_chunk = calloc(S, sizeof *e->b_chunk);
     e->b_tok_pos = calloc(T, sizeof(int32_t));
     e->b_tok_seq = calloc(T, sizeof(int32_t));
     e->b_tokens = calloc(T, sizeof(int32_t));
-    e->logits = calloc(S * (size_t)e->vocab, sizeof(float));
+    e->logits = calloc((S + R) * (size_t)e->vocab, sizeof(float));
     if (!e->run || !e->free_slots || !e->b_slot || !e->b_start || !e->b_len || !e->b_pos0 ||
         !e->b_out_rows || !e->b_out_seq || !e->b_chunk || !e->b_tok_pos || !e->b_tok_seq ||
-        !e->b_tokens || !e->logits)
+        !e->b_tokens || !e->b_plp_row || !e->b_plp_idx || !e->b_plp_seq || !e->logits)
         return strata_err_set(err, STRATA_ENOMEM, "engine: out of memory for %d slots",
                               e->max_seqs);
     /* lowest slot on top of the stack, so slot use is easy to follow in tests */
@@ -45,6 +52,9 @@ void sched_free(engine *e) {
     free(e->b_len);
     free(e->b_pos0);
     free(e->b_out_rows);
+    free(e->b_plp_row);
+    free(e->b_plp_idx);
+    free(e->b_plp_seq);
     free(e->b_out_seq);
     free(e->b_chunk);
     free(e->b_tok_pos);
@@ -121,6 +131,37 @@ static int sched_is_stop_id(const engine *e, const engine_seq *s, int32_t t) {
     return 0;
 }
 
+/* log p(target | the row's prefix) and the n_top most likely tokens (descending, ties
+ * to the lower id, as the sampler orders them) from one row of raw logits. A scan with
+ * a sorted insertion into the n_top <= SAMPLER_MAX_TOP_LOGPROBS slots: no scratch. */
+static void sched_prompt_logprob(sampler_result *out, const float *row, int vocab, int32_t target,
+                                 int n_top) {
+    float mx = -INFINITY;
+    for (int i = 0; i < vocab; i++)
+        if (row[i] > mx) mx = row[i];
+    double z = 0;
+    for (int i = 0; i < vocab; i++) z += exp((double)(row[i] - mx));
+    float lse = mx + (float)log(z);
+    if (n_top > vocab) n_top = vocab;
+    if (n_top > SAMPLER_MAX_TOP_LOGPROBS) n_top = SAMPLER_MAX_TOP_LOGPROBS;
+    int n = 0;
+    for (int i = 0; i < vocab && n_top > 0; i++) {
+        float v = row[i];
+        if (n == n_top && !(v > out->top[n - 1].logprob)) continue;
+        int k = n < n_top ? n++ : n - 1; /* the slot that frees up: the end */
+        while (k > 0 && v > out->top[k - 1].logprob) {
+            out->top[k] = out->top[k - 1];
+            k--;
+        }
+        out->top[k].token = i;
+        out->top[k].logprob = v;
+    }
+    for (int k = 0; k < n; k++) out->top[k].logprob -= lse;
+    out->n_top = n;
+    out->token = target;
+    out->logprob = row[target] - lse;
+}
+
 /* Samples the next token of s from its logits row and emits text / finish. */
 static void sched_sample(engine *e, engine_seq *s, float *row) {
     sampler_result res;
@@ -195,13 +236,27 @@ void sched_step(engine *e) {
         nt++, ns++;
     }
     /* then prompt chunks, oldest first, within the prefill budget */
-    int budget = e->prefill_chunk;
+    int budget = e->prefill_chunk, plp_left = e->plp_rows, n_plp = 0;
     for (int i = 0; i < e->n_run && budget > 0 && nt < e->max_tokens; i++) {
         engine_seq *s = e->run[i];
         if (s->n_done >= s->n_prompt) continue;
         int c = s->n_prompt - s->n_done;
         if (c > budget) c = budget;
         if (c > e->max_tokens - nt) c = e->max_tokens - nt;
+        if (s->plp) {
+            /* row j predicts prompt token n_done + j + 1; the prompt's last row is the
+             * sampling row below. Cut the chunk to the prompt rows left this step. */
+            int need = s->n_prompt - 1 - s->n_done;
+            if (need > c) need = c;
+            if (need > plp_left) c = need = plp_left;
+            if (!c) continue;
+            for (int j = 0; j < need; j++) {
+                e->b_plp_row[n_plp] = nt + j;
+                e->b_plp_idx[n_plp] = s->n_done + j + 1;
+                e->b_plp_seq[n_plp++] = s;
+            }
+            plp_left -= need;
+        }
         e->b_slot[ns] = s->slot;
         e->b_start[ns] = nt;
         e->b_len[ns] = c;
@@ -211,7 +266,7 @@ void sched_step(engine *e) {
             e->b_tok_pos[nt + j] = s->pos + j;
             e->b_tok_seq[nt + j] = ns;
         }
-        if (s->n_done + c == s->n_prompt) {
+        if (s->n_done + c == s->n_prompt && s->max_tokens > 0) {
             e->b_out_rows[nout] = nt + c - 1;
             e->b_out_seq[nout++] = s;
         }
@@ -229,7 +284,9 @@ void sched_step(engine *e) {
                    .tok_pos = e->b_tok_pos,
                    .tok_seq = e->b_tok_seq};
     strata_err err = {0};
-    int rc = model_forward(e->m, &bt, e->b_tokens, e->b_out_rows, nout, e->logits, &err);
+    /* the prompt rows' logits follow the sampling rows' */
+    for (int k = 0; k < n_plp; k++) e->b_out_rows[nout + k] = e->b_plp_row[k];
+    int rc = model_forward(e->m, &bt, e->b_tokens, e->b_out_rows, nout + n_plp, e->logits, &err);
     atomic_fetch_add(&e->steps, 1);
     if (rc) {
         /* the caches of every sequence in the batch are now unreliable */
@@ -240,16 +297,25 @@ void sched_step(engine *e) {
         sched_compact(e);
         return;
     }
+    for (int k = 0; k < n_plp; k++) {
+        engine_seq *s = e->b_plp_seq[k];
+        int idx = e->b_plp_idx[k];
+        sched_prompt_logprob(&s->plp[idx], e->logits + (size_t)(nout + k) * (size_t)e->vocab,
+                             e->vocab, s->prompt[idx], s->plp_top);
+    }
     for (int i = 0; i < e->n_run; i++) {
         engine_seq *s = e->run[i];
         int c = e->b_chunk[i] < 0 ? 1 : e->b_chunk[i];
         if (!e->b_chunk[i]) continue;
-        if (e->b_chunk[i] > 0) {
-            s->n_done += c;
-            atomic_fetch_add(&e->prompt_tokens, c);
-        }
         s->pos += c;
         atomic_fetch_add(&e->cached, c);
+        if (e->b_chunk[i] < 0) continue;
+        s->n_done += c;
+        atomic_fetch_add(&e->prompt_tokens, c);
+        if (s->n_done < s->n_prompt) continue;
+        /* the prompt is in: its logprobs go out before the first token's wake */
+        if (s->plp) engine_seq_emit_prompt(s);
+        if (!s->max_tokens) sched_finish(s, ENGINE_FINISH_LENGTH, NULL);
     }
     for (int r = 0; r < nout; r++)
         sched_sample(e, e->b_out_seq[r], e->logits + (size_t)r * (size_t)e->vocab);

@@ -180,8 +180,9 @@ static int gen_make_choices(srv *S, srv_req *r, int32_t **ids, const int *n, ope
         if (n[p] < 1)
             return openai_error_set(e, 400, "invalid_request_error", param, NULL,
                                  "The prompt is empty after tokenization");
-        int max_tokens = o->max_tokens > 0 ? o->max_tokens : S->ctx - n[p];
-        if ((long long)n[p] + max_tokens > S->ctx || max_tokens < 1)
+        /* max_tokens 0 (completions with echo only): prefill, score the prompt, stop */
+        int max_tokens = o->max_tokens >= 0 ? o->max_tokens : S->ctx - n[p];
+        if ((long long)n[p] + max_tokens > S->ctx || (o->max_tokens < 0 && max_tokens < 1))
             return openai_error_set(
                 e, 400, "invalid_request_error", param, "context_length_exceeded",
                 "This model's maximum context length is %d tokens. However, you requested %lld "
@@ -198,6 +199,8 @@ static int gen_make_choices(srv *S, srv_req *r, int32_t **ids, const int *n, ope
             engine_chunk_init(&ch->chunk);
             engine_seq_params sp = {.prompt = ids[p], .n_prompt = n[p], .max_tokens = max_tokens,
                                     .logprobs = o->logprobs, .n_stop = o->n_stop,
+                                    .prompt_logprobs = o->kind == OPENAI_COMPLETION && o->echo &&
+                                                       o->logprobs,
                                     .stop = (const char *const *)o->stop,
                                     .n_stop_ids = n_stop_ids, .stop_ids = stop_ids,
                                     .ignore_eos = o->ignore_eos,
@@ -307,6 +310,7 @@ static ssize_t gen_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             memcpy(buf, r->out.p + r->out_off, k);
             r->out_off += k;
             if (r->out_off == r->out.len) sbuf_reset(&r->out), r->out_off = 0;
+            r->t_out = engine_now(), r->ka_due = 0; /* the loop's keep-alive clock */
             pthread_mutex_unlock(&r->mu);
             return (ssize_t)k;
         }
@@ -319,7 +323,8 @@ static ssize_t gen_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         int all_done = 0;
-        if (gen_format_stream(r, &all_done)) {
+        /* headers sent early by a keep-alive: nothing to format before admission */
+        if (r->phase != REQ_QUEUED && r->phase != REQ_FAILED && gen_format_stream(r, &all_done)) {
             pthread_mutex_unlock(&r->mu);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
@@ -328,6 +333,7 @@ static ssize_t gen_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             loop_post(r->S, r, SRV_IN_DONE);
         }
         if (r->out.len > r->out_off || r->stream_done) continue;
+        if (http_sse_idle_locked(r)) continue; /* keep-alive comment, or queue failure */
         /* nothing to send: sleep until gen_wake resumes us */
         r->suspended = 1;
         MHD_suspend_connection(r->conn);
@@ -349,7 +355,8 @@ enum MHD_Result gen_resume(srv_req *r, struct MHD_Connection *c) {
         pthread_mutex_unlock(&r->mu);
         return MHD_NO;
     }
-    if (r->oai.stream && (r->phase == REQ_RUNNING || r->phase == REQ_FINISHED)) {
+    if (r->oai.stream && (r->phase == REQ_RUNNING || r->phase == REQ_FINISHED ||
+                          (r->phase == REQ_QUEUED && r->ka_due))) {
         if (r->response_queued) {
             pthread_mutex_unlock(&r->mu);
             return MHD_YES;

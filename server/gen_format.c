@@ -4,7 +4,13 @@
  * a role chunk first, content (and reasoning_content) deltas, an empty-delta chunk
  * carrying finish_reason, an optional choices:[] usage chunk, then `data: [DONE]`;
  * text_completion likewise. An error after the stream started is one
- * `data: {"error":{...}}` event, then [DONE]. Caller holds req->mu (MHD thread). */
+ * `data: {"error":{...}}` event, then [DONE]. Caller holds req->mu (MHD thread).
+ *
+ * Completions with echo and logprobs also cover the prompt, as vLLM: the first prompt
+ * token has null token_logprob and top_logprobs, text_offset runs over prompt then
+ * completion (in characters, as Python's len), and a stream holds the echo back until
+ * the prompt's logprobs are there, so one chunk carries the prompt text and its
+ * logprobs (plus whatever was generated in the same step). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +53,14 @@ static json_t *fmt_tok(const srv *S, int32_t id) {
     return j;
 }
 
+/* Characters (code points) of a UTF-8 JSON string: what text_offset counts. */
+static size_t fmt_chars(json_t *str) {
+    const unsigned char *s = (const unsigned char *)json_string_value(str);
+    size_t n = 0;
+    for (size_t i = 0; i < json_string_length(str); i++) n += (s[i] & 0xC0) != 0x80;
+    return n;
+}
+
 static json_t *fmt_bytes(json_t *str) {
     json_t *a = json_array();
     const unsigned char *s = (const unsigned char *)json_string_value(str);
@@ -55,7 +69,8 @@ static json_t *fmt_bytes(json_t *str) {
 }
 
 /* Appends the logprobs of toks to lp (chat: {content:[...]}; completions: the four
- * parallel arrays). Creates lp on first use. */
+ * parallel arrays). Creates lp on first use. An entry with n_top < 0 (the first prompt
+ * token) has no logprob: null in both arrays. */
 static void fmt_logprobs(const srv_req *r, srv_choice *ch, const sampler_result *toks, int n,
                          json_t **lp) {
     const srv *S = r->S;
@@ -78,6 +93,12 @@ static void fmt_logprobs(const srv_req *r, srv_choice *ch, const sampler_result 
                                   json_pack("{s:o, s:f, s:o, s:o}", "token", json_incref(tok),
                                             "logprob", fmt_lp(t->logprob), "bytes", fmt_bytes(tok),
                                             "top_logprobs", top));
+        } else if (t->n_top < 0) {
+            json_array_append(json_object_get(*lp, "tokens"), tok);
+            json_array_append_new(json_object_get(*lp, "token_logprobs"), json_null());
+            json_array_append_new(json_object_get(*lp, "top_logprobs"), json_null());
+            json_array_append_new(json_object_get(*lp, "text_offset"), json_integer((json_int_t)ch->text_offset));
+            ch->text_offset += fmt_chars(tok);
         } else {
             json_t *top = json_object();
             for (int k = 0; k < t->n_top && k < r->oai.top_logprobs; k++) {
@@ -91,7 +112,7 @@ static void fmt_logprobs(const srv_req *r, srv_choice *ch, const sampler_result 
             json_array_append_new(json_object_get(*lp, "token_logprobs"), json_real(fmt_lp(t->logprob)));
             json_array_append_new(json_object_get(*lp, "top_logprobs"), top);
             json_array_append_new(json_object_get(*lp, "text_offset"), json_integer((json_int_t)ch->text_offset));
-            ch->text_offset += json_string_length(tok);
+            ch->text_offset += fmt_chars(tok);
         }
         json_decref(tok);
     }
@@ -141,6 +162,9 @@ void gen_take_all(srv_req *r) {
             engine_chunk *c = &ch->chunk;
             sbuf_add(&ch->text, c->text, c->text_len);
             sbuf_add(&ch->reasoning, c->reasoning, c->reasoning_len);
+            /* the prompt's entries come in the take before or with the first token's */
+            if (r->oai.logprobs && c->prompt_done)
+                fmt_logprobs(r, ch, c->prompt_tok, c->n_prompt_tok, &ch->lp);
             if (r->oai.logprobs) fmt_logprobs(r, ch, c->tok, c->n_tok, &ch->lp);
             ch->n_gen = c->n_generated;
             if (c->finish) {
@@ -222,9 +246,12 @@ int gen_format_stream(srv_req *r, int *all_done) {
     for (int i = 0; i < r->n_choices && !failed; i++) {
         srv_choice *ch = &r->ch[i];
         if (ch->finish) continue;
-        if (!ch->started) {
+        const char *echo = r->echo ? r->echo[ch->prompt_idx] : NULL;
+        /* echo with logprobs: the echo waits for the prompt's logprobs (the engine
+         * delivers them all in one take, before or with the first token) */
+        int prompt_lp = r->echo && r->oai.logprobs;
+        if (!ch->started && !prompt_lp) {
             ch->started = 1;
-            const char *echo = r->echo ? r->echo[ch->prompt_idx] : NULL;
             if (r->oai.kind == OPENAI_CHAT)
                 rc |= fmt_choice_event(r, i, "", 0, NULL, 0, NULL, NULL, 1);
             else if (echo)
@@ -234,10 +261,19 @@ int gen_format_stream(srv_req *r, int *all_done) {
         engine_chunk *c = &ch->chunk;
         ch->n_gen = c->n_generated;
         json_t *lp = NULL;
+        const char *text = c->text;
+        size_t text_len = c->text_len;
+        sbuf first = {0};
+        if (!ch->started && c->prompt_done) {
+            ch->started = 1;
+            fmt_logprobs(r, ch, c->prompt_tok, c->n_prompt_tok, &lp);
+            rc |= sbuf_adds(&first, echo ? echo : "") | sbuf_add(&first, c->text, c->text_len);
+            text = first.p, text_len = first.len;
+        }
         if (r->oai.logprobs && c->n_tok) fmt_logprobs(r, ch, c->tok, c->n_tok, &lp);
-        if (c->text_len || c->reasoning_len || lp)
-            rc |= fmt_choice_event(r, i, c->text, c->text_len, c->reasoning, c->reasoning_len, lp,
-                                   NULL, 0);
+        if (text_len || c->reasoning_len || lp)
+            rc |= fmt_choice_event(r, i, text, text_len, c->reasoning, c->reasoning_len, lp, NULL, 0);
+        sbuf_free(&first);
         if (!c->finish) continue;
         ch->finish = c->finish;
         snprintf(ch->err, sizeof ch->err, "%s", c->error);

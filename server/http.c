@@ -5,7 +5,8 @@
  * from Content-Length before reading when possible), the API key is checked in
  * constant time, and the route table sends the request on. Every error leaves as the
  * OpenAI error object. Generation requests are handed to gen.c, which suspends the
- * connection until the engine has output. Thread: MHD threads. */
+ * connection until the engine has output; what a silent SSE stream sends meanwhile
+ * (http_sse_idle_locked) is here. Thread: MHD threads. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -44,6 +45,27 @@ enum MHD_Result http_respond_json(struct MHD_Connection *c, int status, json_t *
 
 enum MHD_Result http_respond_error(struct MHD_Connection *c, const openai_error *e) {
     return http_respond_json(c, e->status, openai_error_json(e));
+}
+
+/* Only called with r->out drained, so a comment always falls between two complete
+ * events. SSE parsers (browsers, openai-python) skip lines starting with ':'. */
+int http_sse_idle_locked(srv_req *r) {
+    if (r->phase == REQ_FAILED && !r->stream_done) {
+        /* failed while queued (408, 503) after a keep-alive had sent the 200 headers:
+         * the error goes in the stream, as for one that fails while running */
+        json_t *e = openai_error_json(&r->err);
+        char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
+        json_decref(e);
+        if (s) sbuf_addf(&r->out, "data: %s\n\n", s); /* whole or not at all */
+        free(s);
+        sbuf_adds(&r->out, "data: [DONE]\n\n");
+        r->stream_done = 1;
+        r->ka_due = 0;
+        return 1;
+    }
+    if (!r->ka_due) return 0;
+    r->ka_due = 0;
+    return sbuf_adds(&r->out, ": keep-alive\n\n") == 0;
 }
 
 static enum MHD_Result http_error(struct MHD_Connection *c, int status, const char *type,

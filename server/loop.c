@@ -6,7 +6,12 @@
  * data travels in the inbox, never in the wakeup. A tracked request has a timer
  * (--request-timeout) and a poll on its own dup of the client socket, so a client
  * that hangs up while its connection is suspended (queued, in prefill, or waiting
- * for a non-streamed answer) is noticed at once and its sequences cancelled.
+ * for a non-streamed answer) is noticed at once and its sequences cancelled. A
+ * tracked stream also has a keep-alive timer (--sse-keepalive): after that many
+ * seconds without a byte it resumes the connection with ka_due set, and the SSE
+ * reader sends a comment, so proxies that close idle connections (nginx and AWS ALB
+ * after 60 s) keep a queued or prefilling stream open. The first one sends the 200
+ * headers of a stream still in the queue.
  * Thread: the loop thread, except loop_post. */
 #include <signal.h>
 #include <stdio.h>
@@ -66,6 +71,7 @@ static void loop_untrack(srv *S, srv_req *r) {
     r->trk_prev = r->trk_next = NULL;
     if (r->handles & 1) uv_close((uv_handle_t *)&r->timer, loop_handle_closed);
     if (r->handles & 2) uv_close((uv_handle_t *)&r->poll, loop_handle_closed);
+    if (r->handles & 4) uv_close((uv_handle_t *)&r->ka_timer, loop_handle_closed);
     r->handles = 0;
     gen_req_unref(r); /* the tracking reference */
     loop_check_drained(S);
@@ -150,6 +156,29 @@ static void loop_on_timeout(uv_timer_t *t) {
     loop_cancel(S, r);
 }
 
+/* Fires when the stream may have been silent for --sse-keepalive seconds; re-arms
+ * itself for the rest of the interval when bytes went out meanwhile. A flag, not a
+ * count: a client that does not read gets no pile of comments. */
+static void loop_on_keepalive(uv_timer_t *t) {
+    srv_req *r = t->data;
+    double k = (double)r->S->cfg->sse_keepalive, next = k;
+    pthread_mutex_lock(&r->mu);
+    if (r->stream_done || r->gone || !r->conn || r->phase == REQ_FAILED) {
+        pthread_mutex_unlock(&r->mu); /* ends here; untracking closes the timer */
+        return;
+    }
+    double idle = engine_now() - r->t_out;
+    if (idle >= k - 0.005) {
+        r->ka_due = 1;
+        gen_req_resume_locked(r);
+    } else {
+        next = k - idle;
+    }
+    pthread_mutex_unlock(&r->mu);
+    uv_update_time(t->loop); /* time the next interval from now, not from a stale loop time */
+    uv_timer_start(t, loop_on_keepalive, (uint64_t)(next * 1000.0 + 0.999), 0);
+}
+
 static void loop_on_hangup(uv_poll_t *p, int status, int events) {
     srv_req *r = p->data;
     (void)status, (void)events;
@@ -186,12 +215,20 @@ static void loop_on_new(srv *S, srv_req *r) {
     S->trk_head = r;
     pthread_mutex_lock(&r->mu);
     r->phase = REQ_QUEUED;
+    r->t_out = r->t_arrival; /* the client has waited since it sent the request */
     pthread_mutex_unlock(&r->mu);
     if (S->cfg->request_timeout > 0 && !uv_timer_init(&S->loop, &r->timer)) {
         r->timer.data = r;
         gen_req_ref(r);
         r->handles |= 1;
         uv_timer_start(&r->timer, loop_on_timeout, (uint64_t)S->cfg->request_timeout * 1000, 0);
+    }
+    if (r->oai.stream && S->cfg->sse_keepalive > 0 && !uv_timer_init(&S->loop, &r->ka_timer)) {
+        double left = (double)S->cfg->sse_keepalive - (engine_now() - r->t_arrival);
+        r->ka_timer.data = r;
+        gen_req_ref(r);
+        r->handles |= 4;
+        uv_timer_start(&r->ka_timer, loop_on_keepalive, left > 0 ? (uint64_t)(left * 1000.0) : 0, 0);
     }
     if (r->sock >= 0 && !uv_poll_init(&S->loop, &r->poll, r->sock)) {
         r->poll.data = r;

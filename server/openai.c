@@ -319,7 +319,10 @@ static int parse_body(openai_request *r, json_t *root, const openai_limits *lim,
         r->top_logprobs = (int)ll;
     }
     ll = -1;
-    if ((rc = get_int(root, "max_tokens", 1, INT32_MAX, &ll, e))) return rc;
+    if ((rc = get_int(root, "max_tokens", 0, INT32_MAX, &ll, e))) return rc;
+    /* 0 generates nothing: OpenAI and vLLM accept it with echo, to score a prompt */
+    if (ll == 0 && !(r->kind == OPENAI_COMPLETION && r->echo))
+        return BAD(e, "max_tokens", "'max_tokens' must be at least 1 (0 only with 'echo')");
     if ((rc = get_int(root, "max_completion_tokens", 1, INT32_MAX, &ll, e))) return rc;
     r->max_tokens = (int)ll;
     if ((rc = get_num(root, "temperature", 0, 2, &r->temperature, e))) return rc;

@@ -67,7 +67,7 @@ typedef struct openai_request {
     int add_generation_prompt; /* default 1 */
     int continue_final_message;
 
-    int max_tokens;            /* -1: until the context is full */
+    int max_tokens;            /* -1: until the context is full; 0 only with echo */
     double temperature;        /* default 1 */
     double top_p, min_p;       /* 1, 0 */
     int top_k;                 /* 0 = off */
@@ -79,7 +79,8 @@ typedef struct openai_request {
     int32_t *stop_ids;         /* stop_token_ids */
     int n_stop_ids;
     int n;                     /* choices per prompt */
-    int echo;                  /* completions: prepend the prompt */
+    int echo;                  /* completions: prepend the prompt (and, with logprobs,
+                                  score its tokens too) */
     int logprobs;              /* record logprobs */
     int top_logprobs;          /* alternatives per token */
     int32_t *bias_ids;

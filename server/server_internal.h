@@ -86,6 +86,8 @@ struct srv_req {
     int done_posted;
     sbuf out;                    /* stream: bytes not yet handed to MHD */
     size_t out_off;
+    double t_out;                /* stream: when bytes last went to MHD (or arrival) */
+    int ka_due;                  /* stream: the loop asks for a ': keep-alive' comment */
 
     /* inbox (under S->inbox_mu) */
     unsigned inbox_bits;
@@ -97,6 +99,7 @@ struct srv_req {
     srv_req *wait_prev, *wait_next;
     srv_req *trk_prev, *trk_next;
     uv_timer_t timer;
+    uv_timer_t ka_timer;         /* stream: --sse-keepalive */
     uv_poll_t poll;
     double t_arrival, t_admit;
 };
@@ -150,6 +153,10 @@ enum MHD_Result http_respond_error(struct MHD_Connection *c, const openai_error 
 enum MHD_Result http_respond_text(struct MHD_Connection *c, int status, const char *type,
                                  const char *body, size_t len);
 int http_start(srv *S, strata_err *err);
+/* The SSE reader has nothing to send (r->mu held): appends a keep-alive comment the
+ * loop asked for, or the error of a request that failed in the queue after its
+ * headers went out early. Returns 1 when it appended something. */
+int http_sse_idle_locked(srv_req *r);
 
 /* routes.c: the small routes (MHD threads) */
 enum MHD_Result route_health(srv *S, struct MHD_Connection *c);

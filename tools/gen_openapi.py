@@ -55,6 +55,9 @@ completion_req = {
         "prompt": {"oneOf": [STR, {"type": "array", "items": STR, "minItems": 1},
                              dict(ids, minItems=1),
                              {"type": "array", "items": dict(ids, minItems=1), "minItems": 1}]},
+        # 0 only with echo: the prompt (and with logprobs its scores) without a completion
+        "max_tokens": nullable({"type": "integer", "minimum": 0}),
+        # with logprobs, the logprobs cover the prompt too (the first token's are null)
         "echo": nullable(BOOL),
         "logprobs": nullable({"type": "integer", "minimum": 0, "maximum": 20}),
         "suffix": nullable(STR),

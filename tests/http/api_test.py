@@ -69,12 +69,15 @@ def test_echo_logprobs():
     c = b["choices"][0]
     assert c["text"].startswith("Hello"), c
     lp = c["logprobs"]
-    assert len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == 5, lp
-    assert all(x <= 0 for x in lp["token_logprobs"])
-    assert all(1 <= len(t) <= 3 for t in lp["top_logprobs"]), lp["top_logprobs"]
+    # echo: the prompt's tokens come first, the first one without a logprob
+    n = len(post_json("/tokenize", {"prompt": "Hello"})[1]["tokens"])
+    assert len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == n + 5, lp
+    assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None, lp
+    assert all(x <= 0 for x in lp["token_logprobs"][1:])
+    assert all(1 <= len(t) <= 3 for t in lp["top_logprobs"][1:]), lp["top_logprobs"]
     assert lp["text_offset"] == sorted(lp["text_offset"])
-    # greedy: the chosen token is the most likely alternative
-    for tok, l, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]):
+    # greedy: each generated token is the most likely alternative
+    for tok, l, top in zip(lp["tokens"][n:], lp["token_logprobs"][n:], lp["top_logprobs"][n:]):
         assert abs(max(top.values()) - l) < 1e-4, (tok, l, top)
 
 

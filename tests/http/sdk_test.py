@@ -56,7 +56,8 @@ def test_completions():
                                   extra_body={"ignore_eos": True}, logprobs=2, echo=True)
     c = r.choices[0]
     assert c.text.startswith("Once upon a time") and c.finish_reason == "length"
-    assert len(c.logprobs.tokens) == 10 and r.usage.completion_tokens == 10
+    assert len(c.logprobs.tokens) == r.usage.prompt_tokens + 10 and r.usage.completion_tokens == 10
+    assert c.logprobs.token_logprobs[0] is None  # echo: the prompt is scored too
     s = client.completions.create(model="tiny", prompt=["Once upon a time", "Hello"], max_tokens=10,
                                   temperature=0, extra_body={"ignore_eos": True}, stream=True,
                                   stream_options={"include_usage": True})

@@ -34,7 +34,38 @@ static void test_defaults(void) {
     CHECK_EQ_INT(c.max_seqs, 8);
     CHECK(c.api_key == NULL && c.model == NULL);
     CHECK(!strcmp(c.load_format, "auto"));
+    CHECK_EQ_INT(c.sse_keepalive, 15);
     config_deinit(&c);
+}
+
+/* --sse-keepalive through all four sources, and its range. */
+static void test_sse_keepalive(void) {
+    config c;
+    strata_err err = {0};
+    const char *path = write_tmp("{ \"sse-keepalive\": 5 }");
+    char cfg_arg[128];
+    snprintf(cfg_arg, sizeof cfg_arg, "--config=%s", path);
+    char *argv_file[] = {"serve", cfg_arg, NULL};
+    CHECK_MSG(load(&c, 2, argv_file, NULL, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(c.sse_keepalive, 5); /* file beats default */
+    config_deinit(&c);
+    char *env[] = {"STRATA_SSE_KEEPALIVE=7", NULL};
+    CHECK_MSG(load(&c, 2, argv_file, env, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(c.sse_keepalive, 7); /* env beats file */
+    config_deinit(&c);
+    char *argv_cli[] = {"serve", cfg_arg, "--sse-keepalive", "0", NULL};
+    CHECK_MSG(load(&c, 4, argv_cli, env, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(c.sse_keepalive, 0); /* CLI beats env; 0 turns it off */
+    config_deinit(&c);
+    unlink(path);
+    const char *bad[] = {"--sse-keepalive=-1", "--sse-keepalive=86401", "--sse-keepalive=1.5"};
+    for (size_t i = 0; i < 3; i++) {
+        char *argv[] = {"serve", (char *)bad[i], NULL};
+        err.msg[0] = 0;
+        CHECK_MSG(load(&c, 2, argv, NULL, &err) == STRATA_EINVALID, "%s", bad[i]);
+        CHECK_MSG(strstr(err.msg, "sse-keepalive") != NULL, "%s: %s", bad[i], err.msg);
+        config_deinit(&c);
+    }
 }
 
 static void test_precedence(void) {
@@ -128,6 +159,7 @@ static void test_schema_and_example(void) {
     char *argv[] = {"serve", "--config", "config/example.jsonc", NULL};
     CHECK_MSG(load(&c, 3, argv, NULL, &err) == 0, "%s", err.msg);
     CHECK_EQ_INT(c.prefill_chunk, 512);
+    CHECK_EQ_INT(c.sse_keepalive, 15);
     config_deinit(&c);
     char help[8192];
     config_format_help(help, sizeof help);
@@ -138,6 +170,7 @@ static void test_schema_and_example(void) {
 int main(void) {
     RUN(test_defaults);
     RUN(test_precedence);
+    RUN(test_sse_keepalive);
     RUN(test_errors);
     RUN(test_schema_and_example);
     TEST_DONE();

@@ -5,10 +5,14 @@
  * back as "[id]" text. Checks: greedy tokens of a prompt are the same alone, among
  * other sequences and with a small prefill chunk; max_tokens ends with "length";
  * stop ids end with "stop"; a cancel frees the slot and the slot is reused; a seeded
- * sample repeats; prompt + max_tokens over the context is refused up front. */
+ * sample repeats; prompt + max_tokens over the context is refused up front; prompt
+ * logprobs equal the log-softmax of a plain model_forward over the prompt, whatever the
+ * chunking, and leave the generated tokens alone; max_tokens 0 only prefills. */
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
+#include "engine/batch.h"
 #include "engine/engine.h"
 #include "tests/test.h"
 
@@ -42,6 +46,8 @@ typedef struct run {
     char text[4096];
     size_t len;
     int finish, n_gen;
+    sampler_result plp[32];    /* prompt logprobs, when asked for */
+    int n_plp, prompt_done, prompt_takes;
 } run;
 
 /* Collects output of every run until all finished. */
@@ -62,6 +68,15 @@ static void wait_all(run *r, int n) {
                 }
                 r[i].n_gen = r[i].c.n_generated;
                 r[i].finish = r[i].c.finish;
+                if (r[i].c.prompt_done) {
+                    r[i].prompt_done = 1;
+                    r[i].prompt_takes++;
+                    r[i].n_plp = r[i].c.n_prompt_tok;
+                    /* the first token arrives with or after the prompt, never before */
+                    CHECK(r[i].n_gen <= (int)(r[i].c.n_new));
+                    if (r[i].n_plp <= 32)
+                        memcpy(r[i].plp, r[i].c.prompt_tok, sizeof(sampler_result) * (size_t)r[i].n_plp);
+                }
             }
             if (!r[i].finish) open++;
         }
@@ -90,14 +105,17 @@ static void wait_idle(engine *e) {
 static model *M;
 static backend *B;
 
-static engine *make_engine(int max_seqs, int chunk) {
+static engine *make_engine_rows(int max_seqs, int chunk, int plp_rows) {
     strata_err err = {0};
     engine *e = NULL;
-    engine_opts o = {.max_seqs = max_seqs, .prefill_chunk = chunk, .on_slot_free = on_wake};
+    engine_opts o = {.max_seqs = max_seqs, .prefill_chunk = chunk, .on_slot_free = on_wake,
+                     .prompt_logprob_rows = plp_rows};
     int rc = engine_create(&e, M, NULL, &o, &err);
     CHECK_MSG(rc == 0, "%s", err.msg);
     return e;
 }
+
+static engine *make_engine(int max_seqs, int chunk) { return make_engine_rows(max_seqs, chunk, 0); }
 
 static void seq_params(engine_seq_params *p, const int32_t *prompt, int n, int max_tokens) {
     memset(p, 0, sizeof *p);
@@ -272,6 +290,130 @@ static void test_destroy_aborts(void) {
     finish(&r);
 }
 
+/* log-softmax of every prompt row from one model_forward over the whole prompt in
+ * slot 0 (the engine is not running, so the model is ours): ref[i][v] = log p(v |
+ * prompt[<=i]). */
+static void reference_logprobs(const int32_t *prompt, int n, double (*ref)[512]) {
+    strata_err err = {0};
+    batch_buf bb;
+    static float logits[32 * 512];
+    int32_t rows[32];
+    CHECK(n <= 32 && model_get_info(M)->vocab == 512);
+    CHECK_EQ_INT(batch_buf_init(&bb, n, 1, &err), 0);
+    batch_buf_add(&bb, 0, 0, n);
+    for (int i = 0; i < n; i++) rows[i] = i;
+    model_reset_slot(M, 0);
+    CHECK_MSG(model_forward(M, &bb.bt, prompt, rows, n, logits, &err) == 0, "%s", err.msg);
+    model_reset_slot(M, 0);
+    batch_buf_deinit(&bb);
+    for (int i = 0; i < n; i++) {
+        const float *r = logits + (size_t)i * 512;
+        double mx = r[0], z = 0;
+        for (int v = 1; v < 512; v++) mx = r[v] > mx ? r[v] : mx;
+        for (int v = 0; v < 512; v++) z += exp(r[v] - mx);
+        for (int v = 0; v < 512; v++) ref[i][v] = r[v] - mx - log(z);
+    }
+}
+
+/* r's prompt logprobs against ref: token i's logprob is ref[i-1][prompt[i]], its
+ * alternatives are the n_top largest of ref[i-1] in order. */
+static void check_prompt_logprobs(const run *r, const int32_t *prompt, int n, double (*ref)[512],
+                                  int n_top) {
+    CHECK(r->prompt_done && r->prompt_takes == 1);
+    CHECK_EQ_INT(r->n_plp, n);
+    CHECK_EQ_INT(r->plp[0].token, prompt[0]);
+    CHECK_EQ_INT(r->plp[0].n_top, -1);
+    for (int i = 1; i < n && i < r->n_plp; i++) {
+        const sampler_result *t = &r->plp[i];
+        CHECK_EQ_INT(t->token, prompt[i]);
+        /* 1e-4: f32 log-softmax of the same logits; the batch layout changes only
+         * the summation order inside the kernels */
+        CHECK_NEAR(t->logprob, ref[i - 1][prompt[i]], 1e-4);
+        CHECK_EQ_INT(t->n_top, n_top);
+        for (int k = 0; k < t->n_top; k++) {
+            int above = 0;
+            for (int v = 0; v < 512; v++)
+                if (ref[i - 1][v] > ref[i - 1][t->top[k].token] + 1e-6) above++;
+            CHECK_MSG(above == k, "token %d alternative %d has %d above it", i, k, above);
+            CHECK_NEAR(t->top[k].logprob, ref[i - 1][t->top[k].token], 1e-4);
+        }
+    }
+}
+
+static void test_prompt_logprobs(void) {
+    static double ref0[32][512], ref2[32][512];
+    engine_seq_params p;
+    run plain, a, both[2], d, z, one;
+    reference_logprobs(P0, 13, ref0);
+    reference_logprobs(P2, 21, ref2);
+
+    /* whole prompt in one step; generated tokens as without prompt logprobs */
+    engine *e = make_engine(4, 512);
+    seq_params(&p, P0, 13, 8);
+    start(e, &plain, &p);
+    wait_all(&plain, 1);
+    CHECK(!plain.prompt_done);
+    seq_params(&p, P0, 13, 8);
+    p.prompt_logprobs = 1;
+    p.sampling.top_logprobs = 3;
+    start(e, &a, &p);
+    wait_all(&a, 1);
+    check_prompt_logprobs(&a, P0, 13, ref0, 3);
+    CHECK_MSG(!strcmp(plain.text, a.text), "%s vs %s", plain.text, a.text);
+    wait_idle(e);
+    engine_destroy(e);
+
+    /* chunks of 8 tokens, 5 prompt rows a step shared by two prompts: the chunks are
+     * cut to the rows left, both still come out whole and equal to the reference */
+    e = make_engine_rows(4, 8, 5);
+    seq_params(&p, P0, 13, 8);
+    p.prompt_logprobs = 1;
+    p.sampling.top_logprobs = 2;
+    start(e, &both[0], &p);
+    seq_params(&p, P2, 21, 4);
+    p.prompt_logprobs = 1;
+    start(e, &both[1], &p);
+    wait_all(both, 2);
+    check_prompt_logprobs(&both[0], P0, 13, ref0, 2);
+    check_prompt_logprobs(&both[1], P2, 21, ref2, 0);
+    CHECK_MSG(!strcmp(plain.text, both[0].text), "%s vs %s", plain.text, both[0].text);
+    wait_idle(e);
+
+    /* max_tokens 0: the prompt's logprobs, no token, finish "length" */
+    seq_params(&p, P2, 21, 0);
+    p.prompt_logprobs = 1;
+    p.sampling.top_logprobs = 1;
+    start(e, &d, &p);
+    wait_all(&d, 1);
+    CHECK_EQ_INT(d.finish, ENGINE_FINISH_LENGTH);
+    CHECK_EQ_INT(d.n_gen, 0);
+    CHECK_EQ_INT((int)d.len, 0);
+    check_prompt_logprobs(&d, P2, 21, ref2, 1);
+    /* ... and without prompt logprobs it only prefills */
+    seq_params(&p, P1, 3, 0);
+    start(e, &z, &p);
+    wait_all(&z, 1);
+    CHECK(z.finish == ENGINE_FINISH_LENGTH && z.n_gen == 0 && !z.prompt_done);
+    /* a one-token prompt: one entry, nothing predicts it */
+    seq_params(&p, P1, 1, 2);
+    p.prompt_logprobs = 1;
+    start(e, &one, &p);
+    wait_all(&one, 1);
+    CHECK(one.prompt_done && one.n_plp == 1 && one.plp[0].n_top == -1 && one.n_gen == 2);
+    wait_idle(e);
+    engine_stats st;
+    engine_get_stats(e, &st);
+    CHECK_EQ_INT(st.cached_tokens, 0);
+    engine_destroy(e);
+    finish(&plain);
+    finish(&a);
+    finish(&both[0]);
+    finish(&both[1]);
+    finish(&d);
+    finish(&z);
+    finish(&one);
+}
+
 int main(void) {
     strata_err err = {0};
     int rc = backend_cpu_create(2, &B, &err);
@@ -286,8 +428,9 @@ int main(void) {
     RUN(test_cancel_frees_slot);
     RUN(test_seeded_sampling);
     RUN(test_destroy_aborts);
+    RUN(test_prompt_logprobs);
     model_close(M);
     backend_destroy(B);
-    CHECK_EQ_INT(released, 14);
+    CHECK_EQ_INT(released, 21);
     TEST_DONE();
 }

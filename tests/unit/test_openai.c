@@ -45,6 +45,12 @@ static void test_completion_forms(void) {
     CHECK(r.n_bias == 2 && r.bias_ids[0] == 7 && r.bias_vals[0] == -100.0f && r.bias_vals[1] == 2.5f);
     CHECK(r.stream && r.include_usage && r.n_stop_ids == 1 && r.stop_ids[0] == 4 && r.top_k == 0);
     openai_request_free(&r);
+
+    /* max_tokens 0 with echo: score the prompt only (OpenAI, vLLM); echo may come after */
+    CHECK_EQ_INT(parse(&r, OPENAI_COMPLETION, "{\"max_tokens\": 0, \"prompt\": \"a\", \"echo\": true,"
+                                           " \"logprobs\": 0}", &e), 0);
+    CHECK(r.max_tokens == 0 && r.echo && r.logprobs && r.top_logprobs == 0);
+    openai_request_free(&r);
 }
 
 static void test_chat_forms(void) {
@@ -89,6 +95,9 @@ static void test_invalid(void) {
         {OPENAI_COMPLETION, "{\"prompt\": [512]}", "prompt", 400},
         {OPENAI_COMPLETION, "{\"prompt\": [[]]}", "prompt", 400},
         {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 0}", "max_tokens", 400},
+        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 0, \"echo\": false}", "max_tokens", 400},
+        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": -1, \"echo\": true}", "max_tokens", 400},
+        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 0, \"echo\": true}", "max_tokens", 400},
         {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 1.5}", "max_tokens", 400},
         {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"temperature\": 2.5}", "temperature", 400},
         {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"temperature\": \"1\"}", "temperature", 400},
