@@ -153,7 +153,10 @@ def gen_op(summary, req, resp):
         "summary": summary,
         "requestBody": json_body(ref(req)),
         "responses": dict({"200": {"description": "The completion, or an SSE stream of chunks "
-                                                  "ending with `data: [DONE]` when stream is true",
+                                                  "ending with `data: [DONE]` when stream is true; "
+                                                  "a stream that waits (queued, long prefill) "
+                                                  "carries `: keep-alive` comment lines between "
+                                                  "events every --sse-keepalive seconds",
                                    "content": {"application/json": {"schema": ref(resp)},
                                                "text/event-stream": {"schema": STR}}}},
                           **common_errors)}}
