@@ -47,6 +47,7 @@ struct detok {
     size_t tag_len[2];
     int32_t tag_id[2];      /* special added token spelling a tag, -1 */
     tok_buf rheld;          /* text that may be the start of a tag */
+    tok_buf step;           /* the text one push or finish decoded, before the stages */
     tok_buf out_text, out_reason;
 };
 
@@ -90,7 +91,10 @@ static int copy_str(const char *s, char **out, size_t *len, strata_err *err) {
     if (!n || !unicode_utf8_valid(s, n))
         return strata_err_set(err, STRATA_EINVALID, "stop strings and reasoning delimiters must be "
                               "non-empty valid UTF-8");
-    if (!(*out = strdup(s))) return strata_err_set(err, STRATA_ENOMEM, "out of memory");
+    /* malloc, not strdup: ASan's strdup allocates past the failure hook of
+     * tests/unit/test_tokenizer_alloc.c */
+    if (!(*out = malloc(n + 1))) return strata_err_set(err, STRATA_ENOMEM, "out of memory");
+    memcpy(*out, s, n + 1);
     *len = n;
     return 0;
 }
@@ -103,7 +107,7 @@ int detok_create(detok **out, const tokenizer *t, const detok_opts *o, strata_er
     d->skip_special = o && o->skip_special;
     d->tag_id[0] = d->tag_id[1] = -1;
     classify(d);
-    if (!(d->rg = onig_region_new())) {
+    if (!(d->rg = tok_region_new())) {
         r = strata_err_set(err, STRATA_ENOMEM, "out of memory");
         goto fail;
     }
@@ -151,6 +155,7 @@ void detok_free(detok *d) {
     tok_ids_free(&d->ids);
     tok_buf_free(&d->held);
     tok_buf_free(&d->rheld);
+    tok_buf_free(&d->step);
     tok_buf_free(&d->out_text);
     tok_buf_free(&d->out_reason);
     free(d);
@@ -339,14 +344,19 @@ static int stop_stage(detok *d, const char *s, size_t n, int final) {
     return r;
 }
 
+/* Every buffer a push touches lives in d and keeps its capacity, so once they have grown
+ * to the longest token and stop string a push allocates nothing (BYTES and PIECES modes;
+ * WINDOW decodes its window with tok_decode, which allocates). */
 static void out_begin(detok *d) {
     d->out_text.len = d->out_reason.len = 0;
-    d->tmp.len = 0;
+    d->tmp.len = d->step.len = 0;
 }
 
-static int out_end(detok *d, detok_out *out, int r) {
-    if (!d->out_text.p) r = r ? r : tok_buf_put(&d->out_text, "", 0);
-    if (!d->out_reason.p) r = r ? r : tok_buf_put(&d->out_reason, "", 0);
+static int out_end(detok *d, detok_out *out, int r, strata_err *err) {
+    /* the slices are never NULL: give the buffers storage on first use */
+    if (!r && ((!d->out_text.p && tok_buf_put(&d->out_text, "", 0)) ||
+               (!d->out_reason.p && tok_buf_put(&d->out_reason, "", 0))))
+        r = strata_err_set(err, STRATA_ENOMEM, "detok: out of memory");
     if (out) {
         out->text = d->out_text.p;
         out->text_len = r ? 0 : d->out_text.len;
@@ -359,31 +369,29 @@ static int out_end(detok *d, detok_out *out, int r) {
 
 int detok_push(detok *d, int32_t id, detok_out *out, strata_err *err) {
     out_begin(d);
-    if (d->stopped) return out_end(d, out, 0);
+    if (d->stopped) return out_end(d, out, 0, err);
     size_t n;
     if (id < 0 || id >= tok_vocab_size(d->t) || (!d->t->sp && !tok_token_str(d->t, id, &n)))
         return out_end(
-            d, out, strata_err_set(err, STRATA_ERANGE, "token id %d is not in the vocabulary", id));
+            d, out, strata_err_set(err, STRATA_ERANGE, "token id %d is not in the vocabulary", id),
+            err);
     int keep =
         !d->skip_special || !tok_is_special(d->t, id) || id == d->tag_id[0] || id == d->tag_id[1];
-    tok_buf text = {0};
-    int r = keep ? decode_id(d, id, &text, err) : 0;
-    if (!r && text.len) r = stop_stage(d, text.p, text.len, 0);
-    tok_buf_free(&text);
+    int r = keep ? decode_id(d, id, &d->step, err) : 0;
+    if (!r && d->step.len) r = stop_stage(d, d->step.p, d->step.len, 0);
     if (r == STRATA_ENOMEM) strata_err_set(err, r, "detok: out of memory");
-    return out_end(d, out, r);
+    return out_end(d, out, r, err);
 }
 
 int detok_finish(detok *d, detok_out *out, strata_err *err) {
     out_begin(d);
-    if (d->stopped) return out_end(d, out, 0);
-    tok_buf text = {0};
+    if (d->stopped) return out_end(d, out, 0, err);
+    tok_buf *text = &d->step;
     int r = 0;
-    if (d->mode == MODE_WINDOW) r = window_step(d, &text, 1, err);
-    else if (d->mode == MODE_BYTES) r = drain_bytes(d, &text, 1);
-    else r = flush_run(d, &text);
-    if (!r) r = stop_stage(d, text.p ? text.p : "", text.len, 1);
-    tok_buf_free(&text);
+    if (d->mode == MODE_WINDOW) r = window_step(d, text, 1, err);
+    else if (d->mode == MODE_BYTES) r = drain_bytes(d, text, 1);
+    else r = flush_run(d, text);
+    if (!r) r = stop_stage(d, text->p ? text->p : "", text->len, 1);
     if (r == STRATA_ENOMEM) strata_err_set(err, r, "detok: out of memory");
-    return out_end(d, out, r);
+    return out_end(d, out, r, err);
 }

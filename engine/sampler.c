@@ -2,7 +2,9 @@
  *
  * Truncation works on a candidate list instead of sorting the whole vocabulary: the
  * candidates are the top-k (or the 1024 most likely), and only when top-p needs more
- * mass than they hold is the whole vocabulary sorted. */
+ * mass than they hold is the whole vocabulary sorted. Sampling allocates nothing: the
+ * sort is our own merge sort over scratch allocated at create (glibc's qsort_r mallocs a
+ * buffer for every array over 1 KiB, which would be an allocation per token). */
 #include "engine/sampler.h"
 
 #include <float.h>
@@ -23,6 +25,7 @@ struct sampler {
     int n_seen_list;
     uint8_t *listed;       /* [vocab] token is in seen_list */
     int32_t *idx;          /* [vocab] candidate scratch */
+    int32_t *tmp;          /* [vocab] merge sort scratch */
     float *prob;           /* [vocab] scratch */
     uint64_t rng[4];
 };
@@ -85,6 +88,7 @@ int sampler_create(sampler **out, const sampler_params *p, int vocab, strata_err
     s->p = *p;
     s->vocab = vocab;
     s->idx = malloc(sizeof(int32_t) * (size_t)vocab);
+    s->tmp = malloc(sizeof(int32_t) * (size_t)vocab);
     s->prob = malloc(sizeof(float) * (size_t)vocab);
     int penalties = p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f ||
                     p->frequency_penalty != 0.0f;
@@ -98,7 +102,8 @@ int sampler_create(sampler **out, const sampler_params *p, int vocab, strata_err
         s->bias_ids = malloc(sizeof(int32_t) * (size_t)p->n_logit_bias);
         s->bias_vals = malloc(sizeof(float) * (size_t)p->n_logit_bias);
     }
-    if (!s->idx || !s->prob || (penalties && (!s->count_gen || !s->seen || !s->listed || !s->seen_list)) ||
+    if (!s->idx || !s->tmp || !s->prob ||
+        (penalties && (!s->count_gen || !s->seen || !s->listed || !s->seen_list)) ||
         (p->n_logit_bias && (!s->bias_ids || !s->bias_vals))) {
         sampler_destroy(s);
         return strata_err_set(err, STRATA_ENOMEM, "sampler: out of memory");
@@ -124,6 +129,7 @@ void sampler_destroy(sampler *s) {
     free(s->listed);
     free(s->seen_list);
     free(s->idx);
+    free(s->tmp);
     free(s->prob);
     free(s);
 }
@@ -148,11 +154,40 @@ void sampler_accept(sampler *s, int32_t token) {
 }
 
 /* Descending by value, ties by lower id, so results never depend on sort stability. */
-static int cmp_desc(const void *a, const void *b, void *vals) {
-    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
-    float x = ((const float *)vals)[i], y = ((const float *)vals)[j];
+static int cmp_desc(int32_t i, int32_t j, const float *vals) {
+    float x = vals[i], y = vals[j];
     if (x != y) return x > y ? -1 : 1;
     return i < j ? -1 : (i > j);
+}
+
+/* Sorts idx[0..n) by cmp_desc: insertion sort of runs of 16, then bottom-up merges
+ * between idx and tmp (both [n]). */
+static void sort_desc(int32_t *idx, int32_t *tmp, int n, const float *vals) {
+    enum { RUN = 16 };
+    for (int lo = 0; lo < n; lo += RUN) {
+        int hi = lo + RUN < n ? lo + RUN : n;
+        for (int i = lo + 1; i < hi; i++) {
+            int32_t v = idx[i];
+            int j = i;
+            for (; j > lo && cmp_desc(v, idx[j - 1], vals) < 0; j--) idx[j] = idx[j - 1];
+            idx[j] = v;
+        }
+    }
+    int32_t *src = idx, *dst = tmp;
+    for (int w = RUN; w < n; w *= 2) {
+        for (int lo = 0; lo < n; lo += 2 * w) {
+            int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int a = lo, b = mid, k = lo;
+            while (a < mid && b < hi) /* b wins only when strictly first: stable */
+                dst[k++] = cmp_desc(src[b], src[a], vals) < 0 ? src[b++] : src[a++];
+            while (a < mid) dst[k++] = src[a++];
+            while (b < hi) dst[k++] = src[b++];
+        }
+        int32_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != idx) memcpy(idx, src, sizeof(int32_t) * (size_t)n);
 }
 
 /* Puts the k largest logits' ids first in idx (sorted), k <= n. */
@@ -182,7 +217,7 @@ static int top_candidates(sampler *s, const float *logits, int k) {
             else break;
         }
     }
-    qsort_r(s->idx, (size_t)k, sizeof(int32_t), cmp_desc, (void *)logits);
+    sort_desc(s->idx, s->tmp, k, logits);
     return k;
 }
 

@@ -84,9 +84,12 @@ int tok_added_build(tok_added *a, strata_err *err) {
         OnigEncoding enc = ONIG_ENCODING_UTF8;
         onig_initialize(&enc, 1);
         OnigErrorInfo einfo;
-        if (onig_new(&a->word_re, (const OnigUChar *)pat, (const OnigUChar *)pat + sizeof pat - 1,
-                     ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_ONIGURUMA, &einfo)) {
+        int r = onig_new(&a->word_re, (const OnigUChar *)pat,
+                         (const OnigUChar *)pat + sizeof pat - 1, ONIG_OPTION_NONE,
+                         ONIG_ENCODING_UTF8, ONIG_SYNTAX_ONIGURUMA, &einfo);
+        if (r) {
             a->word_re = NULL;
+            if (r == ONIGERR_MEMORY) return strata_err_set(err, STRATA_ENOMEM, "out of memory");
             return strata_err_set(err, STRATA_EINVALID, "cannot compile the word-char regex");
         }
     }
@@ -127,10 +130,12 @@ static size_t trie_longest(const tok_trie *t, const char *s, size_t n, int32_t *
     return best;
 }
 
-/* Rust char::is_alphanumeric() || c == '_' for the char at s[i..n). */
+/* Rust char::is_alphanumeric() || c == '_' for the char at s[i..n): 1 or 0, or
+ * STRATA_ENOMEM when oniguruma could not allocate its match stack. */
 static int is_word_char(const tok_added *a, const char *s, size_t i, size_t n) {
     const OnigUChar *b = (const OnigUChar *)s;
-    return onig_match(a->word_re, b, b + n, b + i, NULL, ONIG_OPTION_NONE) > 0;
+    int r = onig_match(a->word_re, b, b + n, b + i, NULL, ONIG_OPTION_NONE);
+    return r > 0 ? 1 : r == ONIG_MISMATCH || r == 0 ? 0 : STRATA_ENOMEM;
 }
 
 static size_t prev_char(const char *s, size_t i) {
@@ -167,9 +172,10 @@ int tok_added_split(const tok_added *a, const tok_trie *trie, const char *s, siz
         i = stop; /* the automaton resumes after the match, whatever happens to it below */
         const tok_added_token *t = tok_added_by_id(a, id);
         if (t && t->single_word) {
-            int start_space = start == 0 || !is_word_char(a, s, prev_char(s, start), n);
-            int stop_space = stop == n || !is_word_char(a, s, stop, n);
-            if (!start_space || !stop_space) continue;
+            int before = start == 0 ? 0 : is_word_char(a, s, prev_char(s, start), n);
+            int after = stop == n ? 0 : is_word_char(a, s, stop, n);
+            if (before < 0 || after < 0) return STRATA_ENOMEM;
+            if (before || after) continue;
         }
         if (t && t->lstrip) {
             size_t ns = start;

@@ -90,6 +90,14 @@ typedef struct tok_pattern {
     OnigRegex re; /* compiled when is_regex */
 } tok_pattern;
 
+/* onig_region_new with room for TOK_REGION_SLOTS - 1 groups allocated here (NULL when out
+ * of memory; free with onig_region_free(rg, 1)). A region that is large enough is never
+ * resized inside onig_search, and the first resize of an empty region in oniguruma 6.9
+ * leaks one of its two arrays when the other cannot be allocated. Patterns with more
+ * groups (none of the tokenizers we know) still work through onig's own resize. */
+#define TOK_REGION_SLOTS 32
+OnigRegion *tok_region_new(void);
+
 /* Compiles as HF's SysRegex: Oniguruma default (ONIGURUMA) syntax, UTF-8, no options. */
 int tok_pattern_compile(tok_pattern *p, strata_err *err);
 void tok_pattern_free(tok_pattern *p);

@@ -202,6 +202,10 @@ int tok_pattern_compile(tok_pattern *p, strata_err *err) {
     int r = onig_new(&p->re, (const OnigUChar *)src, (const OnigUChar *)src + n, ONIG_OPTION_NONE,
                      ONIG_ENCODING_UTF8, ONIG_SYNTAX_ONIGURUMA, &einfo);
     free(src);
+    if (r == ONIGERR_MEMORY) {
+        p->re = NULL;
+        return strata_err_set(err, STRATA_ENOMEM, "out of memory compiling /%.80s/", p->str);
+    }
     if (r != ONIG_NORMAL) {
         OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
         onig_error_code_to_str(msg, r, &einfo);
@@ -209,6 +213,22 @@ int tok_pattern_compile(tok_pattern *p, strata_err *err) {
         return strata_err_set(err, STRATA_EFORMAT, "bad regex /%.80s/: %s", p->str, (char *)msg);
     }
     return 0;
+}
+
+OnigRegion *tok_region_new(void) {
+    OnigRegion *rg = onig_region_new();
+    if (!rg) return NULL;
+    rg->beg = malloc(TOK_REGION_SLOTS * sizeof *rg->beg);
+    rg->end = malloc(TOK_REGION_SLOTS * sizeof *rg->end);
+    if (!rg->beg || !rg->end) {
+        free(rg->beg);
+        free(rg->end);
+        rg->beg = rg->end = NULL;
+        onig_region_free(rg, 1);
+        return NULL;
+    }
+    rg->allocated = TOK_REGION_SLOTS;
+    return rg;
 }
 
 void tok_pattern_free(tok_pattern *p) {
@@ -240,6 +260,8 @@ int tok_pattern_find(const tok_pattern *p, const char *s, size_t n, OnigRegion *
         onig_region_clear(region);
         r = onig_search(p->re, base, end, base + last_end, end, region, ONIG_OPTION_NONE);
         if (r == ONIG_MISMATCH) break;
+        if (r == ONIGERR_MEMORY)
+            return strata_err_set(err, STRATA_ENOMEM, "regex search: out of memory");
         if (r < 0) return strata_err_set(err, STRATA_EINVALID, "regex search failed (%d)", r);
         size_t st = (size_t)region->beg[0], e = (size_t)region->end[0];
         if (e == st && last_match_end == e) {

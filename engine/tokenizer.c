@@ -18,8 +18,11 @@
 static int read_file(const char *path, char **data, size_t *len, strata_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return strata_err_set(err, errno == ENOENT ? STRATA_ENOTFOUND : STRATA_EIO, "%s: %s", path,
-                              strerror(errno));
+        return strata_err_set(err,
+                              errno == ENOENT   ? STRATA_ENOTFOUND
+                              : errno == ENOMEM ? STRATA_ENOMEM
+                                                : STRATA_EIO,
+                              "%s: %s", path, strerror(errno));
     tok_buf b = {0};
     char chunk[1 << 16];
     size_t n;
@@ -37,6 +40,15 @@ static int read_file(const char *path, char **data, size_t *len, strata_err *err
     *data = b.p;
     *len = b.len;
     return 0;
+}
+
+/* jansson reports a failed allocation inside a string or number as a syntax error, so
+ * errno (ENOMEM from the failed malloc) decides too; callers clear errno first. */
+static int json_error(strata_err *err, const json_error_t *je, const char *file) {
+    if (json_error_code(je) == json_error_out_of_memory || errno == ENOMEM)
+        return strata_err_set(err, STRATA_ENOMEM, "%s: out of memory", file);
+    return strata_err_set(err, STRATA_EFORMAT, "%s: line %d column %d: %s", file, je->line,
+                          je->column, je->text);
 }
 
 const char *tok_token_str(const tokenizer *t, int32_t id, size_t *len) {
@@ -63,7 +75,12 @@ static int config_token(const json_t *cfg, const char *key, char **out) {
     const json_t *v = json_object_get(cfg, key);
     if (json_is_object(v)) v = json_object_get(v, "content");
     if (!json_is_string(v)) return 0;
-    return (*out = strdup(json_string_value(v))) ? 0 : STRATA_ENOMEM;
+    /* malloc, not strdup: ASan's strdup allocates past the failure hook of
+     * tests/unit/test_tokenizer_alloc.c */
+    size_t n = strlen(json_string_value(v)) + 1;
+    if (!(*out = malloc(n))) return STRATA_ENOMEM;
+    memcpy(*out, json_string_value(v), n);
+    return 0;
 }
 
 static int load_config(tokenizer *t, const char *cfg_text, size_t cfg_len, strata_err *err) {
@@ -71,11 +88,12 @@ static int load_config(tokenizer *t, const char *cfg_text, size_t cfg_len, strat
     t->add_bos = t->sp && spm_bos_id(t->sp) >= 0;
     if (cfg_text) {
         json_error_t je;
+        errno = 0;
         json_t *cfg = json_loadb(cfg_text, cfg_len, JSON_ALLOW_NUL, &je);
-        if (!cfg || !json_is_object(cfg)) {
+        if (!cfg) return json_error(err, &je, "tokenizer_config.json");
+        if (!json_is_object(cfg)) {
             json_decref(cfg);
-            return strata_err_set(err, STRATA_EFORMAT, "tokenizer_config.json: line %d: %s",
-                                  je.line, cfg ? "not an object" : je.text);
+            return strata_err_set(err, STRATA_EFORMAT, "tokenizer_config.json: not an object");
         }
         int r = config_token(cfg, "bos_token", &t->bos);
         if (!r) r = config_token(cfg, "eos_token", &t->eos);
@@ -104,7 +122,7 @@ static int load_step(tok_step *s, const json_t *root, const char *key, int kind,
 
 /* Normalizes the content of normalized:true added tokens for the second trie. */
 static int normalize_added(tokenizer *t, strata_err *err) {
-    OnigRegion *rg = onig_region_new();
+    OnigRegion *rg = tok_region_new();
     if (!rg) return strata_err_set(err, STRATA_ENOMEM, "out of memory");
     int r = 0;
     for (size_t i = 0; i < t->added.n && !r; i++) {
@@ -115,6 +133,7 @@ static int normalize_added(tokenizer *t, strata_err *err) {
         else r = tok_buf_put(&b, a->content, a->len);
         if (!r && !b.p) r = tok_buf_put(&b, "", 0);
         if (r) {
+            if (r == STRATA_ENOMEM) strata_err_set(err, r, "added tokens: out of memory");
             tok_buf_free(&b);
             break;
         }
@@ -173,10 +192,10 @@ int tok_load_json(tokenizer **out, const char *json, size_t len, const char *con
     int r;
     if (!t) return strata_err_set(err, STRATA_ENOMEM, "out of memory");
     json_error_t je;
+    errno = 0;
     root = json_loadb(json, len, JSON_ALLOW_NUL, &je);
     if (!root) {
-        r = strata_err_set(err, STRATA_EFORMAT, "tokenizer.json: line %d column %d: %s", je.line,
-                           je.column, je.text);
+        r = json_error(err, &je, "tokenizer.json");
         goto fail;
     }
     if ((r = load_json_root(t, root, err))) {
@@ -364,7 +383,7 @@ int tok_encode(const tokenizer *t, const char *text, size_t len, int add_special
         tok_buf_free(&w.clean);
         return r;
     }
-    if (!(w.rg = onig_region_new())) {
+    if (!(w.rg = tok_region_new())) {
         r = STRATA_ENOMEM;
         goto fail;
     }
@@ -449,7 +468,7 @@ int tok_decode(const tokenizer *t, const int32_t *ids, size_t n_ids, int skip_sp
         r = tok_strs_add(cur, s, n);
     }
     if (!r && t->dec.type) {
-        if (!(rg = onig_region_new())) r = STRATA_ENOMEM;
+        if (!(rg = tok_region_new())) r = STRATA_ENOMEM;
         if (!r) r = tok_decode_chain(&t->dec, &cur, &tmp, rg, err);
     }
     for (size_t i = 0; i < cur->n && !r; i++) {

@@ -28,10 +28,17 @@
 
 #define CPU_POOL_CLOSED 0xffffffffu /* claim index of a job being written */
 
+typedef struct {
+    cpu_pool *p;
+    int worker;
+} cpu_pool_arg;
+
 struct cpu_pool {
     int n_threads; /* workers + the caller */
     int n_started; /* workers actually running (for destroy after a failed create) */
     pthread_t *th; /* [n_threads - 1] */
+    cpu_pool_arg *args; /* [n_threads - 1], freed with the pool: a worker that starts late
+                         * frees nothing, so no free can land inside a caller's step */
     pthread_mutex_t mu;
     pthread_cond_t wake; /* workers wait here for a new generation */
     pthread_cond_t done; /* the caller waits here for finished == n_tasks */
@@ -47,11 +54,6 @@ struct cpu_pool {
     atomic_int stop;
     atomic_long spin_ns;      /* spin budget before sleeping */
 };
-
-typedef struct {
-    cpu_pool *p;
-    int worker;
-} cpu_pool_arg;
 
 static int64_t cpu_pool_now_ns(void) {
     struct timespec ts;
@@ -101,7 +103,6 @@ static void cpu_pool_drain(cpu_pool *p, unsigned g, cpu_pool_fn fn, void *ctx, i
 
 static void *cpu_pool_main(void *arg) {
     cpu_pool_arg a = *(cpu_pool_arg *)arg;
-    free(arg);
     cpu_pool *p = a.p;
     unsigned seen = 0;
     for (;;) {
@@ -147,21 +148,17 @@ int cpu_pool_create(int n_threads, cpu_pool **out, strata_err *err) {
     int rc = 0;
     if (n_threads > 1) {
         p->th = calloc((size_t)n_threads - 1, sizeof *p->th);
-        if (!p->th) {
+        p->args = calloc((size_t)n_threads - 1, sizeof *p->args);
+        if (!p->th || !p->args) {
             rc = strata_err_set(err, STRATA_ENOMEM, "cpu pool: out of memory");
             goto fail;
         }
     }
     for (int i = 1; i < n_threads; i++) {
-        cpu_pool_arg *a = malloc(sizeof *a);
-        if (!a) {
-            rc = strata_err_set(err, STRATA_ENOMEM, "cpu pool: out of memory");
-            goto fail;
-        }
+        cpu_pool_arg *a = &p->args[i - 1];
         a->p = p;
         a->worker = i;
         if (pthread_create(&p->th[i - 1], NULL, cpu_pool_main, a) != 0) {
-            free(a);
             rc = strata_err_set(err, STRATA_ENOMEM, "cpu pool: cannot start thread %d of %d", i,
                                 n_threads);
             goto fail;
@@ -188,6 +185,7 @@ void cpu_pool_destroy(cpu_pool *p) {
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->mu);
     free(p->th);
+    free(p->args);
     free(p);
 }
 
