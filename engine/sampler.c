@@ -34,6 +34,7 @@ void sampler_params_default(sampler_params *p) {
     memset(p, 0, sizeof *p);
     p->top_p = 1.0f;
     p->repetition_penalty = 1.0f;
+    p->logprobs = 1;
 }
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -244,9 +245,13 @@ void sampler_sample(sampler *s, float *logits, sampler_result *out) {
             mx = logits[i];
             arg = i;
         }
-    double z = 0;
-    for (int i = 0; i < V; i++) z += exp((double)(logits[i] - mx));
-    float lse = mx + (float)log(z);
+    /* The normaliser is a pass of exp over the whole vocabulary: only when reported. */
+    float lse = 0.0f;
+    if (p->logprobs || p->top_logprobs > 0) {
+        double z = 0;
+        for (int i = 0; i < V; i++) z += exp((double)(logits[i] - mx));
+        lse = mx + (float)log(z);
+    }
 
     int32_t chosen = arg;
     if (p->temperature > 0.0f) {
@@ -300,7 +305,7 @@ void sampler_sample(sampler *s, float *logits, sampler_result *out) {
         }
     }
     out->token = chosen;
-    out->logprob = logits[chosen] - lse;
+    out->logprob = p->logprobs || p->top_logprobs > 0 ? logits[chosen] - lse : 0.0f;
     out->n_top = p->top_logprobs;
     if (p->top_logprobs > 0) {
         int n = top_candidates(s, logits, p->top_logprobs < V ? p->top_logprobs : V);

@@ -28,9 +28,10 @@ typedef struct sampler_params {
     const int32_t *bias_ids;  /* [n_logit_bias], copied at create */
     const float *bias_vals;   /* [n_logit_bias], copied at create */
     int top_logprobs;         /* 0..SAMPLER_MAX_TOP_LOGPROBS alternatives to report */
+    int logprobs;             /* 0: skip the chosen token's logprob (a pass over the vocab) */
 } sampler_params;
 
-/* Defaults: greedy, every filter off. */
+/* Defaults: greedy, every filter off, logprobs computed. */
 void sampler_params_default(sampler_params *p);
 
 typedef struct sampler sampler;
@@ -42,7 +43,7 @@ typedef struct sampler_logprob {
 
 typedef struct sampler_result {
     int32_t token;
-    float logprob;                                 /* of the chosen token */
+    float logprob;                                 /* of the chosen token (0 when !logprobs) */
     int n_top;                                     /* = params.top_logprobs */
     sampler_logprob top[SAMPLER_MAX_TOP_LOGPROBS]; /* most likely first */
 } sampler_result;

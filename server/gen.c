@@ -221,6 +221,7 @@ static int gen_make_choices(srv *S, srv_req *r, int32_t **ids, const int *n, ope
             sp.sampling.bias_ids = o->bias_ids;
             sp.sampling.bias_vals = o->bias_vals;
             sp.sampling.top_logprobs = o->logprobs ? o->top_logprobs : 0;
+            sp.sampling.logprobs = o->logprobs;
             strata_err err = {0};
             atomic_fetch_add(&r->mem, 1); /* dropped by gen_seq_released */
             if (engine_seq_create(S->eng, &sp, gen_wake, gen_seq_released, ch, &ch->seq, &err)) {

@@ -199,6 +199,26 @@ static void test_logprobs(void) {
     CHECK_EQ_INT(r.top[0].token, r.token); /* greedy picks the most likely */
     for (int i = 1; i < 5; i++) CHECK(r.top[i].logprob <= r.top[i - 1].logprob);
     sampler_destroy(s);
+    /* Without logprobs the same token comes out, and no normaliser is computed. */
+    p.top_logprobs = 0;
+    p.logprobs = 0;
+    for (int t = 0; t < 2; t++) {
+        p.temperature = t ? 0.8f : 0.0f;
+        p.seed = 11;
+        sampler_result a, b;
+        CHECK(sampler_create(&s, &p, V, &err) == 0);
+        memcpy(x, l, sizeof x);
+        sampler_sample(s, x, &a);
+        sampler_destroy(s);
+        p.logprobs = 1;
+        CHECK(sampler_create(&s, &p, V, &err) == 0);
+        memcpy(x, l, sizeof x);
+        sampler_sample(s, x, &b);
+        sampler_destroy(s);
+        p.logprobs = 0;
+        CHECK_EQ_INT(a.token, b.token);
+        CHECK(a.logprob == 0.0f && a.n_top == 0 && b.logprob < 0.0f);
+    }
 }
 
 static void test_invalid_params(void) {
