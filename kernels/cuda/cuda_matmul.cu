@@ -6,12 +6,15 @@
  * activations stay in L2; x comes through L1 (it is small and read by every warp), f32
  * FMA, warp-shuffle reduction. No tensor cores: at m <= 8 the kernel is bandwidth-bound.
  *
- * m > 8 (prefill): cuBLAS. F32 weights: an f32 GEMM (CUBLAS_COMPUTE_32F, no TF32). BF16
- * weights: x rounded to bf16 once (mm_round_x, the rule of the CPU backend's
- * cpu_pack_bf16_one), then a bf16 GEMM with f32 accumulation; the GEMV rounds x the same
- * way as it loads it, so prefill and decode multiply the same values (engine/backend.h:
- * a BF16 weight meets x rounded to bf16). F16 weights: a plain tiled f32 kernel (an f16 split would overflow on
- * large activations). All scratch is fixed at create; larger m runs in row chunks. */
+ * m > 8 (prefill): cuBLAS. F32 weights: an f32 GEMM (CUBLAS_COMPUTE_32F, no TF32). F16
+ * weights: a plain tiled f32 kernel. BF16 weights, at any m: x is rounded to bf16 once per
+ * matmul (mm_to_bf16 with mm_round_x, the rule of the CPU backend's cpu_pack_bf16_one) into
+ * the act16 scratch, then either the GEMV reads it (16-byte loads of 8 values) or a cuBLAS
+ * bf16 GEMM with f32 accumulation does; so prefill and decode multiply the same values
+ * (engine/backend.h: a BF16 weight meets x rounded to bf16). Rounding inside the GEMV
+ * instead would redo it for every W row: integer work per weight element that would
+ * outrun the weight stream at m = 8. All scratch is fixed at create; larger m runs in row
+ * chunks. */
 #include "kernels/cuda/cuda_internal.cuh"
 
 enum { MM_GEMV_MAX_M = 8, MM_THREADS = 256, MM_WARPS = MM_THREADS / 32 };
@@ -60,18 +63,43 @@ __device__ __forceinline__ float mm_round_x(float v) {
     if ((__float_as_uint(v) & 0x7f800000u) == 0) return __uint_as_float(__float_as_uint(v) & 0x80000000u);
     return __bfloat162float(__float2bfloat16_rn(v));
 }
-__device__ __forceinline__ float4 mm_round_x4(float4 v) {
-    return make_float4(mm_round_x(v.x), mm_round_x(v.y), mm_round_x(v.z), mm_round_x(v.w));
-}
 
 /* ---- kernels ---- */
 
+/* xb = x rounded as mm_round_x does, for the GEMV and the bf16 GEMM. */
+__global__ void mm_to_bf16(__nv_bfloat16 *__restrict__ xb, const float *__restrict__ x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        xb[i] = __float2bfloat16_rn(mm_round_x(x[i]));
+}
+
+/* VE elements of x row data from element off, as f32: for BF16 weights x was rounded to
+ * bf16 once by mm_to_bf16 (xb) and is read 8 at a time in one 16-byte load, half the bytes
+ * of f32 x; for other weights it is the f32 x itself. */
+template <int DT>
+__device__ __forceinline__ void mm_load_x(const float *__restrict__ x, const uint16_t *__restrict__ xb,
+                                          size_t off, float *f) {
+    if (DT == DTYPE_BF16) {
+        mm_w<DTYPE_BF16>::unpack(__ldg((const uint4 *)(xb + off)), f);
+    } else {
+#pragma unroll
+        for (int e = 0; e < mm_w<DT>::VE / 4; e++) {
+            float4 v = __ldg((const float4 *)(x + off) + e);
+            f[4 * e] = v.x, f[4 * e + 1] = v.y, f[4 * e + 2] = v.z, f[4 * e + 3] = v.w;
+        }
+    }
+}
+template <int DT>
+__device__ __forceinline__ float mm_get_x(const float *__restrict__ x, const uint16_t *__restrict__ xb,
+                                          size_t i) {
+    return DT == DTYPE_BF16 ? __uint_as_float((uint32_t)xb[i] << 16) : x[i];
+}
+
 /* M rows of x against W; a block is 8 warps = 8 / wpr rows of W. vec: k % VE == 0 and
- * 16-byte aligned x and W (then every row is aligned too). */
+ * 16-byte aligned x (or xb) and W (then every row is aligned too). */
 template <int DT, int M>
 __global__ void __launch_bounds__(MM_THREADS)
-mm_gemv(float *__restrict__ out, const float *__restrict__ x, const void *__restrict__ w, int n,
-        int k, int wpr, int vec) {
+mm_gemv(float *__restrict__ out, const float *__restrict__ x, const uint16_t *__restrict__ xb,
+        const void *__restrict__ w, int n, int k, int wpr, int vec) {
     typedef mm_w<DT> W;
     __shared__ float red[MM_WARPS][M];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -94,14 +122,10 @@ mm_gemv(float *__restrict__ out, const float *__restrict__ x, const void *__rest
                     W::unpack(u[q], f);
 #pragma unroll
                     for (int t = 0; t < M; t++) {
-                        const float4 *xr = (const float4 *)(x + (size_t)t * k + (size_t)(cc + q * step) * W::VE);
+                        float xv[W::VE];
+                        mm_load_x<DT>(x, xb, (size_t)t * k + (size_t)(cc + q * step) * W::VE, xv);
 #pragma unroll
-                        for (int e = 0; e < W::VE / 4; e++) {
-                            float4 xv = __ldg(xr + e);
-                            if (DT == DTYPE_BF16) xv = mm_round_x4(xv);
-                            acc[t] += f[4 * e] * xv.x + f[4 * e + 1] * xv.y + f[4 * e + 2] * xv.z +
-                                      f[4 * e + 3] * xv.w;
-                        }
+                        for (int e = 0; e < W::VE; e++) acc[t] += f[e] * xv[e];
                     }
                 }
             }
@@ -110,24 +134,17 @@ mm_gemv(float *__restrict__ out, const float *__restrict__ x, const void *__rest
                 W::unpack(__ldcs(wr + cc), f);
 #pragma unroll
                 for (int t = 0; t < M; t++) {
-                    const float4 *xr = (const float4 *)(x + (size_t)t * k + (size_t)cc * W::VE);
+                    float xv[W::VE];
+                    mm_load_x<DT>(x, xb, (size_t)t * k + (size_t)cc * W::VE, xv);
 #pragma unroll
-                    for (int e = 0; e < W::VE / 4; e++) {
-                        float4 xv = __ldg(xr + e);
-                        if (DT == DTYPE_BF16) xv = mm_round_x4(xv);
-                        acc[t] += f[4 * e] * xv.x + f[4 * e + 1] * xv.y + f[4 * e + 2] * xv.z +
-                                  f[4 * e + 3] * xv.w;
-                    }
+                    for (int e = 0; e < W::VE; e++) acc[t] += f[e] * xv[e];
                 }
             }
         } else {
             for (int e = part * 32 + lane; e < k; e += 32 * wpr) {
                 float f = W::get(w, (size_t)row * k + e);
 #pragma unroll
-                for (int t = 0; t < M; t++) {
-                    float xv = x[(size_t)t * k + e];
-                    acc[t] += f * (DT == DTYPE_BF16 ? mm_round_x(xv) : xv);
-                }
+                for (int t = 0; t < M; t++) acc[t] += f * mm_get_x<DT>(x, xb, (size_t)t * k + e);
             }
         }
     }
@@ -192,26 +209,28 @@ mm_tiled(float *__restrict__ out, const float *__restrict__ x, const void *__res
         }
 }
 
-/* xb = x rounded as mm_round_x does, for the bf16 GEMM. */
-__global__ void mm_to_bf16(__nv_bfloat16 *__restrict__ xb, const float *__restrict__ x, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        xb[i] = __float2bfloat16_rn(mm_round_x(x[i]));
-}
-
 /* ---- launchers ---- */
 
 template <int DT>
 static void mm_gemv_launch(cuda_impl *c, float *out, const float *x, const void *w, int m, int n,
                            int k) {
     const int VE = mm_w<DT>::VE;
-    int vec = k % VE == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0;
+    const uint16_t *xb = NULL;
+    if (DT == DTYPE_BF16) { /* x rounded once here, not once per W row in the GEMV */
+        size_t e = (size_t)m * k;
+        mm_to_bf16<<<cuda_blocks(e, 256, 65535), 256, 0, c->stream>>>(c->act16, x, e);
+        cuda_check_launch(c, "matmul bf16 convert");
+        xb = (const uint16_t *)c->act16;
+    }
+    const void *xp = xb ? (const void *)xb : (const void *)x;
+    int vec = k % VE == 0 && (uintptr_t)xp % 16 == 0 && (uintptr_t)w % 16 == 0;
     int chunks = vec ? k / VE : k, wpr = 1;
     /* Few rows (the DeltaNet a/b projections): split each row over warps so the matrix
      * still spreads over the GPU, while every lane keeps >= 2 chunks to stream. */
     while (wpr < MM_WARPS && (int64_t)n * wpr < 32LL * c->n_sm && chunks >= 64 * wpr) wpr *= 2;
     unsigned blocks = (unsigned)((n + MM_WARPS / wpr - 1) / (MM_WARPS / wpr));
 #define MM_CASE(M_)                                                                            \
-    case M_: mm_gemv<DT, M_><<<blocks, MM_THREADS, 0, c->stream>>>(out, x, w, n, k, wpr, vec); break;
+    case M_: mm_gemv<DT, M_><<<blocks, MM_THREADS, 0, c->stream>>>(out, x, xb, w, n, k, wpr, vec); break;
     switch (m) {
         MM_CASE(1) MM_CASE(2) MM_CASE(3) MM_CASE(4) MM_CASE(5) MM_CASE(6) MM_CASE(7) MM_CASE(8)
     }
