@@ -18,16 +18,19 @@
 #include "kernels/cpu/cpu_pool.h"
 
 /* Matmul kernel: out[i, j] = Σ_l x[i, l] · W[j, l] for i < m, n0 <= j < n1, with out rows
- * ldo floats apart, x rows k floats apart and W [*, k] of dtype dt (BF16, F16 or F32). */
+ * ldo floats apart, x rows k floats apart and W [*, k] of dtype dt (BF16, F16 or F32).
+ * l1x: bytes of x that may stay in L1 next to the weight stream (cpu_impl.l1x); a kernel
+ * may use it to pick its loop order, never to change how an output is summed. */
 typedef void (*cpu_matmul_fn)(float *restrict out, int ldo, const float *restrict x,
-                              const void *restrict w, dtype dt, int k, int m, int n0, int n1);
+                              const void *restrict w, dtype dt, int k, int m, int n0, int n1,
+                              int l1x);
 /* BF16-weight matmul kernel: out[i, j] = Σ_l xb[i, l] · W[j, l] for i < m, n0 <= j < n1,
  * where xb is x rounded by the pack kernel, rows ldx elements apart (ldx a multiple of 32,
  * zeros from k to ldx). Each kernel must sum a given (i, j) the same way whatever m, n0
  * and n1 are: that is what keeps a sequence's logits the same alone and in a batch. */
 typedef void (*cpu_matmul_bf16_fn)(float *restrict out, int ldo, const uint16_t *restrict xb,
                                    int ldx, const uint16_t *restrict w, int k, int m, int n0,
-                                   int n1);
+                                   int n1, int l1x);
 /* out[i] = bf16(x[i]) as cpu_pack_bf16_one rounds, for i < n. */
 typedef void (*cpu_pack_bf16_fn)(uint16_t *restrict out, const float *restrict x, int n);
 /* Sum of n floats (the bandwidth probe's streaming read). */
@@ -67,11 +70,12 @@ extern const cpu_kernels cpu_kernels_scalar;
 extern const cpu_kernels cpu_kernels_avx2;
 extern const cpu_kernels cpu_kernels_avx512;
 void cpu_matmul_f32_avx512(float *restrict out, int ldo, const float *restrict x,
-                           const void *restrict w, dtype dt, int k, int m, int n0, int n1);
+                           const void *restrict w, dtype dt, int k, int m, int n0, int n1,
+                           int l1x);
 void cpu_matmul_bf16_avx2(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
-                          const uint16_t *restrict w, int k, int m, int n0, int n1);
+                          const uint16_t *restrict w, int k, int m, int n0, int n1, int l1x);
 void cpu_matmul_bf16_avx512(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
-                            const uint16_t *restrict w, int k, int m, int n0, int n1);
+                            const uint16_t *restrict w, int k, int m, int n0, int n1, int l1x);
 void cpu_pack_bf16_avx2(uint16_t *restrict out, const float *restrict x, int n);
 void cpu_pack_bf16_avx512(uint16_t *restrict out, const float *restrict x, int n);
 
@@ -84,6 +88,7 @@ typedef struct cpu_impl {
     cpu_pool *pool;
     const cpu_kernels *k; /* picked once at create */
     uint16_t *xb;         /* CPU_XB_BYTES: x packed to bf16 for the matmul in flight */
+    int l1x;              /* x bytes a matmul keeps in L1: 5/6 of the L1 data cache */
 } cpu_impl;
 
 static inline cpu_impl *cpu_impl_of(backend *b) { return (cpu_impl *)b->impl; }

@@ -112,7 +112,8 @@ AI void avx2_matmul_dt(float *restrict out, int ldo, const float *restrict x,
 }
 
 static void avx2_matmul(float *restrict out, int ldo, const float *restrict x,
-                        const void *restrict w, dtype dt, int k, int m, int n0, int n1) {
+                        const void *restrict w, dtype dt, int k, int m, int n0, int n1, int l1x) {
+    (void)l1x; /* AVX2's 16 registers fit four x rows at most: m < 8 streams regardless */
     if (dt == DTYPE_BF16)
         avx2_matmul_dt(out, ldo, x, w, DTYPE_BF16, k, m, n0, n1);
     else if (dt == DTYPE_F16)

@@ -84,7 +84,8 @@ AI void bf2_rows_m(float *out, int ldo, const uint16_t *xb, int ldx, const uint1
 }
 
 void cpu_matmul_bf16_avx2(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
-                          const uint16_t *restrict w, int k, int m, int n0, int n1) {
+                          const uint16_t *restrict w, int k, int m, int n0, int n1, int l1x) {
+    (void)l1x; /* four x rows at most per W row: m < 8 streams regardless */
     if (m < 8) { /* decode: one prefetched W stream per thread */
         for (int j = n0; j < n1; j++)
             bf2_rows_m(out, ldo, xb, ldx, w, k, m, j, 1, 1);

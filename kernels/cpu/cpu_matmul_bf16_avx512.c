@@ -20,12 +20,6 @@
  * cpu_kernels_avx512.c: the hardware prefetchers alone fall short of the read probe). */
 #define BF_PF_BYTES 4096
 
-/* Bytes of packed x that streaming W row by row may read per row (see
- * cpu_matmul_bf16_avx512): half of a 48 KiB L1, leaving room for the weight stream. */
-#ifndef BF_STREAM_X_BYTES
-#define BF_STREAM_X_BYTES (24 << 10)
-#endif
-
 AI __m512bh bf_ld(const uint16_t *p) { return (__m512bh)_mm512_loadu_si512(p); }
 AI __m512bh bf_ldm(const uint16_t *p, __mmask32 mk) {
     return (__m512bh)_mm512_maskz_loadu_epi16(mk, p);
@@ -126,12 +120,13 @@ AI void bf_tiles_m(float *out, int ldo, const uint16_t *xb, int ldx, const uint1
 
 /* Decode rows whose packed x fits in L1 next to the weight stream read W one row at a time
  * (one sequential prefetched stream per thread, each W vector used by up to 8 rows: at
- * m = 8 that reached 85-95% of the read probe for k <= 1536). Wider x would come from L2
+ * m = 8 that reached 80-95% of the read probe for k <= 2560 on a 48 KiB L1, where x took
+ * 16-40 KiB; l1x is 5/6 of the L1 data cache). Wider x would come from L2
  * for every W row, so prefill and wide-k batches take 4 × 3 register tiles, which load
  * each x vector once for three W rows and each W vector once for four x rows. */
 void cpu_matmul_bf16_avx512(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
-                            const uint16_t *restrict w, int k, int m, int n0, int n1) {
-    if ((size_t)m * ldx * 2 <= BF_STREAM_X_BYTES) {
+                            const uint16_t *restrict w, int k, int m, int n0, int n1, int l1x) {
+    if ((size_t)m * ldx * 2 <= (size_t)l1x) {
         bf_stream(out, ldo, xb, ldx, w, k, m, n0, n1);
         return;
     }

@@ -5,7 +5,7 @@
  * every (i, j) is summed the same way by every kernel here, its blocks alternating
  * between two accumulators by parity (the masked tail block too), reduce(acc0 + acc1). So
  * a row's output does not depend on m or on the task split, as for BF16 weights. Decode
- * rows whose x fits in L1 stream W one row at a time (one prefetched sequential stream per
+ * rows whose x fits in L1 (l1x) stream W one row at a time (one prefetched sequential stream per
  * thread); wider x (a 12544-wide down projection, prefill blocks) takes 4 × 3 tiles. */
 #include <immintrin.h>
 
@@ -16,8 +16,6 @@
 /* Prefetching 4 KiB ahead raised decode by 5-40% over the hardware prefetchers alone
  * (tools/bench_cpu_matmul.c, AMD EPYC Zen 5); prefetches never fault past the end. */
 #define F32_PF_BYTES 4096
-/* x bytes per row that may stream from L1 next to W: half of a 48 KiB L1. */
-#define F32_STREAM_X_BYTES (24 << 10)
 
 AI __m512 f32_ldw(const void *w, size_t off, dtype dt, __mmask16 mk) {
     if (dt == DTYPE_BF16) {
@@ -119,8 +117,8 @@ AI void f32_tiles_m(float *out, int ldo, const float *x, int k, const void *w, d
 }
 
 AI void f32_matmul_dt(float *restrict out, int ldo, const float *restrict x,
-                      const void *restrict w, dtype dt, int k, int m, int n0, int n1) {
-    if ((size_t)m * k * 4 <= F32_STREAM_X_BYTES) {
+                      const void *restrict w, dtype dt, int k, int m, int n0, int n1, int l1x) {
+    if ((size_t)m * k * 4 <= (size_t)l1x) {
         f32_stream(out, ldo, x, k, w, dt, m, n0, n1);
         return;
     }
@@ -141,11 +139,12 @@ AI void f32_matmul_dt(float *restrict out, int ldo, const float *restrict x,
 /* One instantiation per dtype so the widening is resolved at compile time. BF16 weights
  * come here only for a k wider than the packing scratch (no model has one). */
 void cpu_matmul_f32_avx512(float *restrict out, int ldo, const float *restrict x,
-                           const void *restrict w, dtype dt, int k, int m, int n0, int n1) {
+                           const void *restrict w, dtype dt, int k, int m, int n0, int n1,
+                           int l1x) {
     if (dt == DTYPE_F16)
-        f32_matmul_dt(out, ldo, x, w, DTYPE_F16, k, m, n0, n1);
+        f32_matmul_dt(out, ldo, x, w, DTYPE_F16, k, m, n0, n1, l1x);
     else if (dt == DTYPE_BF16)
-        f32_matmul_dt(out, ldo, x, w, DTYPE_BF16, k, m, n0, n1);
+        f32_matmul_dt(out, ldo, x, w, DTYPE_BF16, k, m, n0, n1, l1x);
     else
-        f32_matmul_dt(out, ldo, x, w, DTYPE_F32, k, m, n0, n1);
+        f32_matmul_dt(out, ldo, x, w, DTYPE_F32, k, m, n0, n1, l1x);
 }

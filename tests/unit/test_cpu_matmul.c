@@ -120,10 +120,12 @@ static void test_batch_invariance(void) {
         return;
     }
     /* k: multiples of 64, of 32 only, tails of 1..63, and wide rows; m: decode batches,
-     * a batch whose packed x overflows L1 (the tile path), prefill blocks. */
+     * a batch whose x overflows the L1 budget (the tile path), prefill blocks. */
     static const int shapes[][3] = {{8, 70, 1024}, {8, 37, 3136}, {5, 19, 1000}, {3, 33, 33},
                                     {7, 29, 95},   {16, 10, 12544}, {37, 67, 130},
-                                    {261, 7, 515}, {2, 3, 1}};
+                                    {261, 7, 515}, {2, 3, 1},
+                                    /* either side of a 48 KiB L1's stream budget (40 KiB) */
+                                    {8, 13, 2560}, {8, 13, 2600}};
     static const dtype dts[] = {DTYPE_BF16, DTYPE_F32, DTYPE_F16};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes * 3; si++) {
         int m = shapes[si / 3][0], n = shapes[si / 3][1], k = shapes[si / 3][2];
