@@ -15,32 +15,8 @@
 #include "engine/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_mamba.h"
+#include "tests/cpu_test_util.h"
 #include "tests/test.h"
-
-enum { MAX_BE = 8 };
-static backend *be[MAX_BE];
-static char be_name[MAX_BE][32];
-static int n_be;
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rng_u32(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
-}
-static float rng_f(void) { return (float)rng_u32() / 2147483648.0f - 1.0f; } /* [-1, 1) */
-
-static float *fvec(size_t n) {
-    float *p = calloc(n ? n : 1, sizeof(float));
-    if (!p) abort();
-    return p;
-}
-static double *dvec(size_t n) {
-    double *p = calloc(n ? n : 1, sizeof(double));
-    if (!p) abort();
-    return p;
-}
 
 /* A weight of n values stored as dt; vals is rounded in place to what the op reads. */
 static bk_weight make_weight(float *vals, size_t n, dtype dt, void **store) {
@@ -59,28 +35,6 @@ static bk_weight make_weight(float *vals, size_t n, dtype dt, void **store) {
     }
     w.data = *store;
     return w;
-}
-
-typedef struct {
-    bk_batch b;
-    int32_t slot[8], start[8], len[8], pos0[8];
-    int32_t tok_pos[512], tok_seq[512];
-} tbatch;
-
-static void make_batch(tbatch *t, int n_seqs, const int *len, const int *slot) {
-    memset(t, 0, sizeof *t);
-    int n = 0;
-    for (int s = 0; s < n_seqs; s++) {
-        t->slot[s] = slot[s];
-        t->start[s] = n;
-        t->len[s] = len[s];
-        for (int i = 0; i < len[s]; i++, n++) {
-            t->tok_pos[n] = i;
-            t->tok_seq[n] = s;
-        }
-    }
-    t->b = (bk_batch){.n_tokens = n, .n_seqs = n_seqs, .slot = t->slot, .start = t->start,
-                      .len = t->len, .pos0 = t->pos0, .tok_pos = t->tok_pos, .tok_seq = t->tok_seq};
 }
 
 /* Largest |a - b| relative to the largest |b| (outputs and states live on one scale). */
@@ -211,7 +165,8 @@ static void ssd_ref_entry(backend *b, float *y, const float *x, int ld_x, const 
 static void ssd_run(const ssd_case *c, ssd_fn fn, backend *b, int s0, int s1, const int *len,
                     int row0, float *y, float *S) {
     tbatch tb;
-    make_batch(&tb, s1 - s0, len + s0, c->slot + s0);
+    static const int zero_pos[8] = {0};
+    make_batch(&tb, s1 - s0, len + s0, zero_pos, c->slot + s0);
     int HP = c->H * c->P, GN = c->G * c->N;
     const float *in = c->in + (size_t)row0 * c->ld;
     fn(b, y, in, c->ld, in + HP, in + HP + GN, c->ld, in + HP + 2 * GN, c->ld, &c->A_log,
@@ -432,30 +387,12 @@ static void test_relu2(void) {
 }
 
 int main(void) {
-    strata_err err = {0};
-    for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
-        if (!cpu_backend_isa_supported((cpu_isa)isa)) {
-            fprintf(stderr, "  (isa %s not supported here: skipped)\n",
-                    cpu_backend_isa_name((cpu_isa)isa));
-            continue;
-        }
-        for (int ti = 0; ti < (isa == CPU_ISA_SCALAR ? 2 : 1); ti++) {
-            int nt = isa == CPU_ISA_SCALAR ? 1 + ti : 3;
-            if (cpu_backend_create_isa(nt, (cpu_isa)isa, &be[n_be], &err) != 0) {
-                fprintf(stderr, "create %s: %s\n", cpu_backend_isa_name((cpu_isa)isa), err.msg);
-                return 1;
-            }
-            snprintf(be_name[n_be], sizeof be_name[n_be], "%s/%dt",
-                     cpu_backend_isa_name((cpu_isa)isa), nt);
-            n_be++;
-        }
-    }
+    if (cpu_test_backends_open()) return 1;
     RUN(test_ssd);
     RUN(test_ssd_pieces);
     RUN(test_ssd_floor);
     RUN(test_norm_grouped);
     RUN(test_relu2);
-    for (int i = 0; i < n_be; i++)
-        backend_destroy(be[i]);
+    cpu_test_backends_close();
     TEST_DONE();
 }
