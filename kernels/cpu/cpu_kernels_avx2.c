@@ -1,10 +1,9 @@
 /* cpu_kernels_avx2.c - the AVX2 + FMA + F16C kernel table (built with the Makefile's
  * ISA_AVX2 flags, called only when cpu_backend_isa_supported says so).
  *
- * Same scheme as the AVX-512 files with 8-lane vectors: weights widened to f32 in
- * registers, f32 FMA. AVX2 has no cheap masked 16-bit loads, so k and dv tails run
- * scalar code on exactly the remaining elements. 16 ymm registers bound a matmul tile to
- * 8 accumulators (MR·NR <= 4, two per output) next to its weights and x. */
+ * The same scheme as the AVX-512 table with 8-lane vectors (the matmuls live in
+ * cpu_matmul_avx2.c). AVX2 has no cheap masked 16-bit loads, so dv tails run scalar code
+ * on exactly the remaining elements. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -12,114 +11,11 @@
 
 #define AI static inline __attribute__((always_inline))
 
-AI __m256 avx2_ldw(const void *w, size_t off, dtype dt) {
-    if (dt == DTYPE_BF16) {
-        __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + off));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    }
-    if (dt == DTYPE_F16)
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + off)));
-    return _mm256_loadu_ps((const float *)w + off);
-}
-
-AI float avx2_wscalar(const void *w, size_t off, dtype dt) {
-    if (dt == DTYPE_BF16) return dtype_bf16_to_f32(((const uint16_t *)w)[off]);
-    if (dt == DTYPE_F16) return dtype_f16_to_f32(((const uint16_t *)w)[off]);
-    return ((const float *)w)[off];
-}
-
 AI float avx2_hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
-}
-
-/* Software prefetch distance of the decode weight stream (see F32_PF_BYTES). */
-#define AVX2_PF_BYTES 4096
-
-/* MR x rows against NR W rows from j (MR·NR <= 4). Every (i, j) is summed the same way
- * whatever MR, NR and the caller (batch invariance, as in cpu_matmul_bf16_avx2.c):
- * 16-element blocks whose low and high halves go to two accumulators, then the k % 16
- * tail in order. */
-AI void avx2_tile(float *out, int ldo, const float *x, int k, const void *w, dtype dt, int j,
-                  const int MR, const int NR, const int PF) {
-    __m256 a0[4][2], a1[4][2];
-    const int es = dt == DTYPE_F32 ? 4 : 2;
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 2
-        for (int r = 0; r < NR; r++)
-            a0[i][r] = a1[i][r] = _mm256_setzero_ps();
-    int l = 0;
-    for (; l + 16 <= k; l += 16) {
-        __m256 w0[2], w1[2];
-#pragma GCC unroll 2
-        for (int r = 0; r < NR; r++) {
-            size_t off = (size_t)(j + r) * k + l;
-            if (PF && (es == 4 || (l & 31) == 0))
-                _mm_prefetch((const char *)w + off * es + AVX2_PF_BYTES, _MM_HINT_T0);
-            w0[r] = avx2_ldw(w, off, dt);
-            w1[r] = avx2_ldw(w, off + 8, dt);
-        }
-#pragma GCC unroll 4
-        for (int i = 0; i < MR; i++) {
-            __m256 x0 = _mm256_loadu_ps(x + (size_t)i * k + l), x1 = _mm256_loadu_ps(x + (size_t)i * k + l + 8);
-#pragma GCC unroll 2
-            for (int r = 0; r < NR; r++) {
-                a0[i][r] = _mm256_fmadd_ps(x0, w0[r], a0[i][r]);
-                a1[i][r] = _mm256_fmadd_ps(x1, w1[r], a1[i][r]);
-            }
-        }
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 2
-        for (int r = 0; r < NR; r++) {
-            float s = avx2_hsum(_mm256_add_ps(a0[i][r], a1[i][r]));
-            for (int t = l; t < k; t++)
-                s += x[(size_t)i * k + t] * avx2_wscalar(w, (size_t)(j + r) * k + t, dt);
-            out[(size_t)i * ldo + j + r] = s;
-        }
-}
-
-/* Rows of x against W rows [j, j + NR): four rows at a time for one W row (decode, one
- * prefetched stream per thread), else two. */
-AI void avx2_rows_m(float *out, int ldo, const float *x, int k, const void *w, dtype dt, int m,
-                    int j, const int NR, const int PF) {
-    int i = 0;
-    if (NR == 1) {
-        for (; i + 4 <= m; i += 4)
-            avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 4, 1, PF);
-        if (m - i == 3) avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 3, 1, PF);
-    }
-    for (; i + 2 <= m; i += 2)
-        avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 2, NR, PF);
-    if (i < m) avx2_tile(out + (size_t)i * ldo, ldo, x + (size_t)i * k, k, w, dt, j, 1, NR, PF);
-}
-
-AI void avx2_matmul_dt(float *restrict out, int ldo, const float *restrict x,
-                       const void *restrict w, dtype dt, int k, int m, int n0, int n1) {
-    if (m < 8) { /* decode: the weight stream bounds it */
-        for (int j = n0; j < n1; j++)
-            avx2_rows_m(out, ldo, x, k, w, dt, m, j, 1, 1);
-        return;
-    }
-    int j = n0;
-    for (; j + 2 <= n1; j += 2)
-        avx2_rows_m(out, ldo, x, k, w, dt, m, j, 2, 0);
-    if (j < n1) avx2_rows_m(out, ldo, x, k, w, dt, m, j, 1, 0);
-}
-
-static void avx2_matmul(float *restrict out, int ldo, const float *restrict x,
-                        const void *restrict w, dtype dt, int k, int m, int n0, int n1, int l1x) {
-    (void)l1x; /* AVX2's 16 registers fit four x rows at most: m < 8 streams regardless */
-    if (dt == DTYPE_BF16)
-        avx2_matmul_dt(out, ldo, x, w, DTYPE_BF16, k, m, n0, n1);
-    else if (dt == DTYPE_F16)
-        avx2_matmul_dt(out, ldo, x, w, DTYPE_F16, k, m, n0, n1);
-    else
-        avx2_matmul_dt(out, ldo, x, w, DTYPE_F32, k, m, n0, n1);
 }
 
 static float avx2_sum(const float *restrict x, size_t n) {
@@ -286,7 +182,7 @@ static float avx2_exp_sum(float *y, const float *x, float shift, int n) {
 
 const cpu_kernels cpu_kernels_avx2 = {
     .name = "avx2",
-    .matmul = avx2_matmul,
+    .matmul = cpu_matmul_f32_avx2,
     .matmul_bf16 = cpu_matmul_bf16_avx2,
     .pack_bf16 = cpu_pack_bf16_avx2,
     .sum = avx2_sum,

@@ -1,0 +1,160 @@
+/* cpu_matmul_avx2.c - out = x · Wᵀ on AVX2 + FMA, for every weight dtype: the F32 / F16 /
+ * BF16 weights of cpu_matmul_fn with f32 x, and BF16 weights with x already rounded to
+ * bf16 by cpu_matmul.c (cpu_matmul_bf16_fn; the semantics every ISA shares).
+ *
+ * AVX2 has no bf16 dot product: bf16 operands widen to f32 (a shift into the high half), f16
+ * through vcvtph2ps, and meet in f32 FMAs, which is exact for bf16 products. Each (i, j) is
+ * summed the same way by every kernel here, whatever m and the task split (batch
+ * invariance, as on AVX-512): 16-element blocks whose low and high halves go to two
+ * accumulators, then the k % 16 tail in order. 16 ymm registers bound a tile to 8
+ * accumulators (MR·NR <= 4, two per output) next to its weights and x. AVX2 has no cheap
+ * masked 16-bit loads, so tails run scalar code on exactly the remaining elements. */
+#include <immintrin.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+#define AI static inline __attribute__((always_inline))
+
+/* Prefetch distance of the decode weight stream (see F32_PF_BYTES). */
+#define MM2_PF_BYTES 4096
+
+/* 8 elements of a dt array from element off, as f32. */
+AI __m256 mm2_ld(const void *p, size_t off, dtype dt) {
+    if (dt == DTYPE_BF16) {
+        __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + off));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    if (dt == DTYPE_F16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + off)));
+    return _mm256_loadu_ps((const float *)p + off);
+}
+
+AI float mm2_at(const void *p, size_t off, dtype dt) {
+    if (dt == DTYPE_BF16) return dtype_bf16_to_f32(((const uint16_t *)p)[off]);
+    if (dt == DTYPE_F16) return dtype_f16_to_f32(((const uint16_t *)p)[off]);
+    return ((const float *)p)[off];
+}
+
+AI float mm2_hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* MR rows of x (dtype xt: F32, or BF16 when packed; rows ldx elements apart) against NR W
+ * rows from j. */
+AI void mm2_tile(float *out, int ldo, const void *x, dtype xt, int ldx, const void *w, dtype dt,
+                 int k, int j, const int MR, const int NR, const int PF) {
+    __m256 a0[4][2], a1[4][2];
+    const int es = dt == DTYPE_F32 ? 4 : 2;
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+        for (int r = 0; r < NR; r++)
+            a0[i][r] = a1[i][r] = _mm256_setzero_ps();
+    int l = 0;
+    for (; l + 16 <= k; l += 16) {
+        __m256 w0[2], w1[2];
+#pragma GCC unroll 2
+        for (int r = 0; r < NR; r++) {
+            size_t off = (size_t)(j + r) * k + l;
+            if (PF && (es == 4 || (l & 31) == 0))
+                _mm_prefetch((const char *)w + off * es + MM2_PF_BYTES, _MM_HINT_T0);
+            w0[r] = mm2_ld(w, off, dt);
+            w1[r] = mm2_ld(w, off + 8, dt);
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++) {
+            __m256 x0 = mm2_ld(x, (size_t)i * ldx + l, xt), x1 = mm2_ld(x, (size_t)i * ldx + l + 8, xt);
+#pragma GCC unroll 2
+            for (int r = 0; r < NR; r++) {
+                a0[i][r] = _mm256_fmadd_ps(x0, w0[r], a0[i][r]);
+                a1[i][r] = _mm256_fmadd_ps(x1, w1[r], a1[i][r]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+        for (int r = 0; r < NR; r++) {
+            float s = mm2_hsum(_mm256_add_ps(a0[i][r], a1[i][r]));
+            for (int t = l; t < k; t++)
+                s += mm2_at(x, (size_t)i * ldx + t, xt) * mm2_at(w, (size_t)(j + r) * k + t, dt);
+            out[(size_t)i * ldo + j + r] = s;
+        }
+}
+
+/* Rows of x against W rows [j, j + NR): four rows at a time for one W row (decode, one
+ * prefetched stream per thread), else two. */
+AI void mm2_rows_m(float *out, int ldo, const void *x, dtype xt, int ldx, const void *w, dtype dt,
+                   int k, int m, int j, const int NR, const int PF) {
+    int i = 0;
+#define MM2_AT(I) out + (size_t)(I) * ldo, ldo, (const char *)x + (size_t)(I) * ldx * (xt == DTYPE_F32 ? 4 : 2)
+    if (NR == 1) {
+        for (; i + 4 <= m; i += 4)
+            mm2_tile(MM2_AT(i), xt, ldx, w, dt, k, j, 4, 1, PF);
+        if (m - i == 3) mm2_tile(MM2_AT(i), xt, ldx, w, dt, k, j, 3, 1, PF);
+    }
+    for (; i + 2 <= m; i += 2)
+        mm2_tile(MM2_AT(i), xt, ldx, w, dt, k, j, 2, NR, PF);
+    if (i < m) mm2_tile(MM2_AT(i), xt, ldx, w, dt, k, j, 1, NR, PF);
+#undef MM2_AT
+}
+
+AI void mm2_matmul(float *restrict out, int ldo, const void *restrict x, dtype xt, int ldx,
+                   const void *restrict w, dtype dt, int k, int m, int n0, int n1) {
+    if (m < 8) { /* decode: the weight stream bounds it */
+        for (int j = n0; j < n1; j++)
+            mm2_rows_m(out, ldo, x, xt, ldx, w, dt, k, m, j, 1, 1);
+        return;
+    }
+    int j = n0;
+    for (; j + 2 <= n1; j += 2)
+        mm2_rows_m(out, ldo, x, xt, ldx, w, dt, k, m, j, 2, 0);
+    if (j < n1) mm2_rows_m(out, ldo, x, xt, ldx, w, dt, k, m, j, 1, 0);
+}
+
+/* l1x is unused on AVX2: four x rows at most per W row, so m < 8 streams regardless. */
+void cpu_matmul_f32_avx2(float *restrict out, int ldo, const float *restrict x,
+                         const void *restrict w, dtype dt, int k, int m, int n0, int n1, int l1x) {
+    (void)l1x;
+    /* one instantiation per weight dtype so the widening is resolved at compile time */
+    if (dt == DTYPE_BF16)
+        mm2_matmul(out, ldo, x, DTYPE_F32, k, w, DTYPE_BF16, k, m, n0, n1);
+    else if (dt == DTYPE_F16)
+        mm2_matmul(out, ldo, x, DTYPE_F32, k, w, DTYPE_F16, k, m, n0, n1);
+    else
+        mm2_matmul(out, ldo, x, DTYPE_F32, k, w, DTYPE_F32, k, m, n0, n1);
+}
+
+void cpu_matmul_bf16_avx2(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
+                          const uint16_t *restrict w, int k, int m, int n0, int n1, int l1x) {
+    (void)l1x;
+    mm2_matmul(out, ldo, xb, DTYPE_BF16, ldx, w, DTYPE_BF16, k, m, n0, n1);
+}
+
+/* Round to nearest even, subnormal inputs to zero (cpu_pack_bf16_one): the integer form of
+ * dtype_f32_to_bf16, eight lanes at a time. */
+void cpu_pack_bf16_avx2(uint16_t *restrict out, const float *restrict x, int n) {
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i expm = _mm256_set1_epi32(0x7f800000), sign = _mm256_set1_epi32((int)0x80000000u);
+    const __m256i qnan = _mm256_set1_epi32(0x400000);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i u = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+        __m256i a = _mm256_and_si256(u, absm);
+        __m256i is_nan = _mm256_cmpgt_epi32(a, inf);
+        __m256i is_sub = _mm256_cmpeq_epi32(_mm256_and_si256(u, expm), _mm256_setzero_si256());
+        __m256i r = _mm256_add_epi32(
+            u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+        r = _mm256_blendv_epi8(r, _mm256_or_si256(u, qnan), is_nan);
+        r = _mm256_blendv_epi8(r, _mm256_and_si256(u, sign), is_sub);
+        r = _mm256_srli_epi32(r, 16);
+        __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+        _mm_storeu_si128((__m128i *)(out + i), p);
+    }
+    for (; i < n; i++)
+        out[i] = cpu_pack_bf16_one(x[i]);
+}
