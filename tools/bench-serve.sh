@@ -5,7 +5,9 @@
 # `strata bench-serve` at concurrency 1 and 8 (streaming, ignore_eos, token-id
 # prompts), and compares what clients saw with the engine's own inter-token time
 # from the same process (/metrics strata:inter_token_latency_seconds, measured on the
-# step thread). Also runs `strata bench` (the engine alone, one sequence) first.
+# step thread). Also runs `strata bench` (the engine alone, one sequence) first. Prints the
+# 8-stream / 1-stream ratio twice: of client output tok/s (prefill and ramp-up included) and
+# of steady-state decode (the engine's inter-token time).
 # Usage: tools/bench-serve.sh [--model M] [--threads N] [--input-len N] [--output-len N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +50,12 @@ eng = (s1 - s0) / (c1 - c0) * 1e3
 print(f"== {c} stream(s): {r['output_throughput']:.2f} output tok/s, client TPOT {r['mean_tpot_ms']:.1f} ms "
       f"(p99 {r['p99_tpot_ms']:.1f}), engine inter-token {eng:.1f} ms, server overhead "
       f"{(r['mean_tpot_ms'] / eng - 1) * 100:+.2f}%, TTFT mean {r['mean_ttft_ms']:.0f} ms")
+open(sys.argv[1] + ".itl", "w").write(f"{eng}\n")
 PY
 done
 python3 -c "import json; a=json.load(open('$TMP/c1.json')); b=json.load(open('$TMP/c8.json')); \
 print(f\"== aggregate at 8 streams / 1 stream: {b['output_throughput'] / a['output_throughput']:.2f}x\")"
+# The same ratio for decode alone: tokens per second of the engine's steps (8 per step at
+# 8 streams, 1 at 1), without the prefill and ramp-up that the client-side figure includes.
+python3 -c "e1=float(open('$TMP/c1.json.itl').read()); e8=float(open('$TMP/c8.json.itl').read()); \
+print(f\"== decode tok/s at 8 streams / 1 stream (engine steps): {8 / e8 * 1e3:.1f} / {1 / e1 * 1e3:.1f} = {8 * e1 / e8:.2f}x\")"
