@@ -97,8 +97,9 @@ goldens:
 run:
 	@BUILD=$(BUILD) tools/run.sh $(ARGS)
 
-# device-bundle/: strata + the shared libraries it needs + fixtures + tools, carried to the
-# GPU machine (tests/device/run.sh runs there).
+# device-bundle/: one tarball of strata, the CUDA library and device tests, the shared
+# libraries they need and the device tools, carried to the GPU machine with the tree
+# (tests/device/run.sh unpacks and runs it there; tools/device_bundle.sh says what is in it).
 device-bundle:
 	@tools/device_bundle.sh
 

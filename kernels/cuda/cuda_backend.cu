@@ -112,9 +112,11 @@ const void *cuda_stage(cuda_impl *c, const void *src, size_t bytes) {
     return cuda_stage_parts(c, 1, &src, &bytes);
 }
 
-/* Rewinds the ring at the start of a forward once its host side is free again. */
+/* Rewinds the ring at the start of an eager forward once its host side is free again.
+ * Under a graph, graph_begin has rewound it: offsets taken since then are in the graph. */
 static void cuda_stage_rewind(cuda_impl *c) {
-    if (c->mode == CUDA_MODE_EAGER && c->stage_ev_live) {
+    if (c->mode != CUDA_MODE_EAGER) return;
+    if (c->stage_ev_live) {
         cudaEventSynchronize(c->stage_ev);
         c->stage_ev_live = 0;
     }
@@ -352,6 +354,7 @@ CUDA_EXPORT int strata_cuda_backend_create(int device, backend **out, strata_err
     cuda_impl *c = NULL;
     int rc = 0, n_dev = 0;
     cudaDeviceProp prop;
+    cublasStatus_t bs;
     cudaError_t e = cudaGetDeviceCount(&n_dev);
     if (e != cudaSuccess || n_dev == 0) {
         cudaGetLastError();
@@ -375,6 +378,12 @@ CUDA_EXPORT int strata_cuda_backend_create(int device, backend **out, strata_err
     c->device = device;
     CUDA_TRY(cudaSetDevice(device), "cudaSetDevice");
     CUDA_TRY(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    if (prop.major < 9) { /* the library holds sm_90 code and compute_90 PTX only */
+        rc = strata_err_set(err, STRATA_EDEVICE,
+                            "cuda: %s is compute capability %d.%d; this build needs 9.0 or newer",
+                            prop.name, prop.major, prop.minor);
+        goto fail;
+    }
     c->n_sm = prop.multiProcessorCount;
     snprintf(c->name, sizeof c->name, "%s", prop.name);
     CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream");
@@ -388,15 +397,19 @@ CUDA_EXPORT int strata_cuda_backend_create(int device, backend **out, strata_err
     c->scratch_bytes = CUDA_BLAS_WS_BYTES + sizeof(__nv_bfloat16) * CUDA_ACT16_ELEMS +
                        sizeof(float) * CUDA_ATT_PART_FLOATS +
                        CUDA_STAGE_BYTES;
-    if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS) {
+    bs = cublasCreate(&c->blas);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
         c->blas = NULL;
-        rc = strata_err_set(err, STRATA_EDEVICE, "cuda: cuBLAS did not start");
+        rc = strata_err_set(err, STRATA_EDEVICE, "cuda: cuBLAS did not start: %s",
+                            cublasGetStatusString(bs));
         goto fail;
     }
     /* A fixed workspace keeps cuBLAS from allocating inside a captured graph. */
-    if (cublasSetStream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetWorkspace(c->blas, c->blas_ws, CUDA_BLAS_WS_BYTES) != CUBLAS_STATUS_SUCCESS) {
-        rc = strata_err_set(err, STRATA_EDEVICE, "cuda: cuBLAS setup failed");
+    bs = cublasSetStream(c->blas, c->stream);
+    if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasSetWorkspace(c->blas, c->blas_ws, CUDA_BLAS_WS_BYTES);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        rc = strata_err_set(err, STRATA_EDEVICE, "cuda: cuBLAS setup failed: %s",
+                            cublasGetStatusString(bs));
         goto fail;
     }
     cuda_fill_ops(&c->ops);

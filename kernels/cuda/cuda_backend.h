@@ -18,7 +18,7 @@ extern "C" {
 #include "engine/backend.h"
 
 /* Creates the backend on CUDA device `device` (0 = first): one stream, a cuBLAS handle,
- * and the fixed scratch (staging ring, GEMM and attention scratch, ~150 MiB). Fails with
+ * and the fixed scratch (staging ring, GEMM and attention scratch, 88 MiB). Fails with
  * STRATA_EDEVICE when there is no driver, no such device, or the runtime cannot start,
  * STRATA_ENOMEM when the scratch does not fit. Caller frees with backend_destroy. */
 int strata_cuda_backend_create(int device, backend **out, strata_err *err);

@@ -62,9 +62,20 @@ CUDA_EXPORT int cuda_backend_graph_begin(backend *b, uint64_t key, strata_err *e
     return 0;
 }
 
-/* Runs exec, waits, and hands the deferred downloads to their callers. */
-static int cuda_graph_run(cuda_impl *c, cudaGraphExec_t exec, strata_err *err) {
-    cudaError_t e = cudaGraphLaunch(exec, c->stream);
+/* Runs g, waits, and hands the deferred downloads to their callers. A launch refused
+ * while the device stays usable (the stream still synchronises) ran nothing: g is dropped
+ * and the caller runs the forward eagerly; any other failure is sticky. */
+static int cuda_graph_run(cuda_impl *c, cuda_graph_entry *g, strata_err *err) {
+    cudaError_t e = cudaGraphLaunch(g->exec, c->stream);
+    if (e != cudaSuccess && cudaStreamSynchronize(c->stream) == cudaSuccess) {
+        cudaGetLastError();
+        c->n_pending = 0;
+        int rc = strata_err_set(err, STRATA_EUNSUPPORTED,
+                                "cuda: graph launch refused (%s); run it eagerly",
+                                cudaGetErrorString(e));
+        cuda_graph_drop(c, g);
+        return rc;
+    }
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
     if (e != cudaSuccess) {
         cuda_fail(c, "graph launch", e);
@@ -86,15 +97,17 @@ CUDA_EXPORT int cuda_backend_graph_end(backend *b, strata_err *err) {
         cuda_graph_entry *g = cuda_graph_find(c, c->key);
         if (c->graph_bad || g->sig != c->sig || g->n_ops != c->n_ops) {
             /* Same key, other forward: the key does not pin the op sequence. Drop the
-             * graph so the next forward under this key is captured afresh. */
+             * graph so the next forward under this key is captured afresh (the drop moves
+             * another entry into *g, so its op count is read first). */
+            int captured = g->n_ops;
             cuda_graph_drop(c, g);
             c->n_pending = 0;
             return strata_err_set(err, STRATA_ESTATE,
                                   "cuda: graph key %llu replayed a different forward (%d ops, "
                                   "captured %d); run it eagerly",
-                                  (unsigned long long)c->key, c->n_ops, g->n_ops);
+                                  (unsigned long long)c->key, c->n_ops, captured);
         }
-        return cuda_graph_run(c, g->exec, err);
+        return cuda_graph_run(c, g, err);
     }
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
@@ -116,7 +129,7 @@ CUDA_EXPORT int cuda_backend_graph_end(backend *b, strata_err *err) {
     g->sig = c->sig;
     g->n_ops = c->n_ops;
     g->exec = exec;
-    return cuda_graph_run(c, exec, err);
+    return cuda_graph_run(c, g, err);
 }
 
 CUDA_EXPORT void cuda_backend_graph_clear(backend *b) {

@@ -286,7 +286,9 @@ void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int
         !cuda_enter(c, CUDA_OP_MATMUL, (const void *)out, (const void *)x, w->data, m, n, k))
         return;
     if (m <= MM_GEMV_MAX_M) {
-        if (w->dt == DTYPE_BF16) mm_gemv_launch<DTYPE_BF16>(c, out, x, w->data, m, n, k);
+        if (w->dt == DTYPE_BF16 && (size_t)m * k > CUDA_ACT16_ELEMS) /* x outgrows act16: no model */
+            mm_tiled_launch(c, out, x, w, m, n, k);
+        else if (w->dt == DTYPE_BF16) mm_gemv_launch<DTYPE_BF16>(c, out, x, w->data, m, n, k);
         else if (w->dt == DTYPE_F16) mm_gemv_launch<DTYPE_F16>(c, out, x, w->data, m, n, k);
         else mm_gemv_launch<DTYPE_F32>(c, out, x, w->data, m, n, k);
     } else if (w->dt == DTYPE_BF16) {

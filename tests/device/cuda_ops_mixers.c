@@ -310,7 +310,7 @@ void test_speed(void) {
     for (int r = 0; r < 10; r++) gpu->ops->matmul(gpu, dy, dx, &w.d, m);
     sync_gpu(dy);
     double t = (now_s() - t0) / 10;
-    printf("speed: bf16 GEMM m %d [%d x %d] (hi/lo split): %.3f ms, %.0f TFLOP/s of the product\n",
+    printf("speed: bf16 GEMM m %d [%d x %d] (x rounded to bf16): %.3f ms, %.0f TFLOP/s of the product\n",
            m, n, k, t * 1e3, 2.0 * m * n * k / t / 1e12);
     free(x), gfree(dx), gfree(dy), wfree(&w);
     /* decode attention at position 4000 and the delta rule, one token */

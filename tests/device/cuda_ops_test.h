@@ -14,7 +14,7 @@
  * - elementwise / norms / rope / gates: the same f32 formula on both sides, differing
  *   only in reduction order and few-ulp expf / tanhf / sincosf: 1e-5.
  * - matmul: f32 accumulation of k products in another order (~sqrt(k)·2^-24 of the
- *   magnitude); BF16 with m > 8 also splits x into bf16 hi + lo (~2^-17 per element):
+ *   magnitude); both sides round x to bf16 for BF16 weights, so the products agree:
  *   2e-5 for f32 weights, 5e-5 for 16-bit weights.
  * - attention: online vs three-pass softmax in f32: 2e-5.
  * - recurrences (delta rule, SSD) over up to ~40 tokens with the state carried: the

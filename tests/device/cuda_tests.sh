@@ -6,25 +6,36 @@
 #   tests/device/cuda_tests.sh cublas-path  # prints the folder holding libcublas.so.13
 #
 # prepare builds into $DEV_DIR (default build/cuda-device): libstrata_cuda.so, the op test
-# (test_cuda_ops: needs only libc), the CUDA golden test, and a copy of strata (not with
+# (test_cuda_ops: needs only libc), the golden tests on CUDA (test_cuda_golden_<arch>, one
+# per tests/unit/test_<arch>_golden.c), and a copy of strata (not with
 # NO_STRATA=1). The Debian libraries the last two need are copied, with their ldd
 # dependencies (glibc and the CUDA / driver libraries excepted), into $LIB_DIR (default
-# $DEV_DIR/lib). Carry $DEV_DIR (~25 MiB), or let tools/device_bundle.sh put it in the bundle.
+# $DEV_DIR/lib). tools/device_bundle.sh calls it to fill the bundle.
 #
 # run needs nothing but the carried tree: a prebuilt piece that is missing or does not load
 # is rebuilt there when it can be (libstrata_cuda.so with nvcc, test_cuda_ops with gcc);
-# the golden test and strata need our libraries, so without them those steps say SKIP. It
-# runs the op test, the golden test, and (unless BENCH=0) `strata bench --device cuda` on
-# every dummy preset plus a 1,024-token prefill of Qwen3.5-2B; one line per step.
-# Env: DEV_DIR, LIB_DIR, STRATA (binary to bench, default $DEV_DIR/strata or build/strata),
-# PRESETS (space separated; default every preset strata lists), PROMPT_LEN (128),
-# GEN_LEN (64), BENCH (1), OUT (logs; default /tmp). Exit 0 when every step that ran passed.
+# the golden tests and strata need our libraries, so without them those steps fail. It
+# runs the op test, the golden tests, and (unless BENCH=0) `strata bench --device cuda` on
+# every dummy preset plus a 1,024-token prefill of Qwen3.5-2B; one line per step. cuBLAS
+# is the machine's (libcublas.so.13: ldconfig, the toolkit, or the pip wheel torch uses):
+# at ~600 MB it cannot travel; the CUDA runtime is linked statically into the library.
+# Env: DEV_DIR, LIB_DIR, BUILD (prepare: the make build folder, default build), STRATA
+# (binary to bench, default $DEV_DIR/strata or build/strata), PRESETS (space separated;
+# default every preset strata lists), PROMPT_LEN (128), GEN_LEN (64), BENCH (1),
+# OPS_TIMEOUT / GOLDEN_TIMEOUT (seconds, 150 each), BUDGET_S (run: every step ends within
+# this many seconds of the start; tests/device/run.sh passes its deadline), OUT (logs;
+# default /tmp).
+# Exit 0 when every step that ran passed (a step skipped for want of a GPU is not a pass).
 set -u
 DEV_DIR=${DEV_DIR:-build/cuda-device}
 LIB_DIR=${LIB_DIR:-$DEV_DIR/lib}
+BUILD=${BUILD:-build}
 CFLAGS_T="-std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -pthread -fno-strict-aliasing -Wno-format-truncation"
 TEST_SRC="tests/device/test_cuda_ops.c tests/device/cuda_ops_mixers.c tests/device/cuda_ops_ref.c"
 HOST_SRC="engine/backend_select.c engine/err.c engine/dtype.c"
+GOLDEN_UNITS="qwen35 gemma4 nemotron_h"   # tests/unit/test_<unit>_golden.c
+
+abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 
 find_nvcc() {
     command -v nvcc >/dev/null 2>&1 && return 0
@@ -48,7 +59,8 @@ build_op_test() {
         gcc $CFLAGS_T $x -c "$f" -o "$o" || return 1
         objs+=("$o")
     done
-    gcc $CFLAGS_T $TEST_SRC "${objs[@]}" -o "$out" -ldl -lm -lpthread
+    gcc $CFLAGS_T $TEST_SRC "${objs[@]}" -o "$out" -ldl -lm -lpthread || return 1
+    rm -rf "$DEV_DIR/obj"
 }
 
 # Copies the non-system shared libraries a binary needs into $LIB_DIR.
@@ -57,7 +69,7 @@ copy_deps() {
     ldd "$1" | awk '/=> \// {print $3}' | while read -r lib; do
         [ -e "$LIB_DIR/$(basename "$lib")" ] && continue
         case $(basename "$lib") in
-            libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libresolv.so*|libnss*|libutil.so*|libanl.so*|ld-linux*|libgcc_s.so*|libstdc++.so*|libcuda*|libcublas*|libcudart*|libnvidia*) ;;
+            libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libresolv.so*|libnss*|libutil.so*|libanl.so*|ld-linux*|libcuda*|libcublas*|libcudart*|libnvidia*) ;;
             *) cp -L "$lib" "$LIB_DIR/" && strip --strip-unneeded "$LIB_DIR/$(basename "$lib")" 2>/dev/null ;;
         esac
     done
@@ -66,42 +78,53 @@ copy_deps() {
 prepare() {
     mkdir -p "$DEV_DIR"
     find_nvcc || { echo "prepare: nvcc not found"; return 1; }
-    make -j2 cuda || return 1
-    cp build/libstrata_cuda.so "$DEV_DIR/"
+    make -j2 "BUILD=$BUILD" cuda || return 1
+    cp "$BUILD/libstrata_cuda.so" "$DEV_DIR/"
     build_op_test "$DEV_DIR/test_cuda_ops" || return 1
-    if make -j2 build/strata build/libstrata.a; then
+    strip --strip-debug "$DEV_DIR/test_cuda_ops"
+    local rc=0
+    if make -j2 "BUILD=$BUILD" "$BUILD/strata" "$BUILD/libstrata.a"; then
         if [ -z "${NO_STRATA:-}" ]; then
-            cp build/strata "$DEV_DIR/"
+            cp "$BUILD/strata" "$DEV_DIR/"
             strip --strip-debug "$DEV_DIR/strata"
             copy_deps "$DEV_DIR/strata"
         fi
-        # The unit test is compiled in as it is; its initializers may trail model.h.
-        if gcc $CFLAGS_T -Wno-missing-field-initializers tests/device/test_cuda_golden.c build/libstrata.a \
-            -o "$DEV_DIR/test_cuda_golden" -ljansson -luv -lmicrohttpd -lcurl -lonig -lsentencepiece \
-            -lstdc++ -lm -lpthread -ldl; then
-            strip --strip-debug "$DEV_DIR/test_cuda_golden"
-            copy_deps "$DEV_DIR/test_cuda_golden"
-        else
-            echo "prepare: test_cuda_golden did not build; the golden step will be skipped"
-        fi
+        # One golden binary per architecture: the unit test compiled in as it is (its
+        # initializers may trail model.h).
+        local u
+        for u in $GOLDEN_UNITS; do
+            if gcc $CFLAGS_T -Wno-missing-field-initializers -DGOLDEN_UNIT="\"tests/unit/test_${u}_golden.c\"" \
+                tests/device/test_cuda_golden.c "$BUILD/libstrata.a" -o "$DEV_DIR/test_cuda_golden_$u" \
+                -ljansson -luv -lmicrohttpd -lcurl -lonig -lsentencepiece -lstdc++ -lm -lpthread -ldl; then
+                strip --strip-debug "$DEV_DIR/test_cuda_golden_$u"
+                copy_deps "$DEV_DIR/test_cuda_golden_$u"
+            else
+                echo "prepare: test_cuda_golden_$u did not build; its golden step will fail"
+                rc=1
+            fi
+        done
     else
         echo "prepare: the library did not build; strata and the golden test are left out"
+        rc=1
     fi
-    rm -rf "$DEV_DIR/obj"
     du -sh "$DEV_DIR"
+    return $rc
 }
 
-# libcublas.so.13 where the loader finds it: the toolkit, or the pip wheel of the image.
-# Sets CUBLAS_DIR and puts it on LD_LIBRARY_PATH when the loader would not find it alone.
+# libcublas.so.13 where the loader finds it: ldconfig, the toolkit, the pip wheel of the
+# image's torch (nvidia/cu13/lib, or nvidia/cublas/lib in older wheels), else a bounded
+# search. Sets CUBLAS_DIR and puts it on LD_LIBRARY_PATH when the loader would not find it.
 find_cublas() {
     CUBLAS_DIR=$(ldconfig -p 2>/dev/null | awk '/libcublas\.so\.13 / {print $NF; exit}')
-    if [ -n "$CUBLAS_DIR" ]; then
+    if [ -n "$CUBLAS_DIR" ] && [ -e "$CUBLAS_DIR" ]; then
         CUBLAS_DIR=$(dirname "$CUBLAS_DIR")
         return 0
     fi
     local d
     for d in /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-             $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, q, "lib") for p in nvidia.__path__ for q in ("cublas", "cu13")))' 2>/dev/null); do
+             /usr/local/cuda-13*/targets/x86_64-linux/lib \
+             $(timeout 20 python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, q, "lib") for p in nvidia.__path__ for q in ("cu13", "cublas")))' 2>/dev/null) \
+             $(timeout 20 find /usr/local /opt /usr/lib -maxdepth 9 -name 'libcublas.so.13*' -printf '%h\n' 2>/dev/null | head -3); do
         if ls "$d"/libcublas.so.13* >/dev/null 2>&1; then
             CUBLAS_DIR=$d
             LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -113,45 +136,103 @@ find_cublas() {
 }
 
 fails=0
+skips=0
 step() { # name, status, detail
     printf '%-28s %-5s %s\n' "$1" "$2" "$3"
     [ "$2" = FAIL ] && fails=$((fails + 1))
+    [ "$2" = SKIP ] && skips=$((skips + 1))
     return 0
+}
+# rc of a test binary -> PASS / SKIP (77: no usable CUDA device) / FAIL
+verdict() { case $1 in 0) echo PASS ;; 77) echo SKIP ;; *) echo FAIL ;; esac; }
+# A shared object or program our loader can resolve ("not found" covers missing
+# libraries and too-old symbol versions).
+loads() { [ -e "$1" ] && ! ldd "$1" 2>&1 | grep -q 'not found'; }
+# Timeout for a step: want seconds, cut to what BUDGET_S leaves (at least 1).
+tl() {
+    local want=$1 l
+    if [ -n "${BUDGET_S:-}" ]; then
+        l=$((BUDGET_S - SECONDS - 3))
+        [ "$l" -lt "$want" ] && want=$l
+    fi
+    [ "$want" -lt 1 ] && want=1
+    echo "$want"
+}
+
+# libstrata_cuda.so built with this machine's nvcc into dir (log: build.log in logdir).
+rebuild_lib() {
+    if find_nvcc && timeout -k 5 "$(tl 300)" make -j"$(nproc)" BUILD=build/dev cuda >"$2/build.log" 2>&1; then
+        mkdir -p "$1" && cp build/dev/libstrata_cuda.so "$1/" && return 0
+    fi
+    step "build libstrata_cuda.so" FAIL "see $2/build.log"
+    tail -20 "$2/build.log"
+    return 1
 }
 
 run() {
     local log=${OUT:-/tmp}/cuda_tests
     mkdir -p "$log"
-    find_cublas || step "libcublas.so.13" FAIL "not found (toolkit or nvidia-cublas wheel)"
+    if find_cublas; then
+        echo "cublas: $(readlink -f "$CUBLAS_DIR/libcublas.so.13")"
+    else
+        step "libcublas.so.13" FAIL "not found (ldconfig, /usr/local/cuda*, the nvidia-cublas wheel)"
+    fi
     # Our carried libraries only for our binaries: system tools keep the system's.
-    local libs=$LIB_DIR
-    case $libs in /*) ;; *) libs=$PWD/$libs ;; esac
+    local libs dev
+    libs=$(abspath "$LIB_DIR")
+    dev=$(abspath "$DEV_DIR")
     local with_libs="env LD_LIBRARY_PATH=$libs:${LD_LIBRARY_PATH:-}"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
     # the backend library: prebuilt, else nvcc here
-    export STRATA_CUDA_LIB=$PWD/$DEV_DIR/libstrata_cuda.so
-    if ! python3 -c "import ctypes,sys; ctypes.CDLL(sys.argv[1])" "$STRATA_CUDA_LIB" 2>/dev/null; then
+    export STRATA_CUDA_LIB=$dev/libstrata_cuda.so
+    if ! loads "$STRATA_CUDA_LIB"; then
         echo "libstrata_cuda.so: prebuilt one missing or not loadable, building it here"
-        find_nvcc && make -j16 BUILD=build-dev cuda >"$log/build.log" 2>&1 && mkdir -p "$DEV_DIR" &&
-            cp build-dev/libstrata_cuda.so "$DEV_DIR/" || { step "build libstrata_cuda.so" FAIL "see $log/build.log"; tail -20 "$log/build.log"; return 1; }
+        ldd "$STRATA_CUDA_LIB" 2>&1 | grep 'not found'
+        rebuild_lib "$dev" "$log" || return 1
     fi
-    if [ ! -x "$DEV_DIR/test_cuda_ops" ] || ldd "$DEV_DIR/test_cuda_ops" | grep -q 'not found'; then
-        build_op_test "$DEV_DIR/test_cuda_ops" || { step "build test_cuda_ops" FAIL ""; return 1; }
+    if ! loads "$dev/test_cuda_ops"; then
+        echo "test_cuda_ops: prebuilt one missing or not loadable, building it here"
+        build_op_test "$dev/test_cuda_ops" || { step "build test_cuda_ops" FAIL ""; return 1; }
     fi
-    timeout 300 $with_libs "$DEV_DIR/test_cuda_ops" >"$log/ops.log" 2>&1
+    local t
+    t=$(tl "${OPS_TIMEOUT:-150}")
+    timeout -k 5 "$t" $with_libs "$dev/test_cuda_ops" >"$log/ops.log" 2>&1
     local rc=$?
-    cat "$log/ops.log"
-    step "cuda op test" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "rc $rc, $(grep -c ' PASS$' "$log/ops.log") comparisons passed, $(grep -c ' FAIL$' "$log/ops.log") failed"
-    if [ -x "$DEV_DIR/test_cuda_golden" ] && ! $with_libs ldd "$DEV_DIR/test_cuda_golden" | grep -q 'not found'; then
-        timeout 300 $with_libs "$DEV_DIR/test_cuda_golden" >"$log/golden.log" 2>&1
+    # A GPU is there but our static CUDA runtime does not fit its driver: build with the
+    # machine's own toolkit and run the op test once more.
+    if [ $rc -eq 77 ] && grep -q 'driver version is insufficient' "$log/ops.log" &&
+        nvidia-smi -L >/dev/null 2>&1; then
+        cat "$log/ops.log"
+        echo "libstrata_cuda.so: the driver is older than our CUDA runtime; building with this machine's nvcc"
+        rebuild_lib "$dev" "$log" || return 1
+        t=$(tl "${OPS_TIMEOUT:-150}")
+        timeout -k 5 "$t" $with_libs "$dev/test_cuda_ops" >"$log/ops.log" 2>&1
         rc=$?
-        tail -25 "$log/golden.log"
-        step "qwen3.5 golden on cuda" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "rc $rc"
-    else
-        step "qwen3.5 golden on cuda" SKIP "no prebuilt test_cuda_golden with its libraries ($DEV_DIR)"
     fi
+    cat "$log/ops.log"
+    [ $rc -eq 124 ] && echo "test_cuda_ops: timed out after $t s"
+    step "cuda op test" "$(verdict $rc)" "rc $rc, $(grep -c ' PASS$' "$log/ops.log") comparisons passed, $(grep -c ' FAIL$' "$log/ops.log") failed"
+    local no_gpu=$((rc == 77)) u g
+    for u in $GOLDEN_UNITS; do
+        g=$dev/test_cuda_golden_$u
+        if [ $no_gpu = 1 ]; then
+            step "golden $u on cuda" SKIP "no usable CUDA device"
+        elif [ -x "$g" ] && ! $with_libs ldd "$g" 2>&1 | grep -q 'not found'; then
+            t=$(tl "${GOLDEN_TIMEOUT:-150}")
+            timeout -k 5 "$t" $with_libs "$g" >"$log/golden_$u.log" 2>&1
+            rc=$?
+            grep -E 'CHECK failed|FAILED|checks,|no CUDA backend' "$log/golden_$u.log" | head -60
+            awk 'match($0, /max rel diff [^ ]+/) { v = substr($0, RSTART + 13, RLENGTH - 13) + 0
+                 if (v >= w) { w = v; l = $0 } } END { if (l != "") print "  worst self-consistency:" l }' \
+                "$log/golden_$u.log"
+            [ $rc -eq 124 ] && echo "test_cuda_golden_$u: timed out after $t s"
+            step "golden $u on cuda" "$(verdict $rc)" "rc $rc, $(tail -1 "$log/golden_$u.log")"
+        else
+            step "golden $u on cuda" FAIL "no prebuilt test_cuda_golden_$u with its libraries ($DEV_DIR)"
+        fi
+    done
     [ "${BENCH:-1}" = 0 ] && return 0
-    local strata=${STRATA:-$DEV_DIR/strata}
+    local strata=${STRATA:-$dev/strata}
     [ -x "$strata" ] || strata=build/strata
     if [ ! -x "$strata" ] || $with_libs ldd "$strata" | grep -q 'not found'; then
         step "bench" SKIP "no runnable strata binary (run prepare, or carry the bundle)"
@@ -164,16 +245,16 @@ run() {
     fi
     local p
     for p in $presets; do
-        $with_libs "$strata" bench --device cuda --model "$p" --load-format dummy --prompt-len "${PROMPT_LEN:-128}" \
-            --gen-len "${GEN_LEN:-64}" >"$log/bench_${p//\//_}.log" 2>&1
+        timeout -k 5 "$(tl 120)" $with_libs "$strata" bench --device cuda --model "$p" --load-format dummy \
+            --prompt-len "${PROMPT_LEN:-128}" --gen-len "${GEN_LEN:-64}" >"$log/bench_${p//\//_}.log" 2>&1
         rc=$?
         step "bench $p" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
             "$(grep -E '^(decode|fraction|prefill) ' "$log/bench_${p//\//_}.log" | tr -s ' ' | paste -sd';' -)"
         grep -E 'device memory' "$log/bench_${p//\//_}.log" | sed 's/^/    /'
         [ $rc -eq 0 ] || tail -5 "$log/bench_${p//\//_}.log"
     done
-    $with_libs "$strata" bench --device cuda --model Qwen/Qwen3.5-2B --load-format dummy --prompt-len 1024 \
-        --gen-len 8 >"$log/bench_prefill1024.log" 2>&1
+    timeout -k 5 "$(tl 120)" $with_libs "$strata" bench --device cuda --model Qwen/Qwen3.5-2B --load-format dummy \
+        --prompt-len 1024 --gen-len 8 >"$log/bench_prefill1024.log" 2>&1
     rc=$?
     step "prefill 1024 Qwen3.5-2B" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
         "$(grep -E '^prefill ' "$log/bench_prefill1024.log" | tr -s ' ') (target < 40 ms)"
@@ -182,6 +263,11 @@ run() {
 case ${1:-run} in
     prepare) prepare ;;
     cublas-path) find_cublas && echo "$CUBLAS_DIR" ;;
-    run) run; echo "cuda tests: $fails failed"; [ $fails -eq 0 ] ;;
+    run)
+        run
+        echo "cuda tests: $fails failed, $skips skipped"
+        [ $fails -eq 0 ] || exit 1
+        [ $skips -eq 0 ] || exit 77
+        ;;
     *) echo "usage: $0 prepare|run|cublas-path"; exit 2 ;;
 esac

@@ -1,23 +1,62 @@
-/* test_cuda_golden.c - the Qwen3.5 golden tests (tests/unit/test_qwen35_golden.c: logits
- * against transformers' own, and one-shot == chunked == step-by-step == batched) run on
- * the CUDA backend, with the CPU run's tolerances unchanged. The unit test is compiled in
- * as it is; only its backend_cpu_create calls are routed to the CUDA backend. Built on the
- * CPU machine with the library (tests/device/cuda_tests.sh prepare), run on the GPU one
- * from the repository root (the fixtures are read from tests/golden/). Exit 77 when no
+/* test_cuda_golden.c - a model's golden unit test (tests/unit/test_<arch>_golden.c: logits
+ * against transformers' own, and one shot == chunked == step by step == batched) run on the
+ * CUDA backend. GOLDEN_UNIT names the unit test (default Qwen3.5); tests/device/cuda_tests.sh
+ * builds one binary per architecture. The unit test is compiled in as it is; only its
+ * backend_cpu_create calls are routed to the CUDA backend, and its self-consistency
+ * tolerance is widened (below). Built on the CPU machine with the library, run on the GPU
+ * one from the repository root (the fixtures are read from tests/golden/). Exit 77 when no
  * CUDA device can be used. */
+#include <string.h>
+
 #include "engine/backend.h"
 #include "engine/backend_select.h"
+#include "tests/golden_util.h"
+
+#ifndef GOLDEN_UNIT
+#define GOLDEN_UNIT "tests/unit/test_qwen35_golden.c"
+#endif
 
 static int golden_cuda_backend(int threads, backend **out, strata_err *err) {
     (void)threads;
     return backend_create("cuda", 0, out, err);
 }
 
+static void golden_compare_cuda(const char *name, const char *what, const float *got,
+                                const float *want, int n, int vocab, double rel_tol);
+
+#define golden_compare golden_compare_cuda
 #define backend_cpu_create golden_cuda_backend
 #define main golden_unit_main
-#include "tests/unit/test_qwen35_golden.c"
+#include GOLDEN_UNIT
 #undef main
 #undef backend_cpu_create
+#undef golden_compare
+
+/* The comparisons against transformers keep the unit test's tolerances. The unit test
+ * also asks our own paths (one shot, odd chunks, step by step, batched) to agree bit for
+ * bit (rel_tol 0): the CPU backend promises that, the CUDA one does not - m <= 8 takes the
+ * GEMV and m > 8 cuBLAS, and decode attention splits its keys - so those sums round in
+ * another order. On CUDA they must agree as closely as our f32 logits must agree with
+ * transformers' (the unit test's F32_REL_TOL), and on bf16 fixtures within a few bf16
+ * roundings of the activations (first estimate, not yet measured on a GPU). Every widened
+ * comparison prints its measured difference, passed or not. */
+#define CUDA_SELF_TOL_BF16 2e-3
+
+static void golden_compare_cuda(const char *name, const char *what, const float *got,
+                                const float *want, int n, int vocab, double rel_tol) {
+    if (rel_tol == 0.0) {
+        rel_tol = strstr(name, "bf16") ? CUDA_SELF_TOL_BF16 : F32_REL_TOL;
+        double scale = 0, worst = 0;
+        for (size_t i = 0; i < (size_t)n * (size_t)vocab; i++) {
+            double w = fabs(want[i]), d = fabs((double)got[i] - want[i]);
+            if (w > scale) scale = w;
+            if (!(d <= worst)) worst = isnan(d) ? INFINITY : d;
+        }
+        fprintf(stderr, "    %s %s: max rel diff %.3g (cuda tol %.0e)\n", name, what,
+                worst / (scale > 1 ? scale : 1), rel_tol);
+    }
+    golden_compare(name, what, got, want, n, vocab, rel_tol);
+}
 
 int main(void) {
     backend *b = NULL;

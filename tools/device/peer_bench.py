@@ -113,6 +113,14 @@ TINY = {
 }
 
 
+def tiny_spec(name):
+    """--tiny: every name of a family takes that family's toy config."""
+    for prefix, key in (("qwen3.5-", "qwen3.5-0.8b"), ("gemma4-", "gemma4-e2b"), ("nemotron", "nemotron3-nano-4b")):
+        if name.startswith(prefix):
+            return TINY[key]
+    return None
+
+
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
@@ -228,12 +236,12 @@ def run_model(model, device, prompt_len, gen_len, prefill_reps, warm_decode):
 
 
 def shapes_only(args):
-    table = TINY if args.tiny else MODELS
     transformers.logging.set_verbosity_error()
     print("| model | params | weight bytes (bf16) | bytes read per decode token |")
     print("|---|---|---|---|")
     for name in [n.strip() for n in args.models.split(",") if n.strip()]:
-        model = build(name, table[name], torch.device("meta"), torch.bfloat16)
+        model = build(name, tiny_spec(name) if args.tiny else MODELS[name], torch.device("meta"),
+                      torch.bfloat16)
         n, total, read = decode_bytes_per_token(model)
         print(f"| {name} | {n:,} | {total:,} | {read:,} |")
     return 0
@@ -265,11 +273,11 @@ def main():
     dtype = torch.bfloat16
     gen_len = args.gen_len or (20 if args.quick else 60)
     prefill_reps = 2 if args.quick else 5
-    table = TINY if args.tiny else MODELS
     names = [n.strip() for n in args.models.split(",") if n.strip()]
-    bad = [n for n in names if n not in table]
+    specs = {n: tiny_spec(n) if args.tiny else MODELS.get(n) for n in names}
+    bad = [n for n in names if specs[n] is None]
     if bad:
-        ap.error(f"unknown model(s) {bad}; known: {', '.join(table)}")
+        ap.error(f"unknown model(s) {bad}; known: {', '.join(MODELS)}")
     torch.manual_seed(0)
     transformers.logging.set_verbosity_error()
     cuda = device.type == "cuda"
@@ -281,7 +289,24 @@ def main():
     bw = copy_bandwidth(device, copy_mib << 20, 5 if args.quick else 10)
     log(f"device {dev_name}; copy {copy_mib} MiB: {bw / 1e9:.1f} GB/s (read+write)")
 
+    hdr = (f"transformers {transformers.__version__}, torch {torch.__version__}, {dev_name}, bf16, "
+           f"sdpa, batch 1, prompt {args.prompt_len}, decode {gen_len} greedy tokens"
+           f"{', TINY configs' if args.tiny else ''}")
+
+    def save(rows):
+        """The json after every model: a run stopped by a timeout keeps what it finished."""
+        if not args.json:
+            return
+        tmp = args.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"header": hdr, "device": dev_name, "copy_bw": bw, "copy_mib": copy_mib,
+                       "transformers": transformers.__version__, "torch": torch.__version__,
+                       "gen_len": gen_len, "prompt_len": args.prompt_len, "tiny": args.tiny,
+                       "total_s": time.perf_counter() - t_start, "rows": rows}, f, indent=1)
+        os.replace(tmp, args.json)
+
     rows = []
+    save(rows)
     for name in names:
         row = {"model": name}
         rows.append(row)
@@ -294,7 +319,7 @@ def main():
                 torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats(device)
             t0 = time.perf_counter()
-            model = build(name, table[name], device, dtype)
+            model = build(name, specs[name], device, dtype)
             row["build_s"] = time.perf_counter() - t0
             n, total, read = decode_bytes_per_token(model)
             row.update(params=n, weight_bytes=total, decode_bytes=read)
@@ -313,10 +338,8 @@ def main():
             gc.collect()
             if cuda:
                 torch.cuda.empty_cache()
+            save(rows)
 
-    hdr = (f"transformers {transformers.__version__}, torch {torch.__version__}, {dev_name}, bf16, "
-           f"sdpa, batch 1, prompt {args.prompt_len}, decode {gen_len} greedy tokens"
-           f"{', TINY configs' if args.tiny else ''}")
     print(f"### Peer baseline (transformers eager, random weights)\n\n{hdr}\n")
     print(f"Copy bandwidth {bw / 1e9:.1f} GB/s = (bytes read + bytes written) / time of a "
           f"{copy_mib} MiB device-to-device copy; ceiling = that / weight bytes read per decode token.\n")
@@ -334,12 +357,7 @@ def main():
               f"| {fmt(r.get('build_s'), '.1f')} | {note} |")
     total = time.perf_counter() - t_start
     print(f"\nTotal {total:.0f} s.")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"header": hdr, "device": dev_name, "copy_bw": bw, "copy_mib": copy_mib,
-                       "transformers": transformers.__version__, "torch": torch.__version__,
-                       "gen_len": gen_len, "prompt_len": args.prompt_len, "tiny": args.tiny,
-                       "total_s": total, "rows": rows}, f, indent=1)
+    save(rows)
     return 0 if all("error" not in r or r["error"].startswith("skipped") for r in rows) else 1
 
 

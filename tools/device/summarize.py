@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""One final table for tests/device/run.sh: the transformers peer (peer_bench.py --json)
-next to strata's `bench` output (its text lines, one file per model).
+"""The final summary of tests/device/run.sh: the CUDA test verdicts (the step lines of
+tests/device/cuda_tests.sh and the comparisons that failed), the 1,024-token prefill, then
+one table of the transformers peer (peer_bench.py --json) next to strata's `bench` output
+(its text lines, one file per model).
 
-  python3 tools/device/summarize.py --peer OUT/peer.json --strata OUT/strata_qwen3.5-0.8b.txt ...
+  python3 tools/device/summarize.py --tests WORK/cuda_steps.txt --prefill WORK/strata_prefill1024.txt \
+      --peer OUT/peer.json --strata OUT/strata_qwen3.5-0.8b.txt ...
 
 strata files are parsed from the lines cmd_bench.c prints:
   prefill          16 tokens in 12.34 ms (...)
@@ -49,6 +52,31 @@ def parse_strata(path):
     return out
 
 
+STEP = re.compile(r"^\S.{27} (PASS|FAIL|SKIP) ")
+
+
+def print_tests(path):
+    """Verdict lines first, then (at most 40) failing comparisons and failed checks."""
+    try:
+        lines = open(path, errors="replace").read().splitlines()
+    except OSError as e:
+        print(f"CUDA tests: no results ({e.strerror})\n")
+        return
+    steps = [x for x in lines if STEP.match(x) or x.startswith(("cuda tests:", "cuda ops:", "cuda_tests.sh exit",
+                                                                    "no CUDA backend", "no ", "cublas:"))]
+    bad = [x for x in lines if (x.rstrip().endswith(" FAIL") or "CHECK failed" in x or "worst at" in x
+                                or "timed out" in x) and not STEP.match(x)]
+    print("### CUDA tests\n")
+    print("```")
+    for x in steps:
+        print(x)
+    if bad:
+        print(f"-- {len(bad)} failing lines{' (first 40)' if len(bad) > 40 else ''}:")
+        for x in bad[:40]:
+            print(x[:200])
+    print("```\n")
+
+
 def f(v, spec):
     return "n/a" if v is None else format(v, spec)
 
@@ -57,7 +85,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--peer", help="peer_bench.py --json output")
     ap.add_argument("--strata", nargs="*", default=[], help="strata_<model>.txt files")
+    ap.add_argument("--tests", help="tests/device/cuda_tests.sh run output")
+    ap.add_argument("--prefill", help="strata bench output of the 1,024-token prefill")
     args = ap.parse_args()
+
+    print("## Device run summary\n")
+    if args.tests:
+        print_tests(args.tests)
+    if args.prefill:
+        pf = parse_strata(args.prefill)
+        ms = pf.get("prefill_ms")
+        print(f"strata prefill, Qwen3.5-2B, 1,024 tokens: {f(ms, '.2f')} ms (target < 40 ms)"
+              f"{'' if ms is not None else ': ' + pf.get('error', 'no output')}\n")
 
     peer = {}
     if args.peer and os.path.exists(args.peer):
@@ -72,7 +111,7 @@ def main():
     models = list(prow) + [m for m in srow if m not in prow]
     bw = peer.get("copy_bw")
 
-    print("## Device run summary\n")
+    print("### Benchmarks\n")
     if peer:
         print(f"{peer.get('header', '')}")
         print(f"Copy bandwidth (read+write): {f(bw and bw / 1e9, '.0f')} GB/s\n")
