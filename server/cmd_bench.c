@@ -57,42 +57,61 @@ int cmd_bench(int argc, char **argv) {
         }
         t_prefill = cli_now() - t0;
     }
-    /* Decode: greedy, batch 1. */
-    int32_t tok = 0;
-    double t0 = cli_now();
-    for (int i = 0; i < o.gen_len; i++) {
-        float best = logits[0];
-        tok = 0;
-        for (int v = 1; v < in->vocab; v++)
-            if (logits[v] > best) best = logits[v], tok = v;
-        batch_buf_clear(&bb);
-        batch_buf_add(&bb, 0, o.prompt_len + i, 1);
-        rows[0] = 0;
-        /* Decode steps of one shape replay one captured graph where the backend has
-         * graphs; a refused replay runs the step again eagerly. */
-        int g = backend_graph_begin(o.b, 1, &err);
-        int frc = model_forward(o.m, &bb.bt, &tok, rows, 1, logits, &err);
-        if (g >= 0 && (backend_graph_end(o.b, &err) || frc))
-            frc = model_forward(o.m, &bb.bt, &tok, rows, 1, logits, &err);
-        if (frc) {
-            fprintf(stderr, "strata: %s\n", err.msg);
-            goto out;
-        }
-    }
-    double t_dec = cli_now() - t0;
-    double tok_s = o.gen_len / t_dec;
-    /* This machine's streaming bandwidth drifts between phases; the probe runs before and
-     * after the decode and the larger reading sets the roofline, so a fraction is never
-     * flattered by a slow probe. */
-    double bw_after = o.b->ops->read_bandwidth ? o.b->ops->read_bandwidth(o.b, (size_t)1 << 30) : 0;
-    double bw_before = bw;
-    if (bw_after > bw) bw = bw_after;
     /* Bytes per decode token: every weight once (the embedding only as the head when
      * tied), the recurrent state read and written, the kv cache at the mean context. */
     double ctx_mean = o.prompt_len + o.gen_len / 2.0;
     double bytes = (double)in->weight_bytes + (double)in->state_bytes +
                    (double)in->kv_bytes_per_token * ctx_mean;
-    double roof = bw > 0 ? bw * 1e9 / bytes : 0;
+    /* Decode: greedy, batch 1, in segments with a bandwidth probe between them. This
+     * machine's streaming bandwidth drifts between phases (about 50 and 85 GB/s on the dev
+     * machine); each segment is held against the larger of the probes around it, so a
+     * fraction is never flattered by a slow probe, and a phase change inside the decode
+     * moves only one segment's ceiling. fraction = the time the segments would take at
+     * their rooflines / the time they took. */
+    enum { SEGS_MAX = 4 };
+    int segs = o.gen_len >= 40 ? SEGS_MAX : 1;
+    double probe[SEGS_MAX + 1] = {bw}, t_seg[SEGS_MAX] = {0};
+    int n_seg[SEGS_MAX] = {0};
+    int32_t tok = 0;
+    for (int sg = 0, i = 0; sg < segs; sg++) {
+        int end = (int)((int64_t)o.gen_len * (sg + 1) / segs);
+        double t0 = cli_now();
+        for (; i < end; i++) {
+            float best = logits[0];
+            tok = 0;
+            for (int v = 1; v < in->vocab; v++)
+                if (logits[v] > best) best = logits[v], tok = v;
+            batch_buf_clear(&bb);
+            batch_buf_add(&bb, 0, o.prompt_len + i, 1);
+            rows[0] = 0;
+            /* Decode steps of one shape replay one captured graph where the backend has
+             * graphs; a refused replay runs the step again eagerly. */
+            int g = backend_graph_begin(o.b, 1, &err);
+            int frc = model_forward(o.m, &bb.bt, &tok, rows, 1, logits, &err);
+            if (g >= 0 && (backend_graph_end(o.b, &err) || frc))
+                frc = model_forward(o.m, &bb.bt, &tok, rows, 1, logits, &err);
+            if (frc) {
+                fprintf(stderr, "strata: %s\n", err.msg);
+                goto out;
+            }
+            n_seg[sg]++;
+        }
+        t_seg[sg] = cli_now() - t0;
+        probe[sg + 1] = o.b->ops->read_bandwidth ? o.b->ops->read_bandwidth(o.b, (size_t)1 << 30) : 0;
+    }
+    double t_dec = 0, t_ideal = 0, bw_lo = probe[0], bw_hi = probe[0];
+    for (int sg = 0; sg < segs; sg++) {
+        double ceil_bw = probe[sg] > probe[sg + 1] ? probe[sg] : probe[sg + 1];
+        t_dec += t_seg[sg];
+        t_ideal += ceil_bw > 0 ? n_seg[sg] * bytes / (ceil_bw * 1e9) : 0;
+    }
+    for (int sg = 1; sg <= segs; sg++) {
+        if (probe[sg] < bw_lo) bw_lo = probe[sg];
+        if (probe[sg] > bw_hi) bw_hi = probe[sg];
+    }
+    double tok_s = o.gen_len / t_dec;
+    double frac = t_dec > 0 ? t_ideal / t_dec : 0;
+    double roof = frac > 0 ? tok_s / frac : 0; /* the segments' rooflines, time-weighted */
     printf("model            %s (%s%s)\n", o.model, in->arch, o.dummy ? ", dummy weights" : "");
     printf("backend          %s, %d threads\n", backend_name(o.b), o.b->threads);
     printf("load             %.3f s\n", t_load);
@@ -102,10 +121,10 @@ int cmd_bench(int argc, char **argv) {
            1e3 / tok_s);
     printf("bytes/token      %.1f MB (weights %.1f MB, state %.1f MB, kv %.2f MB)\n", bytes / 1e6,
            in->weight_bytes / 1e6, in->state_bytes / 1e6, in->kv_bytes_per_token * ctx_mean / 1e6);
-    printf("read bandwidth   %.2f GB/s (measured now: %.2f before, %.2f after the decode)\n", bw,
-           bw_before, bw_after);
+    printf("read bandwidth   %.2f-%.2f GB/s (%d probes around %d decode segment%s)\n", bw_lo, bw_hi,
+           segs + 1, segs, segs > 1 ? "s" : "");
     printf("roofline         %.2f tok/s\n", roof);
-    printf("fraction         %.3f of the memory-read roofline\n", roof > 0 ? tok_s / roof : 0);
+    printf("fraction         %.3f of the memory-read roofline\n", frac);
     backend_mem mem;
     if (backend_memory(o.b, &mem) == 0)
         printf("device memory    %.1f MiB peak, %.1f MiB in use\n", mem.peak / 1048576.0,

@@ -10,7 +10,7 @@ one table of the transformers peer (peer_bench.py --json) next to strata's `benc
 strata files are parsed from the lines cmd_bench.c prints:
   prefill          16 tokens in 12.34 ms (...)
   decode           60 tokens, 123.45 tok/s (...)
-  read bandwidth   4300.00 GB/s (measured now)
+  read bandwidth   4250.00-4300.00 GB/s (5 probes around 4 decode segments)
   fraction         0.812 of the memory-read roofline
 A file named strata_<model>.txt belongs to the peer row <model>; a missing or unparsable
 file shows as n/a with the reason (the exit status is on the file's last line).
@@ -25,7 +25,9 @@ import sys
 PATTERNS = {
     "prefill_ms": re.compile(r"^prefill\s+\d+ tokens in ([0-9.]+) ms", re.M),
     "decode_tok_s": re.compile(r"^decode\s+\d+ tokens, ([0-9.]+) tok/s", re.M),
-    "read_bw_gbs": re.compile(r"^read bandwidth\s+([0-9.]+) GB/s", re.M),
+    # "52.10 GB/s", or a range "52.10-85.90 GB/s" over the probes around decode segments:
+    # the first group is the lowest reading, the optional second the highest
+    "read_bw_gbs": re.compile(r"^read bandwidth\s+(?:[0-9.]+-)?([0-9.]+) GB/s", re.M),
     "fraction": re.compile(r"^fraction\s+([0-9.]+)", re.M),
 }
 
