@@ -20,7 +20,8 @@
 /* Matmul kernel: out[i, j] = Σ_l x[i, l] · W[j, l] for i < m, n0 <= j < n1, with out rows
  * ldo floats apart, x rows k floats apart and W [*, k] of dtype dt (BF16, F16 or F32).
  * l1x: bytes of x that may stay in L1 next to the weight stream (cpu_impl.l1x); a kernel
- * may use it to pick its loop order, never to change how an output is summed. */
+ * may use it to pick its loop order, never to change how an output is summed: like the
+ * BF16 kernels below, it must sum a given (i, j) the same way whatever m, n0 and n1 are. */
 typedef void (*cpu_matmul_fn)(float *restrict out, int ldo, const float *restrict x,
                               const void *restrict w, dtype dt, int k, int m, int n0, int n1,
                               int l1x);

@@ -8,8 +8,9 @@
  * inputs and keep the residual stream, norms and states in f32), and it is what lets the
  * AVX-512 kernels use vdpbf16ps: twice the multiply-adds per instruction, so a batch of
  * decode rows stays bound by the weight stream instead of by FMAs, and half the x bytes
- * for a wide-k row to keep in L1. The BF16 kernels also sum each output the same way
- * whatever the batch (see cpu_internal.h), so batching never changes a sequence's logits.
+ * for a wide-k row to keep in L1. Every kernel, for every dtype, sums each output the same
+ * way whatever the batch (see cpu_internal.h), so batching never changes a sequence's
+ * logits.
  *
  * Work split: tasks own a range of output features (W rows), so each weight byte is read
  * by one thread once per m-block. Decode (m small) is a pure weight stream; prefill walks
