@@ -5,7 +5,7 @@
  *
  * Build and run from the repo root (after `make`, which builds build/libstrata.a):
  *   gcc -std=c11 -O2 -D_GNU_SOURCE -I. -pthread tools/bench_cpu_matmul.c build/libstrata.a \
- *       -o build/bench_cpu_matmul -lm
+ *       -o build/bench_cpu_matmul -lm -ldl
  *   build/bench_cpu_matmul [-t threads] [-i isa] [-m m,m,...] [-d bf16|f32] [NxK ...]
  * isa: scalar | avx2 | avx512 (default: the best this CPU runs); m defaults to 1; with no
  * NxK the built-in decode shapes run. */
