@@ -36,6 +36,9 @@ struct detok {
     tok_buf run;            /* PIECES: the current run of fallback bytes */
     tok_buf tmp, tmp2;
     tok_ids ids;            /* WINDOW: the ids of the window */
+    tok_decode_ws dws;      /* WINDOW: decodes of the window, buffers kept */
+    tok_buf prev;           /* WINDOW: the text of ids[0..read) when prev_ok */
+    int prev_ok;
     size_t read;            /* WINDOW: ids[0..read) already emitted */
     OnigRegion *rg;
     char **stop;            /* stop strings */
@@ -153,6 +156,8 @@ void detok_free(detok *d) {
     tok_buf_free(&d->tmp);
     tok_buf_free(&d->tmp2);
     tok_ids_free(&d->ids);
+    tok_decode_ws_free(&d->dws);
+    tok_buf_free(&d->prev);
     tok_buf_free(&d->held);
     tok_buf_free(&d->rheld);
     tok_buf_free(&d->step);
@@ -203,16 +208,12 @@ static int flush_run(detok *d, tok_buf *out) {
     return r;
 }
 
-/* Decodes ids[a..b) of the window into *out. */
+/* Decodes ids[a..b) of the window into *out, through d's reusable decode workspace. */
 static int window_decode(detok *d, size_t a, size_t b, tok_buf *out, strata_err *err) {
-    char *s;
-    size_t n;
-    int r = tok_decode(d->t, d->ids.p + a, b - a, d->skip_special, &s, &n, err);
+    int r = tok_decode_into(d->t, d->ids.p + a, b - a, d->skip_special, &d->dws, err);
     if (r) return r;
     out->len = 0;
-    r = tok_buf_put(out, s, n);
-    free(s);
-    return r;
+    return tok_buf_put(out, d->dws.out.p, d->dws.out.len);
 }
 
 /* WINDOW: emits what the newest ids add to the text of ids[0..read).
@@ -223,6 +224,12 @@ static int window_decode(detok *d, size_t a, size_t b, tok_buf *out, strata_err 
  * text so far (a run of spaces at a window start was lost otherwise; fuzz_tokenizer).
  * Such a start is looked for once the window is long, so a step costs a bounded decode. */
 enum { WINDOW_TRIM = 64, WINDOW_KEEP = 8 };
+/* dst = src; copied, not swapped, so that each buffer grows to its own high-water mark. */
+static int buf_copy(tok_buf *dst, const tok_buf *src) {
+    dst->len = 0;
+    return tok_buf_put(dst, src->p, src->len);
+}
+
 static int window_step(detok *d, tok_buf *out, int final, strata_err *err) {
     if (d->read >= d->ids.len) return 0;
     /* A <0xHH> run may still turn invalid (then every byte becomes U+FFFD): never end a
@@ -230,14 +237,20 @@ static int window_step(detok *d, tok_buf *out, int final, strata_err *err) {
     size_t n;
     const char *last = tok_token_str(d->t, d->ids.p[d->ids.len - 1], &n);
     if (!final && last && tok_byte_token(last, n) >= 0) return 0;
-    int r = window_decode(d, 0, d->read, &d->tmp, err);
+    /* The text of ids[0..read) is kept from the step that set read (a decode is a pure
+     * function of its ids), so a step decodes the window once, not twice. */
+    int r = 0;
+    if (!d->prev_ok && !(r = window_decode(d, 0, d->read, &d->prev, err))) d->prev_ok = 1;
     if (!r) r = window_decode(d, 0, d->ids.len, &d->tmp2, err);
     if (r) return r;
-    const tok_buf *a = &d->tmp, *b = &d->tmp2;
+    const tok_buf *a = &d->prev, *b = &d->tmp2;
     int ends_bad = b->len >= 3 && !memcmp(b->p + b->len - 3, "\xEF\xBF\xBD", 3);
     if (!(b->len > a->len && !memcmp(a->p, b->p, a->len) && (final || !ends_bad))) return 0;
     if ((r = tok_buf_put(out, b->p + a->len, b->len - a->len))) return r;
     d->read = d->ids.len;
+    d->prev_ok = 0; /* prev: the text of the new ids[0..read) */
+    if ((r = buf_copy(&d->prev, b))) return r;
+    d->prev_ok = 1;
     if (d->read <= WINDOW_TRIM) return 0;
     size_t start = d->read - WINDOW_KEEP;
     if ((r = window_decode(d, start, d->read, &d->tmp, err))) return r;
@@ -247,6 +260,9 @@ static int window_step(detok *d, tok_buf *out, int final, strata_err *err) {
         memmove(d->ids.p, d->ids.p + start, (d->ids.len - start) * sizeof *d->ids.p);
         d->ids.len -= start;
         d->read -= start;
+        d->prev_ok = 0; /* the window's text is now c */
+        if ((r = buf_copy(&d->prev, c))) return r;
+        d->prev_ok = 1;
     }
     return 0;
 }
@@ -345,8 +361,9 @@ static int stop_stage(detok *d, const char *s, size_t n, int final) {
 }
 
 /* Every buffer a push touches lives in d and keeps its capacity, so once they have grown
- * to the longest token and stop string a push allocates nothing (BYTES and PIECES modes;
- * WINDOW decodes its window with tok_decode, which allocates). */
+ * to the longest token, window and stop string a push allocates nothing (WINDOW mode
+ * decodes its window into d->dws; over tokenizer.model, libsentencepiece's Decode still
+ * allocates inside itself, see engine/spm.h). */
 static void out_begin(detok *d) {
     d->out_text.len = d->out_reason.len = 0;
     d->tmp.len = d->step.len = 0;

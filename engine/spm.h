@@ -34,6 +34,21 @@ int spm_encode(const spm *s, const char *text, size_t len, int32_t **ids, size_t
 int spm_decode(const spm *s, const int32_t *ids, size_t n, char **text, size_t *len,
                strata_err *err);
 
+/* Buffers one caller reuses across spm_decode_ws calls (the ids handed to
+ * libsentencepiece and the text it writes), grown to their high-water mark and kept.
+ * Made by the first spm_decode_ws on *w == NULL; one thread at a time; free with
+ * spm_ws_free (accepts NULL). */
+typedef struct spm_ws spm_ws;
+void spm_ws_free(spm_ws *w);
+
+/* spm_decode into *w: *text (NUL-terminated, *len bytes) stays valid until the next call
+ * with *w. Once *w has grown only libsentencepiece's own work allocates: its Decode
+ * builds a SentencePieceText proto (a message and strings per piece) on every call, a
+ * few allocation calls per id (about 150 for a 64-id window of spm_tiny; measured by
+ * tests/unit/test_decode_alloc.c), which no public entry point of it avoids. */
+int spm_decode_ws(const spm *s, const int32_t *ids, size_t n, spm_ws **w, const char **text,
+                  size_t *len, strata_err *err);
+
 int spm_vocab_size(const spm *s);
 /* The raw piece ("\xe2\x96\x81the", "<0x0A>"), owned by s; NULL for an out-of-range id. */
 const char *spm_id_to_piece(const spm *s, int32_t id);

@@ -2,7 +2,8 @@
 //
 // The only C++ in the engine. Every entry point catches everything (bad_alloc
 // included) and turns it into a strata_err, so a C caller never unwinds through C
-// frames. Outputs are copied into malloc'ed buffers so the caller frees with free().
+// frames. Outputs are copied into malloc'ed buffers so the caller frees with free(),
+// except spm_decode_ws's, which stay in the caller's spm_ws for reuse.
 // err.h has no C++ guards of its own; strata_err_set is defined in C.
 extern "C" {
 #include "engine/err.h"
@@ -89,36 +90,59 @@ int spm_encode(const spm *s, const char *text, size_t len, int32_t **ids, size_t
     }
 }
 
-int spm_decode(const spm *s, const int32_t *ids, size_t n, char **text, size_t *len,
-               strata_err *err) {
+struct spm_ws {
+    std::vector<int> ids; // assign() keeps the capacity
+    std::string text;     // Decode assigns into it, reusing its capacity
+};
+
+void spm_ws_free(spm_ws *w) { delete w; }
+
+int spm_decode_ws(const spm *s, const int32_t *ids, size_t n, spm_ws **w, const char **text,
+                  size_t *len, strata_err *err) {
     try {
-        // libsentencepiece indexes its piece table with the id unchecked in some
-        // versions, so the range is checked here before it sees one.
         const int vocab = s->proc.GetPieceSize();
-        std::vector<int> v(ids, ids + n);
         for (size_t i = 0; i < n; i++) {
             if (ids[i] < 0 || ids[i] >= vocab)
                 return strata_err_set(err, STRATA_ERANGE,
                                       "sentencepiece decode: id %d at position %zu is outside "
                                       "the vocabulary of %d", (int)ids[i], i, vocab);
         }
-        std::string out;
-        const sentencepiece::util::Status st = s->proc.Decode(v, &out);
-        if (!st.ok())
+        if (!*w) *w = new spm_ws;
+        spm_ws *ws = *w;
+        ws->ids.assign(ids, ids + n);
+        const sentencepiece::util::Status st = s->proc.Decode(ws->ids, &ws->text);
+        if (!st.ok()) {
+            ws->text.clear();
             return strata_err_set(err, spm_status_code(st), "sentencepiece decode: %s",
                                   st.ToString().c_str());
-        char *buf = static_cast<char *>(std::malloc(out.size() + 1));
-        if (!buf) return strata_err_set(err, STRATA_ENOMEM, "sentencepiece decode: out of memory");
-        std::memcpy(buf, out.data(), out.size());
-        buf[out.size()] = '\0';
-        *text = buf;
-        *len = out.size();
+        }
+        *text = ws->text.c_str();
+        *len = ws->text.size();
         return 0;
     } catch (const std::bad_alloc &) {
         return strata_err_set(err, STRATA_ENOMEM, "sentencepiece decode: out of memory");
     } catch (...) {
         return strata_err_set(err, STRATA_EFORMAT, "sentencepiece decode failed");
     }
+}
+
+int spm_decode(const spm *s, const int32_t *ids, size_t n, char **text, size_t *len,
+               strata_err *err) {
+    spm_ws *w = nullptr;
+    const char *t;
+    size_t tl;
+    int r = spm_decode_ws(s, ids, n, &w, &t, &tl, err);
+    if (!r) {
+        char *buf = static_cast<char *>(std::malloc(tl + 1));
+        if (buf) {
+            std::memcpy(buf, t, tl + 1);
+            *text = buf;
+            *len = tl;
+        } else
+            r = strata_err_set(err, STRATA_ENOMEM, "sentencepiece decode: out of memory");
+    }
+    spm_ws_free(w);
+    return r;
 }
 
 int spm_vocab_size(const spm *s) { return s->proc.GetPieceSize(); }

@@ -103,15 +103,14 @@ int tok_bytelevel_token(tok_buf *out, const char *tok, size_t n) {
     return 0;
 }
 
-static int decode_bytelevel(const tok_strs *in, tok_strs *out) {
-    tok_buf bytes = {0}, text = {0};
+static int decode_bytelevel(const tok_strs *in, tok_strs *out, tok_decode_ws *ws) {
+    tok_buf *bytes = &ws->bytes, *text = &ws->tmp;
     int r = 0;
+    bytes->len = text->len = 0;
     for (size_t t = 0; t < in->n && !r; t++)
-        r = tok_bytelevel_token(&bytes, in->text.p + in->off[t], in->len[t]);
-    if (!r) r = tok_utf8_lossy(&text, bytes.p ? bytes.p : "", bytes.len);
-    if (!r) r = tok_strs_add(out, text.p ? text.p : "", text.len);
-    tok_buf_free(&bytes);
-    tok_buf_free(&text);
+        r = tok_bytelevel_token(bytes, in->text.p + in->off[t], in->len[t]);
+    if (!r) r = tok_utf8_lossy(text, bytes->p ? bytes->p : "", bytes->len);
+    if (!r) r = tok_strs_add(out, text->p ? text->p : "", text->len);
     return r;
 }
 
@@ -154,53 +153,52 @@ int tok_decode_token_step(const tok_step *s, const char *tok, size_t n, size_t i
     return strata_err_set(err, STRATA_EUNSUPPORTED, "decoder step %d", s->type);
 }
 
-static int decode_one(const tok_step *s, const tok_strs *in, tok_strs *out, OnigRegion *rg,
+static int decode_one(const tok_step *s, const tok_strs *in, tok_strs *out, tok_decode_ws *ws,
                       strata_err *err) {
     int r = 0;
     strs_clear(out);
     switch (s->type) {
     case TOK_STEP_BYTELEVEL:
-        return decode_bytelevel(in, out);
+        return decode_bytelevel(in, out, ws);
     case TOK_STEP_FUSE:
         return tok_strs_add(out, in->text.p ? in->text.p : "", in->text.len);
     case TOK_STEP_BYTEFALLBACK: {
-        tok_buf bytes = {0};
+        tok_buf *bytes = &ws->bytes;
+        bytes->len = 0;
         for (size_t t = 0; t < in->n && !r; t++) {
             const char *p = in->text.p + in->off[t];
             int b = tok_byte_token(p, in->len[t]);
             if (b >= 0) {
                 uint8_t c = (uint8_t)b;
-                r = tok_buf_put(&bytes, &c, 1);
+                r = tok_buf_put(bytes, &c, 1);
                 continue;
             }
-            if (!(r = flush_bytes(out, &bytes))) r = tok_strs_add(out, p, in->len[t]);
+            if (!(r = flush_bytes(out, bytes))) r = tok_strs_add(out, p, in->len[t]);
         }
-        if (!r) r = flush_bytes(out, &bytes);
-        tok_buf_free(&bytes);
+        if (!r) r = flush_bytes(out, bytes);
         return r;
     }
     default:
         break;
     }
-    tok_buf tmp = {0};
+    tok_buf *tmp = &ws->tmp;
     for (size_t t = 0; t < in->n && !r; t++) {
-        tmp.len = 0;
-        r = tok_decode_token_step(s, in->text.p + in->off[t], in->len[t], t, &tmp, rg, err);
-        if (!r) r = tok_strs_add(out, tmp.p ? tmp.p : "", tmp.len);
+        tmp->len = 0;
+        r = tok_decode_token_step(s, in->text.p + in->off[t], in->len[t], t, tmp, ws->rg, err);
+        if (!r) r = tok_strs_add(out, tmp->p ? tmp->p : "", tmp->len);
     }
-    tok_buf_free(&tmp);
     return r;
 }
 
-int tok_decode_chain(const tok_step *s, tok_strs **cur, tok_strs **tmp, OnigRegion *rg,
+int tok_decode_chain(const tok_step *s, tok_strs **cur, tok_strs **tmp, tok_decode_ws *ws,
                      strata_err *err) {
     int r = 0;
     if (s->type == TOK_STEP_SEQUENCE) {
         for (int i = 0; i < s->n_sub && !r; i++)
-            r = tok_decode_chain(&s->sub[i], cur, tmp, rg, err);
+            r = tok_decode_chain(&s->sub[i], cur, tmp, ws, err);
         return r;
     }
-    if ((r = decode_one(s, *cur, *tmp, rg, err))) return r;
+    if ((r = decode_one(s, *cur, *tmp, ws, err))) return r;
     tok_strs *t = *cur;
     *cur = *tmp;
     *tmp = t;

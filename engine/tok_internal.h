@@ -280,8 +280,31 @@ typedef struct tok_strs {
 
 int tok_strs_add(tok_strs *l, const char *s, size_t n);
 void tok_strs_free(tok_strs *l);
-/* Runs decoder s on *cur (may swap with *tmp). */
-int tok_decode_chain(const tok_step *s, tok_strs **cur, tok_strs **tmp, OnigRegion *rg,
+
+struct spm_ws;
+struct tokenizer;
+
+/* Everything one decode needs, kept between calls: each buffer keeps the capacity it
+ * grew to, so decoding ids no longer than before allocates nothing (the streaming
+ * detokenizer re-decodes a window of recent ids per token with one). One thread at a
+ * time; zero-initialize, release with tok_decode_ws_free. */
+typedef struct tok_decode_ws {
+    tok_buf out;          /* the result of the last tok_decode_into: NUL-terminated */
+    tok_strs a, b;        /* the token strings the decoder chain passes between stages */
+    tok_buf bytes, tmp;   /* scratch of one decoder stage */
+    OnigRegion *rg;       /* made on first use */
+    tok_ids keep;         /* tokenizer.model: the ids left after skipping specials */
+    struct spm_ws *sp;    /* tokenizer.model: the shim's reusable buffers */
+} tok_decode_ws;
+
+/* tok_decode into ws->out (same text, same errors); the text stays valid until the next
+ * call with ws. On an error ws->out is empty and ws stays usable. */
+int tok_decode_into(const struct tokenizer *t, const int32_t *ids, size_t n_ids,
+                    int skip_special, tok_decode_ws *ws, strata_err *err);
+void tok_decode_ws_free(tok_decode_ws *ws);
+
+/* Runs decoder s on *cur (may swap with *tmp), with ws's scratch buffers and region. */
+int tok_decode_chain(const tok_step *s, tok_strs **cur, tok_strs **tmp, tok_decode_ws *ws,
                      strata_err *err);
 /* Appends the bytes of one token under the ByteLevel decoder (spec 2.4). */
 int tok_bytelevel_token(tok_buf *out, const char *tok, size_t n);

@@ -439,28 +439,46 @@ static int cleanup_spaces(tok_buf *b) {
     return 0;
 }
 
-int tok_decode(const tokenizer *t, const int32_t *ids, size_t n_ids, int skip_special, char **text,
-               size_t *len, strata_err *err) {
+static void strs_reset(tok_strs *l) {
+    l->n = 0;
+    l->text.len = 0;
+}
+
+/* tokenizer.model: specials skipped here, the rest decoded by libsentencepiece into the
+ * shim's buffers of ws, then copied into ws->out. */
+static int decode_spm(const tokenizer *t, const int32_t *ids, size_t n_ids, int skip_special,
+                      tok_decode_ws *ws, strata_err *err) {
+    ws->keep.len = 0;
+    for (size_t i = 0; i < n_ids; i++)
+        if ((!skip_special || !tok_is_special(t, ids[i])) && tok_ids_push(&ws->keep, ids[i]))
+            return strata_err_set(err, STRATA_ENOMEM, "out of memory");
+    const char *s;
+    size_t n;
+    int r = spm_decode_ws(t->sp, ws->keep.p, ws->keep.len, &ws->sp, &s, &n, err);
+    if (r) return r;
+    if (tok_buf_put(&ws->out, s, n))
+        return strata_err_set(err, STRATA_ENOMEM, "sentencepiece decode: out of memory");
+    return 0;
+}
+
+int tok_decode_into(const tokenizer *t, const int32_t *ids, size_t n_ids, int skip_special,
+                    tok_decode_ws *ws, strata_err *err) {
+    ws->out.len = 0;
+    if (ws->out.p) ws->out.p[0] = 0;
     for (size_t i = 0; i < n_ids; i++)
         if (ids[i] < 0 || ids[i] >= tok_vocab_size(t) ||
             (!t->sp && !tok_token_str(t, ids[i], &(size_t){0})))
             return strata_err_set(err, STRATA_ERANGE,
                                   "token id %d at position %zu is not in the vocabulary", ids[i],
                                   i);
-    if (t->sp) {
-        int32_t *keep = malloc((n_ids ? n_ids : 1) * sizeof *keep);
-        if (!keep) return strata_err_set(err, STRATA_ENOMEM, "out of memory");
-        size_t k = 0;
-        for (size_t i = 0; i < n_ids; i++)
-            if (!skip_special || !tok_is_special(t, ids[i])) keep[k++] = ids[i];
-        int r = spm_decode(t->sp, keep, k, text, len, err);
-        free(keep);
-        return r;
-    }
-    tok_strs a = {0}, b = {0}, *cur = &a, *tmp = &b;
-    tok_buf out = {0};
-    OnigRegion *rg = NULL;
     int r = 0;
+    if (t->sp) {
+        r = decode_spm(t, ids, n_ids, skip_special, ws, err);
+        goto done;
+    }
+    tok_strs *cur = &ws->a, *tmp = &ws->b;
+    strs_reset(cur);
+    strs_reset(tmp);
     for (size_t i = 0; i < n_ids && !r; i++) {
         if (skip_special && t->special[ids[i]]) continue;
         size_t n;
@@ -468,25 +486,48 @@ int tok_decode(const tokenizer *t, const int32_t *ids, size_t n_ids, int skip_sp
         r = tok_strs_add(cur, s, n);
     }
     if (!r && t->dec.type) {
-        if (!(rg = tok_region_new())) r = STRATA_ENOMEM;
-        if (!r) r = tok_decode_chain(&t->dec, &cur, &tmp, rg, err);
+        if (!ws->rg && !(ws->rg = tok_region_new())) r = STRATA_ENOMEM;
+        if (!r) r = tok_decode_chain(&t->dec, &cur, &tmp, ws, err);
     }
     for (size_t i = 0; i < cur->n && !r; i++) {
-        if (!t->dec.type && i) r = tok_buf_put(&out, " ", 1); /* HF: no decoder joins with spaces */
-        if (!r) r = tok_buf_put(&out, cur->text.p + cur->off[i], cur->len[i]);
+        if (!t->dec.type && i) r = tok_buf_put(&ws->out, " ", 1); /* HF: no decoder joins with spaces */
+        if (!r) r = tok_buf_put(&ws->out, cur->text.p + cur->off[i], cur->len[i]);
     }
-    if (!r && !out.p) r = tok_buf_put(&out, "", 0);
-    if (!r && t->cleanup) r = cleanup_spaces(&out);
-    if (rg) onig_region_free(rg, 1);
-    tok_strs_free(&a);
-    tok_strs_free(&b);
+    if (!r && !ws->out.p) r = tok_buf_put(&ws->out, "", 0);
+    if (!r && t->cleanup) r = cleanup_spaces(&ws->out);
+    if (r == STRATA_ENOMEM) strata_err_set(err, r, "tok_decode: out of memory");
+done:
     if (r) {
-        tok_buf_free(&out);
-        return r == STRATA_ENOMEM ? strata_err_set(err, r, "tok_decode: out of memory") : r;
+        ws->out.len = 0;
+        if (ws->out.p) ws->out.p[0] = 0;
     }
-    *text = out.p;
-    *len = out.len;
-    return 0;
+    return r;
+}
+
+void tok_decode_ws_free(tok_decode_ws *ws) {
+    tok_buf_free(&ws->out);
+    tok_strs_free(&ws->a);
+    tok_strs_free(&ws->b);
+    tok_buf_free(&ws->bytes);
+    tok_buf_free(&ws->tmp);
+    if (ws->rg) onig_region_free(ws->rg, 1);
+    tok_ids_free(&ws->keep);
+    spm_ws_free(ws->sp);
+    memset(ws, 0, sizeof *ws);
+}
+
+/* One-shot decode: a fresh workspace whose output buffer becomes the caller's. */
+int tok_decode(const tokenizer *t, const int32_t *ids, size_t n_ids, int skip_special, char **text,
+               size_t *len, strata_err *err) {
+    tok_decode_ws ws = {0};
+    int r = tok_decode_into(t, ids, n_ids, skip_special, &ws, err);
+    if (!r) {
+        *text = ws.out.p;
+        *len = ws.out.len;
+        ws.out.p = NULL;
+    }
+    tok_decode_ws_free(&ws);
+    return r;
 }
 
 /* ---- accessors ------------------------------------------------------------------------ */

@@ -11,6 +11,11 @@
  *    sampler with penalties / top-p / logprobs, output buffers), without a tokenizer on
  *    qwen35_tiny and with the detokenizer (stop strings, reasoning split) on models/demo,
  * and require zero allocation (and free) calls, the CPU pool's worker threads included.
+ * The detokenizer alone in its WINDOW mode (which re-decodes a window of recent ids per
+ * token) on the synthetic Llama-style tokenizer.json synth_sp: zero calls too; on the
+ * real sentencepiece model spm_tiny: zero calls from our own code (ALLOC_HOOK_EXE; the
+ * shim's std::vector / std::string go through libstdc++'s operator new and cannot be
+ * told apart from libsentencepiece's own, so the total is only printed).
  * Under AddressSanitizer nothing is interposed: the same steps run (ASan still checks
  * them) and only the counting is skipped. */
 #include <pthread.h>
@@ -19,11 +24,16 @@
 #include <string.h>
 
 #include "engine/batch.h"
+#include "engine/detok.h"
 #include "engine/engine.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "tests/alloc_hook.h"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function" /* only the unpacking is used here */
+#include "tests/data/tokenizers/tok_fixture.h"
+#pragma GCC diagnostic pop
 #include "tests/test.h"
 
 enum {
@@ -318,6 +328,93 @@ done:
     backend_destroy(b);
 }
 
+/* ---- the detokenizer alone, WINDOW mode --------------------------------------------------- */
+
+enum { DETOK_WARM = 600, DETOK_COUNT = 300 }; /* ids pushed before / while counting */
+
+/* Streams a long text's ids through a detok: warm-up pushes first, then counts
+ * DETOK_COUNT pushes in scope. Returns the allocation calls made by those pushes (-1 when
+ * counting is off); the streamed text must equal tok_decode of the same ids. */
+static long detok_window_allocs(const char *name, int scope) {
+    static const char para[] =
+        "And the LORD said unto Moses, Go in unto Pharaoh, and tell him. Caf\xc3\xa9 "
+        "na\xc3\xafve \xe6\x97\xa5\xe6\x9c\xac don't stop , it 's 42 ! Then they went "
+        "out of the city, and the people followed them into the wilderness of Zin. ";
+    tokfx_dir dir;
+    tokenizer *t = NULL;
+    detok *d = NULL;
+    strata_err err = {0};
+    char *text = NULL, *full = NULL, *got = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0, tl = 0, flen = 0, gl = 0;
+    long calls = -1;
+    int rc = tokfx_unpack(&dir, name);
+    CHECK_MSG(rc == 0, "%s: cannot unpack", name);
+    if (rc) return -1;
+    rc = tok_load(&t, dir.path, &err);
+    CHECK_MSG(rc == 0, "%s: %s", name, err.msg);
+    if (rc) goto done;
+    text = malloc(sizeof para * 40);
+    for (int i = 0; i < 40; i++) memcpy(text + tl, para, sizeof para - 1), tl += sizeof para - 1;
+    rc = tok_encode(t, text, tl, 0, &ids, &n, &err);
+    CHECK_MSG(rc == 0 && n >= DETOK_WARM + DETOK_COUNT, "%s: %zu ids", name, n);
+    if (rc || n < DETOK_WARM + DETOK_COUNT) goto done;
+    n = DETOK_WARM + DETOK_COUNT;
+    static const char *stops[] = {"wilderness of Zinc", "\x01"}; /* held back, never hit */
+    detok_opts o = {.n_stop = 2, .stop = stops};
+    rc = detok_create(&d, t, &o, &err);
+    CHECK_MSG(rc == 0, "%s: %s", name, err.msg);
+    if (rc) goto done;
+    got = malloc(16 * n + 64);
+    detok_out out;
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (i == DETOK_WARM && alloc_hook_on()) alloc_hook_start_scope(0, scope);
+        ok &= detok_push(d, ids[i], &out, &err) == 0;
+        memcpy(got + gl, out.text, out.text_len); /* memcpy: nothing allocates here */
+        gl += out.text_len;
+    }
+    if (alloc_hook_on()) {
+        alloc_hook_stop();
+        calls = alloc_hook_allocs();
+        if (alloc_hook_allocs() && scope == ALLOC_HOOK_EXE) alloc_hook_print_sites(stderr);
+    }
+    ok &= detok_finish(d, &out, &err) == 0;
+    memcpy(got + gl, out.text, out.text_len);
+    gl += out.text_len;
+    CHECK_MSG(ok, "%s: %s", name, err.msg);
+    CHECK(!tok_decode(t, ids, n, 0, &full, &flen, &err));
+    CHECK_MSG(full && gl == flen && !memcmp(got, full, gl), "%s: streamed text differs", name);
+done:
+    detok_free(d);
+    free(text);
+    free(full);
+    free(got);
+    free(ids);
+    tok_free(t);
+    tokfx_cleanup(&dir);
+    return calls;
+}
+
+static void test_detok_window(void) {
+    /* synth_sp: a Llama decoder (Strip after Fuse) forces the WINDOW mode */
+    long all = detok_window_allocs("synth_sp", ALLOC_HOOK_ALL);
+    if (alloc_hook_on()) {
+        fprintf(stderr, "  synth_sp detok (WINDOW): %ld allocation calls in %d tokens\n", all,
+                DETOK_COUNT);
+        CHECK_MSG(all == 0, "synth_sp detok: %ld allocation calls", all);
+    }
+    /* spm_tiny: tokenizer.model through libsentencepiece */
+    long ours = detok_window_allocs("spm_tiny", ALLOC_HOOK_EXE);
+    all = detok_window_allocs("spm_tiny", ALLOC_HOOK_ALL);
+    if (alloc_hook_on()) {
+        fprintf(stderr, "  spm_tiny detok (WINDOW): %ld allocation calls in %d tokens from our "
+                        "code, %.1f per token in all (libsentencepiece's Decode, see spm.h)\n",
+                ours, DETOK_COUNT, (double)all / DETOK_COUNT);
+        CHECK_MSG(ours == 0, "spm_tiny detok: %ld allocation calls from our code", ours);
+    }
+}
+
 static void test_forward_families(void) {
     static const char *dirs[] = {"tests/golden/qwen35_tiny", "tests/golden/gemma4_tiny",
                                  "tests/golden/nemotron_h_tiny"};
@@ -338,6 +435,7 @@ int main(void) {
     if (!alloc_hook_on())
         fprintf(stderr, "  AddressSanitizer build: the decode steps run, allocation counting "
                         "is skipped\n");
+    RUN(test_detok_window);
     RUN(test_forward_families);
     RUN(test_engine_loop);
     RUN(test_engine_loop_detok);
