@@ -55,6 +55,38 @@ static int golden_run_chunked(model *m, int slot, const int32_t *ids, int n, con
     return rc;
 }
 
+/* Greedy continuation from transformers' generate() (prefill, then one-token decodes) on
+ * model m, token for token. With glogits (the recorded logits of every step, [n_greedy,
+ * vocab]) each step's logits are also compared within rel_tol, and every recorded top-2
+ * gap must be >= 0.05 (far above the tolerance, so the token must match too). */
+__attribute__((unused)) static void golden_check_greedy(const char *name, model *m,
+                                                        const golden_case *gc, int vocab,
+                                                        const float *glogits, double rel_tol) {
+    float *lg = malloc(sizeof(float) * (size_t)gc->n * vocab);
+    int one_shot[] = {512};
+    CHECK(golden_run_chunked(m, 0, gc->prompt, gc->n, one_shot, 1, lg) == 0);
+    float *last = lg + (size_t)(gc->n - 1) * vocab;
+    batch_buf bb;
+    strata_err err = {0};
+    batch_buf_init(&bb, 1, 1, &err);
+    for (int i = 0; i < gc->n_greedy; i++) {
+        if (glogits) {
+            const float *want = glogits + (size_t)i * vocab;
+            golden_compare(name, "greedy step logits", last, want, 1, vocab, rel_tol);
+            CHECK(golden_top2_gap(want, vocab) >= 0.05f);
+        }
+        int32_t tok = golden_argmax(last, vocab), row = 0;
+        CHECK_MSG(tok == gc->greedy[i], "%s: greedy token %d is %d, transformers %d", name, i, tok,
+                  gc->greedy[i]);
+        if (tok != gc->greedy[i]) break;
+        batch_buf_clear(&bb);
+        batch_buf_add(&bb, 0, gc->n + i, 1);
+        CHECK(model_forward(m, &bb.bt, &tok, &row, 1, last, &err) == 0);
+    }
+    batch_buf_deinit(&bb);
+    free(lg);
+}
+
 /* All cases in one batch per step (one sequence per slot, case c advancing by chunk[c]
  * tokens a step) must give each case the logits it gets alone, within rel_tol. */
 static void golden_check_batched(const char *name, model *m, const golden_set *gs,

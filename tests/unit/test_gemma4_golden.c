@@ -76,28 +76,6 @@ static void check_case(const char *name, model *m, model *r, const golden_case *
     free(a);
 }
 
-/* Greedy continuation from transformers' generate(), token for token, on model m. */
-static void check_greedy(const char *name, model *m, const golden_case *gc, int vocab) {
-    int one_shot[] = {512};
-    float *lg = run_alloc(m, gc, one_shot, 1);
-    float *last = lg + (size_t)(gc->n - 1) * vocab;
-    batch_buf bb;
-    strata_err err = {0};
-    batch_buf_init(&bb, 1, 1, &err);
-    int ok = 1;
-    for (int i = 0; i < gc->n_greedy && ok; i++) {
-        int32_t tok = golden_argmax(last, vocab), row = 0;
-        CHECK_MSG(tok == gc->greedy[i], "%s: greedy token %d is %d, transformers %d", name, i, tok,
-                  gc->greedy[i]);
-        ok = tok == gc->greedy[i];
-        batch_buf_clear(&bb);
-        batch_buf_add(&bb, 0, gc->n + i, 1);
-        CHECK(model_forward(m, &bb.bt, &tok, &row, 1, last, &err) == 0);
-    }
-    batch_buf_deinit(&bb);
-    free(lg);
-}
-
 /* §5: rows gathered on the host and uploaded == rows gathered by the backend, to the bit,
  * in one shot, in odd chunks and step by step. */
 static void check_ple_paths(backend *b, const char *dir, model *host, const golden_set *gs) {
@@ -133,7 +111,8 @@ static void test_fixture(backend *b, const char *dir) {
         CHECK_MSG(n_eos >= 1 && model_get_info(m)->eos[0] == 1, "eos");
         for (int c = 0; c < gs.n_cases; c++) {
             check_case(dir, m, r, &gs.cases[c], gs.vocab, gs.is_bf16);
-            if (gs.cases[c].n_greedy && !gs.is_bf16) check_greedy(dir, m, &gs.cases[c], gs.vocab);
+            if (gs.cases[c].n_greedy && !gs.is_bf16)
+                golden_check_greedy(dir, m, &gs.cases[c], gs.vocab, NULL, 0);
         }
         int wide[8] = {5, 1, 17, 2}, narrow[8] = {5, 1, 7, 3}; /* narrow: 16 tokens a step */
         golden_check_batched(dir, m, &gs, wide, SELF_REL_TOL);

@@ -59,35 +59,6 @@ static void check_case(const char *name, model *m, const golden_case *gc, int vo
     free(c);
 }
 
-/* Greedy continuation from transformers' generate() (prefill, then one-token decodes):
- * token for token, and each step's logits against the recorded ones. */
-static void check_greedy(const char *name, model *m, const golden_case *gc, int vocab,
-                         const float *glogits) {
-    float *lg = malloc(sizeof(float) * (size_t)gc->n * vocab);
-    int one_shot[] = {512};
-    CHECK(golden_run_chunked(m, 0, gc->prompt, gc->n, one_shot, 1, lg) == 0);
-    float *last = lg + (size_t)(gc->n - 1) * vocab;
-    batch_buf bb;
-    strata_err err = {0};
-    batch_buf_init(&bb, 1, 1, &err);
-    for (int i = 0; i < gc->n_greedy; i++) {
-        const float *want = glogits + (size_t)i * vocab;
-        golden_compare(name, "greedy step logits", last, want, 1, vocab, F32_REL_TOL);
-        /* the fixture re-drew its prompt until every step's top-2 gap is >= 0.05: far more
-         * than the tolerance, so the token must match too */
-        CHECK(golden_top2_gap(want, vocab) >= 0.05f);
-        int32_t tok = golden_argmax(last, vocab), row = 0;
-        CHECK_MSG(tok == gc->greedy[i], "%s: greedy token %d is %d, transformers %d", name, i, tok,
-                  gc->greedy[i]);
-        if (tok != gc->greedy[i]) break;
-        batch_buf_clear(&bb);
-        batch_buf_add(&bb, 0, gc->n + i, 1);
-        CHECK(model_forward(m, &bb.bt, &tok, &row, 1, last, &err) == 0);
-    }
-    batch_buf_deinit(&bb);
-    free(lg);
-}
-
 /* The fixture's floor mode (golden.json dt_floor_mode) selects ours. */
 static int fixture_compat(const golden_set *gs) {
     const char *mode = json_string_value(json_object_get(gs->meta, "dt_floor_mode"));
@@ -133,7 +104,7 @@ static void test_fixture(backend *b, const char *name) {
                 json_object_get(json_array_get(cases, (size_t)c), "greedy_logits"));
             float *gl = gf ? load_f32(dir, gf, (size_t)gs.cases[c].n_greedy * gs.vocab) : NULL;
             CHECK_MSG(gl != NULL, "%s: greedy logits of case %d", dir, c);
-            if (gl) check_greedy(dir, m, &gs.cases[c], gs.vocab, gl);
+            if (gl) golden_check_greedy(dir, m, &gs.cases[c], gs.vocab, gl, F32_REL_TOL);
             free(gl);
         }
         if (!compat) golden_check_batched(dir, m, &gs, golden_batch_chunks, SELF_REL_TOL);

@@ -59,29 +59,6 @@ static void check_case_f32(const char *name, model *m, const golden_case *gc, in
     free(c);
 }
 
-/* Greedy continuation from transformers' generate(): token for token. */
-static void check_greedy(const char *name, model *m, const golden_case *gc, int vocab) {
-    float *lg = malloc(sizeof(float) * (size_t)gc->n * vocab);
-    int one_shot[] = {512};
-    CHECK(golden_run_chunked(m, 0, gc->prompt, gc->n, one_shot, 1, lg) == 0);
-    float *last = lg + (size_t)(gc->n - 1) * vocab;
-    batch_buf bb;
-    strata_err err = {0};
-    batch_buf_init(&bb, 1, 1, &err);
-    int ok = 1;
-    for (int i = 0; i < gc->n_greedy && ok; i++) {
-        int32_t tok = golden_argmax(last, vocab), row = 0;
-        CHECK_MSG(tok == gc->greedy[i], "%s: greedy token %d is %d, transformers %d", name, i, tok,
-                  gc->greedy[i]);
-        ok = tok == gc->greedy[i];
-        batch_buf_clear(&bb);
-        batch_buf_add(&bb, 0, gc->n + i, 1);
-        CHECK(model_forward(m, &bb.bt, &tok, &row, 1, last, &err) == 0);
-    }
-    batch_buf_deinit(&bb);
-    free(lg);
-}
-
 static void test_fixture(backend *b, const char *dir) {
     golden_set gs;
     if (golden_load(dir, &gs)) {
@@ -94,7 +71,8 @@ static void test_fixture(backend *b, const char *dir) {
         CHECK_EQ_INT(model_get_info(m)->vocab, gs.vocab);
         for (int c = 0; c < gs.n_cases; c++) {
             check_case_f32(dir, m, &gs.cases[c], gs.vocab, gs.is_bf16);
-            if (gs.cases[c].n_greedy && !gs.is_bf16) check_greedy(dir, m, &gs.cases[c], gs.vocab);
+            if (gs.cases[c].n_greedy && !gs.is_bf16)
+                golden_check_greedy(dir, m, &gs.cases[c], gs.vocab, NULL, 0);
         }
         golden_check_batched(dir, m, &gs, golden_batch_chunks, SELF_REL_TOL);
         model_close(m);
