@@ -26,6 +26,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -72,6 +73,7 @@ extern void *__interceptor_memalign(size_t align, size_t n);
 #endif
 
 #define ALLOC_HOOK_SITES 32
+#define ALLOC_HOOK_SPARED 8 /* code ranges of spared libraries */
 
 /* Which allocation calls count towards fail_at (every call is counted in live/frees). */
 enum {
@@ -93,6 +95,8 @@ static struct {
     atomic_int n_sites;
     void *_Atomic sites[ALLOC_HOOK_SITES];  /* callers of the first counted calls */
     atomic_int site_free[ALLOC_HOOK_SITES]; /* that call was a free */
+    atomic_int n_spared;                    /* calls from these ranges are not counted */
+    uintptr_t spared_lo[ALLOC_HOOK_SPARED], spared_hi[ALLOC_HOOK_SPARED];
 } alloc_hook_state;
 
 /* 1 when the hook is compiled in (see the top of the file). */
@@ -124,6 +128,41 @@ static inline long alloc_hook_allocs(void) { return atomic_load(&alloc_hook_stat
 static inline long alloc_hook_frees(void) { return atomic_load(&alloc_hook_state.frees); }
 static inline long alloc_hook_live(void) { return atomic_load(&alloc_hook_state.live); }
 static inline int alloc_hook_failed(void) { return atomic_load(&alloc_hook_state.failed); }
+
+struct alloc_hook_spare_arg {
+    const char *lib;
+    int found;
+};
+
+static inline int alloc_hook_spare_object(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    struct alloc_hook_spare_arg *a = data;
+    if (!info->dlpi_name || !strstr(info->dlpi_name, a->lib)) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        int k = atomic_load(&alloc_hook_state.n_spared);
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || k == ALLOC_HOOK_SPARED) continue;
+        alloc_hook_state.spared_lo[k] = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
+        alloc_hook_state.spared_hi[k] = alloc_hook_state.spared_lo[k] + ph->p_memsz;
+        atomic_store(&alloc_hook_state.n_spared, k + 1);
+        a->found = 1;
+    }
+    return 0;
+}
+
+/* From now on allocation calls made by the code of the loaded shared object whose file
+ * name contains `lib` are neither counted nor failed: for a library that does not survive
+ * a failed allocation, so that a test fails only what the code under test must handle
+ * (the test says which library and why). Call it while not counting. Returns 0, or -1 when
+ * no such object is loaded or there is no room left. */
+static inline int alloc_hook_spare(const char *lib) {
+    struct alloc_hook_spare_arg a = {lib, 0};
+    dl_iterate_phdr(alloc_hook_spare_object, &a);
+    return a.found ? 0 : -1;
+}
+
+/* Spares nothing again. */
+static inline void alloc_hook_spare_none(void) { atomic_store(&alloc_hook_state.n_spared, 0); }
 
 /* Where the failed call came from: 1 when its caller lies in the shared object whose
  * file name contains `lib` (e.g. "libonig"); *is_realloc says whether it was a realloc of
@@ -199,6 +238,11 @@ ALLOC_HOOK_RAW static int alloc_hook_note(void *caller, int is_realloc) {
     if (atomic_load(&alloc_hook_state.scope) == ALLOC_HOOK_EXE &&
         !((char *)caller >= __executable_start && (char *)caller < etext))
         return 0;
+    int n_spared = atomic_load_explicit(&alloc_hook_state.n_spared, memory_order_relaxed);
+    for (int i = 0; i < n_spared; i++)
+        if ((uintptr_t)caller >= alloc_hook_state.spared_lo[i] &&
+            (uintptr_t)caller < alloc_hook_state.spared_hi[i])
+            return 0;
     long k = atomic_fetch_add(&alloc_hook_state.allocs, 1) + 1;
     alloc_hook_site(caller, 0);
     if (k == atomic_load(&alloc_hook_state.fail_at)) {
