@@ -91,7 +91,6 @@ static struct {
     atomic_long fail_at;   /* the in-scope allocation call number that returns NULL; 0: none */
     atomic_int failed;     /* that call happened */
     void *_Atomic fail_site; /* its caller */
-    atomic_int fail_realloc; /* it was a realloc of an existing block */
     atomic_int n_sites;
     void *_Atomic sites[ALLOC_HOOK_SITES];  /* callers of the first counted calls */
     atomic_int site_free[ALLOC_HOOK_SITES]; /* that call was a free */
@@ -164,17 +163,6 @@ static inline int alloc_hook_spare(const char *lib) {
 /* Spares nothing again. */
 static inline void alloc_hook_spare_none(void) { atomic_store(&alloc_hook_state.n_spared, 0); }
 
-/* Where the failed call came from: 1 when its caller lies in the shared object whose
- * file name contains `lib` (e.g. "libonig"); *is_realloc says whether it was a realloc of
- * an existing block. */
-static inline int alloc_hook_failed_in(const char *lib, int *is_realloc) {
-    Dl_info di;
-    void *a = atomic_load(&alloc_hook_state.fail_site);
-    *is_realloc = atomic_load(&alloc_hook_state.fail_realloc);
-    return atomic_load(&alloc_hook_state.failed) && dladdr(a, &di) && di.dli_fname &&
-           strstr(di.dli_fname, lib);
-}
-
 /* Prints "what called from <where>": a symbol when the caller is exported, else
  * file+offset for addr2line -e FILE OFFSET. */
 static inline void alloc_hook_print_addr(FILE *f, const char *what, void *a) {
@@ -233,7 +221,7 @@ ALLOC_HOOK_RAW static void alloc_hook_site(void *caller, int is_free) {
 }
 
 /* 1 when this allocation call must fail. */
-ALLOC_HOOK_RAW static int alloc_hook_note(void *caller, int is_realloc) {
+ALLOC_HOOK_RAW static int alloc_hook_note(void *caller) {
     if (!atomic_load_explicit(&alloc_hook_state.counting, memory_order_relaxed)) return 0;
     if (atomic_load(&alloc_hook_state.scope) == ALLOC_HOOK_EXE &&
         !((char *)caller >= __executable_start && (char *)caller < etext))
@@ -247,7 +235,6 @@ ALLOC_HOOK_RAW static int alloc_hook_note(void *caller, int is_realloc) {
     alloc_hook_site(caller, 0);
     if (k == atomic_load(&alloc_hook_state.fail_at)) {
         atomic_store(&alloc_hook_state.fail_site, caller);
-        atomic_store(&alloc_hook_state.fail_realloc, is_realloc);
         atomic_store(&alloc_hook_state.failed, 1);
         return 1;
     }
@@ -270,7 +257,7 @@ ALLOC_HOOK_RAW static void alloc_hook_note_free(void *p, void *caller) {
 }
 
 ALLOC_HOOK_RAW void *malloc(size_t n) {
-    if (alloc_hook_note(__builtin_return_address(0), 0)) {
+    if (alloc_hook_note(__builtin_return_address(0))) {
         errno = ENOMEM;
         return NULL;
     }
@@ -278,7 +265,7 @@ ALLOC_HOOK_RAW void *malloc(size_t n) {
 }
 
 ALLOC_HOOK_RAW void *calloc(size_t n, size_t size) {
-    if (alloc_hook_note(__builtin_return_address(0), 0)) {
+    if (alloc_hook_note(__builtin_return_address(0))) {
         errno = ENOMEM;
         return NULL;
     }
@@ -290,7 +277,7 @@ ALLOC_HOOK_RAW void *realloc(void *p, size_t n) {
         alloc_hook_note_free(p, __builtin_return_address(0));
         return ALLOC_HOOK_REALLOC(p, n);
     }
-    if (alloc_hook_note(__builtin_return_address(0), p != NULL)) {
+    if (alloc_hook_note(__builtin_return_address(0))) {
         errno = ENOMEM;
         return NULL; /* p stays valid, as with a real failure */
     }
@@ -304,7 +291,7 @@ ALLOC_HOOK_RAW void free(void *p) {
 }
 
 ALLOC_HOOK_RAW static void *alloc_hook_aligned(size_t align, size_t n, void *caller) {
-    if (alloc_hook_note(caller, 0)) {
+    if (alloc_hook_note(caller)) {
         errno = ENOMEM;
         return NULL;
     }

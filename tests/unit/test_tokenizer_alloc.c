@@ -12,13 +12,12 @@
  * same in the ASan build, where the hook forwards to ASan's allocator); the run past the
  * last allocation must give exactly the ids and text of a normal run.
  *
- * Which n are tried: every allocation call of encode, decode and detok (in the plain
- * build; a WINDOW-mode detok of the long text, which decodes its window at each id, and
- * the ASan build, several times slower, sample with a stride: OPS_MAX_RUNS). A load makes
- * thousands (jansson builds a node per vocab entry: 1.4 M calls for Qwen3's 151k vocab),
- * so it steps n through every allocation call made by our own code (scope
- * ALLOC_HOOK_EXE: calls from the executable, i.e. engine/tok_*.c) on the small
- * tokenizers, and samples the other calls it makes (libc) with a stride; Qwen3's load,
+ * Which n are tried: every allocation call of encode, decode and detok (a WINDOW-mode
+ * detok of the long text, which decodes its window at each id, is sampled with a stride:
+ * OPS_MAX_RUNS). A load makes thousands (jansson builds a node per vocab entry: 1.4 M
+ * calls for Qwen3's 151k vocab), so it steps n through every allocation call made by our
+ * own code (scope ALLOC_HOOK_EXE: calls from the executable, i.e. engine/tok_*.c) on the
+ * small tokenizers, and samples the other calls it makes (libc) with a stride; Qwen3's load,
  * 0.3 s a run, is only sampled. The load's sampling spares the two parsers that do not
  * survive a failed allocation (third-party bugs, so no failure point in them can be a
  * test of ours): jansson 2.14's lexer ignores a failed strbuffer append (lex_save), so a
@@ -170,19 +169,17 @@ static long n_runs, n_errors, n_recovered;
 
 /* Runs j once normally (the reference, which also makes every lazy one-time
  * initialization in the libraries happen before counting), then counts a run's
- * allocation calls in scope; *seconds: how long the normal run took. */
-static long reference(const job *j, int scope, double *seconds) {
+ * allocation calls in scope. */
+static long reference(const job *j, int scope) {
     strata_err err = {0};
     memset(&want, 0, sizeof want);
     int rc = j->run(j, &want, &err);
     CHECK_MSG(rc == 0, "%s: %s", j->what, err.msg);
     if (rc) return -1;
     memset(&got, 0, sizeof got);
-    double t0 = now();
     alloc_hook_start_scope(0, scope);
     rc = j->run(j, &got, &err);
     alloc_hook_stop();
-    *seconds = now() - t0;
     long live = alloc_hook_live();
     CHECK_MSG(rc == 0 && same(&got, &want), "%s: a second run differs", j->what);
     CHECK_MSG(live == 0, "%s: a normal run leaves %ld blocks", j->what, live);
@@ -193,8 +190,7 @@ static long reference(const job *j, int scope, double *seconds) {
  * n, with the stride that makes at most max_runs runs; checks each run as the file
  * comment says. */
 static void fail_loop(const job *j, int scope, long max_runs) {
-    double seconds = 0;
-    long total = reference(j, scope, &seconds);
+    long total = reference(j, scope);
     if (total < 0) return;
     long stride = total <= max_runs ? 1 : (total + max_runs - 1) / max_runs;
     double t0 = now();
