@@ -69,8 +69,9 @@ int cfg_str(json_t *obj, const char *where, const char *key, const char *def, co
 /* Rejects keys of obj that are in neither known list (NULL-terminated). */
 int cfg_check_keys(json_t *obj, const char *where, const char *const *known,
                    const char *const *ignored, strata_err *err);
-/* eos ids from an int or list field into info (dedup, up to 8). */
-int cfg_eos(json_t *val, const char *where, model_info *info, strata_err *err);
+/* eos ids from an int or list field into info (dedup, up to 8); each must be an
+ * integer in [0, vocab). */
+int cfg_eos(json_t *val, const char *where, int vocab, model_info *info, strata_err *err);
 
 /* Binds "prefix + name" (printf style) with an expected shape. */
 int arch_bind(const model_arch_ctx *ctx, bk_weight *w, int optional, int ndim,

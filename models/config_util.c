@@ -105,23 +105,26 @@ static void eos_add(model_info *info, long long id) {
     if (info->n_eos < (int)(sizeof info->eos / sizeof info->eos[0])) info->eos[info->n_eos++] = (int32_t)id;
 }
 
-int cfg_eos(json_t *val, const char *where, model_info *info, strata_err *err) {
+static int eos_one(json_t *v, const char *where, size_t i, int is_list, int vocab, model_info *info,
+                   strata_err *err) {
+    char name[40];
+    snprintf(name, sizeof name, is_list ? "eos_token_id[%zu]" : "eos_token_id", i);
+    if (!json_is_integer(v))
+        return strata_err_set(err, STRATA_EFORMAT, "%s: %s must be an integer", where, name);
+    long long id = json_integer_value(v);
+    if (id < 0 || id >= vocab)
+        return strata_err_set(err, STRATA_ERANGE, "%s: %s = %lld is outside the vocabulary [0, %d)", where,
+                              name, id, vocab);
+    eos_add(info, id);
+    return 0;
+}
+
+int cfg_eos(json_t *val, const char *where, int vocab, model_info *info, strata_err *err) {
     if (!val || json_is_null(val)) return 0;
-    if (json_is_integer(val)) {
-        eos_add(info, json_integer_value(val));
-        return 0;
-    }
-    if (!json_is_array(val))
-        return strata_err_set(err, STRATA_EFORMAT, "%s: eos_token_id must be an integer or a list",
-                              where);
+    if (!json_is_array(val)) return eos_one(val, where, 0, 0, vocab, info, err);
     size_t i;
     json_t *e;
-    json_array_foreach(val, i, e) {
-        if (!json_is_integer(e))
-            return strata_err_set(err, STRATA_EFORMAT, "%s: eos_token_id[%zu] must be an integer",
-                                  where, i);
-        eos_add(info, json_integer_value(e));
-    }
+    json_array_foreach(val, i, e) if (eos_one(e, where, i, 1, vocab, info, err)) return err->code;
     return 0;
 }
 

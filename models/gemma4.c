@@ -561,11 +561,11 @@ static int g4_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     if (g4_bind(m, ctx, err) || g4_alloc(m, err)) goto fail;
 
     json_t *tc = json_object_get(ctx->config, "text_config");
-    if (ctx->gen_config)
-        cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"), "generation_config.json", info,
-                err);
-    if (tc) cfg_eos(json_object_get(tc, "eos_token_id"), "config.json text_config", info, err);
-    cfg_eos(json_object_get(ctx->config, "eos_token_id"), "config.json", info, err);
+    if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"), "generation_config.json",
+                                    c->vocab, info, err)) ||
+        (tc && cfg_eos(json_object_get(tc, "eos_token_id"), "config.json text_config", c->vocab, info, err)) ||
+        cfg_eos(json_object_get(ctx->config, "eos_token_id"), "config.json", c->vocab, info, err))
+        goto fail;
     info->arch = "gemma4";
     info->vocab = c->vocab;
     info->ctx_size = m->ctx;

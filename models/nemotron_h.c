@@ -502,10 +502,10 @@ static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     if (m->out_chunk > m->max_tokens) m->out_chunk = m->max_tokens;
     if (nh_bind(m, ctx, err) || nh_alloc(m, err)) goto fail;
 
-    if (ctx->gen_config)
-        cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"), "generation_config.json", info,
-                err);
-    cfg_eos(json_object_get(ctx->config, "eos_token_id"), "config.json", info, err);
+    if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"), "generation_config.json",
+                                    c->vocab, info, err)) ||
+        cfg_eos(json_object_get(ctx->config, "eos_token_id"), "config.json", c->vocab, info, err))
+        goto fail;
     info->arch = "nemotron_h";
     info->vocab = c->vocab;
     info->ctx_size = m->cap;

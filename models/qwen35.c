@@ -160,9 +160,17 @@ static int q35_parse(q35_config *c, json_t *root, strata_err *err) {
     if (json_object_get(tc, "rope_scaling") && !json_is_null(json_object_get(tc, "rope_scaling")))
         return strata_err_set(err, STRATA_EUNSUPPORTED, "%s: rope_scaling is not supported", where);
 
-    /* §2.1: rope fields live in rope_parameters, older exports put them at this level. */
+    /* §2.1: rope fields live in rope_parameters, older exports put them at this level.
+     * With neither, transformers falls back to a base of 10000 where the Qwen3.5
+     * checkpoints use 1e7: refuse rather than pick one. */
     json_t *rp = json_object_get(tc, "rope_parameters");
     double theta, prf;
+    if (rp && !json_is_null(rp) && !json_is_object(rp))
+        return strata_err_set(err, STRATA_EFORMAT, "%s: rope_parameters must be an object", where);
+    if ((!rp || json_is_null(rp)) && !json_is_number(json_object_get(tc, "rope_theta")))
+        return strata_err_set(err, STRATA_EFORMAT,
+                              "%s: rope_parameters is %s and there is no rope_theta: the rotary base "
+                              "is unknown (set rope_parameters.rope_theta)", where, rp ? "null" : "missing");
     if (rp && json_is_object(rp)) {
         const char *rt;
         if (cfg_str(rp, "config.json rope_parameters", "rope_type", "default", &rt, err)) goto fail;
@@ -385,8 +393,10 @@ static int q35_open(void **impl, const model_arch_ctx *ctx, model_info *info, st
     if (q35_bind(m, ctx, err) || q35_alloc(m, err)) goto fail;
 
     json_t *tc = json_object_get(ctx->config, "text_config");
-    if (ctx->gen_config) cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"), "generation_config.json", info, err);
-    cfg_eos(json_object_get(tc ? tc : ctx->config, "eos_token_id"), "config.json", info, err);
+    if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"), "generation_config.json",
+                                    c->vocab, info, err)) ||
+        cfg_eos(json_object_get(tc ? tc : ctx->config, "eos_token_id"), "config.json", c->vocab, info, err))
+        goto fail;
     info->arch = "qwen3_5";
     info->vocab = c->vocab;
     info->ctx_size = m->cap;

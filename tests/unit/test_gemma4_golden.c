@@ -302,6 +302,8 @@ static json_t *types(const char *a) { /* "ssf" -> layer_types, s = sliding, f = 
 static void test_bad_configs(void) {
     expect_open_error("hidden_size", json_integer(64), "embed_tokens.weight");
     expect_open_error("some_new_field", json_true(), "some_new_field");
+    expect_open_error("eos_token_id", json_pack("[i,s]", 1, "x"), "eos_token_id[1] must be an integer");
+    expect_open_error("eos_token_id", json_integer(1 << 20), "outside the vocabulary");
     expect_open_error("query_pre_attn_scalar", json_integer(256), "query_pre_attn_scalar");
     expect_open_error("hidden_activation", json_string("gelu"), "hidden_activation");
     expect_open_error("vocab_size", json_string("big"), "vocab_size");

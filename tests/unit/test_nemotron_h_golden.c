@@ -221,6 +221,8 @@ static void test_bad_configs(void) {
     expect_error(nf, "ssm_state_size", json_integer(8), "mixer.in_proj.weight");
     expect_error(nf, "head_dim", json_integer(16), "mixer.q_proj.weight");
     expect_error(nf, "some_new_field", json_true(), "some_new_field");
+    expect_error(nf, "eos_token_id", json_real(2.5), "eos_token_id must be an integer");
+    expect_error(nf, "eos_token_id", json_integer(1 << 20), "outside the vocabulary");
     expect_error(nf, "mlp_hidden_act", json_string("gelu"), "mlp_hidden_act");
     expect_error(nf, "mamba_hidden_act", json_string("gelu"), "mamba_hidden_act");
     expect_error(nf, "vocab_size", json_string("big"), "vocab_size");

@@ -123,6 +123,12 @@ static void test_bad_configs(void) {
     expect_open_error("hidden_act", json_string("gelu"), "hidden_act");
     expect_open_error("vocab_size", json_string("big"), "vocab_size");
     expect_open_error("layer_types", json_array(), "layer_types");
+    /* once accepted silently: a bad or foreign eos id, an unknown rotary base */
+    expect_open_error("eos_token_id", json_string("2"), "eos_token_id must be an integer");
+    expect_open_error("eos_token_id", json_integer(1 << 20), "outside the vocabulary");
+    expect_open_error("eos_token_id", json_pack("[i,i]", 1, -1), "eos_token_id[1]");
+    expect_open_error("rope_parameters", json_null(), "rope_parameters is null");
+    expect_open_error("rope_parameters", json_integer(3), "rope_parameters must be an object");
 }
 
 static void test_dummy_preset(void) {
