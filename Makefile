@@ -8,7 +8,9 @@ NVCC    ?= nvcc
 BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
-CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -pthread -fno-strict-aliasing -Wno-format-truncation $(SAN)
+# gcc's -Wformat-truncation flags snprintf into fixed buffers that truncate on purpose
+GCC_ONLY = $(if $(findstring clang,$(CC)),,-Wno-format-truncation)
+CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -pthread -fno-strict-aliasing $(GCC_ONLY) $(SAN)
 CXXFLAGS+= -std=c++17 $(OPT) -g -Wall -Wextra -Werror -I. -pthread $(SAN)
 LDLIBS  += -ljansson -luv -lmicrohttpd -lcurl -lonig -lsentencepiece -lstdc++ -lm -lpthread -ldl
 LDFLAGS += $(SAN)

@@ -3,6 +3,7 @@
  * Memory is plain host memory, so upload/download are memcpy and weights are used in
  * place (weight_prepare does nothing). The ops themselves live in cpu_ops.c, cpu_matmul.c,
  * cpu_attention.c, cpu_conv1d.c and cpu_gated_delta.c. */
+#include <cpuid.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,13 +26,18 @@ static const cpu_kernels *const cpu_isa_tables[] = {
     &cpu_kernels_avx512,
 };
 
+/* F16C from CPUID itself: clang's __builtin_cpu_supports does not know the name */
+static int cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 int cpu_backend_isa_supported(cpu_isa isa) {
     __builtin_cpu_init();
     switch (isa) {
     case CPU_ISA_SCALAR: return 1;
     case CPU_ISA_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     case CPU_ISA_AVX512:
         return cpu_backend_isa_supported(CPU_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&

@@ -5,6 +5,8 @@
 # read from its own comment lines:
 #   // fuzz-sources: engine/foo.c engine/err.c      (.cc files are built with clang++)
 #   // fuzz-libs: -ljansson
+#   // fuzz-lib: strata       (links the whole library, built once by the Makefile with
+#                              clang + the same sanitizers into build-fuzz/lib)
 # An optional tests/fuzz/fuzz_<name>.dict is passed as the libFuzzer dictionary.
 # Usage: tests/fuzz/run.sh [name...]   (default: every harness)
 # Env: FUZZ_SECONDS (default 20) per harness. Crash inputs go to build-fuzz/artifacts/.
@@ -51,6 +53,17 @@ else
     harnesses=(tests/fuzz/fuzz_*.c)
 fi
 
+# The whole library, for harnesses that drive the server's own code paths.
+strata_lib() {
+    [ -n "${STRATA_LIB_BUILT:-}" ] && return "$STRATA_LIB_BUILT"
+    make -s -j"$(nproc)" CC=clang CXX=clang++ BUILD="$OUT/lib" OPT=-O1 \
+        SAN="-fsanitize=address,undefined -fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined" \
+        "$OUT/lib/libstrata.a" > "$OUT/lib.log" 2>&1
+    STRATA_LIB_BUILT=$?
+    return "$STRATA_LIB_BUILT"
+}
+STRATA_LDLIBS="-ljansson -luv -lmicrohttpd -lcurl -lonig -lsentencepiece -lstdc++ -lm -lpthread -ldl"
+
 for h in "${harnesses[@]}"; do
     [ -f "$h" ] || { echo "FAIL $h: no such harness"; fail=$((fail + 1)); continue; }
     name=$(basename "$h" .c); name=${name#fuzz_}
@@ -60,6 +73,12 @@ for h in "${harnesses[@]}"; do
     rm -rf "$obj"; mkdir -p "$obj"
     objs=(); link=clang; ok=1
     : > "$log"
+    if grep -q '^// fuzz-lib: strata' "$h"; then
+        if ! strata_lib; then
+            echo "FAIL fuzz_$name (library build)"; tail -n 30 "$OUT/lib.log"; fail=$((fail + 1)); continue
+        fi
+        libs="$OUT/lib/libstrata.a $STRATA_LDLIBS $libs"; link=clang++
+    fi
     for s in "$h" $srcs; do
         o=$obj/$(echo "$s" | tr '/' '_').o
         case "$s" in
