@@ -36,8 +36,15 @@
     X(prefill_chunk, "prefill-chunk", INT, 512, "prompt tokens per step (chunked prefill)")    \
     X(max_queue, "max-queue", INT, 256, "requests waiting for a slot before 429")              \
     X(max_body_bytes, "max-body-bytes", INT, 4194304, "largest request body (413 above)")     \
-    X(max_connections, "max-connections", INT, 1024, "open HTTP connections at most")         \
+    X(max_connections, "max-connections", INT, 1024,                                          \
+      "open HTTP connections at most (a few more answer only /health and /metrics)")           \
+    X(max_connections_per_ip, "max-connections-per-ip", INT, 0,                               \
+      "open HTTP connections per client address (0 = no limit)")                             \
     X(idle_timeout, "idle-timeout", INT, 30, "seconds an idle or stalled connection lives")   \
+    X(header_timeout, "header-timeout", INT, 10,                                              \
+      "seconds a client has to send a request's head and body")                             \
+    X(prepare_threads, "prepare-threads", INT, 4,                                             \
+      "requests parsed, rendered and tokenized at once (worker threads)")                    \
     X(request_timeout, "request-timeout", INT, 600, "seconds a request may take (0 = none)")  \
     X(sse_keepalive, "sse-keepalive", INT, 15,                                                \
       "seconds a stream may stay silent before a ': keep-alive' comment (0 = off)")            \

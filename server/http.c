@@ -1,12 +1,14 @@
 /* http.c - the libmicrohttpd daemon: bodies, limits, auth and routing.
  *
  * MHD runs its own polling threads (a pool of --http-threads) with suspend/resume
- * enabled. A request body is collected up to --max-body-bytes (413 past it, refused
- * from Content-Length before reading when possible), the API key is checked in
- * constant time, and the route table sends the request on. Every error leaves as the
- * OpenAI error object. Generation requests are handed to gen.c, which suspends the
- * connection until the engine has output; what a silent SSE stream sends meanwhile
- * (http_sse_idle_locked) is here. Thread: MHD threads. */
+ * enabled. The request's framing is checked first (http_guard.c: one Content-Length,
+ * not both it and Transfer-Encoding), a request body is collected up to
+ * --max-body-bytes (413 past it, refused from Content-Length before reading when
+ * possible), the API key is checked in constant time, and the route table sends the
+ * request on. Every error leaves as the OpenAI error object. Generation, tokenize and
+ * detokenize requests are handed to gen.c, which suspends the connection while a
+ * worker prepares them and until the engine has output; what a silent SSE stream
+ * sends meanwhile (http_sse_idle_locked) is here. Thread: MHD threads. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -75,6 +77,26 @@ static enum MHD_Result http_error(struct MHD_Connection *c, int status, const ch
     return http_respond_error(c, &e);
 }
 
+/* An error after which the connection must not be reused: its body was not read
+ * (so its bytes cannot be told from the next request's), or its framing was bad. */
+static enum MHD_Result http_error_close(struct MHD_Connection *c, int status, const char *type,
+                                        const char *code, const char *msg) {
+    openai_error e;
+    openai_error_set(&e, status, type, NULL, code, "%s", msg);
+    json_t *j = openai_error_json(&e);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!s) return MHD_NO;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+    if (!resp) return free(s), MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (status == 503) MHD_add_response_header(resp, "Retry-After", "1");
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
 /* Compares the Authorization header with "Bearer KEY" in time that depends only on
  * the header's length, so the key cannot be found byte by byte. */
 static int http_auth_ok(const srv *S, struct MHD_Connection *c) {
@@ -122,7 +144,7 @@ static int http_find_route(const char *url) {
 }
 
 static enum MHD_Result http_dispatch(srv *S, struct MHD_Connection *c, srv_conn *sc,
-                                     const char *url, const char *method) {
+                                     const char *url, const char *method, const char *version) {
     int r = http_find_route(url);
     if (r == R_NONE) {
         char msg[300];
@@ -149,6 +171,10 @@ static enum MHD_Result http_dispatch(srv *S, struct MHD_Connection *c, srv_conn 
         MHD_destroy_response(resp);
         return rc;
     }
+    /* a connection taken beyond --max-connections serves the probes only */
+    if (guard_is_reserve(c) && r != R_HEALTH && r != R_METRICS)
+        return http_error_close(c, 503, "unavailable_error", NULL,
+                                "Too many open connections (--max-connections); retry later");
     if (http_routes[r].auth && !http_auth_ok(S, c))
         return http_error(c, 401, "authentication_error", "invalid_api_key",
                           "Incorrect or missing API key; send 'Authorization: Bearer <key>'");
@@ -164,17 +190,17 @@ static enum MHD_Result http_dispatch(srv *S, struct MHD_Connection *c, srv_conn 
         return http_error(c, 503, "unavailable_error", NULL, "Loading model");
     if (st == SRV_FAILED)
         return http_error(c, 503, "unavailable_error", NULL, "The model failed to load");
+    int http11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
     switch (r) {
     case R_MODELS: return route_models(S, c, NULL);
     case R_MODEL: return route_models(S, c, url + strlen(http_routes[R_MODEL].path));
-    case R_TOKENIZE: return route_tokenize(S, c, sc->body.p ? sc->body.p : "", sc->body.len);
-    case R_DETOKENIZE: return route_detokenize(S, c, sc->body.p ? sc->body.p : "", sc->body.len);
+    case R_TOKENIZE: return gen_start(S, c, SRV_JOB_TOKENIZE, &sc->body, http11, &sc->req);
+    case R_DETOKENIZE: return gen_start(S, c, SRV_JOB_DETOKENIZE, &sc->body, http11, &sc->req);
     default: break;
     }
     if (st == SRV_DRAINING)
         return http_error(c, 503, "unavailable_error", NULL, "The server is shutting down");
-    return gen_start(S, c, r == R_CHAT ? OPENAI_CHAT : OPENAI_COMPLETION, sc->body.p ? sc->body.p : "",
-                     sc->body.len, &sc->req);
+    return gen_start(S, c, r == R_CHAT ? SRV_JOB_CHAT : SRV_JOB_COMPLETION, &sc->body, http11, &sc->req);
 }
 
 static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const char *url,
@@ -183,17 +209,21 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const ch
                                    void **con_cls) {
     srv *S = cls;
     srv_conn *sc = *con_cls;
-    (void)version;
     if (!sc) {
         if (!(sc = calloc(1, sizeof *sc))) return MHD_NO;
         *con_cls = sc;
+        char msg[160];
+        if (guard_check_framing(c, msg, sizeof msg)) {
+            guard_request_received(S, c);
+            return http_error_close(c, 400, "invalid_request_error", "bad_framing", msg);
+        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > (unsigned long long)S->cfg->max_body_bytes) {
             sc->too_big = 1;
-            char msg[128];
+            guard_request_received(S, c);
             snprintf(msg, sizeof msg, "Request body over the limit of %lld bytes",
                      S->cfg->max_body_bytes);
-            return http_error(c, 413, "invalid_request_error", "request_too_large", msg);
+            return http_error_close(c, 413, "invalid_request_error", "request_too_large", msg);
         }
         return MHD_YES;
     }
@@ -209,18 +239,20 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const ch
         }
         return sbuf_add(&sc->body, upload_data, n) ? MHD_NO : MHD_YES;
     }
+    guard_request_received(S, c);
     if (sc->too_big) {
         char msg[128];
         snprintf(msg, sizeof msg, "Request body over the limit of %lld bytes", S->cfg->max_body_bytes);
-        return http_error(c, 413, "invalid_request_error", "request_too_large", msg);
+        return http_error_close(c, 413, "invalid_request_error", "request_too_large", msg);
     }
-    return http_dispatch(S, c, sc, url, method);
+    return http_dispatch(S, c, sc, url, method, version);
 }
 
 static void http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                            enum MHD_RequestTerminationCode toe) {
     srv_conn *sc = *con_cls;
-    (void)cls, (void)c, (void)toe;
+    (void)toe;
+    guard_request_done(cls, c);
     if (!sc) return;
     if (sc->req) {
         gen_connection_closed(sc->req);
@@ -245,13 +277,17 @@ int http_start(srv *S, strata_err *err) {
         return strata_err_set(err, STRATA_EINVALID, "--host '%s' is not an IPv4 address", cfg->host);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_EPOLL |
                      MHD_USE_ERROR_LOG;
+    /* MHD's own limit leaves room for the reserve that keeps /health answering when
+     * --max-connections are taken (http_guard.c refuses the rest there) */
     S->mhd = MHD_start_daemon(
         flags, (uint16_t)cfg->port, NULL, NULL, http_access, S, MHD_OPTION_SOCK_ADDR, &addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout,
-        MHD_OPTION_NOTIFY_COMPLETED, http_completed, S, MHD_OPTION_EXTERNAL_LOGGER, http_log, S,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_LISTENING_ADDRESS_REUSE,
-        1u, MHD_OPTION_END);
+        (unsigned)(cfg->max_connections + SRV_RESERVE_CONNS), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout,
+        MHD_OPTION_NOTIFY_COMPLETED, http_completed, S, MHD_OPTION_NOTIFY_CONNECTION,
+        guard_on_connection, S, MHD_OPTION_URI_LOG_CALLBACK, guard_on_request_line, S,
+        MHD_OPTION_EXTERNAL_LOGGER, http_log, S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+        MHD_OPTION_END);
     if (!S->mhd)
         return strata_err_set(err, STRATA_EIO, "cannot listen on %s:%lld (in use, or no permission)",
                               cfg->host, cfg->port);

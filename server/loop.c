@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "server/server_internal.h"
 
@@ -36,8 +37,7 @@ void loop_post(srv *S, srv_req *r, unsigned bits) {
 
 static void loop_handle_closed(uv_handle_t *h) { gen_req_unref(h->data); }
 
-/* Fails a request that never reached the engine: its connection gets the error. */
-static void loop_fail(srv *S, srv_req *r, int status, const char *type, const char *msg) {
+void loop_fail(srv *S, srv_req *r, int status, const char *type, const char *msg) {
     pthread_mutex_lock(&r->mu);
     r->phase = REQ_FAILED;
     openai_error_set(&r->err, status, type, NULL, NULL, "%s", msg);
@@ -57,7 +57,6 @@ static void loop_unlink_waiting(srv *S, srv_req *r) {
     atomic_fetch_sub(&S->n_waiting, 1);
 }
 
-static void loop_check_drained(srv *S);
 static void loop_on_drain_timeout(uv_timer_t *t);
 
 static void loop_untrack(srv *S, srv_req *r) {
@@ -114,7 +113,7 @@ static void loop_record(srv *S, srv_req *r) {
 }
 
 /* Moves waiting requests to the engine while it has slots for all their choices. */
-static void loop_admit(srv *S) {
+void loop_admit(srv *S) {
     while (S->wait_head && S->eng && engine_free_slots(S->eng) >= S->wait_head->n_choices) {
         srv_req *r = S->wait_head;
         loop_unlink_waiting(S, r);
@@ -179,9 +178,26 @@ static void loop_on_keepalive(uv_timer_t *t) {
     uv_timer_start(t, loop_on_keepalive, (uint64_t)(next * 1000.0 + 0.999), 0);
 }
 
+/* The client's socket reported its peer's FIN, or an error. A FIN alone does not
+ * tell a client that went away from one that half-closed after sending its request
+ * (RFC 9112 lets it, and it still reads the answer), so the first one is probed:
+ * an HTTP/1.1 client must skip an interim 100 response, and the kernel of a client
+ * that closed answers the write with a reset, which the poll then reports. Without
+ * a probe (HTTP/1.0, or a response already under way) only an error counts, and a
+ * closed client is noticed when the answer is written. */
 static void loop_on_hangup(uv_poll_t *p, int status, int events) {
     srv_req *r = p->data;
-    (void)status, (void)events;
+    if (!r->probed && status == 0 && (events & UV_DISCONNECT)) {
+        static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        r->probed = 1;
+        pthread_mutex_lock(&r->mu);
+        /* under r->mu: no response can be queued while the probe is written */
+        if (r->http11 && !r->answered && r->conn)
+            (void)!send(r->sock, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        pthread_mutex_unlock(&r->mu);
+        /* from now on only an error or a hangup wakes the poll (a FIN stays readable) */
+        if (!uv_poll_start(p, UV_PRIORITIZED, loop_on_hangup)) return;
+    }
     pthread_mutex_lock(&r->mu);
     r->gone = 1;
     gen_req_resume_locked(r); /* MHD then notices the closed socket and completes it */
@@ -189,7 +205,7 @@ static void loop_on_hangup(uv_poll_t *p, int status, int events) {
     loop_cancel(r->S, r);
 }
 
-static void loop_on_new(srv *S, srv_req *r) {
+void loop_on_new(srv *S, srv_req *r) {
     pthread_mutex_lock(&r->mu);
     int gone = r->gone;
     pthread_mutex_unlock(&r->mu);
@@ -253,8 +269,9 @@ static void loop_stop_now(srv *S) {
 
 /* Drained: no request is tracked. Wait for the last connections to finish writing
  * (live_reqs reaches 0, signalled through the async) or a short grace, then stop. */
-static void loop_check_drained(srv *S) {
-    if (!S->draining || S->n_tracked) return;
+void loop_check_drained(srv *S) {
+    /* a request still being prepared gets its answer (a 503) before we stop */
+    if (!S->draining || S->n_tracked || S->prep_running || S->prep_head) return;
     if (!S->stopping) {
         S->stopping = 1;
         uv_timer_stop(&S->drain_timer);
@@ -326,7 +343,7 @@ static void loop_on_async(uv_async_t *a) {
         r->in_inbox = 0;
         r->inbox_next = NULL;
         pthread_mutex_unlock(&S->inbox_mu);
-        if ((bits & SRV_IN_NEW) && !r->tracked) loop_on_new(S, r);
+        if (bits & SRV_IN_PREPARE) prep_submit(S, r);
         if ((bits & SRV_IN_DONE) && r->tracked) {
             loop_record(S, r);
             loop_untrack(S, r);

@@ -131,6 +131,12 @@ int metrics_render(metrics *m, const metrics_gauges *g, sbuf *o) {
                         "Number of requests in model execution batches.", g->running);
     rc |= metrics_gauge(o, md, "num_requests_waiting", "gauge",
                         "Number of requests waiting to be processed.", g->waiting);
+    rc |= metrics_gauge(o, md, "num_requests_preparing", "gauge",
+                        "Requests being parsed, rendered and tokenized, or waiting for it.", g->preparing);
+    rc |= metrics_gauge(o, md, "http_connections", "gauge", "Open HTTP connections.", g->connections);
+    rc |= metrics_gauge(o, md, "http_header_timeouts_total", "counter",
+                        "Connections closed because a request was not received in time.",
+                        (double)g->head_timeouts);
     rc |= metrics_gauge(o, md, "kv_cache_usage_perc", "gauge",
                         "KV-cache and state usage. 1 means 100 percent usage.", g->kv_usage);
     rc |= metrics_gauge(o, md, "server_ready", "gauge",

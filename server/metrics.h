@@ -40,6 +40,9 @@ typedef struct metrics_gauges {
     int64_t prompt_tokens;   /* prompt tokens processed since start */
     int64_t generation_tokens;
     int ready;               /* 1 when the model is loaded and not draining */
+    int preparing;           /* requests being parsed / tokenized, or waiting for that */
+    int connections;         /* open HTTP connections */
+    int64_t head_timeouts;   /* connections cut by --header-timeout since start */
 } metrics_gauges;
 
 /* model_name labels every series. Caller frees with metrics_destroy. */

@@ -137,9 +137,12 @@ static int parse_messages(openai_request *r, json_t *v, openai_error *e) {
     static const char *roles[] = {"system", "user", "assistant", "tool", "developer", "function"};
     if (!json_is_array(v) || !json_array_size(v))
         return BAD(e, "messages", "'messages' must be a non-empty list of message objects");
+    if (json_array_size(v) > OPENAI_MAX_MESSAGES)
+        return BAD(e, "messages", "'messages' holds at most %d messages, got %zu", OPENAI_MAX_MESSAGES,
+                   json_array_size(v));
     if (!(r->messages = json_array()))
         return openai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    size_t i;
+    size_t i, n_parts = 0;
     json_t *m;
     json_array_foreach(v, i, m) {
         if (!json_is_object(m)) return BAD(e, "messages", "messages[%zu] must be an object", i);
@@ -159,6 +162,9 @@ static int parse_messages(openai_request *r, json_t *v, openai_error *e) {
             /* list of parts: text parts only */
             size_t j, total = 0;
             json_t *part;
+            if ((n_parts += json_array_size(c)) > OPENAI_MAX_PARTS)
+                return BAD(e, "messages", "the messages hold at most %d content parts together",
+                           OPENAI_MAX_PARTS);
             json_array_foreach(c, j, part) {
                 json_t *t = json_object_get(part, "type"), *s = json_object_get(part, "text");
                 if (!json_is_object(part) || !json_is_string(t))
@@ -247,44 +253,11 @@ static int parse_logit_bias(openai_request *r, json_t *root, const openai_limits
     return 0;
 }
 
-/* Fields that change the output in ways we cannot honour: refuse rather than ignore. */
-static int parse_unsupported(json_t *root, int kind, openai_error *e) {
-    json_t *v;
-    if ((v = json_object_get(root, "suffix")) && !json_is_null(v) &&
-        !(json_is_string(v) && !json_string_length(v)))
-        return BAD(e, "suffix", "'suffix' is not supported");
-    if ((v = json_object_get(root, "response_format")) && !json_is_null(v)) {
-        json_t *t = json_object_get(v, "type");
-        if (!json_is_object(v) || !json_is_string(t))
-            return BAD(e, "response_format", "'response_format' must be an object with a type");
-        if (strcmp(json_string_value(t), "text"))
-            return BAD(e, "response_format", "response_format type '%.40s' is not supported (text only)",
-                       json_string_value(t));
-    }
-    if ((v = json_object_get(root, "tool_choice")) && !json_is_null(v) &&
-        !(json_is_string(v) && (!strcmp(json_string_value(v), "none") ||
-                                !strcmp(json_string_value(v), "auto"))))
-        return BAD(e, "tool_choice", "'tool_choice' may only be \"none\" or \"auto\"");
-    if ((v = json_object_get(root, "tools")) && !json_is_null(v) && !json_is_array(v))
-        return BAD(e, "tools", "'tools' must be a list");
-    if (kind == OPENAI_COMPLETION && (v = json_object_get(root, "best_of")) && !json_is_null(v)) {
-        json_t *n = json_object_get(root, "n");
-        long long nn = json_is_integer(n) ? json_integer_value(n) : 1;
-        if (!json_is_integer(v) || json_integer_value(v) != nn)
-            return BAD(e, "best_of", "'best_of' other than n is not supported");
-    }
-    if ((v = json_object_get(root, "user")) && !json_is_null(v) && !json_is_string(v))
-        return BAD(e, "user", "'user' must be a string");
-    if ((v = json_object_get(root, "model")) && !json_is_null(v) && !json_is_string(v))
-        return BAD(e, "model", "'model' must be a string");
-    return 0;
-}
-
 static int parse_body(openai_request *r, json_t *root, const openai_limits *lim, openai_error *e) {
     long long ll;
     int rc, b;
     json_t *v;
-    if ((rc = parse_unsupported(root, r->kind, e))) return rc;
+    if ((rc = openai_refuse_fields(root, r->kind, e))) return rc;
     if ((v = json_object_get(root, "model")) && json_is_string(v)) r->model = json_string_value(v);
     if (r->kind == OPENAI_COMPLETION) {
         if ((rc = parse_prompt(r, json_object_get(root, "prompt"), lim, e))) return rc;
@@ -343,8 +316,14 @@ static int parse_body(openai_request *r, json_t *root, const openai_limits *lim,
         r->seed = (uint64_t)json_integer_value(v);
     }
     ll = 1;
-    if ((rc = get_int(root, "n", 1, lim->max_n > 0 ? lim->max_n : 1, &ll, e))) return rc;
+    int max_n = lim->max_n > 0 ? lim->max_n : 1;
+    if ((rc = get_int(root, "n", 1, max_n, &ll, e))) return rc;
     r->n = (int)ll;
+    /* every choice is a sequence slot: more than the slots could never be admitted */
+    if (r->kind == OPENAI_COMPLETION && (long long)r->n_prompts * r->n > max_n)
+        return BAD(e, r->n > 1 ? "n" : "prompt",
+                   "%d prompts x n=%d = %lld choices exceed the %d sequences this server runs at "
+                   "once (--max-seqs)", r->n_prompts, r->n, (long long)r->n_prompts * r->n, max_n);
     if ((rc = parse_stop(r, root, e))) return rc;
     if ((v = json_object_get(root, "stop_token_ids")) && !json_is_null(v)) {
         if (!json_is_array(v) || json_array_size(v) > OPENAI_MAX_STOP)

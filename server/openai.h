@@ -6,9 +6,11 @@
  * the model (token counts against the context) the server checks after tokenizing.
  * Semantics follow the OpenAI API with the usual vLLM extensions (top_k, min_p,
  * repetition_penalty, ignore_eos, stop_token_ids, skip_special_tokens,
- * chat_template_kwargs, add_generation_prompt, continue_final_message). Unknown
- * fields are ignored; known fields with a wrong type or range are a 400 naming the
- * param. Thread: any (no shared state). */
+ * chat_template_kwargs, add_generation_prompt, continue_final_message). Fields
+ * that would change the output in ways we do not honour (structured outputs, beam
+ * search, samplers we lack) are a 400 naming the field (openai_refuse.c); other
+ * unknown fields are ignored; known fields with a wrong type or range are a 400
+ * naming the param. Thread: any (no shared state). */
 #ifndef STRATA_OPENAI_H
 #define STRATA_OPENAI_H
 
@@ -23,6 +25,11 @@ enum { OPENAI_COMPLETION, OPENAI_CHAT };
 #define OPENAI_MAX_STOP 16
 #define OPENAI_MAX_TOP_LOGPROBS 20
 #define OPENAI_MAX_LOGIT_BIAS 1024
+/* A chat body holds at most this many messages and content parts (all messages
+ * together): each costs a few hundred bytes of JSON objects while a request is
+ * prepared, so the caps bound a request's memory by more than its byte size. */
+#define OPENAI_MAX_MESSAGES 16384
+#define OPENAI_MAX_PARTS 16384
 
 /* An error as the API returns it. */
 typedef struct openai_error {
@@ -51,7 +58,7 @@ typedef struct openai_prompt {
 
 typedef struct openai_limits {
     int vocab;      /* token ids must be < vocab (0 = unchecked) */
-    int max_n;      /* largest n (the number of slots) */
+    int max_n;      /* most choices per request, prompts x n (the number of slots) */
 } openai_limits;
 
 typedef struct openai_request {
@@ -97,6 +104,9 @@ typedef struct openai_request {
 int openai_request_parse(openai_request *r, int kind, const char *body, size_t len,
                       const openai_limits *lim, openai_error *e);
 void openai_request_free(openai_request *r);
+
+/* The refused fields of root (openai_refuse.c): 0, or a 400 naming the first. */
+int openai_refuse_fields(json_t *root, int kind, openai_error *e);
 
 /* Parses body into a JSON object, with the API's error for invalid JSON. Caller
  * decrefs *out. */

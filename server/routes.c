@@ -43,6 +43,11 @@ enum MHD_Result route_metrics(srv *S, struct MHD_Connection *c) {
     metrics_gauges g = {0};
     g.waiting = atomic_load(&S->n_waiting);
     g.ready = atomic_load(&S->state) == SRV_READY;
+    g.preparing = atomic_load(&S->n_preparing);
+    g.head_timeouts = atomic_load(&S->n_head_timeouts);
+    pthread_mutex_lock(&S->guard_mu);
+    g.connections = S->n_conns;
+    pthread_mutex_unlock(&S->guard_mu);
     if (atomic_load(&S->state) != SRV_LOADING && S->eng) {
         engine_stats st;
         engine_get_stats(S->eng, &st);
@@ -93,116 +98,124 @@ int route_render_chat(srv *S, const openai_request *r, char **out, openai_error 
     return 0;
 }
 
-enum MHD_Result route_tokenize(srv *S, struct MHD_Connection *c, const char *body, size_t len) {
-    openai_error e;
-    json_t *root = NULL;
+int route_tokenize_json(srv *S, const char *body, size_t len, json_t **answer, openai_error *e) {
+    json_t *root = NULL, *out = NULL;
     openai_request r;
     char *text = NULL;
     int32_t *ids = NULL;
     size_t n = 0;
-    int has_r = 0;
+    int has_r = 0, rc = -1;
     strata_err err = {0};
     memset(&r, 0, sizeof r);
-    if (openai_parse_json(&root, body, len, &e)) goto fail;
+    if (openai_parse_json(&root, body, len, e)) goto done;
     if (!S->tok) {
-        openai_error_set(&e, 400, "invalid_request_error", NULL, NULL, "This model has no tokenizer");
-        goto fail;
+        openai_error_set(e, 400, "invalid_request_error", NULL, NULL, "This model has no tokenizer");
+        goto done;
     }
     json_t *v = json_object_get(root, "add_special_tokens"), *strs = json_object_get(root, "return_token_strs");
     if ((v && !json_is_boolean(v)) || (strs && !json_is_boolean(strs) && !json_is_null(strs))) {
-        openai_error_set(&e, 400, "invalid_request_error", v && !json_is_boolean(v) ? "add_special_tokens" : "return_token_strs",
-                      NULL, "must be a boolean");
-        goto fail;
+        openai_error_set(e, 400, "invalid_request_error",
+                         v && !json_is_boolean(v) ? "add_special_tokens" : "return_token_strs", NULL,
+                         "must be a boolean");
+        goto done;
     }
     if (json_object_get(root, "messages")) {
         if (!S->tmpl) {
-            openai_error_set(&e, 400, "invalid_request_error", "messages", NULL, "This model has no chat template");
-            goto fail;
+            openai_error_set(e, 400, "invalid_request_error", "messages", NULL, "This model has no chat template");
+            goto done;
         }
-        if (openai_request_parse(&r, OPENAI_CHAT, body, len, &(openai_limits){S->vocab, S->max_seqs}, &e)) goto fail;
+        if (openai_request_parse(&r, OPENAI_CHAT, body, len, &(openai_limits){S->vocab, S->max_seqs}, e)) goto done;
         has_r = 1;
-        if (route_render_chat(S, &r, &text, &e)) goto fail;
+        if (route_render_chat(S, &r, &text, e)) goto done;
         if (tok_encode(S->tok, text, strlen(text), v && json_is_true(v), &ids, &n, &err)) goto tok_fail;
     } else {
         json_t *p = json_object_get(root, "prompt");
         if (!json_is_string(p)) {
-            openai_error_set(&e, 400, "invalid_request_error", "prompt", NULL,
-                          "'prompt' (a string) or 'messages' is required");
-            goto fail;
+            openai_error_set(e, 400, "invalid_request_error", "prompt", NULL,
+                             "'prompt' (a string) or 'messages' is required");
+            goto done;
         }
         if (tok_encode(S->tok, json_string_value(p), json_string_length(p), !v || json_is_true(v), &ids, &n, &err))
             goto tok_fail;
     }
-    json_t *arr = json_array(), *out = json_pack("{s:i, s:i}", "count", (int)n, "max_model_len", S->ctx);
-    for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
-    json_object_set_new(out, "tokens", arr);
+    json_t *arr = json_array();
+    out = json_pack("{s:i, s:i}", "count", (int)n, "max_model_len", S->ctx);
+    if (!arr || !out || json_object_set_new(out, "tokens", arr)) goto nomem;
+    for (size_t i = 0; i < n; i++)
+        if (json_array_append_new(arr, json_integer(ids[i]))) goto nomem;
     if (json_is_true(strs)) {
         json_t *ts = json_array();
+        if (!ts || json_object_set_new(out, "token_strs", ts)) goto nomem;
         for (size_t i = 0; i < n; i++) {
             const char *piece = tok_id_to_piece(S->tok, ids[i]);
             json_t *s = piece ? json_string(piece) : NULL;
-            json_array_append_new(ts, s ? s : json_string(""));
+            if (json_array_append_new(ts, s ? s : json_string(""))) goto nomem;
         }
-        json_object_set_new(out, "token_strs", ts);
     }
-    free(ids);
-    free(text);
-    json_decref(root);
-    if (has_r) openai_request_free(&r);
-    return http_respond_json(c, 200, out);
+    *answer = out;
+    out = NULL;
+    rc = 0;
+    goto done;
+nomem:
+    openai_error_set(e, 503, "server_error", NULL, NULL, "out of memory");
+    goto done;
 tok_fail:
-    openai_error_from_strata(&e, &err, NULL);
-fail:
+    openai_error_from_strata(e, &err, NULL);
+done:
+    json_decref(out);
     free(ids);
     free(text);
     json_decref(root);
     if (has_r) openai_request_free(&r);
-    return http_respond_error(c, &e);
+    return rc;
 }
 
-enum MHD_Result route_detokenize(srv *S, struct MHD_Connection *c, const char *body, size_t len) {
-    openai_error e;
+int route_detokenize_json(srv *S, const char *body, size_t len, json_t **answer, openai_error *e) {
     json_t *root = NULL;
     int32_t *ids = NULL;
     char *text = NULL;
     size_t tl = 0;
+    int rc = -1;
     strata_err err = {0};
-    if (openai_parse_json(&root, body, len, &e)) goto fail;
+    if (openai_parse_json(&root, body, len, e)) goto done;
     json_t *t = json_object_get(root, "tokens");
     if (!json_is_array(t)) {
-        openai_error_set(&e, 400, "invalid_request_error", "tokens", NULL, "'tokens' must be a list of token ids");
-        goto fail;
+        openai_error_set(e, 400, "invalid_request_error", "tokens", NULL, "'tokens' must be a list of token ids");
+        goto done;
     }
     size_t n = json_array_size(t);
     if (!(ids = malloc((n ? n : 1) * sizeof *ids))) {
-        openai_error_set(&e, 503, "server_error", NULL, NULL, "out of memory");
-        goto fail;
+        openai_error_set(e, 503, "server_error", NULL, NULL, "out of memory");
+        goto done;
     }
     int limit = S->tok ? tok_vocab_size(S->tok) : S->vocab;
     for (size_t i = 0; i < n; i++) {
         json_t *x = json_array_get(t, i);
         if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= limit) {
-            openai_error_set(&e, 400, "invalid_request_error", "tokens", NULL,
-                          "'tokens' must hold integers in [0, %d)", limit);
-            goto fail;
+            openai_error_set(e, 400, "invalid_request_error", "tokens", NULL,
+                             "'tokens' must hold integers in [0, %d)", limit);
+            goto done;
         }
         ids[i] = (int32_t)json_integer_value(x);
     }
     if (!S->tok) {
-        openai_error_set(&e, 400, "invalid_request_error", NULL, NULL, "This model has no tokenizer");
-        goto fail;
+        openai_error_set(e, 400, "invalid_request_error", NULL, NULL, "This model has no tokenizer");
+        goto done;
     }
     if (tok_decode(S->tok, ids, n, 0, &text, &tl, &err)) {
-        openai_error_from_strata(&e, &err, "tokens");
-        goto fail;
+        openai_error_from_strata(e, &err, "tokens");
+        goto done;
     }
     json_t *s = json_stringn(text, tl);
+    /* a decode that ends inside a UTF-8 sequence: the replacement character */
+    if (!(*answer = json_pack("{s:o}", "prompt", s ? s : json_string("\xef\xbf\xbd")))) {
+        openai_error_set(e, 503, "server_error", NULL, NULL, "out of memory");
+        goto done;
+    }
+    rc = 0;
+done:
     free(text);
     free(ids);
     json_decref(root);
-    return http_respond_json(c, 200, json_pack("{s:o}", "prompt", s ? s : json_string("\xef\xbf\xbd")));
-fail:
-    free(ids);
-    json_decref(root);
-    return http_respond_error(c, &e);
+    return rc;
 }

@@ -2,12 +2,16 @@
  * request and the functions that cross files. Not for use outside server/.
  *
  * Threads and what they own:
- *   - MHD worker threads: parse, validate, render the template, tokenize, create the
- *     engine sequences, then post the request to the loop and suspend the
- *     connection; later they format output (JSON or SSE) when resumed.
- *   - the loop thread (main): admission, the waiting queue, timeouts, disconnect
- *     watches, signals, draining. Everything under "loop thread" below is touched
- *     by it only.
+ *   - MHD worker threads: I/O only. They read the body, suspend the connection and
+ *     post the request to the loop; later they format output (JSON or SSE) when
+ *     resumed. Nothing proportional to the body's size runs on them, so /health
+ *     answers while large requests are being prepared.
+ *   - the preparation workers (libuv's thread pool, at most --prepare-threads at
+ *     once, prep.c): parse, validate, render the template, tokenize, create the
+ *     engine sequences (gen_build.c), or answer /tokenize and /detokenize.
+ *   - the loop thread (main): the preparation queue, admission, the waiting queue,
+ *     timeouts, disconnect watches, the header deadline sweep, signals, draining.
+ *     Everything under "loop thread" below is touched by it only.
  *   - the engine step thread: appends output to sequences and calls gen_wake, which
  *     resumes the connection.
  * A request's mutable shared state is under its mu; the lock order is req->mu, then
@@ -33,11 +37,27 @@
 
 enum { SRV_LOADING, SRV_READY, SRV_DRAINING, SRV_FAILED };
 
+/* `strata serve` exit statuses (README "Running it in production") */
+enum {
+    SERVE_EXIT_OK = 0,       /* drained after SIGTERM / SIGINT */
+    SERVE_EXIT_INTERNAL = 1, /* out of memory, a library failed: worth a restart */
+    SERVE_EXIT_CONFIG = 2,   /* a bad flag, value or config file: a restart cannot help */
+    SERVE_EXIT_LISTEN = 3,   /* the port is in use or not ours to take */
+    SERVE_EXIT_MODEL = 4,    /* the model did not load (missing, broken, no device, download) */
+};
+
+/* connections accepted beyond --max-connections for /health and /metrics only */
+#define SRV_RESERVE_CONNS 8
+
 /* inbox bits: what the loop thread has to do for a request */
-enum { SRV_IN_NEW = 1, SRV_IN_CANCEL = 2, SRV_IN_DONE = 4 };
+enum { SRV_IN_PREPARE = 1, SRV_IN_CANCEL = 2, SRV_IN_DONE = 4 };
+
+/* what a request asks for (the first two are OPENAI_COMPLETION / OPENAI_CHAT) */
+enum { SRV_JOB_COMPLETION = OPENAI_COMPLETION, SRV_JOB_CHAT = OPENAI_CHAT, SRV_JOB_TOKENIZE,
+       SRV_JOB_DETOKENIZE };
 
 /* request phases (under req->mu) */
-enum { REQ_PARSED, REQ_QUEUED, REQ_RUNNING, REQ_FINISHED, REQ_FAILED };
+enum { REQ_PREPARING, REQ_PARSED, REQ_ANSWERED, REQ_QUEUED, REQ_RUNNING, REQ_FINISHED, REQ_FAILED };
 
 typedef struct srv srv;
 typedef struct srv_req srv_req;
@@ -64,6 +84,10 @@ struct srv_req {
     pthread_mutex_t mu;
     struct MHD_Connection *conn; /* NULL once MHD completed the request */
     int sock;                    /* dup of the client socket, watched for hangups; -1 */
+    int job;                     /* SRV_JOB_* */
+    int http11;                  /* the client speaks HTTP/1.1 (may get a 1xx) */
+    sbuf body;                   /* the request body, until prepared */
+    json_t *answer;              /* REQ_ANSWERED: the 200 body (tokenize, detokenize) */
     openai_request oai;
     char id[48];
     long long created;
@@ -77,8 +101,9 @@ struct srv_req {
     int phase;
     int suspended;               /* the connection is suspended by us */
     int detached;                /* refs reached 0: sequences released */
-    int response_queued;
-    openai_error err;               /* phase REQ_FAILED */
+    int response_queued;         /* stream: the SSE response is queued */
+    int answered;                /* a response is queued: only MHD writes the socket */
+    openai_error err;            /* phase REQ_FAILED */
     int gone;                    /* the client went away */
     int timed_out, shutdown;     /* why sequences were cancelled */
     int n_finished;
@@ -95,6 +120,9 @@ struct srv_req {
     srv_req *inbox_next;
 
     /* loop thread */
+    uv_work_t work;              /* preparation (prep.c) */
+    srv_req *prep_next;          /* the preparation queue */
+    int probed;                  /* the peer half-closed: probed with a 100 Continue */
     int tracked, waiting, handles;
     srv_req *wait_prev, *wait_next;
     srv_req *trk_prev, *trk_next;
@@ -145,7 +173,24 @@ struct srv {
     atomic_int stopping;         /* 1: drained, waiting for connections; 2: stopped */
     pthread_t loader;
     int loader_started;
+
+    /* preparation (loop thread) */
+    srv_req *prep_head, *prep_tail; /* bodies waiting for a worker */
+    int prep_queued, prep_running;
+    atomic_int n_preparing;      /* both, for /metrics (any thread reads it) */
+
+    /* the connection guard (http_guard.c), under guard_mu */
+    pthread_mutex_t guard_mu;
+    struct guard_conn *guard_head;
+    int n_conns;
+    uv_timer_t guard_timer;      /* loop thread: the deadline sweep */
+    atomic_llong n_head_timeouts;
 };
+
+/* serve_load.c: the model, tokenizer, chat template and engine of S->cfg (loader
+ * thread; tests and the request fuzzer call it too). srv_unload frees what loaded. */
+int srv_load(srv *S, strata_err *err);
+void srv_unload(srv *S);
 
 /* http.c: response helpers (MHD threads) */
 enum MHD_Result http_respond_json(struct MHD_Connection *c, int status, json_t *body);
@@ -162,21 +207,61 @@ int http_sse_idle_locked(srv_req *r);
 enum MHD_Result route_health(srv *S, struct MHD_Connection *c);
 enum MHD_Result route_models(srv *S, struct MHD_Connection *c, const char *id);
 enum MHD_Result route_metrics(srv *S, struct MHD_Connection *c);
-enum MHD_Result route_tokenize(srv *S, struct MHD_Connection *c, const char *body, size_t len);
-enum MHD_Result route_detokenize(srv *S, struct MHD_Connection *c, const char *body, size_t len);
 enum MHD_Result route_openapi(srv *S, struct MHD_Connection *c);
 /* Renders a chat request's messages with the template; *out malloc'ed. */
 int route_render_chat(srv *S, const openai_request *r, char **out, openai_error *e);
 
-/* gen.c: generation requests */
-enum MHD_Result gen_start(srv *S, struct MHD_Connection *c, int kind, const char *body,
-                          size_t len, srv_req **out);
+/* Renders the /tokenize and /detokenize answers (preparation workers): 0 and the
+ * 200 body in *out, or -1 with e. */
+int route_tokenize_json(srv *S, const char *body, size_t len, json_t **out, openai_error *e);
+int route_detokenize_json(srv *S, const char *body, size_t len, json_t **out, openai_error *e);
+
+/* gen.c: a request's life: created on an MHD thread with the body it came with,
+ * prepared on a worker, admitted by the loop, answered on an MHD thread */
+srv_req *gen_req_new(srv *S, int job);
+/* Takes the body (moved out of *body), suspends c and posts the request to the loop
+ * for preparation. *out is the connection's reference. MHD thread. */
+enum MHD_Result gen_start(srv *S, struct MHD_Connection *c, int job, sbuf *body, int http11,
+                          srv_req **out);
 enum MHD_Result gen_resume(srv_req *r, struct MHD_Connection *c);
 void gen_connection_closed(srv_req *r);
 void gen_req_ref(srv_req *r);
 void gen_req_unref(srv_req *r);
+/* The memory count: one per live engine sequence besides the holders' one. */
+void gen_req_mem_unref(srv_req *r);
 /* Resumes r's connection if we suspended it. Caller holds r->mu. Any thread. */
 void gen_req_resume_locked(srv_req *r);
+/* Every choice's sequence has finished. */
+int gen_all_finished(srv_req *r);
+
+/* gen_build.c: r->body to engine sequences (parse, model check, template, tokenize,
+ * context check, one sequence per choice). 0, or -1 with e filled; either way r is
+ * in a state gen_req_unref frees. Any thread but MHD's (it is the heavy part). */
+int gen_build(srv *S, srv_req *r, openai_error *e);
+
+/* prep.c: the bounded preparation queue (loop thread) */
+void prep_submit(srv *S, srv_req *r);
+/* After the loop stopped: fails what waits and runs the loop until the running
+ * preparations are back, so nothing touches the engine after it is destroyed. */
+void prep_shutdown(srv *S);
+
+/* http_guard.c: deadlines and limits per connection (MHD threads, sweep on the loop) */
+typedef struct guard_conn guard_conn;
+void guard_init(srv *S);
+void guard_deinit(srv *S);
+void guard_on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                         enum MHD_ConnectionNotificationCode code);
+void *guard_on_request_line(void *cls, const char *uri, struct MHD_Connection *c);
+/* The request is fully read, or answered early: its head deadline is off. */
+void guard_request_received(srv *S, struct MHD_Connection *c);
+/* The response went out: the connection idles until its next request line. */
+void guard_request_done(srv *S, struct MHD_Connection *c);
+/* The connection was accepted beyond --max-connections: /health and /metrics only. */
+int guard_is_reserve(struct MHD_Connection *c);
+/* The header checks RFC 9112 asks of a server: 0, or a 400 message in msg. */
+int guard_check_framing(struct MHD_Connection *c, char *msg, size_t len);
+/* Loop thread: starts the sweep timer. */
+int guard_start(srv *S, strata_err *err);
 
 /* gen_format.c: OpenAI JSON of outputs (MHD threads, req->mu held) */
 int gen_format_stream(srv_req *r, int *all_done);
@@ -185,6 +270,13 @@ void gen_take_all(srv_req *r);
 
 /* loop.c: the loop thread */
 int loop_init(srv *S, strata_err *err);
+/* A prepared request enters admission (the waiting queue, or a 429 / 503). */
+void loop_on_new(srv *S, srv_req *r);
+/* Moves waiting requests to the engine while it has slots for all their choices. */
+void loop_admit(srv *S);
+/* Fails a request that never reached the engine: its connection gets the error. */
+void loop_fail(srv *S, srv_req *r, int status, const char *type, const char *msg);
+void loop_check_drained(srv *S);
 void loop_post(srv *S, srv_req *r, unsigned bits); /* any thread */
 void loop_run(srv *S);
 /* After the loop stopped and MHD and the engine are gone: drops what the loop still

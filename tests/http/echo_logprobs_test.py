@@ -180,7 +180,10 @@ def test_max_tokens_zero(refs):
     # without echo there is nothing to return: refused, as vLLM
     check_error(*post_json(CMPL, {"prompt": text, "max_tokens": 0}), 400, "max_tokens")
     check_error(*post_json("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
-                                                    "max_tokens": 0, "echo": True}), 400, "max_tokens")
+                                                    "max_tokens": 0}), 400, "max_tokens")
+    # chat has no echo here: refused rather than ignored
+    check_error(*post_json("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                                                    "max_tokens": 0, "echo": True}), 400, "echo")
 
 
 def test_several_prompts_and_n(refs):
@@ -215,11 +218,12 @@ def test_several_prompts_and_n(refs):
 def test_echo_without_logprobs_and_chat():
     s, b = post_json(CMPL, {"prompt": PROMPTS[0], "max_tokens": 3, "echo": True, "temperature": 0})
     assert b["choices"][0]["text"].startswith(PROMPTS[0]) and b["choices"][0]["logprobs"] is None, b
-    # chat has no echo: the field is ignored and logprobs cover the reply only
-    s, b = post_json("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}],
-                                              "max_tokens": 3, "echo": True, "logprobs": True,
-                                              "temperature": 0, "ignore_eos": True,
-                                              "chat_template_kwargs": {"enable_thinking": False}})
+    # chat has no echo here (vLLM's would prepend the last message): true is refused,
+    # false is what a client sends meaning "off", and logprobs cover the reply only
+    chat = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, "logprobs": True,
+            "temperature": 0, "ignore_eos": True, "chat_template_kwargs": {"enable_thinking": False}}
+    check_error(*post_json("/v1/chat/completions", dict(chat, echo=True)), 400, "echo")
+    s, b = post_json("/v1/chat/completions", dict(chat, echo=False))
     assert s == 200 and len(b["choices"][0]["logprobs"]["content"]) == 3, b
 
 

@@ -1,0 +1,162 @@
+/* prep.c - the preparation queue: request bodies to engine sequences (or to the
+ * /tokenize answers) on libuv's worker threads, at most --prepare-threads at once.
+ *
+ * Parsing a 4 MiB body, rendering a long conversation through the chat template and
+ * tokenizing the result take seconds of CPU; on the HTTP threads that stalled
+ * /health past the readiness probe's timeout. Here they run on workers whose nice
+ * value is raised, so neither the HTTP threads nor the engine's step thread wait
+ * behind them. Bodies beyond the running ones wait in a FIFO of at most --max-queue
+ * entries (429 past it). After a large body the worker hands free heap pages back
+ * to the system (malloc_trim), since glibc keeps a thread's arena at its peak.
+ * Thread: the loop thread, except prep_work. */
+#include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "server/server_internal.h"
+
+/* bodies from this size up are followed by a malloc_trim */
+#define PREP_TRIM_BYTES (256u * 1024)
+/* how much nicer than the rest of the process a worker runs */
+#define PREP_NICE 5
+
+static void prep_lower_priority(void) {
+    static _Thread_local int done;
+    if (done) return;
+    done = 1;
+    /* on Linux the nice value is per thread: this worker only */
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    errno = 0;
+    int cur = getpriority(PRIO_PROCESS, (id_t)tid);
+    if (!errno) setpriority(PRIO_PROCESS, (id_t)tid, cur + PREP_NICE);
+}
+
+/* Worker thread. */
+static void prep_work(uv_work_t *w) {
+    srv_req *r = w->data;
+    srv *S = r->S;
+    openai_error e;
+    json_t *answer = NULL;
+    int rc;
+    size_t body_len = r->body.len;
+    memset(&e, 0, sizeof e);
+    prep_lower_priority();
+    pthread_mutex_lock(&r->mu);
+    int gone = r->gone;
+    pthread_mutex_unlock(&r->mu);
+    if (gone) {
+        rc = -1; /* nobody to answer: skip the work */
+        openai_error_set(&e, 499, "cancelled", NULL, NULL, "the client went away");
+    } else if (r->job == SRV_JOB_TOKENIZE) {
+        rc = route_tokenize_json(S, r->body.p ? r->body.p : "", r->body.len, &answer, &e);
+    } else if (r->job == SRV_JOB_DETOKENIZE) {
+        rc = route_detokenize_json(S, r->body.p ? r->body.p : "", r->body.len, &answer, &e);
+    } else {
+        rc = gen_build(S, r, &e);
+    }
+    sbuf_free(&r->body);
+    pthread_mutex_lock(&r->mu);
+    if (rc) {
+        r->phase = REQ_FAILED;
+        r->err = e;
+    } else {
+        r->phase = answer ? REQ_ANSWERED : REQ_PARSED;
+        r->answer = answer;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (body_len >= PREP_TRIM_BYTES) malloc_trim(0);
+}
+
+static void prep_start(srv *S, srv_req *r);
+
+/* Drops the worker's reference: r is no longer in preparation. */
+static void prep_done(srv *S, srv_req *r) {
+    atomic_fetch_sub(&S->n_preparing, 1);
+    gen_req_unref(r);
+}
+
+static void prep_start_next(srv *S) {
+    while (S->prep_head && S->prep_running < S->cfg->prepare_threads) {
+        srv_req *r = S->prep_head;
+        if (!(S->prep_head = r->prep_next)) S->prep_tail = NULL;
+        r->prep_next = NULL;
+        S->prep_queued--;
+        prep_start(S, r);
+    }
+}
+
+/* Loop thread: a worker finished r (or it was cancelled before it started). */
+static void prep_after(uv_work_t *w, int status) {
+    srv_req *r = w->data;
+    srv *S = r->S;
+    S->prep_running--;
+    pthread_mutex_lock(&r->mu);
+    if (status == UV_ECANCELED && r->phase == REQ_PREPARING) {
+        r->phase = REQ_FAILED;
+        openai_error_set(&r->err, 503, "unavailable_error", NULL, NULL, "The server is shutting down");
+    }
+    int phase = r->phase, status_code = r->err.status, job = r->job;
+    if (phase != REQ_PARSED) gen_req_resume_locked(r); /* the error, or the answer */
+    pthread_mutex_unlock(&r->mu);
+    if (phase == REQ_FAILED && job <= SRV_JOB_CHAT) metrics_count_rejected(S->met, status_code);
+    if (phase == REQ_PARSED) {
+        loop_on_new(S, r);
+        if (!S->draining || !S->stopping) loop_admit(S);
+    }
+    prep_done(S, r);
+    if (!S->stopping) prep_start_next(S);
+    loop_check_drained(S);
+}
+
+static void prep_start(srv *S, srv_req *r) {
+    r->work.data = r;
+    S->prep_running++;
+    if (uv_queue_work(&S->loop, &r->work, prep_work, prep_after)) {
+        S->prep_running--;
+        loop_fail(S, r, 503, "server_error", "cannot start the request's preparation");
+        prep_done(S, r);
+    }
+}
+
+void prep_submit(srv *S, srv_req *r) {
+    gen_req_ref(r); /* the worker's reference, dropped in prep_after */
+    atomic_fetch_add(&S->n_preparing, 1);
+    if (S->stopping) {
+        loop_fail(S, r, 503, "unavailable_error", "The server is shutting down");
+        prep_done(S, r);
+        return;
+    }
+    if (S->prep_running < S->cfg->prepare_threads) {
+        prep_start(S, r);
+        return;
+    }
+    if (S->prep_queued >= S->cfg->max_queue) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "The server is busy: %d requests wait to be prepared (--max-queue); "
+                 "retry later", S->prep_queued);
+        loop_fail(S, r, 429, "rate_limit_error", msg);
+        prep_done(S, r);
+        return;
+    }
+    r->prep_next = NULL;
+    if (S->prep_tail) S->prep_tail->prep_next = r;
+    else S->prep_head = r;
+    S->prep_tail = r;
+    S->prep_queued++;
+}
+
+void prep_shutdown(srv *S) {
+    while (S->prep_head) {
+        srv_req *r = S->prep_head;
+        S->prep_head = r->prep_next;
+        S->prep_queued--;
+        loop_fail(S, r, 503, "unavailable_error", "The server is shutting down");
+        prep_done(S, r);
+    }
+    S->prep_tail = NULL;
+    while (S->prep_running > 0) uv_run(&S->loop, UV_RUN_ONCE);
+}

@@ -1,0 +1,98 @@
+/* serve_load.c - what `strata serve` loads before it is ready: the model (a local
+ * directory, a hub id resolved into the Hugging Face cache, or a dummy preset), its
+ * backend, tokenizer, chat template and the engine. The loader thread runs it while
+ * /health answers 503; the request-building test and fuzzer run it directly. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/backend_select.h"
+#include "engine/hub.h"
+#include "server/server_internal.h"
+
+static int srv_is_dir(const char *p) {
+    struct stat st;
+    return p && !stat(p, &st) && S_ISDIR(st.st_mode);
+}
+
+static int srv_has_file(const char *dir, const char *name) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return !access(path, R_OK);
+}
+
+static void srv_on_slot_free(void *ud) {
+    srv *S = ud;
+    uv_async_send(&S->async);
+}
+
+static void srv_on_token_gap(void *ud, double s) { metrics_observe(((srv *)ud)->met, METRICS_ITL, s); }
+
+int srv_load(srv *S, strata_err *err) {
+    const config *cfg = S->cfg;
+    int dummy = cfg->load_format && !strcmp(cfg->load_format, "dummy");
+    int rc;
+    const char *path = cfg->model;
+    if (!dummy && !srv_is_dir(path)) {
+        /* a hub id: resolve into the Hugging Face cache (downloads when missing) */
+        hub_opts ho;
+        if ((rc = hub_opts_from_env(&ho, err))) return rc;
+        if ((rc = hub_resolve(&ho, path, cfg->revision, S->model_dir, sizeof S->model_dir, NULL,
+                              NULL, err)))
+            return rc;
+        path = S->model_dir;
+    } else {
+        snprintf(S->model_dir, sizeof S->model_dir, "%s", path);
+    }
+    if ((rc = backend_create(cfg->device, (int)cfg->threads, &S->b, err))) return rc;
+    model_opts mo = {.path = path,
+                     .load_dummy = dummy,
+                     .weight_dtype = DTYPE_COUNT,
+                     .max_seqs = (int)cfg->max_seqs,
+                     .ctx_size = (int)cfg->ctx_size,
+                     .max_tokens = (int)(cfg->max_seqs + cfg->prefill_chunk),
+                     .seed = (uint64_t)cfg->seed,
+                     .ple_on_device = cfg->ple_on_device};
+    if ((rc = model_open(&S->m, &mo, S->b, err))) return rc;
+    const model_info *mi = model_get_info(S->m);
+    const char *tdir = cfg->tokenizer ? cfg->tokenizer : dummy ? NULL : path;
+    if (tdir && (srv_has_file(tdir, "tokenizer.json") || srv_has_file(tdir, "tokenizer.model"))) {
+        if ((rc = tok_load(&S->tok, tdir, err))) return strata_err_wrap(err, "tokenizer: ");
+        rc = chat_template_load(&S->tmpl, tdir, err);
+        if (rc == STRATA_ENOTFOUND) {
+            fprintf(stderr, "strata: %s has no chat template; /v1/chat/completions is off\n", tdir);
+            rc = 0;
+        } else if (rc) {
+            return strata_err_wrap(err, "chat template: ");
+        }
+        S->has_think = tok_piece_to_id(S->tok, "<think>") >= 0 && tok_piece_to_id(S->tok, "</think>") >= 0;
+        S->im_end = tok_piece_to_id(S->tok, "<|im_end|>");
+    } else if (cfg->tokenizer) {
+        return strata_err_set(err, STRATA_ENOTFOUND, "--tokenizer %s: no tokenizer.json or tokenizer.model",
+                              cfg->tokenizer);
+    } else {
+        fprintf(stderr, "strata: no tokenizer; prompts must be token ids and text is [id]\n");
+    }
+    engine_opts eo = {.max_seqs = (int)cfg->max_seqs,
+                      .prefill_chunk = (int)cfg->prefill_chunk,
+                      .on_slot_free = srv_on_slot_free,
+                      .on_token_gap = srv_on_token_gap,
+                      .ud = S};
+    if ((rc = engine_create(&S->eng, S->m, S->tok, &eo, err))) return rc;
+    S->ctx = mi->ctx_size;
+    S->vocab = mi->vocab;
+    S->max_seqs = eo.max_seqs < mi->max_seqs ? eo.max_seqs : mi->max_seqs;
+    fprintf(stderr, "strata: %s ready (%s on %s, vocab %d, ctx %d, %d slots)\n", S->model_name,
+            mi->arch, backend_name(S->b), mi->vocab, mi->ctx_size, S->max_seqs);
+    return 0;
+}
+
+void srv_unload(srv *S) {
+    engine_destroy(S->eng);
+    chat_template_free(S->tmpl);
+    tok_free(S->tok);
+    model_close(S->m);
+    backend_destroy(S->b);
+    S->eng = NULL, S->tmpl = NULL, S->tok = NULL, S->m = NULL, S->b = NULL;
+}
