@@ -25,6 +25,9 @@ import threading
 import time
 import urllib.parse
 
+# tests/http/client.py (tools/soak.sh puts tests/http on PYTHONPATH)
+from client import dechunk
+
 
 class Stats:
     def __init__(self):
@@ -92,18 +95,6 @@ class Client:
 
 def status_of(resp):
     return int(resp.split(b" ", 2)[1]) if resp else 0
-
-
-def dechunk(payload):
-    out = b""
-    while payload:
-        size_s, _, rest = payload.partition(b"\r\n")
-        size = int(size_s, 16)
-        if size == 0:
-            break
-        out += rest[:size]
-        payload = rest[size + 2:]
-    return out
 
 
 def check_stream(resp, stats):

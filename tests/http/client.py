@@ -101,3 +101,16 @@ def stream_text(events, index=0, field="content"):
                 assert e["object"] == "text_completion", e
                 out.append(c["text"])
     return "".join(out)
+
+
+def dechunk(payload):
+    """The body of an HTTP/1.1 chunked transfer, from the bytes after the head."""
+    out = b""
+    while payload:
+        size_s, _, rest = payload.partition(b"\r\n")
+        size = int(size_s, 16)
+        if size == 0:
+            break
+        out += rest[:size]
+        payload = rest[size + 2:]
+    return out

@@ -16,6 +16,8 @@ import threading
 import time
 import urllib.parse
 
+from client import dechunk
+
 BASE = os.environ["BASE"]
 U = urllib.parse.urlparse(BASE)
 WORDS = "the quick brown fox jumps over lazy dog hello world 東京 café 🙂 answer".split()
@@ -61,16 +63,7 @@ def one_request(rng, stats):
         stats["429"] += 1
         return
     assert status == 200, head
-    # de-chunk the HTTP/1.1 body
-    out = b""
-    while payload:
-        size_s, _, rest = payload.partition(b"\r\n")
-        size = int(size_s, 16)
-        if size == 0:
-            break
-        out += rest[:size]
-        payload = rest[size + 2:]
-    text = out.decode("utf-8")
+    text = dechunk(payload).decode("utf-8")
     events = [e for e in text.split("\n\n") if e]
     assert events[-1] == "data: [DONE]", events[-3:]
     finish = None
