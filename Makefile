@@ -19,15 +19,18 @@ LDFLAGS += $(SAN)
 ISA_AVX2   = -mavx2 -mfma -mf16c
 ISA_AVX512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 
-MAIN_SRC  = server/main.c
-LIB_C     = $(filter-out $(MAIN_SRC),$(wildcard engine/*.c models/*.c kernels/cpu/*.c server/*.c config/*.c))
-LIB_CC    = $(wildcard engine/*.cc)
+MAIN_SRC  = server/cli/main.c
+# every room's sources (docs/design.md): a room's subfolders are rooms of their own
+ROOMS     = engine engine/base engine/unicode engine/text engine/template engine/hub models \
+            models/load kernels kernels/cpu server server/cli config
+LIB_C     = $(filter-out $(MAIN_SRC),$(foreach r,$(ROOMS),$(wildcard $(r)/*.c)))
+LIB_CC    = $(foreach r,$(ROOMS),$(wildcard $(r)/*.cc))
 LIB_OBJ   = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CC:%.cc=$(BUILD)/%.o)
 TEST_SRC  = $(wildcard tests/unit/test_*.c)
 TEST_BIN  = $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 CU_SRC    = $(wildcard kernels/cuda/*.cu)
 
-.PHONY: all test asan check cuda-check fuzz goldens clean deps bench device-bundle run cuda
+.PHONY: all test asan check unit house-check cuda-check fuzz goldens clean deps bench device-bundle run cuda
 all: $(BUILD)/strata
 
 $(BUILD)/%.o: %.c
@@ -50,7 +53,7 @@ $(BUILD)/libstrata.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/strata: $(BUILD)/server/main.o $(BUILD)/libstrata.a
+$(BUILD)/strata: $(BUILD)/server/cli/main.o $(BUILD)/libstrata.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libstrata.a
@@ -66,14 +69,23 @@ deps:
 # recorded nothing (say, a build error) as failed and sets the exit status.
 test: deps
 	@rm -f build/test-summary
+	-$(MAKE) house-check
 	-$(MAKE) check
 	-$(MAKE) cuda-check
 	-$(MAKE) asan-check
 	-$(MAKE) fuzz
-	@tests/summary.sh build cuda-check build-asan fuzz
+	@tests/summary.sh house build cuda-check build-asan fuzz
 
 check: $(BUILD)/strata $(TEST_BIN)
 	@BUILD=$(BUILD) tests/run.sh
+
+# The C unit and golden tests alone (no HTTP, hub or deploy suites): the quick loop.
+unit: $(TEST_BIN)
+	@BUILD=$(BUILD) UNIT_ONLY=1 tests/run.sh
+
+# Rooms and doors (docs/design.md), comments naming real files, formatting.
+house-check:
+	@tests/house.sh
 
 asan:
 	@tools/install-deps.sh
@@ -106,14 +118,14 @@ device-bundle:
 	@tools/device_bundle.sh
 
 # The CUDA backend as a shared object the strata binary loads at run time
-# (engine/backend_select.c): build/libstrata_cuda.so, sm_90 code plus compute_90 PTX,
+# (kernels/backend_select.c): build/libstrata_cuda.so, sm_90 code plus compute_90 PTX,
 # static cudart, cuBLAS. Only the strata_cuda_* / cuda_backend_* entry points are exported.
 CUDA_HOME  ?= /usr/local/cuda
 CUDA_NVCC  := $(shell command -v $(NVCC) 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
 CUDA_ARCH   = -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 CUDA_FLAGS  = -std=c++17 -I. -O2 -Werror all-warnings -Xcompiler -Wall,-Wextra,-fPIC,-fvisibility=hidden $(CUDA_ARCH)
 CUDA_OBJ    = $(CU_SRC:%.cu=$(BUILD)/%.o) $(BUILD)/cuda-host/err.o $(BUILD)/cuda-host/dtype.o
-CUDA_DEPS   = $(wildcard kernels/cuda/*.cuh kernels/cuda/*.h) engine/backend.h engine/err.h engine/dtype.h
+CUDA_DEPS   = $(wildcard kernels/cuda/*.cuh kernels/cuda/*.h) kernels/backend.h engine/base/err.h engine/base/dtype.h
 
 cuda: $(BUILD)/libstrata_cuda.so
 
@@ -121,7 +133,7 @@ $(BUILD)/kernels/cuda/%.o: kernels/cuda/%.cu $(CUDA_DEPS)
 	@mkdir -p $(dir $@)
 	$(CUDA_NVCC) $(CUDA_FLAGS) -c $< -o $@
 
-$(BUILD)/cuda-host/%.o: engine/%.c
+$(BUILD)/cuda-host/%.o: engine/base/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -I. -fPIC -fvisibility=hidden -c $< -o $@
 

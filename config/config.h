@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 /* X(field, flag, type, default, help). type: STR (char *, NULL = unset), INT (long
  * long), BOOL (int 0/1), NUM (double). Flags are the field with '_' -> '-'; the env

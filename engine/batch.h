@@ -3,7 +3,7 @@
 #ifndef STRATA_BATCH_H
 #define STRATA_BATCH_H
 
-#include "engine/backend.h"
+#include "kernels/backend.h"
 
 typedef struct batch_buf {
     bk_batch bt;  /* points at the arrays below */

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/detok.h"
+#include "engine/text/detok.h"
 #include "engine/engine_internal.h"
 
 static const char *const engine_finish_names[] = {

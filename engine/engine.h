@@ -19,10 +19,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/err.h"
-#include "engine/model.h"
+#include "engine/base/err.h"
+#include "models/model.h"
 #include "engine/sampler.h"
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 typedef struct engine engine;
 typedef struct engine_seq engine_seq;

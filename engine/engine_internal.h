@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "engine/detok.h"
+#include "engine/text/detok.h"
 #include "engine/engine.h"
 
 struct engine_seq {

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 #define SAMPLER_MAX_TOP_LOGPROBS 20
 

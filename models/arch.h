@@ -2,7 +2,7 @@
  *
  * models/<arch>.c parses its config, binds its weights through a weight source
  * (a checkpoint or dummy weights; the model cannot tell which), allocates its caches
- * and runs its forward against engine/backend.h. engine/model.c picks the arch from
+ * and runs its forward against kernels/backend.h. models/model.c picks the arch from
  * config.json's model_type and owns the weight source. */
 #ifndef STRATA_ARCH_H
 #define STRATA_ARCH_H
@@ -10,23 +10,9 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "engine/backend.h"
-#include "engine/model.h"
-
-/* Where weights come from. bind() finds name, checks it against the expected shape
- * (ndim dims) and fills *w ready for the backend. optional is a set of ARCH_BIND_*
- * flags (0 = required, prepared for the backend). */
-enum {
-    ARCH_BIND_OPTIONAL = 1, /* a missing tensor is not an error (returns 1, w->data NULL) */
-    ARCH_BIND_HOST = 2,     /* leave it in host memory, no weight_prepare: the model reads
-                               it on the host (Gemma 4's per-layer-embedding table) */
-};
-typedef struct model_wsrc model_wsrc;
-struct model_wsrc {
-    int (*bind)(model_wsrc *src, const char *name, int ndim, const int64_t *shape, int optional,
-                bk_weight *w, strata_err *err);
-    void *impl;
-};
+#include "kernels/backend.h"
+#include "models/load/wsrc.h"
+#include "models/model.h"
 
 typedef struct model_arch_ctx {
     backend *b;
@@ -55,7 +41,7 @@ const char *arch_preset_config(const char *name);
 /* Writes the preset names, comma separated, into buf (for messages). */
 void arch_preset_names(char *buf, size_t len);
 
-/* ---- config helpers: every error names the field (models/config_util.c) ---- */
+/* ---- config helpers: every error names the field (models/model_util.c) ---- */
 /* Integer field; missing -> def when has_def, else an error. */
 int cfg_int(json_t *obj, const char *where, const char *key, int has_def, long long def,
             long long lo, long long hi, long long *out, strata_err *err);

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/commands.h"
+#include "server/serve.h"
 #include "server/openapi_doc.h"
 #include "server/server_internal.h"
 

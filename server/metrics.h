@@ -9,8 +9,8 @@
 
 #include <stdint.h>
 
-#include "engine/err.h"
-#include "server/sbuf.h"
+#include "engine/base/err.h"
+#include "engine/base/strbuf.h"
 
 #define METRICS_HIST_LIST(X)                                                                  \
     X(TTFT, "time_to_first_token_seconds", "Histogram of time to first token in seconds.")  \

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 enum { OPENAI_COMPLETION, OPENAI_CHAT };
 

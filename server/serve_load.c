@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/backend_select.h"
-#include "engine/hub.h"
+#include "kernels/backend_select.h"
+#include "engine/hub/hub.h"
 #include "server/server_internal.h"
 
 static int srv_is_dir(const char *p) {

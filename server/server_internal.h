@@ -25,12 +25,12 @@
 #include <uv.h>
 
 #include "config/config.h"
-#include "engine/chat_template.h"
+#include "engine/template/chat_template.h"
 #include "engine/engine.h"
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "server/metrics.h"
 #include "server/openai.h"
-#include "server/sbuf.h"
+#include "engine/base/strbuf.h"
 
 #define STRATA_VERSION "0.1.0"
 #define STRATA_FINGERPRINT "fp_strata_" STRATA_VERSION

@@ -12,7 +12,7 @@
 
 #include <stdio.h>
 
-#include "engine/backend.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/test.h"
 

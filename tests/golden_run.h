@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "engine/batch.h"
-#include "engine/model.h"
+#include "models/model.h"
 #include "tests/golden_util.h"
 
 static model *golden_open(backend *b, const char *dir, int max_seqs, int ctx, int max_tokens,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test binary of $BUILD/tests (and every tests/*/test_*.sh script) and
-# appends the counts to build/test-summary so tests/summary.sh can print one line.
+# Runs every test binary of $BUILD/tests (and every tests/*/test_*.sh script, unless
+# UNIT_ONLY is set: `make unit`) and appends the counts to build/test-summary so
+# tests/summary.sh can print one line.
 set -u
 BUILD=${BUILD:-build}
 pass=0; fail=0; failed=()
@@ -15,6 +16,7 @@ for t in "$BUILD"/tests/test_*; do
     fi
 done
 for s in tests/*/test_*.sh; do
+    [ -n "${UNIT_ONLY:-}" ] && break
     [ -x "$s" ] || continue
     name=$(basename "$(dirname "$s")")/$(basename "$s" .sh)
     log="$BUILD/tests/$(echo "$name" | tr / _).log"

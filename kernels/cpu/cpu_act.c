@@ -2,7 +2,7 @@
  * and the PLE gate), scaling by a constant and/or a 1-element weight (embedding scales,
  * layer_scalar) and the final logit softcap.
  *
- * Each op is its scalar reference (the math of engine/backend.h) plus a vtable entry that
+ * Each op is its scalar reference (the math of kernels/backend.h) plus a vtable entry that
  * splits the elements over the pool. The two tanh ops run on the ISA table's vector
  * sigmoid through tanh(u) = 2·sigmoid(2u) − 1, because a libm tanhf per element costs
  * more than the memory traffic (E2B: 350k GELUs and 262k capped logits per token):

@@ -6,9 +6,9 @@
 
 #include <stddef.h>
 
-#include "engine/backend.h"
+#include "kernels/backend.h"
 
-/* ---- scalar references: the math of engine/backend.h, single-threaded ---- */
+/* ---- scalar references: the math of kernels/backend.h, single-threaded ---- */
 void cpu_act_gelu_tanh_mul_ref(float *out, const float *gate, const float *up, int m, int n);
 void cpu_act_scale_ref(float *x, float alpha, const bk_weight *s, size_t n);
 void cpu_act_softcap_ref(float *x, float cap, size_t n);

@@ -1,7 +1,7 @@
-/* cpu_backend.h - CPU-backend extras beyond engine/backend.h: choosing the ISA (tests,
+/* cpu_backend.h - CPU-backend extras beyond kernels/backend.h: choosing the ISA (tests,
  * benchmarks) and measuring the memory roofline that decode is held against.
  *
- * The backend itself is created with backend_cpu_create() (engine/backend.h), which
+ * The backend itself is created with backend_cpu_create() (kernels/backend.h), which
  * picks the best ISA this machine runs. It needs no reserve call: every op works in
  * registers or on the stack (attention uses an online softmax, matmul converts weights
  * in registers), so nothing is allocated after create. */
@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "engine/backend.h"
+#include "kernels/backend.h"
 
 /* X(name, enum suffix) in increasing preference. */
 #define CPU_ISA_LIST(X) X("scalar", SCALAR) X("avx2", AVX2) X("avx512", AVX512)
@@ -39,7 +39,7 @@ cpu_isa cpu_backend_isa(const backend *b);
  * pool thread in 32 MiB windows (one contiguous range per thread, as a matmul splits W)
  * and returns the best window of three passes, i.e. the peak rate of a ~1 ms read at this
  * moment. The buffer is 2 MiB aligned and asked for transparent huge pages like the
- * weights and caches decode reads (engine/wsrc.c, the backend's alloc); it is fully
+ * weights and caches decode reads (models/load/wsrc.c, the backend's alloc); it is fully
  * THP-backed when the kernel has huge pages to give (checked with AnonHugePages). Allocates
  * and frees the buffer; 0 when it cannot allocate. Not for the step loop. Thread: the
  * backend's thread. */

@@ -2,7 +2,7 @@
  * backend's private state and the scalar reference ops.
  *
  * Each op has a plain-C reference `cpu_<file>_<op>_ref` (cpu_ops_rmsnorm_ref,
- * cpu_attention_ref, ...) that reads like the math in engine/backend.h; the backend's
+ * cpu_attention_ref, ...) that reads like the math in kernels/backend.h; the backend's
  * vtable entries split the work over the pool and call either the reference or the
  * kernels of the ISA picked once at create (style.md §17). Not for use outside
  * kernels/cpu and its tests. */
@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/backend.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_pool.h"
 

@@ -1,9 +1,8 @@
 /* cpu_kernels_avx512.c - the AVX-512 kernel table (F, BW, VL, DQ; built with the
  * Makefile's ISA_AVX512 flags and only called when cpu_backend_isa_supported says so).
  *
- * The matmuls live in cpu_matmul_f32_avx512.c (F32 / F16 weights) and
- * cpu_matmul_bf16_avx512.c (BF16). Tails use masked loads, which never touch memory past
- * the end. */
+ * The matmuls live in cpu_matmul_avx512.c (F32 / F16 weights and BF16 ones). Tails
+ * use masked loads, which never touch memory past the end. */
 #include <immintrin.h>
 
 #include "kernels/cpu/cpu_internal.h"

@@ -2,7 +2,7 @@
  * the gate-first grouped RMSNorm (kernels/cpu/cpu_mamba.c), and the Mamba2 SSD scan
  * (kernels/cpu/cpu_ssd.c, with per-ISA token steps in cpu_ssd_avx2.c / cpu_ssd_avx512.c).
  *
- * Each op is a scalar reference that reads like the math of engine/backend.h plus the
+ * Each op is a scalar reference that reads like the math of kernels/backend.h plus the
  * vtable entry that splits the work over the pool. Not for use outside kernels/cpu and
  * its tests. */
 #ifndef STRATA_CPU_MAMBA_H
@@ -10,9 +10,9 @@
 
 #include <stddef.h>
 
-#include "engine/backend.h"
+#include "kernels/backend.h"
 
-/* ---- scalar references: the math of engine/backend.h, single-threaded ---- */
+/* ---- scalar references: the math of kernels/backend.h, single-threaded ---- */
 void cpu_mamba_relu2_ref(float *x, size_t n);
 void cpu_mamba_rmsnorm_gated_grouped_ref(float *out, const float *x, const float *z,
                                          const bk_weight *w, int m, int width, int group,

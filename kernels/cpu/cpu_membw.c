@@ -16,7 +16,7 @@ static double cpu_membw_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Memory of the kind decode reads: weights (engine/wsrc.c) and big caches (cpu_alloc)
+/* Memory of the kind decode reads: weights (models/load/wsrc.c) and big caches (cpu_alloc)
  * are 2 MiB aligned and asked for transparent huge pages, so the probes are too; with
  * 4 KiB pages the same stream pays TLB misses that decode does not. Caller frees. */
 static void *cpu_membw_alloc(size_t bytes) {

@@ -1,7 +1,7 @@
 /* cpu_ops.c - the CPU backend's row and elementwise ops: embed, the norms, add, the
  * gated activations, split/gather, RoPE and the DeltaNet gates.
  *
- * Each op is its scalar reference (`cpu_<op>_ref`, the math of engine/backend.h) plus a
+ * Each op is its scalar reference (`cpu_<op>_ref`, the math of kernels/backend.h) plus a
  * vtable entry that cuts the rows into ranges and runs the reference on each range on the
  * pool. These ops move little memory, so plain C is enough, except where a libm expf per
  * element would cost more than the memory traffic (silu, sigmoid): those call the ISA

@@ -17,7 +17,7 @@
 #ifndef STRATA_CPU_POOL_H
 #define STRATA_CPU_POOL_H
 
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 /* Default spin before sleeping, in microseconds: longer than the gap between two jobs of
  * one forward step (almost all are under 16 us, measured on Qwen3.5-0.8B decode), short

@@ -1,5 +1,5 @@
 /* cpu_ssd.c - the Mamba2 selective state space scan (SSD) on the CPU: Nemotron-H spec
- * §6.4-6.5 and §9, the `ssd` op of engine/backend.h.
+ * §6.4-6.5 and §9, the `ssd` op of kernels/backend.h.
  *
  * Every run, prefill or decode, uses the per-token recurrence. It is exact (the chunked
  * SSD of spec §7 equals it only to rounding), and on the CPU its cost is small next to the

@@ -1,7 +1,7 @@
-/* cuda_backend.h - the CUDA backend's entry points beyond engine/backend.h.
+/* cuda_backend.h - the CUDA backend's entry points beyond kernels/backend.h.
  *
  * These are exported by build/libstrata_cuda.so, which the main binary never links: it
- * loads the library at run time (engine/backend_select.c) and finds these functions with
+ * loads the library at run time (kernels/backend_select.c) and finds these functions with
  * dlsym, so a machine without CUDA still runs strata on the CPU backend. C linkage.
  * Thread: like every op, from the one thread that owns the backend. */
 #ifndef STRATA_CUDA_BACKEND_H
@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#include "engine/backend.h"
+#include "kernels/backend.h"
 
 /* Creates the backend on CUDA device `device` (0 = first): one stream, a cuBLAS handle,
  * and the fixed scratch (staging ring, GEMM and attention scratch, 88 MiB). Fails with

@@ -19,8 +19,8 @@
 #include <string.h>
 
 extern "C" {
-#include "engine/backend.h"
-#include "engine/err.h"
+#include "kernels/backend.h"
+#include "engine/base/err.h"
 }
 
 /* Exported from libstrata_cuda.so; everything else stays hidden (-fvisibility=hidden). */

@@ -11,7 +11,7 @@
  * matmul (mm_to_bf16 with mm_round_x, the rule of the CPU backend's cpu_pack_bf16_one) into
  * the act16 scratch, then either the GEMV reads it (16-byte loads of 8 values) or a cuBLAS
  * bf16 GEMM with f32 accumulation does; so prefill and decode multiply the same values
- * (engine/backend.h: a BF16 weight meets x rounded to bf16). Rounding inside the GEMV
+ * (kernels/backend.h: a BF16 weight meets x rounded to bf16). Rounding inside the GEMV
  * instead would redo it for every W row: integer work per weight element that would
  * outrun the weight stream at m = 8. All scratch is fixed at create; larger m runs in row
  * chunks. */

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/backend_select.h"
+#include "kernels/backend_select.h"
 #include "tests/device/cuda_ops_test.h"
 
 static double now_s(void) {

@@ -1,9 +1,9 @@
-/* cuda_ops_ref.c - plain references of the Gemma 4 / Nemotron-H ops of engine/backend.h,
+/* cuda_ops_ref.c - plain references of the Gemma 4 / Nemotron-H ops of kernels/backend.h,
  * for comparing the CUDA ops while the CPU backend does not have them (the test prefers
  * the CPU backend's op whenever its vtable entry is set). Written to read like backend.h. */
 #include <math.h>
 
-#include "engine/dtype.h"
+#include "engine/base/dtype.h"
 #include "tests/device/cuda_ops_test.h"
 
 float ref_weight_at(const bk_weight *w, size_t i) {

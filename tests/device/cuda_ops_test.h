@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/backend.h"
+#include "kernels/backend.h"
 
 /* Tolerances, relative to max(1, max |reference|):
  * - elementwise / norms / rope / gates: the same f32 formula on both sides, differing
@@ -71,7 +71,7 @@ void test_ssd(void);
 void test_graph(void);
 void test_speed(void);
 
-/* cuda_ops_ref.c: engine/backend.h written out, for CPU ops not there yet */
+/* cuda_ops_ref.c: kernels/backend.h written out, for CPU ops not there yet */
 float ref_weight_at(const bk_weight *w, size_t i);
 void ref_gelu_mul(float *out, const float *gate, const float *up, size_t n);
 void ref_relu2(float *x, size_t n);

@@ -8,8 +8,8 @@
  * CUDA device can be used. */
 #include <string.h>
 
-#include "engine/backend.h"
-#include "engine/backend_select.h"
+#include "kernels/backend.h"
+#include "kernels/backend_select.h"
 #include "tests/golden_util.h"
 
 #ifndef GOLDEN_UNIT

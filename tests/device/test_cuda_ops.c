@@ -9,16 +9,16 @@
  * backend in place of the GPU (checks the test itself on a machine without one).
  *
  * Where the CPU backend does not implement an op yet (its vtable entry is NULL), the
- * comparison is against a plain reference written here from engine/backend.h. */
+ * comparison is against a plain reference written here from kernels/backend.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "engine/backend.h"
-#include "engine/backend_select.h"
-#include "engine/dtype.h"
+#include "kernels/backend.h"
+#include "kernels/backend_select.h"
+#include "engine/base/dtype.h"
 #include "tests/device/cuda_ops_test.h"
 
 backend *cpu, *gpu;

@@ -3,7 +3,7 @@
  * Each input is taken as a whole .safetensors file: its header goes through
  * st_check_header, the raw bytes go through st_check_header as JSON too, and the file
  * (written to a memfd) through st_open, whose tensors must then lie inside the file. */
-// fuzz-sources: engine/safetensors.c engine/dtype.c engine/err.c
+// fuzz-sources: models/load/safetensors.c engine/base/dtype.c engine/base/err.c
 // fuzz-libs: -ljansson
 #include <stdint.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "engine/safetensors.h"
+#include "models/load/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

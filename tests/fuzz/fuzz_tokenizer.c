@@ -4,15 +4,15 @@
  * loads, the text is encoded with and without special tokens, the ids are decoded with
  * and without skipping, and streamed through a detok with a stop string; the streamed
  * text must be valid UTF-8 and equal the decode. */
-// fuzz-sources: engine/tokenizer.c engine/tok_added.c engine/tok_bpe.c engine/tok_decoder.c engine/tok_json.c engine/tok_map.c engine/tok_text.c engine/detok.c engine/unicode_nfc.c engine/unicode_nfc_tables.c engine/unicode_props.c engine/unicode_props_tables.c engine/err.c engine/spm_shim.cc
+// fuzz-sources: engine/text/tokenizer.c engine/text/tok_added.c engine/text/tok_bpe.c engine/text/tok_decoder.c engine/text/tok_json.c engine/text/tok_map.c engine/text/tok_text.c engine/text/detok.c engine/unicode/nfc.c engine/unicode/nfc_tables.c engine/unicode/props.c engine/unicode/props_tables.c engine/base/err.c engine/text/spm_shim.cc
 // fuzz-libs: -ljansson -lonig -lsentencepiece -lstdc++
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/detok.h"
-#include "engine/tokenizer.h"
-#include "engine/unicode_utf8.h"
+#include "engine/text/detok.h"
+#include "engine/text/tokenizer.h"
+#include "engine/base/utf8.h"
 
 static void check_stream(const tokenizer *t, const int32_t *ids, size_t n, int skip) {
     char *full = NULL, *acc = NULL;

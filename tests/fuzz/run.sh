@@ -3,7 +3,7 @@
 # bounded time over a copy of its seed corpus tests/fuzz/corpus/<name>/ (the committed
 # corpus is never modified). The library sources and link flags a harness needs are
 # read from its own comment lines:
-#   // fuzz-sources: engine/foo.c engine/err.c      (.cc files are built with clang++)
+#   // fuzz-sources: engine/text/tokenizer.c engine/base/err.c   (.cc files: clang++)
 #   // fuzz-libs: -ljansson
 #   // fuzz-lib: strata       (links the whole library, built once by the Makefile with
 #                              clang + the same sanitizers into build-fuzz/lib)

@@ -1,11 +1,11 @@
-/* test_backend_select.c - backend choice (engine/backend_select.c): "cpu", "auto" and bad
+/* test_backend_select.c - backend choice (kernels/backend_select.c): "cpu", "auto" and bad
  * names on any machine; "cuda" either makes a CUDA backend (a GPU machine with
  * build/libstrata_cuda.so) or fails with a message naming what is missing, never crashes;
  * "auto" always yields a working backend. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/backend_select.h"
+#include "kernels/backend_select.h"
 #include "tests/test.h"
 
 /* A backend that runs: one add through its own memory. */

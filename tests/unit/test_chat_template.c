@@ -1,4 +1,4 @@
-/* test_chat_template.c - engine/chat_template.c and the Jinja interpreter against
+/* test_chat_template.c - engine/template/chat_template.c and the Jinja interpreter against
  * Python Jinja2 3.1 / transformers.
  *
  * The conformance part replays tests/data/chat_templates/cases.jsonl (written by
@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/chat_template.h"
+#include "engine/template/chat_template.h"
 #include "tests/test.h"
 
 #define DATA "tests/data/chat_templates"

@@ -1,6 +1,6 @@
 /* test_cpu_act.c - the CPU backend's gelu_tanh_mul, scale and softcap
  * (kernels/cpu/cpu_act.c) on every ISA this machine runs, against double-precision
- * references written here from engine/backend.h, and the scalar references of
+ * references written here from kernels/backend.h, and the scalar references of
  * cpu_act.c against the same.
  *
  * Sizes are awkward on purpose (1, 3, vector widths ± 1, a prime near 4096, and sizes
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/backend.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/cpu_act.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/test.h"

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/backend.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #define CPU_TEST_SEED 0x243f6a8885a308d3ull
 #include "tests/cpu_test_util.h"

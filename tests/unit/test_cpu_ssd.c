@@ -1,6 +1,6 @@
 /* test_cpu_ssd.c - the CPU backend's Nemotron-H ops (kernels/cpu/cpu_ssd.c, cpu_ssd_avx2.c,
  * cpu_ssd_avx512.c, cpu_mamba.c) on every ISA this machine runs, against double-precision
- * references written here from engine/backend.h and shared/spec/nemotron_h.md §6:
+ * references written here from kernels/backend.h and shared/spec/nemotron_h.md §6:
  * the SSD scan (with a cached initial state, several sequences in their own slots, strided
  * rows, the Δ floor on and off), the gate-first grouped RMSNorm and relu².
  *
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/backend.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_mamba.h"
 #include "tests/cpu_test_util.h"

@@ -24,11 +24,11 @@
 #include <string.h>
 
 #include "engine/batch.h"
-#include "engine/detok.h"
+#include "engine/text/detok.h"
 #include "engine/engine.h"
-#include "engine/model.h"
+#include "models/model.h"
 #include "engine/sampler.h"
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "tests/alloc_hook.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function" /* only the unpacking is used here */

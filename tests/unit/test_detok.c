@@ -1,4 +1,4 @@
-/* test_detok.c - engine/detok.c: streaming never splits a character, the chunks
+/* test_detok.c - engine/text/detok.c: streaming never splits a character, the chunks
  * concatenate to tok_decode (itself checked against HF by test_tokenizer), stop strings
  * spanning several tokens are cut and never emitted, and the reasoning split.
  * Runs on the real Qwen3 / Gemma 3 tokenizers (BYTES / PIECES modes) and on a small
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/detok.h"
-#include "engine/unicode_utf8.h"
+#include "engine/text/detok.h"
+#include "engine/base/utf8.h"
 #include "tests/data/tokenizers/tok_fixture.h"
 #include "tests/test.h"
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "engine/batch.h"
-#include "engine/model.h"
+#include "models/model.h"
 #include "tests/golden_run.h"
 #include "tests/golden_util.h"
 #include "tests/test.h"

@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/hub.h"
-#include "engine/hub_internal.h"
+#include "engine/hub/hub.h"
+#include "engine/hub/hub_internal.h"
 #include "tests/test.h"
 
 static char tmp_root[256];

@@ -1,4 +1,4 @@
-/* test_jinja_cli.c - `strata chat-template` (server/cmd_chat_template.c): the printed
+/* test_jinja_cli.c - `strata chat-template` (server/cli/cmd_chat_template.c): the printed
  * prompt equals transformers' for fixture cases, errors exit non-zero. */
 #include <fcntl.h>
 #include <jansson.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/commands.h"
+#include "server/cli/commands.h"
 #include "tests/test.h"
 
 #define DATA "tests/data/chat_templates"

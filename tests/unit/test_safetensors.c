@@ -1,4 +1,4 @@
-/* test_safetensors.c - engine/safetensors.c against real files written here.
+/* test_safetensors.c - models/load/safetensors.c against real files written here.
  *
  * Each case writes .safetensors files (and index files) into a fresh mkdtemp
  * directory, opens them with st_open and checks values, error codes and that every
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/safetensors.h"
+#include "models/load/safetensors.h"
 #include "tests/test.h"
 
 static char tmp_dir[256];

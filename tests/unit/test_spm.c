@@ -1,4 +1,4 @@
-/* test_spm.c - engine/spm_shim.cc against the Python sentencepiece package.
+/* test_spm.c - engine/text/spm_shim.cc against the Python sentencepiece package.
  *
  * tests/data/spm/{unigram,bpe}.{model,json} come from tools/spm_fixtures/gen.py: two
  * models trained with spm_train, and for each ~300 strings the ids and decoded text
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/spm.h"
+#include "engine/text/spm.h"
 #include "tests/test.h"
 
 static json_t *load_fixture(const char *path) {

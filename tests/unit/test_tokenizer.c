@@ -1,4 +1,4 @@
-/* test_tokenizer.c - engine/tokenizer.c against HF tokenizers on real tokenizer files.
+/* test_tokenizer.c - engine/text/tokenizer.c against HF tokenizers on real tokenizer files.
  *
  * Fixtures (tests/data/tokenizers/NAME/fixtures.tsv.zst, made by
  * tools/tok_conformance/gen.py with the Rust library) hold, for every corpus string, the
@@ -11,8 +11,8 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "engine/tokenizer.h"
-#include "engine/unicode_nfc.h"
+#include "engine/text/tokenizer.h"
+#include "engine/unicode/nfc.h"
 #include "tests/test.h"
 #include "tests/data/tokenizers/tok_fixture.h"
 
@@ -237,7 +237,7 @@ static void test_synthetic(void) {
     }
 }
 
-/* A directory with only tokenizer.model goes through sentencepiece (engine/spm.h);
+/* A directory with only tokenizer.model goes through sentencepiece (engine/text/spm.h);
  * add_special prepends BOS as transformers' sentencepiece tokenizers do by default. */
 static void test_sentencepiece(void) {
     tokfx_dir dir;
@@ -254,7 +254,7 @@ static void test_sentencepiece(void) {
     tokfx_cleanup(&dir);
 }
 
-/* engine/unicode_nfc.c against HF's NFC normalizer (Unicode 9.0 data) on every code
+/* engine/unicode/nfc.c against HF's NFC normalizer (Unicode 9.0 data) on every code
  * point NFC can touch plus random mixes; the quick check must never claim a change-free
  * string that NFC would change. */
 static void test_nfc(void) {

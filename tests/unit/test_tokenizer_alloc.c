@@ -34,9 +34,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/detok.h"
-#include "engine/tok_internal.h"
-#include "engine/tokenizer.h"
+#include "engine/text/detok.h"
+#include "engine/text/tok_internal.h"
+#include "engine/text/tokenizer.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function" /* only the unpacking is used here */
 #include "tests/data/tokenizers/tok_fixture.h"

@@ -3,7 +3,7 @@
 
 Run once from the repo root (needs `spm_train` from the Debian package sentencepiece
 and the `sentencepiece` Python package: pip install sentencepiece); the outputs are
-committed under tests/data/spm/ and tests/unit/test_spm.c compares engine/spm_shim.cc
+committed under tests/data/spm/ and tests/unit/test_spm.c compares engine/text/spm_shim.cc
 against them:
 
   unigram.model / unigram.json   unigram, nmt_nfkc normalisation, vocab 800

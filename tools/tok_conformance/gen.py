@@ -223,7 +223,7 @@ def build_spm(rnd):
 def build_nfc(rnd):
     """tests/data/tokenizers/nfc.tsv.zst: "<in hex>\t<HF NFC out hex>" for every code point
     that NFC can touch (alone, after "a", before marks) plus random mixes, checking
-    engine/unicode_nfc.c (Unicode 9.0 data) against the tokenizers NFC normalizer."""
+    engine/unicode/nfc.c (Unicode 9.0 data) against the tokenizers NFC normalizer."""
     import unicodedata
     from tokenizers import normalizers
     nfc = normalizers.NFC()

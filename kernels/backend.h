@@ -1,0 +1,209 @@
+/* backend.h - the ops every backend implements, each defined once here.
+ *
+ * Model code is written once against this table; kernels/cpu and kernels/cuda
+ * implement it. Conventions, for every op:
+ *   - Activations are f32, row-major, in backend memory (host memory on the CPU
+ *     backend, device memory on CUDA). "[m, n]" means m rows of n floats.
+ *   - Weights are bk_weight in their checkpoint dtype (BF16 / F16 / F32); matrices
+ *     are [n_out, n_in] as in the checkpoint, so y = x · Wᵀ.
+ *   - Outputs come first; an output may alias an input only where the op says so.
+ *   - Ops that depend on sequence structure (cache writes, attention, conv, the
+ *     recurrences) take the step's bk_batch: tokens of one sequence are contiguous
+ *     and in position order.
+ *   - Ops are eager and ordered on the backend's stream; only download() waits.
+ * Thread: all ops of one backend are called from one thread (the engine step thread). */
+#ifndef STRATA_BACKEND_H
+#define STRATA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/base/dtype.h"
+#include "engine/base/err.h"
+
+typedef struct backend backend;
+
+/* A weight tensor. On the CPU backend data points into the mmapped checkpoint
+ * (or a dummy / converted buffer); weight_prepare() may move it to the device. */
+typedef struct bk_weight {
+    const void *data;
+    dtype dt;
+    int ndim;
+    int64_t shape[4];
+} bk_weight;
+
+/* One step's token layout. Sequence i owns tokens [start[i], start[i] + len[i]),
+ * lives in cache slot slot[i] and its first token is at absolute position pos0[i].
+ * tok_pos / tok_seq repeat that per token. Host arrays; the backend mirrors them to
+ * the device in batch_prepare() (dev points at that mirror, owned by the backend). */
+typedef struct bk_batch {
+    int n_tokens;
+    int n_seqs;
+    const int32_t *slot;    /* [n_seqs] */
+    const int32_t *start;   /* [n_seqs] */
+    const int32_t *len;     /* [n_seqs] */
+    const int32_t *pos0;    /* [n_seqs] */
+    const int32_t *tok_pos; /* [n_tokens] */
+    const int32_t *tok_seq; /* [n_tokens] */
+    const void *dev;        /* backend-private mirror, set by batch_prepare */
+} bk_batch;
+
+/* RMSNorm weight modes. */
+enum {
+    BK_NORM_PLAIN = 0,     /* y = x̂ · w */
+    BK_NORM_ONE_PLUS = 1,  /* y = x̂ · (1 + w)   (zero-centred weights: Qwen3.5) */
+    BK_NORM_NONE = 2,      /* y = x̂            (w unused, may be NULL) */
+};
+
+typedef struct backend_ops {
+    const char *name;
+    /* Frees everything the backend holds; the backend pointer is invalid after. */
+    void (*destroy)(backend *b);
+
+    /* ---- memory ---- */
+    /* Zero-filled buffer of bytes in backend memory; NULL when out of memory. */
+    void *(*alloc)(backend *b, size_t bytes);
+    void (*free)(backend *b, void *p);
+    /* Host <-> backend copies. download() waits for pending ops. */
+    void (*upload)(backend *b, void *dst, const void *src, size_t bytes);
+    void (*download)(backend *b, void *dst, const void *src, size_t bytes);
+    void (*zero)(backend *b, void *dst, size_t bytes);
+    /* Makes w usable by this backend (CPU: nothing; CUDA: upload, rewriting w->data).
+     * Returns 0 or STRATA_ENOMEM / STRATA_EDEVICE. */
+    int (*weight_prepare)(backend *b, bk_weight *w, strata_err *err);
+    void (*weight_release)(backend *b, bk_weight *w);
+    /* Mirrors the batch arrays into backend memory; sets bt->dev. */
+    int (*batch_prepare)(backend *b, bk_batch *bt, strata_err *err);
+
+    /* ---- elementwise and row ops ---- */
+    /* out[i,:] = table[ids[i],:] converted to f32; ids in host memory, < table rows. */
+    void (*embed)(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m);
+    /* Per row of n: x̂ = x · rsqrt(mean(x²) + eps); out = x̂ · (w or 1+w or 1), see
+     * BK_NORM_*. Rows are ld floats apart (ld >= n) in both x and out. out may alias x. */
+    void (*rmsnorm)(backend *b, float *out, const float *x, const bk_weight *w, int m, int n,
+                    int ld, float eps, int mode);
+    /* Gated RMSNorm per row of n (a head): out = x̂ · w · silu(z), w plain [n].
+     * x, z, out are [m, n] contiguous; out may alias x. */
+    void (*rmsnorm_gated)(backend *b, float *out, const float *x, const float *z,
+                          const bk_weight *w, int m, int n, float eps);
+    /* Per row of n (rows ld apart): x = x · scale / sqrt(Σx² + eps), in place. */
+    void (*l2norm)(backend *b, float *x, int m, int n, int ld, float eps, float scale);
+    /* out[i] = a[i] + b[i]; out may alias a or b. */
+    void (*add)(backend *b, float *out, const float *a, const float *x, size_t n);
+    /* out[i,j] = silu(gate[i,j]) · up[i,j] for rows of n; out may alias gate. */
+    void (*silu_mul)(backend *b, float *out, const float *gate, const float *up, int m, int n);
+    /* x[i] = x[i] · sigmoid(gate[i]). */
+    void (*sigmoid_mul)(backend *b, float *x, const float *gate, size_t n);
+    /* Splits rows of 2·half into two outputs: a[r,:] = in[r, 0:half],
+     * g[r,:] = in[r, half:2·half], for r < rows. */
+    void (*split_halves)(backend *b, float *a, float *g, const float *in, int rows, int half);
+    /* out[i,:] = x[rows[i],:] for i < n (rows in host memory), width floats per row. */
+    void (*gather_rows)(backend *b, float *out, const float *x, const int32_t *rows, int n,
+                        int width);
+
+    /* ---- matmul ---- */
+    /* out[m, n] = x[m, k] · Wᵀ with W [n, k] (n = w->shape[0], k = w->shape[1]),
+     * f32 accumulation. For a BF16 W, x is first rounded to bf16 (nearest even,
+     * subnormals to a signed zero): the bf16 model's own precision, and what bf16 dot
+     * instructions and tensor cores take. Each row of out depends only on its row of x
+     * (bit for bit on the CPU, whatever m). out must not alias x. */
+    void (*matmul)(backend *b, float *out, const float *x, const bk_weight *w, int m);
+
+    /* ---- position encoding ---- */
+    /* Rotate-half RoPE on the first rot dims of each head, in place. x is [m, heads,
+     * hd] with rows ld floats apart; token i has angle a_j = tok_pos[i] · inv_freq[j]
+     * for j < rot/2 (inv_freq in backend memory): for j < rot/2,
+     *   x'[j] = x[j] cos a_j − x[j + rot/2] sin a_j
+     *   x'[j + rot/2] = x[j + rot/2] cos a_j + x[j] sin a_j;  dims >= rot pass through. */
+    void (*rope)(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads,
+                 int hd, int rot, int ld);
+
+    /* ---- attention over the cache ---- */
+    /* Writes each token's k, v rows ([m, kvw] contiguous) into the caches
+     * kc, vc = [slots, cap, kvw] at row tok_pos % cap of its sequence's slot. */
+    void (*kv_store)(backend *b, float *kc, float *vc, const float *k, const float *v,
+                     const bk_batch *bt, int kvw, int cap);
+    /* Causal GQA attention for every token of bt, after kv_store for the same step.
+     * q, out: [m, H, D]. Query head h reads kv head h / (H / KV). Token at position p
+     * attends to cached positions max(0, p - window + 1) .. p (window 0 = no limit);
+     * s = q·k · scale, then s = softcap · tanh(s / softcap) when softcap > 0; softmax in
+     * f32. Cache rows are found at position % cap (cap >= every position a token may
+     * see). */
+    void (*attention)(backend *b, float *out, const float *q, const float *kc, const float *vc,
+                      const bk_batch *bt, int H, int KV, int D, int cap, float scale, int window,
+                      float softcap);
+
+    /* ---- recurrent mixers ---- */
+    /* Causal depthwise conv over time with a carried window, then silu when act != 0:
+     *   out[t, c] = act( bias[c] + Σ_{j<K} w[c, j] · x[t - K + 1 + j, c] )
+     * where rows before the sequence's first token of this step come from the slot's
+     * window state[slot] = [K-1, C] (oldest first), zero at sequence start. x rows
+     * are ld_x floats apart, out is [m, C]. Updates state to the last K-1 inputs.
+     * w is [C, 1, K] (or [C, K]); bias may be NULL. */
+    void (*conv1d)(backend *b, float *out, const float *x, int ld_x, const bk_weight *w,
+                   const bk_weight *bias, float *state, const bk_batch *bt, int C, int K,
+                   int act);
+    /* Gated DeltaNet gates per token and value head:
+     *   g = -exp(A_log[h]) · softplus(a[t,h] + dt_bias[h]);  beta = sigmoid(bb[t,h]).
+     * a, bb, g, beta: [m, Hv]; softplus(x) = x for x > 20, as torch. */
+    void (*gdn_gates)(backend *b, float *g, float *beta, const float *a, const float *bb,
+                      const bk_weight *A_log, const bk_weight *dt_bias, int m, int Hv);
+    /* Gated delta rule (Qwen3.5 spec §5.2.7), per value head h with key head
+     * h / (Hv / Hk) and f32 state S = state[slot, h] of [dk, dv]; for each token:
+     *   S = exp(g)·S;  d = beta·(v − Sᵀk);  S += k ⊗ d;  out = Sᵀq.
+     * q, k rows are ld_qk floats apart ([Hk, dk] used), v rows ld_v apart ([Hv, dv]),
+     * out is [m, Hv, dv]. The backend may use the chunked form for long runs; both
+     * equal the recurrence to f32 rounding. */
+    void (*gated_delta)(backend *b, float *out, const float *q, const float *k, int ld_qk,
+                        const float *v, int ld_v, const float *g, const float *beta,
+                        float *state, const bk_batch *bt, int Hk, int Hv, int dk, int dv);
+
+    /* ---- ops of Gemma 4 and Nemotron-H (shared/spec/gemma4.md, nemotron_h.md) ---- */
+    /* out[i,j] = gelu_tanh(gate[i,j]) · up[i,j] for rows of n, gelu_tanh(x) =
+     * 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))); out may alias gate. */
+    void (*gelu_tanh_mul)(backend *b, float *out, const float *gate, const float *up, int m,
+                          int n);
+    /* x[i] = max(x[i], 0)², in place (Nemotron-H MLP). */
+    void (*relu2)(backend *b, float *x, size_t n);
+    /* x[i] = x[i] · alpha · (s ? s[0] : 1), in place; s is a 1-element weight (Gemma's
+     * layer_scalar) or NULL. */
+    void (*scale)(backend *b, float *x, float alpha, const bk_weight *s, size_t n);
+    /* x[i] = cap · tanh(x[i] / cap), in place (final logit softcap). */
+    void (*softcap)(backend *b, float *x, float cap, size_t n);
+    /* Gate-first grouped RMSNorm (Mamba2 / Zamba2 RMSNormGated, norm_before_gate false):
+     * per row of width, v = x · silu(z); each of the width/group contiguous groups is
+     * normalised on its own, v̂ = v · rsqrt(mean_group(v²) + eps); out = v̂ · w with
+     * w [width] plain. x, z, out are [m, width] contiguous; out may alias x. */
+    void (*rmsnorm_gated_grouped)(backend *b, float *out, const float *x, const float *z,
+                                  const bk_weight *w, int m, int width, int group, float eps);
+    /* Mamba2 selective state space (SSD), per token and head h of group g = h / (H/G),
+     * f32 state S = state[slot, h] of [P, N]:
+     *   Δ = softplus(dt[t,h] + dt_bias[h]) (then max(Δ, dt_min) when dt_min > 0);
+     *   a = exp(Δ · −exp(A_log[h]));
+     *   S = a·S + Δ · x[t,h,:] ⊗ B[t,g,:];   y[t,h,:] = S·C[t,g,:] + D[h]·x[t,h,:].
+     * x rows ([H, P] used) are ld_x floats apart, B and C rows ([G, N] used) ld_bc apart,
+     * dt rows ([H] used) ld_dt apart; y is [m, H, P]. A_log, dt_bias, D are [H]. The
+     * backend may use the chunked SSD form for long runs (equal to f32 rounding). */
+    void (*ssd)(backend *b, float *y, const float *x, int ld_x, const float *B, const float *C,
+                int ld_bc, const float *dt, int ld_dt, const bk_weight *A_log,
+                const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt,
+                int H, int P, int N, int G, float dt_min);
+
+    /* ---- measurement (optional, NULL when absent) ---- */
+    /* Streaming read bandwidth of backend memory in GB/s over a buffer of bytes, the
+     * ceiling decode is held against. Allocates; never called from the step loop. */
+    double (*read_bandwidth)(backend *b, size_t bytes);
+} backend_ops;
+
+struct backend {
+    const backend_ops *ops;
+    int threads;     /* worker threads the backend uses (CPU) */
+    void *impl;      /* backend-private */
+};
+
+/* CPU backend with n_threads workers (0 = one per core). Caller frees with
+ * backend_destroy. Thread: any; the returned backend belongs to one thread. */
+int backend_cpu_create(int n_threads, backend **out, strata_err *err);
+void backend_destroy(backend *b);
+
+#endif

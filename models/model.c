@@ -1,0 +1,168 @@
+/* model.c - opens a model by directory or preset name and guards its forward.
+ *
+ * Reads config.json (or a preset's), picks the architecture by model_type, maps the
+ * checkpoint (or makes dummy weights) and hands both to models/<arch>.c. Every input
+ * of model_forward is validated here, once, so architectures can trust it. */
+#include "models/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "models/load/safetensors.h"
+#include "models/load/wsrc.h"
+#include "models/arch.h"
+
+struct model {
+    const model_arch *arch;
+    void *impl;
+    model_info info;
+    st_model *st;
+    wsrc *src;
+    backend *b;
+    json_t *config, *gen_config;
+    unsigned char *slot_busy; /* [max_seqs] scratch for the distinct-slot check */
+};
+
+static int read_json(const char *path, json_t **out, int optional, strata_err *err) {
+    json_error_t je;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (optional) {
+            *out = NULL;
+            return 0;
+        }
+        return strata_err_set(err, STRATA_ENOTFOUND, "%s: no such file", path);
+    }
+    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!j)
+        return strata_err_set(err, STRATA_EFORMAT, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return strata_err_set(err, STRATA_EFORMAT, "%s: top level must be a JSON object", path);
+    }
+    *out = j;
+    return 0;
+}
+
+void model_close(model *m) {
+    if (!m) return;
+    if (m->impl) m->arch->close(m->impl);
+    wsrc_destroy(m->src);
+    st_close(m->st);
+    json_decref(m->config);
+    json_decref(m->gen_config);
+    free(m->slot_busy);
+    free(m);
+}
+
+int model_open(model **out, const model_opts *opts, backend *b, strata_err *err) {
+    model *m = calloc(1, sizeof *m);
+    char path[4096];
+    if (!m) return strata_err_set(err, STRATA_ENOMEM, "out of memory");
+    m->b = b;
+    const char *preset = opts->load_dummy ? arch_preset_config(opts->path) : NULL;
+    if (preset) {
+        json_error_t je;
+        m->config = json_loads(preset, 0, &je);
+        if (!m->config) {
+            strata_err_set(err, STRATA_EFORMAT, "preset %s: %s", opts->path, je.text);
+            goto fail;
+        }
+    } else {
+        struct stat sb;
+        if (stat(opts->path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            char names[512];
+            arch_preset_names(names, sizeof names);
+            strata_err_set(err, STRATA_ENOTFOUND,
+                           "%s: not a model directory%s%s", opts->path,
+                           opts->load_dummy ? " nor a preset; presets: " : "",
+                           opts->load_dummy ? names : "");
+            goto fail;
+        }
+        snprintf(path, sizeof path, "%s/config.json", opts->path);
+        if (read_json(path, &m->config, 0, err)) goto fail;
+        snprintf(path, sizeof path, "%s/generation_config.json", opts->path);
+        if (read_json(path, &m->gen_config, 1, err)) goto fail;
+    }
+    const char *mt = json_string_value(json_object_get(m->config, "model_type"));
+    m->arch = arch_find(mt);
+    if (!m->arch) {
+        strata_err_set(err, STRATA_EUNSUPPORTED, "%s/config.json: model_type \"%s\" is not supported",
+                       opts->path, mt ? mt : "(missing)");
+        goto fail;
+    }
+    if (!opts->load_dummy && st_open(&m->st, opts->path, err)) goto fail;
+    if (wsrc_create(&m->src, m->st, opts->path, opts->weight_dtype, opts->seed, b, err)) goto fail;
+    model_arch_ctx ctx = {b, wsrc_iface(m->src), opts, m->config, m->gen_config};
+    if (m->arch->open(&m->impl, &ctx, &m->info, err)) {
+        m->impl = NULL;
+        goto fail;
+    }
+    m->slot_busy = calloc((size_t)m->info.max_seqs, 1);
+    if (!m->slot_busy) {
+        strata_err_set(err, STRATA_ENOMEM, "out of memory");
+        goto fail;
+    }
+    *out = m;
+    return 0;
+fail:
+    model_close(m);
+    return err->code ? err->code : STRATA_EINVALID;
+}
+
+const model_info *model_get_info(const model *m) { return &m->info; }
+
+void model_reset_slot(model *m, int slot) {
+    if (slot >= 0 && slot < m->info.max_seqs) m->arch->reset_slot(m->impl, slot);
+}
+
+/* The batch must be what backend.h promises the ops: contiguous sequences in
+ * distinct slots, positions in order, ids inside the vocabulary. */
+static int check_batch(model *m, const bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
+                       int n_out, strata_err *err) {
+    const model_info *in = &m->info;
+    if (bt->n_tokens <= 0 || bt->n_tokens > in->max_tokens || bt->n_seqs <= 0 ||
+        bt->n_seqs > in->max_seqs)
+        return strata_err_set(err, STRATA_EINVALID, "step of %d tokens in %d sequences (max %d, %d)",
+                              bt->n_tokens, bt->n_seqs, in->max_tokens, in->max_seqs);
+    memset(m->slot_busy, 0, (size_t)in->max_seqs);
+    int next = 0;
+    for (int s = 0; s < bt->n_seqs; s++) {
+        int slot = bt->slot[s];
+        if (slot < 0 || slot >= in->max_seqs || m->slot_busy[slot])
+            return strata_err_set(err, STRATA_EINVALID, "sequence %d: slot %d invalid or repeated", s,
+                                  slot);
+        m->slot_busy[slot] = 1;
+        if (bt->start[s] != next || bt->len[s] <= 0 || bt->pos0[s] < 0)
+            return strata_err_set(err, STRATA_EINVALID, "sequence %d: tokens not contiguous", s);
+        if (bt->pos0[s] + bt->len[s] > in->ctx_size)
+            return strata_err_set(err, STRATA_ERANGE,
+                                  "sequence in slot %d would reach position %d, past the context "
+                                  "size %d",
+                                  slot, bt->pos0[s] + bt->len[s], in->ctx_size);
+        for (int i = 0; i < bt->len[s]; i++)
+            if (bt->tok_seq[next + i] != s || bt->tok_pos[next + i] != bt->pos0[s] + i)
+                return strata_err_set(err, STRATA_EINVALID, "token %d: layout disagrees", next + i);
+        next += bt->len[s];
+    }
+    if (next != bt->n_tokens)
+        return strata_err_set(err, STRATA_EINVALID, "sequences cover %d of %d tokens", next,
+                              bt->n_tokens);
+    for (int i = 0; i < bt->n_tokens; i++)
+        if (tokens[i] < 0 || tokens[i] >= in->vocab)
+            return strata_err_set(err, STRATA_ERANGE, "token id %d is outside the vocabulary [0, %d)",
+                                  tokens[i], in->vocab);
+    for (int i = 0; i < n_out; i++)
+        if (out_rows[i] < 0 || out_rows[i] >= bt->n_tokens)
+            return strata_err_set(err, STRATA_EINVALID, "logit row %d is not a token of the step",
+                                  out_rows[i]);
+    return 0;
+}
+
+int model_forward(model *m, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
+                  int n_out, float *logits, strata_err *err) {
+    if (check_batch(m, bt, tokens, out_rows, n_out, err)) return err->code;
+    return m->arch->forward(m->impl, bt, tokens, out_rows, n_out, logits, err);
+}

@@ -1,0 +1,146 @@
+/* model_util.c - typed reads of config.json fields with messages naming the field. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "models/arch.h"
+
+int cfg_int(json_t *obj, const char *where, const char *key, int has_def, long long def,
+            long long lo, long long hi, long long *out, strata_err *err) {
+    json_t *v = obj ? json_object_get(obj, key) : NULL;
+    if (!v || json_is_null(v)) {
+        if (!has_def)
+            return strata_err_set(err, STRATA_EFORMAT, "%s: missing field \"%s\"", where, key);
+        *out = def;
+        return 0;
+    }
+    long long x;
+    if (json_is_integer(v)) {
+        x = json_integer_value(v);
+    } else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
+               fabs(json_real_value(v)) < 9e15) {
+        x = (long long)json_real_value(v);
+    } else {
+        return strata_err_set(err, STRATA_EFORMAT, "%s: field \"%s\" must be an integer", where,
+                              key);
+    }
+    if (x < lo || x > hi)
+        return strata_err_set(err, STRATA_ERANGE, "%s: field \"%s\" = %lld is outside [%lld, %lld]",
+                              where, key, x, lo, hi);
+    *out = x;
+    return 0;
+}
+
+int cfg_real(json_t *obj, const char *where, const char *key, int has_def, double def,
+             double *out, strata_err *err) {
+    json_t *v = obj ? json_object_get(obj, key) : NULL;
+    if (!v || json_is_null(v)) {
+        if (!has_def)
+            return strata_err_set(err, STRATA_EFORMAT, "%s: missing field \"%s\"", where, key);
+        *out = def;
+        return 0;
+    }
+    if (!json_is_number(v))
+        return strata_err_set(err, STRATA_EFORMAT, "%s: field \"%s\" must be a number", where, key);
+    *out = json_number_value(v);
+    if (!isfinite(*out))
+        return strata_err_set(err, STRATA_ERANGE, "%s: field \"%s\" is not finite", where, key);
+    return 0;
+}
+
+int cfg_bool(json_t *obj, const char *where, const char *key, int has_def, int def, int *out,
+             strata_err *err) {
+    json_t *v = obj ? json_object_get(obj, key) : NULL;
+    if (!v || json_is_null(v)) {
+        if (!has_def)
+            return strata_err_set(err, STRATA_EFORMAT, "%s: missing field \"%s\"", where, key);
+        *out = def;
+        return 0;
+    }
+    if (!json_is_boolean(v))
+        return strata_err_set(err, STRATA_EFORMAT, "%s: field \"%s\" must be true or false", where,
+                              key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+int cfg_str(json_t *obj, const char *where, const char *key, const char *def, const char **out,
+            strata_err *err) {
+    json_t *v = obj ? json_object_get(obj, key) : NULL;
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_string(v))
+        return strata_err_set(err, STRATA_EFORMAT, "%s: field \"%s\" must be a string", where, key);
+    *out = json_string_value(v);
+    return 0;
+}
+
+static int in_list(const char *key, const char *const *list) {
+    for (; list && *list; list++)
+        if (!strcmp(key, *list)) return 1;
+    return 0;
+}
+
+int cfg_check_keys(json_t *obj, const char *where, const char *const *known,
+                   const char *const *ignored, strata_err *err) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        (void)v;
+        if (!in_list(key, known) && !in_list(key, ignored))
+            return strata_err_set(err, STRATA_EUNSUPPORTED,
+                                  "%s: unknown field \"%s\" (this build does not know what it "
+                                  "changes, so it refuses to guess)",
+                                  where, key);
+    }
+    return 0;
+}
+
+static void eos_add(model_info *info, long long id) {
+    for (int i = 0; i < info->n_eos; i++)
+        if (info->eos[i] == id) return;
+    if (info->n_eos < (int)(sizeof info->eos / sizeof info->eos[0])) info->eos[info->n_eos++] = (int32_t)id;
+}
+
+static int eos_one(json_t *v, const char *where, size_t i, int is_list, int vocab, model_info *info,
+                   strata_err *err) {
+    char name[40];
+    snprintf(name, sizeof name, is_list ? "eos_token_id[%zu]" : "eos_token_id", i);
+    if (!json_is_integer(v))
+        return strata_err_set(err, STRATA_EFORMAT, "%s: %s must be an integer", where, name);
+    long long id = json_integer_value(v);
+    if (id < 0 || id >= vocab)
+        return strata_err_set(err, STRATA_ERANGE, "%s: %s = %lld is outside the vocabulary [0, %d)", where,
+                              name, id, vocab);
+    eos_add(info, id);
+    return 0;
+}
+
+int cfg_eos(json_t *val, const char *where, int vocab, model_info *info, strata_err *err) {
+    if (!val || json_is_null(val)) return 0;
+    if (!json_is_array(val)) return eos_one(val, where, 0, 0, vocab, info, err);
+    size_t i;
+    json_t *e;
+    json_array_foreach(val, i, e) if (eos_one(e, where, i, 1, vocab, info, err)) return err->code;
+    return 0;
+}
+
+int arch_bind(const model_arch_ctx *ctx, bk_weight *w, int optional, int ndim,
+              const int64_t *shape, strata_err *err, const char *fmt, ...) {
+    char name[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return ctx->src->bind(ctx->src, name, ndim, shape, optional, w, err);
+}
+
+int64_t arch_weight_bytes(const bk_weight *w) {
+    if (!w->data) return 0;
+    int64_t n = 1;
+    for (int i = 0; i < w->ndim; i++) n *= w->shape[i];
+    return n * (int64_t)dtype_size(w->dt);
+}
