@@ -54,8 +54,8 @@ static void gen_req_free(srv_req *r) {
     srv *S = r->S;
     for (int i = 0; i < r->n_choices; i++) {
         engine_chunk_deinit(&r->ch[i].chunk);
-        sbuf_free(&r->ch[i].text);
-        sbuf_free(&r->ch[i].reasoning);
+        strbuf_free(&r->ch[i].text);
+        strbuf_free(&r->ch[i].reasoning);
         json_decref(r->ch[i].lp);
     }
     if (r->echo)
@@ -63,8 +63,8 @@ static void gen_req_free(srv_req *r) {
     free(r->echo);
     free(r->ch);
     if (r->sock >= 0) close(r->sock);
-    sbuf_free(&r->out);
-    sbuf_free(&r->body);
+    strbuf_free(&r->out);
+    strbuf_free(&r->body);
     json_decref(r->answer);
     openai_request_free(&r->oai);
     pthread_mutex_destroy(&r->mu);
@@ -107,7 +107,7 @@ int gen_all_finished(srv_req *r) {
     return 1;
 }
 
-enum MHD_Result gen_start(srv *S, struct MHD_Connection *c, int job, sbuf *body, int http11,
+enum MHD_Result gen_start(srv *S, struct MHD_Connection *c, int job, strbuf *body, int http11,
                           srv_req **out) {
     srv_req *r = gen_req_new(S, job);
     if (!r) return MHD_NO;
@@ -138,7 +138,7 @@ static ssize_t gen_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             if (k > max) k = max;
             memcpy(buf, r->out.p + r->out_off, k);
             r->out_off += k;
-            if (r->out_off == r->out.len) sbuf_reset(&r->out), r->out_off = 0;
+            if (r->out_off == r->out.len) strbuf_reset(&r->out), r->out_off = 0;
             r->t_out = engine_now(), r->ka_due = 0; /* the loop's keep-alive clock */
             pthread_mutex_unlock(&r->mu);
             return (ssize_t)k;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/base/utf8.h"
 #include "server/server_internal.h"
 
 /* A JSON string of n bytes; invalid UTF-8 (never expected from the detokenizer)
@@ -22,17 +23,9 @@
 static json_t *fmt_str(const char *s, size_t n) {
     json_t *j = json_stringn(s ? s : "", s ? n : 0);
     if (j) return j;
-    sbuf b = {0};
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        json_t *t = k && i + k <= n ? json_stringn(s + i, k) : NULL;
-        if (t) sbuf_add(&b, s + i, k), i += k;
-        else sbuf_adds(&b, "\xef\xbf\xbd"), i++;
-        json_decref(t);
-    }
-    j = json_stringn(b.p ? b.p : "", b.len);
-    sbuf_free(&b);
+    strbuf b = {0};
+    j = unicode_utf8_lossy(&b, s, n) ? NULL : json_stringn(b.p ? b.p : "", b.len);
+    strbuf_free(&b);
     return j;
 }
 
@@ -160,8 +153,8 @@ void gen_take_all(srv_req *r) {
         srv_choice *ch = &r->ch[i];
         while (engine_seq_take(ch->seq, &ch->chunk)) {
             engine_chunk *c = &ch->chunk;
-            sbuf_add(&ch->text, c->text, c->text_len);
-            sbuf_add(&ch->reasoning, c->reasoning, c->reasoning_len);
+            strbuf_add(&ch->text, c->text, c->text_len);
+            strbuf_add(&ch->reasoning, c->reasoning, c->reasoning_len);
             /* the prompt's entries come in the take before or with the first token's */
             if (r->oai.logprobs && c->prompt_done)
                 fmt_logprobs(r, ch, c->prompt_tok, c->n_prompt_tok, &ch->lp);
@@ -191,12 +184,12 @@ json_t *gen_format_full(srv_req *r) {
             c = json_pack("{s:i, s:o, s:o, s:s}", "index", i, "message", msg, "logprobs", lp,
                           "finish_reason", fmt_finish(ch->finish));
         } else {
-            sbuf t = {0};
-            if (r->echo && r->echo[ch->prompt_idx]) sbuf_adds(&t, r->echo[ch->prompt_idx]);
-            sbuf_add(&t, ch->text.p ? ch->text.p : "", ch->text.len);
+            strbuf t = {0};
+            if (r->echo && r->echo[ch->prompt_idx]) strbuf_adds(&t, r->echo[ch->prompt_idx]);
+            strbuf_add(&t, ch->text.p ? ch->text.p : "", ch->text.len);
             c = json_pack("{s:i, s:o, s:o, s:s}", "index", i, "text", fmt_str(t.p, t.len),
                           "logprobs", lp, "finish_reason", fmt_finish(ch->finish));
-            sbuf_free(&t);
+            strbuf_free(&t);
         }
         json_array_append_new(choices, c);
     }
@@ -217,7 +210,7 @@ static int fmt_event(srv_req *r, json_t *choices, json_t *usage) {
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!s) return STRATA_ENOMEM;
-    int rc = sbuf_adds(&r->out, "data: ") | sbuf_adds(&r->out, s) | sbuf_add(&r->out, "\n\n", 2);
+    int rc = strbuf_adds(&r->out, "data: ") | strbuf_adds(&r->out, s) | strbuf_add(&r->out, "\n\n", 2);
     free(s);
     return rc ? STRATA_ENOMEM : 0;
 }
@@ -263,17 +256,17 @@ int gen_format_stream(srv_req *r, int *all_done) {
         json_t *lp = NULL;
         const char *text = c->text;
         size_t text_len = c->text_len;
-        sbuf first = {0};
+        strbuf first = {0};
         if (!ch->started && c->prompt_done) {
             ch->started = 1;
             fmt_logprobs(r, ch, c->prompt_tok, c->n_prompt_tok, &lp);
-            rc |= sbuf_adds(&first, echo ? echo : "") | sbuf_add(&first, c->text, c->text_len);
+            rc |= strbuf_adds(&first, echo ? echo : "") | strbuf_add(&first, c->text, c->text_len);
             text = first.p, text_len = first.len;
         }
         if (r->oai.logprobs && c->n_tok) fmt_logprobs(r, ch, c->tok, c->n_tok, &lp);
         if (text_len || c->reasoning_len || lp)
             rc |= fmt_choice_event(r, i, text, text_len, c->reasoning, c->reasoning_len, lp, NULL, 0);
-        sbuf_free(&first);
+        strbuf_free(&first);
         if (!c->finish) continue;
         ch->finish = c->finish;
         snprintf(ch->err, sizeof ch->err, "%s", c->error);
@@ -295,14 +288,14 @@ int gen_format_stream(srv_req *r, int *all_done) {
         json_t *e = openai_error_json(&r->err);
         char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
         json_decref(e);
-        if (s) rc |= sbuf_adds(&r->out, "data: ") | sbuf_adds(&r->out, s) | sbuf_adds(&r->out, "\n\n");
+        if (s) rc |= strbuf_adds(&r->out, "data: ") | strbuf_adds(&r->out, s) | strbuf_adds(&r->out, "\n\n");
         free(s);
     } else if (r->n_finished == r->n_choices && r->oai.include_usage) {
         rc |= fmt_event(r, json_array(), fmt_usage(r));
     }
     *all_done = r->n_finished == r->n_choices;
     if (*all_done && !r->stream_done) {
-        rc |= sbuf_adds(&r->out, "data: [DONE]\n\n");
+        rc |= strbuf_adds(&r->out, "data: [DONE]\n\n");
         r->stream_done = 1;
         r->phase = REQ_FINISHED;
     }

@@ -19,7 +19,7 @@
 #include "server/server_internal.h"
 
 typedef struct srv_conn {
-    sbuf body;
+    strbuf body;
     int too_big;
     srv_req *req; /* generation request, once started */
 } srv_conn;
@@ -58,16 +58,16 @@ int http_sse_idle_locked(srv_req *r) {
         json_t *e = openai_error_json(&r->err);
         char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
         json_decref(e);
-        if (s) sbuf_addf(&r->out, "data: %s\n\n", s); /* whole or not at all */
+        if (s) strbuf_addf(&r->out, "data: %s\n\n", s); /* whole or not at all */
         free(s);
-        sbuf_adds(&r->out, "data: [DONE]\n\n");
+        strbuf_adds(&r->out, "data: [DONE]\n\n");
         r->stream_done = 1;
         r->ka_due = 0;
         return 1;
     }
     if (!r->ka_due) return 0;
     r->ka_due = 0;
-    return sbuf_adds(&r->out, ": keep-alive\n\n") == 0;
+    return strbuf_adds(&r->out, ": keep-alive\n\n") == 0;
 }
 
 static enum MHD_Result http_error(struct MHD_Connection *c, int status, const char *type,
@@ -233,11 +233,11 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const ch
         *upload_data_size = 0;
         if (sc->too_big || sc->body.len + n > (size_t)S->cfg->max_body_bytes) {
             sc->too_big = 1;
-            sbuf_free(&sc->body);
+            strbuf_free(&sc->body);
             /* a chunked upload far past the limit is not worth reading to its end */
             return MHD_YES;
         }
-        return sbuf_add(&sc->body, upload_data, n) ? MHD_NO : MHD_YES;
+        return strbuf_add(&sc->body, upload_data, n) ? MHD_NO : MHD_YES;
     }
     guard_request_received(S, c);
     if (sc->too_big) {
@@ -258,7 +258,7 @@ static void http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         gen_connection_closed(sc->req);
         gen_req_unref(sc->req);
     }
-    sbuf_free(&sc->body);
+    strbuf_free(&sc->body);
     free(sc);
     *con_cls = NULL;
 }

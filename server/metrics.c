@@ -117,13 +117,13 @@ void metrics_count_rejected(metrics *m, int status) {
         }
 }
 
-static int metrics_gauge(sbuf *o, const char *model, const char *name, const char *type,
+static int metrics_gauge(strbuf *o, const char *model, const char *name, const char *type,
                          const char *help, double v) {
-    return sbuf_addf(o, "# HELP strata:%s %s\n# TYPE strata:%s %s\nstrata:%s{model_name=\"%s\"} %.17g\n",
+    return strbuf_addf(o, "# HELP strata:%s %s\n# TYPE strata:%s %s\nstrata:%s{model_name=\"%s\"} %.17g\n",
                      name, help, name, type, name, model, v);
 }
 
-int metrics_render(metrics *m, const metrics_gauges *g, sbuf *o) {
+int metrics_render(metrics *m, const metrics_gauges *g, strbuf *o) {
     int rc = 0;
     pthread_mutex_lock(&m->mu);
     const char *md = m->model;
@@ -145,31 +145,31 @@ int metrics_render(metrics *m, const metrics_gauges *g, sbuf *o) {
                         "Number of prefill tokens processed.", (double)g->prompt_tokens);
     rc |= metrics_gauge(o, md, "generation_tokens_total", "counter",
                         "Number of generation tokens processed.", (double)g->generation_tokens);
-    rc |= sbuf_adds(o, "# HELP strata:request_success_total Count of successfully processed "
+    rc |= strbuf_adds(o, "# HELP strata:request_success_total Count of successfully processed "
                        "requests.\n# TYPE strata:request_success_total counter\n");
     for (int i = 0; i < METRICS_N_REASONS; i++)
-        rc |= sbuf_addf(o, "strata:request_success_total{finished_reason=\"%s\",model_name=\"%s\"} %llu\n",
+        rc |= strbuf_addf(o, "strata:request_success_total{finished_reason=\"%s\",model_name=\"%s\"} %llu\n",
                         metrics_reasons[i], md, (unsigned long long)m->finish[i]);
-    rc |= sbuf_adds(o, "# HELP strata:request_rejected_total Requests refused before admission, "
+    rc |= strbuf_adds(o, "# HELP strata:request_rejected_total Requests refused before admission, "
                        "by HTTP status.\n# TYPE strata:request_rejected_total counter\n");
     for (int i = 0; i < METRICS_N_STATUS; i++)
-        rc |= sbuf_addf(o, "strata:request_rejected_total{model_name=\"%s\",status=\"%d\"} %llu\n",
+        rc |= strbuf_addf(o, "strata:request_rejected_total{model_name=\"%s\",status=\"%d\"} %llu\n",
                         md, metrics_statuses[i], (unsigned long long)m->rejected[i]);
     for (int i = 0; i < METRICS_N_HIST; i++) {
         const metrics_hist *h = &m->h[i];
         const char *n = metrics_hist_names[i];
-        rc |= sbuf_addf(o, "# HELP strata:%s %s\n# TYPE strata:%s histogram\n", n,
+        rc |= strbuf_addf(o, "# HELP strata:%s %s\n# TYPE strata:%s histogram\n", n,
                         metrics_hist_help[i], n);
         uint64_t cum = 0;
         for (int b = 0; b < h->n; b++) {
             cum += h->counts[b];
-            rc |= sbuf_addf(o, "strata:%s_bucket{le=\"%g\",model_name=\"%s\"} %llu\n", n,
+            rc |= strbuf_addf(o, "strata:%s_bucket{le=\"%g\",model_name=\"%s\"} %llu\n", n,
                             h->bounds[b], md, (unsigned long long)cum);
         }
-        rc |= sbuf_addf(o, "strata:%s_bucket{le=\"+Inf\",model_name=\"%s\"} %llu\n", n, md,
+        rc |= strbuf_addf(o, "strata:%s_bucket{le=\"+Inf\",model_name=\"%s\"} %llu\n", n, md,
                         (unsigned long long)h->total);
-        rc |= sbuf_addf(o, "strata:%s_sum{model_name=\"%s\"} %.17g\n", n, md, h->sum);
-        rc |= sbuf_addf(o, "strata:%s_count{model_name=\"%s\"} %llu\n", n, md,
+        rc |= strbuf_addf(o, "strata:%s_sum{model_name=\"%s\"} %.17g\n", n, md, h->sum);
+        rc |= strbuf_addf(o, "strata:%s_count{model_name=\"%s\"} %llu\n", n, md,
                         (unsigned long long)h->total);
     }
     pthread_mutex_unlock(&m->mu);

@@ -56,6 +56,6 @@ void metrics_count_finish(metrics *m, const char *reason);
 void metrics_count_rejected(metrics *m, int status);
 
 /* Appends the Prometheus text exposition (format 0.0.4) to out. */
-int metrics_render(metrics *m, const metrics_gauges *g, sbuf *out);
+int metrics_render(metrics *m, const metrics_gauges *g, strbuf *out);
 
 #endif

@@ -58,7 +58,7 @@ static void prep_work(uv_work_t *w) {
     } else {
         rc = gen_build(S, r, &e);
     }
-    sbuf_free(&r->body);
+    strbuf_free(&r->body);
     pthread_mutex_lock(&r->mu);
     if (rc) {
         r->phase = REQ_FAILED;

@@ -56,12 +56,12 @@ enum MHD_Result route_metrics(srv *S, struct MHD_Connection *c) {
         g.prompt_tokens = st.prompt_tokens;
         g.generation_tokens = st.generated_tokens;
     }
-    sbuf o = {0};
+    strbuf o = {0};
     int rc = metrics_render(S->met, &g, &o);
     enum MHD_Result r = rc ? MHD_NO
                            : http_respond_text(c, 200, "text/plain; version=0.0.4; charset=utf-8",
                                               o.p ? o.p : "", o.len);
-    sbuf_free(&o);
+    strbuf_free(&o);
     return r;
 }
 

@@ -72,7 +72,7 @@ typedef struct srv_choice {
     int n_gen;
     int started;             /* stream: first chunk (role / echo) sent */
     char err[256];
-    sbuf text, reasoning;    /* non-stream: the whole output */
+    strbuf text, reasoning;    /* non-stream: the whole output */
     json_t *lp;              /* logprobs accumulated (non-stream) */
     size_t text_offset;      /* completions logprobs text_offset */
 } srv_choice;
@@ -86,7 +86,7 @@ struct srv_req {
     int sock;                    /* dup of the client socket, watched for hangups; -1 */
     int job;                     /* SRV_JOB_* */
     int http11;                  /* the client speaks HTTP/1.1 (may get a 1xx) */
-    sbuf body;                   /* the request body, until prepared */
+    strbuf body;                   /* the request body, until prepared */
     json_t *answer;              /* REQ_ANSWERED: the 200 body (tokenize, detokenize) */
     openai_request oai;
     char id[48];
@@ -109,7 +109,7 @@ struct srv_req {
     int n_finished;
     int stream_done;
     int done_posted;
-    sbuf out;                    /* stream: bytes not yet handed to MHD */
+    strbuf out;                    /* stream: bytes not yet handed to MHD */
     size_t out_off;
     double t_out;                /* stream: when bytes last went to MHD (or arrival) */
     int ka_due;                  /* stream: the loop asks for a ': keep-alive' comment */
@@ -221,7 +221,7 @@ int route_detokenize_json(srv *S, const char *body, size_t len, json_t **out, op
 srv_req *gen_req_new(srv *S, int job);
 /* Takes the body (moved out of *body), suspends c and posts the request to the loop
  * for preparation. *out is the connection's reference. MHD thread. */
-enum MHD_Result gen_start(srv *S, struct MHD_Connection *c, int job, sbuf *body, int http11,
+enum MHD_Result gen_start(srv *S, struct MHD_Connection *c, int job, strbuf *body, int http11,
                           srv_req **out);
 enum MHD_Result gen_resume(srv_req *r, struct MHD_Connection *c);
 void gen_connection_closed(srv_req *r);

@@ -46,7 +46,7 @@ static inline void srv_fixture_close(srv_fixture *f) {
 /* A request of job with a copy of body, as gen_start hands it to a worker. */
 static inline srv_req *srv_fixture_request(srv_fixture *f, int job, const char *body, size_t len) {
     srv_req *r = gen_req_new(&f->S, job);
-    if (r && sbuf_add(&r->body, body, len)) {
+    if (r && strbuf_add(&r->body, body, len)) {
         gen_req_unref(r);
         return NULL;
     }

@@ -1,4 +1,4 @@
-/* strbuf.c - growable byte buffer. */
+/* strbuf.c - the growable byte buffer (see strbuf.h). */
 #include "engine/base/strbuf.h"
 
 #include <stdarg.h>
@@ -8,33 +8,39 @@
 
 #include "engine/base/err.h"
 
-static int sbuf_reserve(sbuf *b, size_t extra) {
+int strbuf_reserve(strbuf *b, size_t extra) {
+    if (b->max && (extra > b->max || b->len > b->max - extra)) return STRATA_ERANGE;
     if (b->len + extra + 1 <= b->cap) return 0;
-    size_t nc = b->cap ? b->cap : 256;
+    size_t nc = b->cap ? b->cap : 64;
     while (nc < b->len + extra + 1) nc *= 2;
-    char *p = realloc(b->p, nc);
+    char *p = b->alloc ? b->alloc->grow(b->alloc->ctx, b->p, b->len, nc) : realloc(b->p, nc);
     if (!p) return STRATA_ENOMEM;
     b->p = p;
     b->cap = nc;
     return 0;
 }
 
-int sbuf_add(sbuf *b, const char *s, size_t n) {
-    if (sbuf_reserve(b, n)) return STRATA_ENOMEM;
+int strbuf_add(strbuf *b, const void *s, size_t n) {
+    int rc = strbuf_reserve(b, n);
+    if (rc) return rc;
     if (n) memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = 0;
     return 0;
 }
 
-int sbuf_adds(sbuf *b, const char *s) { return sbuf_add(b, s, strlen(s)); }
+int strbuf_adds(strbuf *b, const char *s) { return strbuf_add(b, s, strlen(s)); }
 
-int sbuf_addf(sbuf *b, const char *fmt, ...) {
+int strbuf_addc(strbuf *b, char c) { return strbuf_add(b, &c, 1); }
+
+int strbuf_addf(strbuf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0 || sbuf_reserve(b, (size_t)n)) return STRATA_ENOMEM;
+    if (n < 0) return STRATA_EINVALID;
+    int rc = strbuf_reserve(b, (size_t)n);
+    if (rc) return rc;
     va_start(ap, fmt);
     vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
@@ -42,13 +48,17 @@ int sbuf_addf(sbuf *b, const char *fmt, ...) {
     return 0;
 }
 
-void sbuf_reset(sbuf *b) {
+void strbuf_reset(strbuf *b) {
     b->len = 0;
     if (b->p) b->p[0] = 0;
 }
 
-void sbuf_free(sbuf *b) {
-    free(b->p);
+void strbuf_free(strbuf *b) {
+    if (b->alloc) {
+        if (b->alloc->release) b->alloc->release(b->alloc->ctx, b->p);
+    } else {
+        free(b->p);
+    }
     b->p = NULL;
     b->len = b->cap = 0;
 }

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/base/strbuf.h"
+
 /* Classifies the sequence at s[0..n): returns its length (1-4) when it is one complete,
  * valid character; -k when the first k bytes are an ill-formed maximal subpart (k >= 1);
  * 0 when the n available bytes are a valid but incomplete prefix (n >= 1). */
@@ -84,6 +86,10 @@ static inline int unicode_utf8_valid(const char *s, size_t n) {
     }
     return 1;
 }
+
+/* Appends s[0..n) to out with every ill-formed maximal subpart replaced by one
+ * U+FFFD (an incomplete tail counts as one). 0 or STRATA_ENOMEM. */
+int unicode_utf8_lossy(strbuf *out, const char *s, size_t n);
 
 /* Unicode White_Space (what Rust's char::is_whitespace tests). */
 static inline int unicode_is_space(uint32_t c) {

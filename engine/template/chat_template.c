@@ -370,7 +370,7 @@ int chat_template_render(const chat_template *ct, json_t *messages, json_t *tool
     jarena *a = jinja_arena_create(lim->max_memory, lim->fail_alloc_at);
     if (!a) return strata_err_set(err, STRATA_ENOMEM, "out of memory rendering the chat template");
     jctx c = {0};
-    jbuf buf;
+    strbuf buf;
     int rc;
     jdict *vars = jinja_arena_alloc(a, sizeof *vars);
     c.a = a;

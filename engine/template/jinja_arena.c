@@ -27,6 +27,7 @@ struct jarena {
     long fail_at;  /* test hook: the n-th allocation and all after it fail */
     long nalloc;
     int over_budget;
+    strbuf_alloc buf_alloc; /* how buffers grow here (jinja_buf_init) */
 };
 
 jarena *jinja_arena_create(size_t budget, long fail_at) {
@@ -97,48 +98,19 @@ char *jinja_arena_strndup(jarena *a, const char *s, size_t n) {
 
 /* ---- buffers --------------------------------------------------------------------- */
 
-void jinja_buf_init(jbuf *b, jarena *a, size_t max) {
-    b->a = a;
-    b->p = NULL;
-    b->len = b->cap = 0;
+/* Buffers grow by a fresh arena block; the old one is left to the arena. */
+static void *jinja_buf_grow(void *ctx, void *old, size_t len, size_t cap) {
+    char *p = jinja_arena_alloc(ctx, cap);
+    if (p && len) memcpy(p, old, len);
+    return p;
+}
+
+void jinja_buf_init(strbuf *b, jarena *a, size_t max) {
+    memset(b, 0, sizeof *b);
+    a->buf_alloc.grow = jinja_buf_grow;
+    a->buf_alloc.ctx = a;
+    b->alloc = &a->buf_alloc;
     b->max = max;
-}
-
-int jinja_buf_put(jbuf *b, const char *s, size_t n) {
-    if (n == 0) return 0;
-    if (b->max && b->len + n > b->max) return STRATA_ERANGE;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = jinja_arena_alloc(b->a, cap);
-        if (!p) return STRATA_ENOMEM;
-        if (b->len) memcpy(p, b->p, b->len);
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-    return 0;
-}
-
-int jinja_buf_puts(jbuf *b, const char *s) {
-    return jinja_buf_put(b, s, strlen(s));
-}
-
-int jinja_buf_putc(jbuf *b, char c) {
-    return jinja_buf_put(b, &c, 1);
-}
-
-int jinja_buf_printf(jbuf *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return STRATA_EINVALID;
-    if ((size_t)n >= sizeof tmp) n = sizeof tmp - 1;
-    return jinja_buf_put(b, tmp, (size_t)n);
 }
 
 /* ---- UTF-8 ---------------------------------------------------------------------- */

@@ -243,11 +243,11 @@ static int eval_slice(jctx *c, int line, jv obj, jv bounds[3], jv *out) {
     int64_t start = b[0], stop = b[1];
     if (obj.kind == JV_STR) {
         const jstr *s = obj.u.s;
-        jbuf out_b;
+        strbuf out_b;
         jinja_buf_init(&out_b, c->a, 0);
         size_t count = 0;
         if (step == 1 && s->len == s->ncp) {
-            if (stop > start && jinja_buf_put(&out_b, s->p + start, (size_t)(stop - start)) < 0)
+            if (stop > start && strbuf_add(&out_b, s->p + start, (size_t)(stop - start)) < 0)
                 return jinja_ctx_nomem(c, line);
             count = stop > start ? (size_t)(stop - start) : 0;
         } else {
@@ -259,7 +259,7 @@ static int eval_slice(jctx *c, int line, jv obj, jv bounds[3], jv *out) {
             }
             offs[k] = s->len;
             for (int64_t j = start; step > 0 ? j < stop : j > stop; j += step, count++)
-                if (jinja_buf_put(&out_b, s->p + offs[j], offs[j + 1] - offs[j]) < 0)
+                if (strbuf_add(&out_b, s->p + offs[j], offs[j + 1] - offs[j]) < 0)
                     return jinja_ctx_nomem(c, line);
         }
         *out = jinja_str_cp(c, out_b.p ? out_b.p : "", out_b.len, count);
@@ -291,10 +291,10 @@ static int overflow(jctx *c, int line) {
 static int repeat(jctx *c, int line, jv seq, int64_t times, jv *out) {
     if (times < 0) times = 0;
     if (seq.kind == JV_STR) {
-        jbuf b;
+        strbuf b;
         jinja_buf_init(&b, c->a, c->max_output);
         for (int64_t k = 0; k < times; k++) {
-            int rc = jinja_buf_put(&b, seq.u.s->p, seq.u.s->len);
+            int rc = strbuf_add(&b, seq.u.s->p, seq.u.s->len);
             if (rc == STRATA_ERANGE)
                 return jinja_ctx_fail(c, rc, line, "string repetition exceeds the output limit");
             if (rc < 0) return jinja_ctx_nomem(c, line);
@@ -336,10 +336,10 @@ static void float_divmod(double x, double y, double *floordiv, double *mod) {
 }
 
 static int concat_str(jctx *c, int line, jv a, jv b, jv *out) {
-    jbuf buf;
+    strbuf buf;
     jinja_buf_init(&buf, c->a, 0);
-    if (jinja_buf_put(&buf, a.u.s->p, a.u.s->len) < 0 ||
-        jinja_buf_put(&buf, b.u.s->p, b.u.s->len) < 0)
+    if (strbuf_add(&buf, a.u.s->p, a.u.s->len) < 0 ||
+        strbuf_add(&buf, b.u.s->p, b.u.s->len) < 0)
         return jinja_ctx_nomem(c, line);
     *out = jinja_str_cp(c, buf.p ? buf.p : "", buf.len, a.u.s->ncp + b.u.s->ncp);
     return jinja_is_oom(*out) ? jinja_ctx_nomem(c, line) : 0;

@@ -21,7 +21,7 @@ int jinja_exec_body(jctx *c, jscope *s, const jnodes *body) {
 }
 
 static int out_put(jctx *c, int line, const char *p, size_t n) {
-    int rc = jinja_buf_put(c->out, p, n);
+    int rc = strbuf_add(c->out, p, n);
     if (rc == STRATA_ERANGE)
         return jinja_ctx_fail(c, rc, line, "rendered text exceeds the output limit of %zu bytes",
                               c->max_output);
@@ -32,7 +32,7 @@ static int out_put(jctx *c, int line, const char *p, size_t n) {
 static int out_value(jctx *c, int line, jv v) {
     if (v.kind == JV_STR) return out_put(c, line, v.u.s->p, v.u.s->len);
     if (v.kind == JV_UNDEF) return 0;
-    jbuf *saved = c->out;
+    strbuf *saved = c->out;
     int rc = jinja_write_str(c, c->out, v);
     c->out = saved;
     if (rc == STRATA_ERANGE)
@@ -44,7 +44,7 @@ static int out_value(jctx *c, int line, jv v) {
 
 /* Runs body in a new scope, collecting its output as a string. */
 static int capture(jctx *c, jscope *s, const jnodes *body, jv *out) {
-    jbuf buf, *saved = c->out;
+    strbuf buf, *saved = c->out;
     jinja_buf_init(&buf, c->a, c->max_output);
     c->out = &buf;
     int rc = jinja_exec_body(c, s, body);

@@ -400,33 +400,33 @@ FILTER(f_replace) {
     JTRY(soft_str(c, line, a[0], &old));
     JTRY(soft_str(c, line, a[1], &new));
     int64_t count = jinja_given(a[2]) && is_int_like(a[2]) ? a[2].u.i : -1;
-    jbuf b;
+    strbuf b;
     jinja_buf_init(&b, c->a, c->max_output);
     const char *p = s.u.s->p, *end = p + s.u.s->len;
     size_t ol = old.u.s->len;
     if (ol == 0) { /* Python inserts new between every character (and at both ends) */
         size_t i = 0;
         while (count != 0) {
-            if (jinja_buf_put(&b, new.u.s->p, new.u.s->len) < 0) return jinja_ctx_nomem(c, line);
+            if (strbuf_add(&b, new.u.s->p, new.u.s->len) < 0) return jinja_ctx_nomem(c, line);
             if (count > 0) count--;
             if (i >= s.u.s->len) break;
             size_t st = i;
             jinja_utf8_next(p, s.u.s->len, &i);
-            if (jinja_buf_put(&b, p + st, i - st) < 0) return jinja_ctx_nomem(c, line);
+            if (strbuf_add(&b, p + st, i - st) < 0) return jinja_ctx_nomem(c, line);
         }
-        if (i < s.u.s->len && jinja_buf_put(&b, p + i, s.u.s->len - i) < 0)
+        if (i < s.u.s->len && strbuf_add(&b, p + i, s.u.s->len - i) < 0)
             return jinja_ctx_nomem(c, line);
     } else {
         while (count != 0) {
             const char *hit = memmem(p, (size_t)(end - p), old.u.s->p, ol);
             if (!hit) break;
-            if (jinja_buf_put(&b, p, (size_t)(hit - p)) < 0 ||
-                jinja_buf_put(&b, new.u.s->p, new.u.s->len) < 0)
+            if (strbuf_add(&b, p, (size_t)(hit - p)) < 0 ||
+                strbuf_add(&b, new.u.s->p, new.u.s->len) < 0)
                 return jinja_ctx_nomem(c, line);
             p = hit + ol;
             if (count > 0) count--;
         }
-        if (jinja_buf_put(&b, p, (size_t)(end - p)) < 0) return jinja_ctx_nomem(c, line);
+        if (strbuf_add(&b, p, (size_t)(end - p)) < 0) return jinja_ctx_nomem(c, line);
     }
     *out = jinja_str(c, b.p ? b.p : "", b.len);
     return jinja_is_oom(*out) ? jinja_ctx_nomem(c, line) : 0;
@@ -461,17 +461,17 @@ FILTER(f_indent) {
     jv meth = jinja_undef();
     JTRY(jinja_eval_getattr(c, line, s, "splitlines", &meth));
     JTRY(jinja_call_value(c, line, meth, NULL, 0, NULL, NULL, 0, &lines));
-    jbuf b;
+    strbuf b;
     jinja_buf_init(&b, c->a, c->max_output);
-    if (first && OOM(jinja_buf_put(&b, ind.u.s->p, ind.u.s->len))) return STRATA_ENOMEM;
+    if (first && OOM(strbuf_add(&b, ind.u.s->p, ind.u.s->len))) return STRATA_ENOMEM;
     for (size_t i = 0; i < lines.u.l->n; i++) {
         const jstr *ls = lines.u.l->v[i].u.s;
         if (i > 0) {
-            if (OOM(jinja_buf_putc(&b, '\n'))) return STRATA_ENOMEM;
-            if ((blank || ls->len) && OOM(jinja_buf_put(&b, ind.u.s->p, ind.u.s->len)))
+            if (OOM(strbuf_addc(&b, '\n'))) return STRATA_ENOMEM;
+            if ((blank || ls->len) && OOM(strbuf_add(&b, ind.u.s->p, ind.u.s->len)))
                 return STRATA_ENOMEM;
         }
-        if (OOM(jinja_buf_put(&b, ls->p, ls->len))) return STRATA_ENOMEM;
+        if (OOM(strbuf_add(&b, ls->p, ls->len))) return STRATA_ENOMEM;
     }
     *out = jinja_str(c, b.p ? b.p : "", b.len);
     return jinja_is_oom(*out) ? jinja_ctx_nomem(c, line) : 0;
@@ -489,11 +489,11 @@ FILTER(f_center) {
     }
     if (width > 1000000) return jinja_ctx_fail(c, STRATA_ERANGE, line, "center width too large");
     int64_t marg = width - len, left = marg / 2 + (marg & width & 1);
-    jbuf b;
+    strbuf b;
     jinja_buf_init(&b, c->a, 0);
-    for (int64_t i = 0; i < left; i++) JTRY(OOM(jinja_buf_putc(&b, ' ')));
-    JTRY(OOM(jinja_buf_put(&b, s.u.s->p, s.u.s->len)));
-    for (int64_t i = 0; i < marg - left; i++) JTRY(OOM(jinja_buf_putc(&b, ' ')));
+    for (int64_t i = 0; i < left; i++) JTRY(OOM(strbuf_addc(&b, ' ')));
+    JTRY(OOM(strbuf_add(&b, s.u.s->p, s.u.s->len)));
+    for (int64_t i = 0; i < marg - left; i++) JTRY(OOM(strbuf_addc(&b, ' ')));
     *out = jinja_str(c, b.p, b.len);
     return jinja_is_oom(*out) ? jinja_ctx_nomem(c, line) : 0;
 }
@@ -577,9 +577,9 @@ FILTER(f_truncate) {
         while (cut > 0 && s.u.s->p[cut - 1] != ' ') cut--;
         cut = cut > 0 ? cut - 1 : i;
     }
-    jbuf b;
+    strbuf b;
     jinja_buf_init(&b, c->a, 0);
-    if (OOM(jinja_buf_put(&b, s.u.s->p, cut)) || OOM(jinja_buf_put(&b, end.u.s->p, end.u.s->len)))
+    if (OOM(strbuf_add(&b, s.u.s->p, cut)) || OOM(strbuf_add(&b, end.u.s->p, end.u.s->len)))
         return STRATA_ENOMEM;
     *out = jinja_str(c, b.p, b.len);
     return jinja_is_oom(*out) ? jinja_ctx_nomem(c, line) : 0;

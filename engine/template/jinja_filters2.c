@@ -193,12 +193,12 @@ FILTER(f_join) {
     jv sep = jinja_given(a[0]) ? jinja_to_str(c, a[0]) : jinja_strz(c, "");
     if (jinja_is_oom(sep)) return jinja_ctx_nomem(c, line);
     const char *attr = attr_arg(c, a[1]);
-    jbuf b;
+    strbuf b;
     jinja_buf_init(&b, c->a, c->max_output);
     for (size_t i = 0; i < items->n; i++) {
         jv item = items->v[i];
         if (attr) JTRY(jinja_filter_resolve_attr(c, line, item, attr, jinja_missing(), &item));
-        if (i && jinja_buf_put(&b, sep.u.s->p, sep.u.s->len) < 0) return jinja_ctx_nomem(c, line);
+        if (i && strbuf_add(&b, sep.u.s->p, sep.u.s->len) < 0) return jinja_ctx_nomem(c, line);
         if (jinja_write_str(c, &b, item) < 0)
             return c->err_set ? c->err->code : jinja_ctx_nomem(c, line);
     }
@@ -211,10 +211,10 @@ FILTER(f_reverse) {
     jlist *items;
     if (v.kind == JV_STR) {
         JTRY(jinja_iterate(c, line, v, &items));
-        jbuf b;
+        strbuf b;
         jinja_buf_init(&b, c->a, 0);
         for (size_t i = items->n; i-- > 0;)
-            if (jinja_buf_put(&b, items->v[i].u.s->p, items->v[i].u.s->len) < 0)
+            if (strbuf_add(&b, items->v[i].u.s->p, items->v[i].u.s->len) < 0)
                 return jinja_ctx_nomem(c, line);
         *out = jinja_str(c, b.p ? b.p : "", b.len);
         if (jinja_is_oom(*out)) return jinja_ctx_nomem(c, line);
@@ -522,7 +522,7 @@ FILTER(f_tojson) {
         o.item_sep = a[2].u.l->v[0].u.s->p;
         o.key_sep = a[2].u.l->v[1].u.s->p;
     }
-    jbuf b;
+    strbuf b;
     jinja_buf_init(&b, c->a, c->max_output);
     JTRY(jinja_json_dump(c, line, &b, v, &o));
     *out = jinja_str(c, b.p ? b.p : "", b.len);

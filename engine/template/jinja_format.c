@@ -17,18 +17,18 @@ static int fail_fmt(jctx *c, int line, const char *msg) {
 
 /* Pads text to width: left-aligned ('<'), right ('>'), centred ('^') or after the
  * sign ('='), with fill. */
-static int put_padded(jbuf *b, const char *s, size_t n, size_t ncp, int64_t width, char align,
+static int put_padded(strbuf *b, const char *s, size_t n, size_t ncp, int64_t width, char align,
                       const char *fill, size_t fill_len) {
     int64_t pad = width > (int64_t)ncp ? width - (int64_t)ncp : 0;
     int64_t left = align == '<' ? 0 : align == '^' ? pad / 2 : pad, right = pad - left;
     size_t sign = 0;
     if (align == '=' && n && (s[0] == '-' || s[0] == '+' || s[0] == ' ')) {
-        JTRY(jinja_buf_put(b, s, 1));
+        JTRY(strbuf_add(b, s, 1));
         sign = 1;
     }
-    for (int64_t i = 0; i < left; i++) JTRY(jinja_buf_put(b, fill, fill_len));
-    JTRY(jinja_buf_put(b, s + sign, n - sign));
-    for (int64_t i = 0; i < right; i++) JTRY(jinja_buf_put(b, fill, fill_len));
+    for (int64_t i = 0; i < left; i++) JTRY(strbuf_add(b, fill, fill_len));
+    JTRY(strbuf_add(b, s + sign, n - sign));
+    for (int64_t i = 0; i < right; i++) JTRY(strbuf_add(b, fill, fill_len));
     return 0;
 }
 
@@ -46,7 +46,7 @@ static int as_int(jctx *c, int line, jv v, int64_t *out) {
 }
 
 /* One printf conversion of v into b. */
-static int convert(jctx *c, int line, jbuf *b, jv v, const char *flags, int64_t width, int prec,
+static int convert(jctx *c, int line, strbuf *b, jv v, const char *flags, int64_t width, int prec,
                    char conv) {
     char spec[32], tmp[512];
     int n = 0;
@@ -54,7 +54,7 @@ static int convert(jctx *c, int line, jbuf *b, jv v, const char *flags, int64_t 
     case 's':
     case 'r':
     case 'a': {
-        jbuf s;
+        strbuf s;
         jinja_buf_init(&s, c->a, 0);
         if ((conv == 's' ? jinja_write_str(c, &s, v) : jinja_write_repr(c, &s, v)) < 0)
             return jinja_ctx_nomem(c, line);
@@ -120,7 +120,7 @@ static int convert(jctx *c, int line, jbuf *b, jv v, const char *flags, int64_t 
     default: return fail_fmt(c, line, "unsupported format character");
     }
     if (n < 0 || (size_t)n >= sizeof tmp) return fail_fmt(c, line, "formatted number too long");
-    return jinja_buf_put(b, tmp, (size_t)n) < 0 ? jinja_ctx_nomem(c, line) : 0;
+    return strbuf_add(b, tmp, (size_t)n) < 0 ? jinja_ctx_nomem(c, line) : 0;
 }
 
 int jinja_format_percent(jctx *c, int line, jv fmt, jv args, jv *out) {
@@ -135,13 +135,13 @@ int jinja_format_percent(jctx *c, int line, jv fmt, jv args, jv *out) {
         pos = &single;
     size_t next = 0;
     int used_map = 0;
-    jbuf b;
+    strbuf b;
     jinja_buf_init(&b, c->a, c->max_output);
     const char *p = fmt.u.s->p, *end = p + fmt.u.s->len;
     while (p < end) {
         const char *pc = memchr(p, '%', (size_t)(end - p));
         if (!pc) pc = end;
-        if (jinja_buf_put(&b, p, (size_t)(pc - p)) < 0) return jinja_ctx_nomem(c, line);
+        if (strbuf_add(&b, p, (size_t)(pc - p)) < 0) return jinja_ctx_nomem(c, line);
         if (pc == end) break;
         p = pc + 1;
         if (p >= end) return fail_fmt(c, line, "incomplete format");
@@ -192,7 +192,7 @@ int jinja_format_percent(jctx *c, int line, jv fmt, jv args, jv *out) {
         if (p >= end) return fail_fmt(c, line, "incomplete format");
         char conv = *p++;
         if (conv == '%') {
-            if (jinja_buf_putc(&b, '%') < 0) return jinja_ctx_nomem(c, line);
+            if (strbuf_addc(&b, '%') < 0) return jinja_ctx_nomem(c, line);
             continue;
         }
         if (!have) {
@@ -217,7 +217,7 @@ int jinja_format_percent(jctx *c, int line, jv fmt, jv args, jv *out) {
 
 /* ---- str.format ---------------------------------------------------------------------------- */
 
-static int format_spec(jctx *c, int line, jbuf *b, jv v, const char *spec, size_t sl) {
+static int format_spec(jctx *c, int line, strbuf *b, jv v, const char *spec, size_t sl) {
     if (sl == 0) {
         if (jinja_write_str(c, b, v) < 0) return jinja_ctx_nomem(c, line);
         return 0;
@@ -258,7 +258,7 @@ static int format_spec(jctx *c, int line, jbuf *b, jv v, const char *spec, size_
     if (i != sl || comma || alt || width > 100000)
         return fail_fmt(c, line, "unsupported format specifier");
     if (zero && !align) align = '=', fill[0] = '0', fill[1] = 0, fill_len = 1;
-    jbuf t;
+    strbuf t;
     jinja_buf_init(&t, c->a, 0);
     if (v.kind == JV_STR || v.kind == JV_UNDEF || v.kind == JV_NONE || v.kind == JV_LIST ||
         v.kind == JV_DICT) {
@@ -272,14 +272,14 @@ static int format_spec(jctx *c, int line, jbuf *b, jv v, const char *spec, size_
         if (sign != '-') flags[0] = sign;
         if (!type) type = v.kind == JV_FLOAT ? (prec >= 0 ? 'g' : 0) : 'd';
         if (!type) { /* float without type: repr */
-            if (sign == '+' && v.u.f >= 0 && jinja_buf_putc(&t, '+') < 0)
+            if (sign == '+' && v.u.f >= 0 && strbuf_addc(&t, '+') < 0)
                 return jinja_ctx_nomem(c, line);
-            if (sign == ' ' && v.u.f >= 0 && jinja_buf_putc(&t, ' ') < 0)
+            if (sign == ' ' && v.u.f >= 0 && strbuf_addc(&t, ' ') < 0)
                 return jinja_ctx_nomem(c, line);
             if (jinja_write_float(&t, v.u.f) < 0) return jinja_ctx_nomem(c, line);
         } else if (type == '%') {
             JTRY(convert(c, line, &t, jinja_float(jinja_as_double(v) * 100), flags, 0, prec, 'f'));
-            if (jinja_buf_putc(&t, '%') < 0) return jinja_ctx_nomem(c, line);
+            if (strbuf_addc(&t, '%') < 0) return jinja_ctx_nomem(c, line);
         } else if (strchr("dxXoc", type)) {
             if (v.kind == JV_FLOAT)
                 return fail_fmt(c, line, "Unknown format code for object of type 'float'");
@@ -301,7 +301,7 @@ static int format_spec(jctx *c, int line, jbuf *b, jv v, const char *spec, size_
 
 int jinja_format_brace(jctx *c, int line, jv fmt, jv *args, size_t nargs, const char **kwn, jv *kwv,
                        size_t nkw, jv *out) {
-    jbuf b;
+    strbuf b;
     jinja_buf_init(&b, c->a, c->max_output);
     const char *p = fmt.u.s->p, *end = p + fmt.u.s->len;
     size_t auto_idx = 0;
@@ -309,18 +309,18 @@ int jinja_format_brace(jctx *c, int line, jv fmt, jv *args, size_t nargs, const 
     while (p < end) {
         if (*p == '}') {
             if (p + 1 < end && p[1] == '}') {
-                if (jinja_buf_putc(&b, '}') < 0) return jinja_ctx_nomem(c, line);
+                if (strbuf_addc(&b, '}') < 0) return jinja_ctx_nomem(c, line);
                 p += 2;
                 continue;
             }
             return fail_fmt(c, line, "Single '}' encountered in format string");
         }
         if (*p != '{') {
-            if (jinja_buf_putc(&b, *p++) < 0) return jinja_ctx_nomem(c, line);
+            if (strbuf_addc(&b, *p++) < 0) return jinja_ctx_nomem(c, line);
             continue;
         }
         if (p + 1 < end && p[1] == '{') {
-            if (jinja_buf_putc(&b, '{') < 0) return jinja_ctx_nomem(c, line);
+            if (strbuf_addc(&b, '{') < 0) return jinja_ctx_nomem(c, line);
             p += 2;
             continue;
         }
@@ -372,7 +372,7 @@ int jinja_format_brace(jctx *c, int line, jv fmt, jv *args, size_t nargs, const 
         }
         const char *spec = fe < close && *fe == ':' ? fe + 1 : close;
         if (conv == 'r' || conv == 'a' || conv == 's') {
-            jbuf t;
+            strbuf t;
             jinja_buf_init(&t, c->a, 0);
             if ((conv == 's' ? jinja_write_str(c, &t, v) : jinja_write_repr(c, &t, v)) < 0)
                 return jinja_ctx_nomem(c, line);

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "engine/base/err.h"
+#include "engine/base/strbuf.h"
 #include "engine/unicode/pystr.h"
 
 /* ---- arena ---------------------------------------------------------------------- */
@@ -36,20 +37,9 @@ void *jinja_arena_alloc(jarena *a, size_t n);
 int jinja_arena_over_budget(const jarena *a);
 char *jinja_arena_strndup(jarena *a, const char *s, size_t n);
 
-/* Growable byte buffer living in an arena. */
-typedef struct jbuf {
-    jarena *a;
-    char *p;
-    size_t len, cap;
-    size_t max; /* 0: unlimited; else appending past it fails (output limit) */
-} jbuf;
-
-void jinja_buf_init(jbuf *b, jarena *a, size_t max);
-/* 0, or STRATA_ENOMEM / STRATA_ERANGE (over max). */
-int jinja_buf_put(jbuf *b, const char *s, size_t n);
-int jinja_buf_puts(jbuf *b, const char *s);
-int jinja_buf_putc(jbuf *b, char c);
-int jinja_buf_printf(jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A byte buffer growing in the arena a (freed with it), with an output limit max
+ * (0 = none) past which appends fail with STRATA_ERANGE. */
+void jinja_buf_init(strbuf *b, jarena *a, size_t max);
 
 /* ---- UTF-8 and Python character classes ------------------------------------------ */
 
@@ -349,7 +339,7 @@ struct jscope {
 
 typedef struct jctx {
     jarena *a;
-    jbuf *out;          /* where output goes now (captures swap it) */
+    strbuf *out;          /* where output goes now (captures swap it) */
     jscope *root;       /* the template's top-level scope */
     jdict *render_vars; /* messages, tools, ... */
     strata_err *err;
@@ -398,9 +388,9 @@ double jinja_as_double(jv v);
 int64_t jinja_len(jv v); /* -1: no len() */
 
 /* Python str() / repr() appended to b. */
-int jinja_write_str(jctx *c, jbuf *b, jv v);
-int jinja_write_repr(jctx *c, jbuf *b, jv v);
-int jinja_write_float(jbuf *b, double f); /* float repr */
+int jinja_write_str(jctx *c, strbuf *b, jv v);
+int jinja_write_repr(jctx *c, strbuf *b, jv v);
+int jinja_write_float(strbuf *b, double f); /* float repr */
 jv jinja_to_str(jctx *c, jv v);           /* str(v) as a value (strings pass through) */
 /* Iterates v as Python's iter(): a list of items (dict: keys; str: chars). */
 int jinja_iterate(jctx *c, int line, jv v, jlist **out);
@@ -414,7 +404,7 @@ typedef struct jinja_json_opts {
     size_t indent_len;
     const char *item_sep, *key_sep;
 } jinja_json_opts;
-int jinja_json_dump(jctx *c, int line, jbuf *b, jv v, const jinja_json_opts *o);
+int jinja_json_dump(jctx *c, int line, strbuf *b, jv v, const jinja_json_opts *o);
 
 /* evaluation */
 int jinja_eval(jctx *c, jscope *s, const jnode *n, jv *out);

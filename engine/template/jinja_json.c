@@ -11,8 +11,8 @@
 
 #include "engine/template/jinja_internal.h"
 
-static int dump_str(jbuf *b, const char *s, size_t len, int ensure_ascii) {
-    JTRY(jinja_buf_putc(b, '"'));
+static int dump_str(strbuf *b, const char *s, size_t len, int ensure_ascii) {
+    JTRY(strbuf_addc(b, '"'));
     size_t i = 0, run = 0;
     while (i < len) {
         size_t start = i;
@@ -45,34 +45,34 @@ static int dump_str(jbuf *b, const char *s, size_t len, int ensure_ascii) {
             }
         }
         if (ne) {
-            JTRY(jinja_buf_put(b, s + run, start - run));
-            JTRY(jinja_buf_put(b, esc, (size_t)ne));
+            JTRY(strbuf_add(b, s + run, start - run));
+            JTRY(strbuf_add(b, esc, (size_t)ne));
             run = i;
         }
     }
-    JTRY(jinja_buf_put(b, s + run, len - run));
-    return jinja_buf_putc(b, '"');
+    JTRY(strbuf_add(b, s + run, len - run));
+    return strbuf_addc(b, '"');
 }
 
-static int dump_float(jbuf *b, double f) {
-    if (isnan(f)) return jinja_buf_puts(b, "NaN");
-    if (isinf(f)) return jinja_buf_puts(b, f < 0 ? "-Infinity" : "Infinity");
+static int dump_float(strbuf *b, double f) {
+    if (isnan(f)) return strbuf_adds(b, "NaN");
+    if (isinf(f)) return strbuf_adds(b, f < 0 ? "-Infinity" : "Infinity");
     return jinja_write_float(b, f);
 }
 
-static int newline_indent(jbuf *b, const jinja_json_opts *o, int level) {
-    JTRY(jinja_buf_putc(b, '\n'));
-    for (int i = 0; i < level; i++) JTRY(jinja_buf_put(b, o->indent, o->indent_len));
+static int newline_indent(strbuf *b, const jinja_json_opts *o, int level) {
+    JTRY(strbuf_addc(b, '\n'));
+    for (int i = 0; i < level; i++) JTRY(strbuf_add(b, o->indent, o->indent_len));
     return 0;
 }
 
 /* A dict key as json.dumps converts it: str as is; bool/None/int/float to text. */
-static int key_text(jctx *c, int line, jv k, jbuf *kb) {
+static int key_text(jctx *c, int line, jv k, strbuf *kb) {
     switch ((jinja_kind)k.kind) {
-    case JV_STR: return jinja_buf_put(kb, k.u.s->p, k.u.s->len);
-    case JV_BOOL: return jinja_buf_puts(kb, k.u.i ? "true" : "false");
-    case JV_NONE: return jinja_buf_puts(kb, "null");
-    case JV_INT: return jinja_buf_printf(kb, "%lld", (long long)k.u.i);
+    case JV_STR: return strbuf_add(kb, k.u.s->p, k.u.s->len);
+    case JV_BOOL: return strbuf_adds(kb, k.u.i ? "true" : "false");
+    case JV_NONE: return strbuf_adds(kb, "null");
+    case JV_INT: return strbuf_addf(kb, "%lld", (long long)k.u.i);
     case JV_FLOAT: return dump_float(kb, k.u.f);
     default:
         return jinja_ctx_fail(c, STRATA_EINVALID, line,
@@ -81,29 +81,29 @@ static int key_text(jctx *c, int line, jv k, jbuf *kb) {
     }
 }
 
-static int dump(jctx *c, int line, jbuf *b, jv v, const jinja_json_opts *o, int level) {
+static int dump(jctx *c, int line, strbuf *b, jv v, const jinja_json_opts *o, int level) {
     switch ((jinja_kind)v.kind) {
-    case JV_NONE: return jinja_buf_puts(b, "null");
-    case JV_BOOL: return jinja_buf_puts(b, v.u.i ? "true" : "false");
-    case JV_INT: return jinja_buf_printf(b, "%lld", (long long)v.u.i);
+    case JV_NONE: return strbuf_adds(b, "null");
+    case JV_BOOL: return strbuf_adds(b, v.u.i ? "true" : "false");
+    case JV_INT: return strbuf_addf(b, "%lld", (long long)v.u.i);
     case JV_FLOAT: return dump_float(b, v.u.f);
     case JV_STR: return dump_str(b, v.u.s->p, v.u.s->len, o->ensure_ascii);
     case JV_LIST:
     case JV_TUPLE: {
         const jlist *l = v.u.l;
-        if (l->n == 0) return jinja_buf_puts(b, "[]");
-        JTRY(jinja_buf_putc(b, '['));
+        if (l->n == 0) return strbuf_adds(b, "[]");
+        JTRY(strbuf_addc(b, '['));
         for (size_t i = 0; i < l->n; i++) {
-            if (i) JTRY(jinja_buf_puts(b, o->item_sep));
+            if (i) JTRY(strbuf_adds(b, o->item_sep));
             if (o->has_indent) JTRY(newline_indent(b, o, level + 1));
             JTRY(dump(c, line, b, l->v[i], o, level + 1));
         }
         if (o->has_indent) JTRY(newline_indent(b, o, level));
-        return jinja_buf_putc(b, ']');
+        return strbuf_addc(b, ']');
     }
     case JV_DICT: {
         const jdict *d = v.u.d;
-        if (d->n == 0) return jinja_buf_puts(b, "{}");
+        if (d->n == 0) return strbuf_adds(b, "{}");
         size_t *order = jinja_arena_alloc(c->a, d->n * sizeof *order);
         if (!order) return STRATA_ENOMEM;
         for (size_t i = 0; i < d->n; i++) order[i] = i;
@@ -120,24 +120,24 @@ static int dump(jctx *c, int line, jbuf *b, jv v, const jinja_json_opts *o, int 
                 order[j] = x;
             }
         }
-        JTRY(jinja_buf_putc(b, '{'));
+        JTRY(strbuf_addc(b, '{'));
         for (size_t i = 0; i < d->n; i++) {
             jv k = d->k[order[i]];
-            if (i) JTRY(jinja_buf_puts(b, o->item_sep));
+            if (i) JTRY(strbuf_adds(b, o->item_sep));
             if (o->has_indent) JTRY(newline_indent(b, o, level + 1));
             if (k.kind == JV_STR) {
                 JTRY(dump_str(b, k.u.s->p, k.u.s->len, o->ensure_ascii));
             } else {
-                jbuf kb;
+                strbuf kb;
                 jinja_buf_init(&kb, c->a, 0);
                 JTRY(key_text(c, line, k, &kb));
                 JTRY(dump_str(b, kb.p ? kb.p : "", kb.len, o->ensure_ascii));
             }
-            JTRY(jinja_buf_puts(b, o->key_sep));
+            JTRY(strbuf_adds(b, o->key_sep));
             JTRY(dump(c, line, b, d->v[order[i]], o, level + 1));
         }
         if (o->has_indent) JTRY(newline_indent(b, o, level));
-        return jinja_buf_putc(b, '}');
+        return strbuf_addc(b, '}');
     }
     default:
         return jinja_ctx_fail(c, STRATA_EINVALID, line,
@@ -145,7 +145,7 @@ static int dump(jctx *c, int line, jbuf *b, jv v, const jinja_json_opts *o, int 
     }
 }
 
-int jinja_json_dump(jctx *c, int line, jbuf *b, jv v, const jinja_json_opts *o) {
+int jinja_json_dump(jctx *c, int line, strbuf *b, jv v, const jinja_json_opts *o) {
     int rc = dump(c, line, b, v, o, 0);
     if (rc == STRATA_ENOMEM) return jinja_ctx_nomem(c, line);
     if (rc == STRATA_ERANGE)

@@ -265,18 +265,18 @@ static int pad(jctx *c, int line, jv s, int64_t width, jv fill, int mode, jv *ou
     int64_t marg = width - len, left = mode == 0   ? 0
                                        : mode == 2 ? marg / 2 + (marg & width & 1)
                                                    : marg;
-    jbuf b;
+    strbuf b;
     jinja_buf_init(&b, c->a, 0);
     size_t skip = 0;
     if (mode == 3 && s.u.s->len && (s.u.s->p[0] == '+' || s.u.s->p[0] == '-')) {
-        if (jinja_buf_putc(&b, s.u.s->p[0]) < 0) return jinja_ctx_nomem(c, line);
+        if (strbuf_addc(&b, s.u.s->p[0]) < 0) return jinja_ctx_nomem(c, line);
         skip = 1;
     }
     for (int64_t i = 0; i < left; i++)
-        if (jinja_buf_put(&b, f, fl) < 0) return jinja_ctx_nomem(c, line);
-    if (jinja_buf_put(&b, s.u.s->p + skip, s.u.s->len - skip) < 0) return jinja_ctx_nomem(c, line);
+        if (strbuf_add(&b, f, fl) < 0) return jinja_ctx_nomem(c, line);
+    if (strbuf_add(&b, s.u.s->p + skip, s.u.s->len - skip) < 0) return jinja_ctx_nomem(c, line);
     for (int64_t i = 0; i < marg - left; i++)
-        if (jinja_buf_put(&b, f, fl) < 0) return jinja_ctx_nomem(c, line);
+        if (strbuf_add(&b, f, fl) < 0) return jinja_ctx_nomem(c, line);
     *out = jinja_str(c, b.p, b.len);
     return jinja_is_oom(*out) ? jinja_ctx_nomem(c, line) : 0;
 }
@@ -372,15 +372,15 @@ static int str_method(jctx *c, int line, int id, jv self, jv *args, size_t nargs
         if (!jinja_given(a[0]))
             return jinja_ctx_fail(c, STRATA_EINVALID, line, "join() takes exactly one argument");
         JTRY(jinja_iterate(c, line, a[0], &items));
-        jbuf b;
+        strbuf b;
         jinja_buf_init(&b, c->a, c->max_output);
         for (size_t i = 0; i < items->n; i++) {
             if (items->v[i].kind != JV_STR)
                 return jinja_ctx_fail(c, STRATA_EINVALID, line,
                                       "sequence item %zu: expected str instance, %s found", i,
                                       jinja_typename(items->v[i]));
-            if ((i && jinja_buf_put(&b, s->p, s->len) < 0) ||
-                jinja_buf_put(&b, items->v[i].u.s->p, items->v[i].u.s->len) < 0)
+            if ((i && strbuf_add(&b, s->p, s->len) < 0) ||
+                strbuf_add(&b, items->v[i].u.s->p, items->v[i].u.s->len) < 0)
                 return jinja_ctx_nomem(c, line);
         }
         *out = jinja_str(c, b.p ? b.p : "", b.len);

@@ -49,11 +49,11 @@ int jinja_filter_py_strip(jctx *c, jv s, const char *chars, size_t nchars, int l
     return 0;
 }
 
-static int put_cps(jbuf *b, const uint32_t *cps, int n) {
+static int put_cps(strbuf *b, const uint32_t *cps, int n) {
     char tmp[16];
     size_t k = 0;
     for (int i = 0; i < n; i++) k += (size_t)jinja_utf8_put(tmp + k, cps[i]);
-    return jinja_buf_put(b, tmp, k);
+    return strbuf_add(b, tmp, k);
 }
 
 /* Approximates Unicode's Case_Ignorable (apostrophes, dots, combining marks, modifiers). */
@@ -89,7 +89,7 @@ static int final_sigma(const jstr *s, size_t at, size_t end) {
 
 /* mode 0 lower, 1 upper, 2 str.capitalize, 3 str.title, 4 Jinja's |title, 5 swapcase */
 int jinja_str_case(jctx *c, jv s, int mode, jv *out) {
-    jbuf b;
+    strbuf b;
     jinja_buf_init(&b, c->a, 0);
     size_t i = 0;
     int prev_cased = 0, word_start = 1, first = 1;
@@ -131,7 +131,7 @@ jv jinja_escape(jctx *c, jv v) {
     if (v.kind == JV_STR && v.markup) return v;
     jv s = v.kind == JV_UNDEF ? jinja_strz(c, "") : jinja_to_str(c, v);
     if (jinja_is_oom(s)) return s;
-    jbuf b;
+    strbuf b;
     jinja_buf_init(&b, c->a, 0);
     size_t run = 0;
     const char *p = s.u.s->p;
@@ -143,11 +143,11 @@ jv jinja_escape(jctx *c, jv v) {
                           : p[i] == '\'' ? "&#39;"
                                          : NULL;
         if (!rep) continue;
-        if (jinja_buf_put(&b, p + run, i - run) < 0 || jinja_buf_puts(&b, rep) < 0)
+        if (strbuf_add(&b, p + run, i - run) < 0 || strbuf_adds(&b, rep) < 0)
             return jinja_str_cp(c, NULL, 0, 0);
         run = i + 1;
     }
-    if (jinja_buf_put(&b, p + run, s.u.s->len - run) < 0)
+    if (strbuf_add(&b, p + run, s.u.s->len - run) < 0)
         s = jinja_undef(), s.fn = 1;
     else
         s = jinja_str(c, b.p ? b.p : "", b.len);

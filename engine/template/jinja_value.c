@@ -196,7 +196,7 @@ jv jinja_undef_elem(jctx *c, jv obj, jv key) {
     jundef *u;
     jv v = undef_new(c, &u);
     if (!u) return v;
-    jbuf b;
+    strbuf b;
     jinja_buf_init(&b, c->a, 200);
     if (jinja_write_repr(c, &b, key) < 0 || !b.p) {
         u->name = "?";
@@ -386,9 +386,9 @@ int jinja_cmp(jctx *c, int line, jv a, jv b, int *res) {
 
 /* ---- str() and repr() --------------------------------------------------------------- */
 
-int jinja_write_float(jbuf *b, double f) {
-    if (isnan(f)) return jinja_buf_puts(b, "nan");
-    if (isinf(f)) return jinja_buf_puts(b, f < 0 ? "-inf" : "inf");
+int jinja_write_float(strbuf *b, double f) {
+    if (isnan(f)) return strbuf_adds(b, "nan");
+    if (isinf(f)) return strbuf_adds(b, f < 0 ? "-inf" : "inf");
     char tmp[40];
     int prec = 0;
     for (prec = 0; prec < 17; prec++) { /* shortest digits that round-trip, as repr */
@@ -429,13 +429,13 @@ int jinja_write_float(jbuf *b, double f) {
         else
             out[o++] = '0';
     }
-    return jinja_buf_put(b, out, o);
+    return strbuf_add(b, out, o);
 }
 
-static int write_str_repr(jbuf *b, const jstr *s) {
+static int write_str_repr(strbuf *b, const jstr *s) {
     int has_sq = memchr(s->p, '\'', s->len) != NULL, has_dq = memchr(s->p, '"', s->len) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
-    JTRY(jinja_buf_putc(b, q));
+    JTRY(strbuf_addc(b, q));
     size_t i = 0, run = 0;
     while (i < s->len) {
         size_t start = i;
@@ -461,102 +461,102 @@ static int write_str_repr(jbuf *b, const jstr *s) {
                 ne = snprintf(esc, sizeof esc, "\\U%08x", cp);
         }
         if (ne) {
-            JTRY(jinja_buf_put(b, s->p + run, start - run));
-            JTRY(jinja_buf_put(b, esc, (size_t)ne));
+            JTRY(strbuf_add(b, s->p + run, start - run));
+            JTRY(strbuf_add(b, esc, (size_t)ne));
             run = i;
         }
     }
-    JTRY(jinja_buf_put(b, s->p + run, s->len - run));
-    return jinja_buf_putc(b, q);
+    JTRY(strbuf_add(b, s->p + run, s->len - run));
+    return strbuf_addc(b, q);
 }
 
-static int write_seq(jctx *c, jbuf *b, const jlist *l, char open, char close, int tuple) {
-    JTRY(jinja_buf_putc(b, open));
+static int write_seq(jctx *c, strbuf *b, const jlist *l, char open, char close, int tuple) {
+    JTRY(strbuf_addc(b, open));
     for (size_t i = 0; i < l->n; i++) {
-        if (i) JTRY(jinja_buf_put(b, ", ", 2));
+        if (i) JTRY(strbuf_add(b, ", ", 2));
         JTRY(jinja_write_repr(c, b, l->v[i]));
     }
-    if (tuple && l->n == 1) JTRY(jinja_buf_putc(b, ','));
-    return jinja_buf_putc(b, close);
+    if (tuple && l->n == 1) JTRY(strbuf_addc(b, ','));
+    return strbuf_addc(b, close);
 }
 
-static int write_dict(jctx *c, jbuf *b, const jdict *d) {
-    JTRY(jinja_buf_putc(b, '{'));
+static int write_dict(jctx *c, strbuf *b, const jdict *d) {
+    JTRY(strbuf_addc(b, '{'));
     for (size_t i = 0; i < d->n; i++) {
-        if (i) JTRY(jinja_buf_put(b, ", ", 2));
+        if (i) JTRY(strbuf_add(b, ", ", 2));
         JTRY(jinja_write_repr(c, b, d->k[i]));
-        JTRY(jinja_buf_put(b, ": ", 2));
+        JTRY(strbuf_add(b, ": ", 2));
         JTRY(jinja_write_repr(c, b, d->v[i]));
     }
-    return jinja_buf_putc(b, '}');
+    return strbuf_addc(b, '}');
 }
 
-static int write_common(jctx *c, jbuf *b, jv v, int repr) {
+static int write_common(jctx *c, strbuf *b, jv v, int repr) {
     switch ((jinja_kind)v.kind) {
-    case JV_UNDEF: return repr ? jinja_buf_puts(b, "Undefined") : 0;
-    case JV_NONE: return jinja_buf_puts(b, "None");
-    case JV_BOOL: return jinja_buf_puts(b, v.u.i ? "True" : "False");
-    case JV_INT: return jinja_buf_printf(b, "%lld", (long long)v.u.i);
+    case JV_UNDEF: return repr ? strbuf_adds(b, "Undefined") : 0;
+    case JV_NONE: return strbuf_adds(b, "None");
+    case JV_BOOL: return strbuf_adds(b, v.u.i ? "True" : "False");
+    case JV_INT: return strbuf_addf(b, "%lld", (long long)v.u.i);
     case JV_FLOAT: return jinja_write_float(b, v.u.f);
     case JV_STR:
-        if (!repr) return jinja_buf_put(b, v.u.s->p, v.u.s->len);
-        if (v.markup) JTRY(jinja_buf_puts(b, "Markup("));
+        if (!repr) return strbuf_add(b, v.u.s->p, v.u.s->len);
+        if (v.markup) JTRY(strbuf_adds(b, "Markup("));
         JTRY(write_str_repr(b, v.u.s));
-        return v.markup ? jinja_buf_putc(b, ')') : 0;
+        return v.markup ? strbuf_addc(b, ')') : 0;
     case JV_LIST: return write_seq(c, b, v.u.l, '[', ']', 0);
     case JV_TUPLE: return write_seq(c, b, v.u.l, '(', ')', 1);
     case JV_DICT: return write_dict(c, b, v.u.d);
     case JV_NS:
-        JTRY(jinja_buf_puts(b, "<Namespace "));
+        JTRY(strbuf_adds(b, "<Namespace "));
         JTRY(write_dict(c, b, v.u.d));
-        return jinja_buf_putc(b, '>');
+        return strbuf_addc(b, '>');
     case JV_MACRO:
-        JTRY(jinja_buf_puts(b, "<Macro "));
+        JTRY(strbuf_adds(b, "<Macro "));
         if (v.u.m->name) {
             jv name = jinja_strz(c, v.u.m->name);
             if (jinja_is_oom(name)) return STRATA_ENOMEM;
             JTRY(write_str_repr(b, name.u.s));
         } else {
-            JTRY(jinja_buf_puts(b, "'caller'"));
+            JTRY(strbuf_adds(b, "'caller'"));
         }
-        return jinja_buf_putc(b, '>');
+        return strbuf_addc(b, '>');
     case JV_LOOP:
-        return jinja_buf_printf(b, "<LoopContext %zu/%zu>", v.u.lp->idx + 1, v.u.lp->items->n);
-    case JV_FUNC: return jinja_buf_puts(b, "<function>");
-    case JV_METHOD: return jinja_buf_puts(b, "<built-in method>");
-    case JV_CYCLER: return jinja_buf_puts(b, "<jinja2.utils.Cycler object>");
-    case JV_JOINER: return jinja_buf_puts(b, "<jinja2.utils.Joiner object>");
+        return strbuf_addf(b, "<LoopContext %zu/%zu>", v.u.lp->idx + 1, v.u.lp->items->n);
+    case JV_FUNC: return strbuf_adds(b, "<function>");
+    case JV_METHOD: return strbuf_adds(b, "<built-in method>");
+    case JV_CYCLER: return strbuf_adds(b, "<jinja2.utils.Cycler object>");
+    case JV_JOINER: return strbuf_adds(b, "<jinja2.utils.Joiner object>");
     case JV_ITER:
-        return jinja_buf_puts(b, v.fn == JITER_GENERATOR ? "<generator object>"
+        return strbuf_adds(b, v.fn == JITER_GENERATOR ? "<generator object>"
                                                          : "<reverse iterator object>");
     case JV_RANGE: {
         const jrange *r = (const jrange *)v.u.l;
         if (r->step == 1)
-            return jinja_buf_printf(b, "range(%lld, %lld)", (long long)r->start,
+            return strbuf_addf(b, "range(%lld, %lld)", (long long)r->start,
                                     (long long)r->stop);
-        return jinja_buf_printf(b, "range(%lld, %lld, %lld)", (long long)r->start,
+        return strbuf_addf(b, "range(%lld, %lld, %lld)", (long long)r->start,
                                 (long long)r->stop, (long long)r->step);
     }
     case JV_VIEW:
-        JTRY(jinja_buf_puts(b, jinja_typename(v)));
-        JTRY(jinja_buf_putc(b, '('));
+        JTRY(strbuf_adds(b, jinja_typename(v)));
+        JTRY(strbuf_addc(b, '('));
         JTRY(write_seq(c, b, v.u.l, '[', ']', 0));
-        return jinja_buf_putc(b, ')');
+        return strbuf_addc(b, ')');
     }
     return 0;
 }
 
-int jinja_write_str(jctx *c, jbuf *b, jv v) {
+int jinja_write_str(jctx *c, strbuf *b, jv v) {
     return write_common(c, b, v, 0);
 }
 
-int jinja_write_repr(jctx *c, jbuf *b, jv v) {
+int jinja_write_repr(jctx *c, strbuf *b, jv v) {
     return write_common(c, b, v, 1);
 }
 
 jv jinja_to_str(jctx *c, jv v) {
     if (v.kind == JV_STR) return v;
-    jbuf b;
+    strbuf b;
     jinja_buf_init(&b, c->a, 0);
     jv r = jinja_undef();
     if (jinja_write_str(c, &b, v) < 0) {

@@ -32,26 +32,26 @@ struct detok {
     const tok_step *pre[DETOK_MAX_PRE]; /* per-token decoder steps, in order */
     int n_pre;
     size_t n_kept;          /* tokens decoded so far (after skipping) */
-    tok_buf pend;           /* BYTES: bytes of an incomplete character */
-    tok_buf run;            /* PIECES: the current run of fallback bytes */
-    tok_buf tmp, tmp2;
+    strbuf pend;           /* BYTES: bytes of an incomplete character */
+    strbuf run;            /* PIECES: the current run of fallback bytes */
+    strbuf tmp, tmp2;
     tok_ids ids;            /* WINDOW: the ids of the window */
     tok_decode_ws dws;      /* WINDOW: decodes of the window, buffers kept */
-    tok_buf prev;           /* WINDOW: the text of ids[0..read) when prev_ok */
+    strbuf prev;           /* WINDOW: the text of ids[0..read) when prev_ok */
     int prev_ok;
     size_t read;            /* WINDOW: ids[0..read) already emitted */
     OnigRegion *rg;
     char **stop;            /* stop strings */
     size_t *stop_len;
     int n_stop, stopped;
-    tok_buf held;           /* decoded text not yet cleared by the stop check */
+    strbuf held;           /* decoded text not yet cleared by the stop check */
     int split, in_reasoning;
     char *tag[2];           /* open, close */
     size_t tag_len[2];
     int32_t tag_id[2];      /* special added token spelling a tag, -1 */
-    tok_buf rheld;          /* text that may be the start of a tag */
-    tok_buf step;           /* the text one push or finish decoded, before the stages */
-    tok_buf out_text, out_reason;
+    strbuf rheld;          /* text that may be the start of a tag */
+    strbuf step;           /* the text one push or finish decoded, before the stages */
+    strbuf out_text, out_reason;
 };
 
 static int flatten(const tok_step *s, const tok_step **list, int *n) {
@@ -151,18 +151,18 @@ void detok_free(detok *d) {
     free(d->tag[0]);
     free(d->tag[1]);
     if (d->rg) onig_region_free(d->rg, 1);
-    tok_buf_free(&d->pend);
-    tok_buf_free(&d->run);
-    tok_buf_free(&d->tmp);
-    tok_buf_free(&d->tmp2);
+    strbuf_free(&d->pend);
+    strbuf_free(&d->run);
+    strbuf_free(&d->tmp);
+    strbuf_free(&d->tmp2);
     tok_ids_free(&d->ids);
     tok_decode_ws_free(&d->dws);
-    tok_buf_free(&d->prev);
-    tok_buf_free(&d->held);
-    tok_buf_free(&d->rheld);
-    tok_buf_free(&d->step);
-    tok_buf_free(&d->out_text);
-    tok_buf_free(&d->out_reason);
+    strbuf_free(&d->prev);
+    strbuf_free(&d->held);
+    strbuf_free(&d->rheld);
+    strbuf_free(&d->step);
+    strbuf_free(&d->out_text);
+    strbuf_free(&d->out_reason);
     free(d);
 }
 
@@ -170,7 +170,7 @@ void detok_free(detok *d) {
 
 /* BYTES: moves every decidable prefix of pend to out; at the end, an incomplete tail is
  * one maximal subpart, hence one U+FFFD. */
-static int drain_bytes(detok *d, tok_buf *out, int final) {
+static int drain_bytes(detok *d, strbuf *out, int final) {
     const uint8_t *p = (const uint8_t *)d->pend.p;
     size_t n = d->pend.len, i = 0, start = 0;
     int r = 0;
@@ -185,12 +185,12 @@ static int drain_bytes(detok *d, tok_buf *out, int final) {
             continue;
         }
         if (k == 0 && !final) break;
-        r = tok_buf_put(out, p + start, i - start);
-        if (!r) r = tok_buf_put(out, "\xEF\xBF\xBD", 3);
+        r = strbuf_add(out, p + start, i - start);
+        if (!r) r = strbuf_add(out, "\xEF\xBF\xBD", 3);
         i += k < 0 ? (size_t)-k : n - i;
         start = i;
     }
-    if (!r && i > start) r = tok_buf_put(out, p + start, i - start);
+    if (!r && i > start) r = strbuf_add(out, p + start, i - start);
     if (!r && i) {
         memmove(d->pend.p, d->pend.p + i, n - i);
         d->pend.len = n - i;
@@ -198,22 +198,22 @@ static int drain_bytes(detok *d, tok_buf *out, int final) {
     return r;
 }
 
-static int flush_run(detok *d, tok_buf *out) {
+static int flush_run(detok *d, strbuf *out) {
     int r = 0;
     if (!d->run.len) return 0;
-    if (unicode_utf8_valid(d->run.p, d->run.len)) r = tok_buf_put(out, d->run.p, d->run.len);
+    if (unicode_utf8_valid(d->run.p, d->run.len)) r = strbuf_add(out, d->run.p, d->run.len);
     else
-        for (size_t i = 0; i < d->run.len && !r; i++) r = tok_buf_put(out, "\xEF\xBF\xBD", 3);
+        for (size_t i = 0; i < d->run.len && !r; i++) r = strbuf_add(out, "\xEF\xBF\xBD", 3);
     d->run.len = 0;
     return r;
 }
 
 /* Decodes ids[a..b) of the window into *out, through d's reusable decode workspace. */
-static int window_decode(detok *d, size_t a, size_t b, tok_buf *out, strata_err *err) {
+static int window_decode(detok *d, size_t a, size_t b, strbuf *out, strata_err *err) {
     int r = tok_decode_into(d->t, d->ids.p + a, b - a, d->skip_special, &d->dws, err);
     if (r) return r;
     out->len = 0;
-    return tok_buf_put(out, d->dws.out.p, d->dws.out.len);
+    return strbuf_add(out, d->dws.out.p, d->dws.out.len);
 }
 
 /* WINDOW: emits what the newest ids add to the text of ids[0..read).
@@ -225,12 +225,12 @@ static int window_decode(detok *d, size_t a, size_t b, tok_buf *out, strata_err 
  * Such a start is looked for once the window is long, so a step costs a bounded decode. */
 enum { WINDOW_TRIM = 64, WINDOW_KEEP = 8 };
 /* dst = src; copied, not swapped, so that each buffer grows to its own high-water mark. */
-static int buf_copy(tok_buf *dst, const tok_buf *src) {
+static int buf_copy(strbuf *dst, const strbuf *src) {
     dst->len = 0;
-    return tok_buf_put(dst, src->p, src->len);
+    return strbuf_add(dst, src->p, src->len);
 }
 
-static int window_step(detok *d, tok_buf *out, int final, strata_err *err) {
+static int window_step(detok *d, strbuf *out, int final, strata_err *err) {
     if (d->read >= d->ids.len) return 0;
     /* A <0xHH> run may still turn invalid (then every byte becomes U+FFFD): never end a
      * window inside one, so no run straddles a window start either. */
@@ -243,10 +243,10 @@ static int window_step(detok *d, tok_buf *out, int final, strata_err *err) {
     if (!d->prev_ok && !(r = window_decode(d, 0, d->read, &d->prev, err))) d->prev_ok = 1;
     if (!r) r = window_decode(d, 0, d->ids.len, &d->tmp2, err);
     if (r) return r;
-    const tok_buf *a = &d->prev, *b = &d->tmp2;
+    const strbuf *a = &d->prev, *b = &d->tmp2;
     int ends_bad = b->len >= 3 && !memcmp(b->p + b->len - 3, "\xEF\xBF\xBD", 3);
     if (!(b->len > a->len && !memcmp(a->p, b->p, a->len) && (final || !ends_bad))) return 0;
-    if ((r = tok_buf_put(out, b->p + a->len, b->len - a->len))) return r;
+    if ((r = strbuf_add(out, b->p + a->len, b->len - a->len))) return r;
     d->read = d->ids.len;
     d->prev_ok = 0; /* prev: the text of the new ids[0..read) */
     if ((r = buf_copy(&d->prev, b))) return r;
@@ -254,7 +254,7 @@ static int window_step(detok *d, tok_buf *out, int final, strata_err *err) {
     if (d->read <= WINDOW_TRIM) return 0;
     size_t start = d->read - WINDOW_KEEP;
     if ((r = window_decode(d, start, d->read, &d->tmp, err))) return r;
-    const tok_buf *c = &d->tmp;
+    const strbuf *c = &d->tmp;
     if (c->len && c->len <= b->len && c->p[0] != ' ' && c->p[0] != '\t' && c->p[0] != '\n' &&
         !memcmp(b->p + b->len - c->len, c->p, c->len)) {
         memmove(d->ids.p, d->ids.p + start, (d->ids.len - start) * sizeof *d->ids.p);
@@ -267,7 +267,7 @@ static int window_step(detok *d, tok_buf *out, int final, strata_err *err) {
     return 0;
 }
 
-static int decode_id(detok *d, int32_t id, tok_buf *out, strata_err *err) {
+static int decode_id(detok *d, int32_t id, strbuf *out, strata_err *err) {
     if (d->mode == MODE_WINDOW) {
         if (tok_ids_push(&d->ids, id)) return STRATA_ENOMEM;
         return window_step(d, out, 0, err);
@@ -276,10 +276,10 @@ static int decode_id(detok *d, int32_t id, tok_buf *out, strata_err *err) {
     const char *s = tok_token_str(d->t, id, &n);
     int r = 0;
     for (int i = 0; i < d->n_pre && !r; i++) {
-        tok_buf *dst = s == d->tmp.p ? &d->tmp2 : &d->tmp;
+        strbuf *dst = s == d->tmp.p ? &d->tmp2 : &d->tmp;
         dst->len = 0;
         if (!(r = tok_decode_token_step(d->pre[i], s, n, d->n_kept, dst, d->rg, err))) {
-            if (!dst->p && (r = tok_buf_put(dst, "", 0))) break;
+            if (!dst->p && (r = strbuf_add(dst, "", 0))) break;
             s = dst->p;
             n = dst->len;
         }
@@ -294,12 +294,12 @@ static int decode_id(detok *d, int32_t id, tok_buf *out, strata_err *err) {
     if (b >= 0) {
         uint8_t c = (uint8_t)b;
         d->n_kept++;
-        return tok_buf_put(&d->run, &c, 1);
+        return strbuf_add(&d->run, &c, 1);
     }
     if ((r = flush_run(d, out))) return r;
-    if (d->join_space && d->n_kept && (r = tok_buf_put(out, " ", 1))) return r;
+    if (d->join_space && d->n_kept && (r = strbuf_add(out, " ", 1))) return r;
     d->n_kept++;
-    return tok_buf_put(out, s, n);
+    return strbuf_add(out, s, n);
 }
 
 /* ---- text stages: stop strings, then the reasoning split ------------------------------ */
@@ -312,12 +312,12 @@ static size_t partial_suffix(const char *s, size_t n, const char *p, size_t pn) 
 }
 
 static int route(detok *d, const char *s, size_t n) {
-    return tok_buf_put(d->split && d->in_reasoning ? &d->out_reason : &d->out_text, s, n);
+    return strbuf_add(d->split && d->in_reasoning ? &d->out_reason : &d->out_text, s, n);
 }
 
 static int reasoning_stage(detok *d, const char *s, size_t n, int final) {
     if (!d->split) return route(d, s, n);
-    if (tok_buf_put(&d->rheld, s, n)) return STRATA_ENOMEM;
+    if (strbuf_add(&d->rheld, s, n)) return STRATA_ENOMEM;
     for (;;) {
         int which = d->in_reasoning;
         const char *tag = d->tag[which];
@@ -336,7 +336,7 @@ static int reasoning_stage(detok *d, const char *s, size_t n, int final) {
 
 static int stop_stage(detok *d, const char *s, size_t n, int final) {
     if (!d->n_stop) return reasoning_stage(d, s, n, final);
-    if (tok_buf_put(&d->held, s, n)) return STRATA_ENOMEM;
+    if (strbuf_add(&d->held, s, n)) return STRATA_ENOMEM;
     size_t len = d->held.len, first = len + 1;
     for (int i = 0; i < d->n_stop; i++) {
         const char *hit =
@@ -371,8 +371,8 @@ static void out_begin(detok *d) {
 
 static int out_end(detok *d, detok_out *out, int r, strata_err *err) {
     /* the slices are never NULL: give the buffers storage on first use */
-    if (!r && ((!d->out_text.p && tok_buf_put(&d->out_text, "", 0)) ||
-               (!d->out_reason.p && tok_buf_put(&d->out_reason, "", 0))))
+    if (!r && ((!d->out_text.p && strbuf_add(&d->out_text, "", 0)) ||
+               (!d->out_reason.p && strbuf_add(&d->out_reason, "", 0))))
         r = strata_err_set(err, STRATA_ENOMEM, "detok: out of memory");
     if (out) {
         out->text = d->out_text.p;
@@ -403,7 +403,7 @@ int detok_push(detok *d, int32_t id, detok_out *out, strata_err *err) {
 int detok_finish(detok *d, detok_out *out, strata_err *err) {
     out_begin(d);
     if (d->stopped) return out_end(d, out, 0, err);
-    tok_buf *text = &d->step;
+    strbuf *text = &d->step;
     int r = 0;
     if (d->mode == MODE_WINDOW) r = window_step(d, text, 1, err);
     else if (d->mode == MODE_BYTES) r = drain_bytes(d, text, 1);

@@ -19,11 +19,11 @@ int tok_strs_add(tok_strs *l, const char *s, size_t n) {
     l->off[l->n] = l->text.len;
     l->len[l->n] = n;
     l->n++;
-    return tok_buf_put(&l->text, s, n);
+    return strbuf_add(&l->text, s, n);
 }
 
 void tok_strs_free(tok_strs *l) {
-    tok_buf_free(&l->text);
+    strbuf_free(&l->text);
     free(l->off);
     free(l->len);
     memset(l, 0, sizeof *l);
@@ -32,27 +32,6 @@ void tok_strs_free(tok_strs *l) {
 static void strs_clear(tok_strs *l) {
     l->n = 0;
     l->text.len = 0;
-}
-
-int tok_utf8_lossy(tok_buf *out, const char *s, size_t n) {
-    static const char fffd[] = "\xEF\xBF\xBD";
-    const uint8_t *p = (const uint8_t *)s;
-    size_t i = 0, run = 0;
-    while (i < n) {
-        if (p[i] < 0x80) {
-            i++;
-            continue;
-        }
-        int k = unicode_utf8_check(p + i, n - i);
-        if (k > 0) {
-            i += (size_t)k;
-            continue;
-        }
-        if (tok_buf_put(out, s + run, i - run) || tok_buf_put(out, fffd, 3)) return STRATA_ENOMEM;
-        i += k < 0 ? (size_t)-k : n - i; /* an incomplete tail is one maximal subpart */
-        run = i;
-    }
-    return tok_buf_put(out, s + run, n - run);
 }
 
 /* Rust u8::from_str_radix(&token[3..5], 16) on a 6-byte "<0x..>" token (it accepts a
@@ -73,7 +52,7 @@ int tok_byte_token(const char *t, size_t n) {
     return v;
 }
 
-static int flush_bytes(tok_strs *out, tok_buf *bytes) {
+static int flush_bytes(tok_strs *out, strbuf *bytes) {
     int r = 0;
     if (!bytes->len) return 0;
     if (unicode_utf8_valid(bytes->p, bytes->len)) r = tok_strs_add(out, bytes->p, bytes->len);
@@ -83,7 +62,7 @@ static int flush_bytes(tok_strs *out, tok_buf *bytes) {
     return r;
 }
 
-int tok_bytelevel_token(tok_buf *out, const char *tok, size_t n) {
+int tok_bytelevel_token(strbuf *out, const char *tok, size_t n) {
     int16_t cp_to_byte[0x144];
     uint32_t byte_to_cp[256];
     tok_bytelevel_tables(byte_to_cp, cp_to_byte);
@@ -94,27 +73,27 @@ int tok_bytelevel_token(tok_buf *out, const char *tok, size_t n) {
         uint32_t cp = unicode_utf8_decode(s + i, &k);
         if (cp >= 0x144 || cp_to_byte[cp] < 0) {
             out->len = at; /* a char outside the table: the token's raw UTF-8 */
-            return tok_buf_put(out, tok, n);
+            return strbuf_add(out, tok, n);
         }
         uint8_t b = (uint8_t)cp_to_byte[cp];
-        if (tok_buf_put(out, &b, 1)) return STRATA_ENOMEM;
+        if (strbuf_add(out, &b, 1)) return STRATA_ENOMEM;
         i += (size_t)k;
     }
     return 0;
 }
 
 static int decode_bytelevel(const tok_strs *in, tok_strs *out, tok_decode_ws *ws) {
-    tok_buf *bytes = &ws->bytes, *text = &ws->tmp;
+    strbuf *bytes = &ws->bytes, *text = &ws->tmp;
     int r = 0;
     bytes->len = text->len = 0;
     for (size_t t = 0; t < in->n && !r; t++)
         r = tok_bytelevel_token(bytes, in->text.p + in->off[t], in->len[t]);
-    if (!r) r = tok_utf8_lossy(text, bytes->p ? bytes->p : "", bytes->len);
+    if (!r) r = unicode_utf8_lossy(text, bytes->p ? bytes->p : "", bytes->len);
     if (!r) r = tok_strs_add(out, text->p ? text->p : "", text->len);
     return r;
 }
 
-int tok_decode_token_step(const tok_step *s, const char *tok, size_t n, size_t index, tok_buf *out,
+int tok_decode_token_step(const tok_step *s, const char *tok, size_t n, size_t index, strbuf *out,
                           OnigRegion *rg, strata_err *err) {
     const uint8_t *p = (const uint8_t *)tok;
     int r = 0;
@@ -126,9 +105,9 @@ int tok_decode_token_step(const tok_step *s, const char *tok, size_t n, size_t i
         for (size_t i = 0; i < n && !r;) {
             int k;
             uint32_t cp = unicode_utf8_decode(p + i, &k);
-            if (cp != s->cp) r = tok_buf_put(out, p + i, (size_t)k);
+            if (cp != s->cp) r = strbuf_add(out, p + i, (size_t)k);
             else if (index != 0 || s->prepend_scheme == TOK_PREPEND_NEVER)
-                r = tok_buf_put(out, " ", 1);
+                r = strbuf_add(out, " ", 1);
             i += (size_t)k;
         }
         return r;
@@ -147,7 +126,7 @@ int tok_decode_token_step(const tok_step *s, const char *tok, size_t n, size_t i
             if (unicode_utf8_decode(p + q, &k) != s->cp) break;
             b = q;
         }
-        return tok_buf_put(out, p + a, b - a);
+        return strbuf_add(out, p + a, b - a);
     }
     }
     return strata_err_set(err, STRATA_EUNSUPPORTED, "decoder step %d", s->type);
@@ -163,14 +142,14 @@ static int decode_one(const tok_step *s, const tok_strs *in, tok_strs *out, tok_
     case TOK_STEP_FUSE:
         return tok_strs_add(out, in->text.p ? in->text.p : "", in->text.len);
     case TOK_STEP_BYTEFALLBACK: {
-        tok_buf *bytes = &ws->bytes;
+        strbuf *bytes = &ws->bytes;
         bytes->len = 0;
         for (size_t t = 0; t < in->n && !r; t++) {
             const char *p = in->text.p + in->off[t];
             int b = tok_byte_token(p, in->len[t]);
             if (b >= 0) {
                 uint8_t c = (uint8_t)b;
-                r = tok_buf_put(bytes, &c, 1);
+                r = strbuf_add(bytes, &c, 1);
                 continue;
             }
             if (!(r = flush_bytes(out, bytes))) r = tok_strs_add(out, p, in->len[t]);
@@ -181,7 +160,7 @@ static int decode_one(const tok_step *s, const tok_strs *in, tok_strs *out, tok_
     default:
         break;
     }
-    tok_buf *tmp = &ws->tmp;
+    strbuf *tmp = &ws->tmp;
     for (size_t t = 0; t < in->n && !r; t++) {
         tmp->len = 0;
         r = tok_decode_token_step(s, in->text.p + in->off[t], in->len[t], t, tmp, ws->rg, err);

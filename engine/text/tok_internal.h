@@ -16,17 +16,9 @@
 #include <stdint.h>
 
 #include "engine/base/err.h"
+#include "engine/base/strbuf.h"
 
 /* ---- growable buffers ------------------------------------------------------------ */
-
-typedef struct tok_buf {
-    char *p;
-    size_t len, cap;
-} tok_buf;
-
-int tok_buf_reserve(tok_buf *b, size_t extra); /* room for extra more bytes + NUL */
-int tok_buf_put(tok_buf *b, const void *s, size_t n);
-void tok_buf_free(tok_buf *b);
 
 typedef struct tok_ids {
     int32_t *p;
@@ -45,7 +37,7 @@ typedef struct tok_map {
     uint32_t *hash, *off, *klen;
     int32_t *val;
     uint32_t n, cap;
-    tok_buf keys;
+    strbuf keys;
 } tok_map;
 
 uint32_t tok_hash_bytes(const void *s, size_t n);
@@ -246,7 +238,7 @@ int tok_added_split(const tok_added *a, const tok_trie *trie, const char *s, siz
 /* ---- normalizers, pre-tokenizers (tok_text.c) ------------------------------------ */
 
 typedef struct tok_pieces {
-    tok_buf text;
+    strbuf text;
     size_t *off, *len;
     uint8_t *first; /* piece starts at offset 0 of the original input (Metaspace first) */
     size_t n, cap;
@@ -257,10 +249,10 @@ void tok_pieces_clear(tok_pieces *p);
 void tok_pieces_free(tok_pieces *p);
 
 /* Runs normalizer s over in[0..n) into out (replaced). in must not alias out. */
-int tok_normalize(const tok_step *s, const char *in, size_t n, tok_buf *out, OnigRegion *rg,
+int tok_normalize(const tok_step *s, const char *in, size_t n, strbuf *out, OnigRegion *rg,
                   strata_err *err);
 /* Appends in[0..n) to out with every match of s->pat replaced by s->str (Replace). */
-int tok_replace_all(const tok_step *s, const char *in, size_t n, tok_buf *out, OnigRegion *rg,
+int tok_replace_all(const tok_step *s, const char *in, size_t n, strbuf *out, OnigRegion *rg,
                     strata_err *err);
 /* Runs pre-tokenizer s over the pieces in *cur; *cur and *tmp may be swapped. */
 int tok_pretokenize(const tok_step *s, tok_pieces **cur, tok_pieces **tmp, OnigRegion *rg,
@@ -273,7 +265,7 @@ void tok_bytelevel_tables(uint32_t byte_to_cp[256], int16_t cp_to_byte[0x144]);
 
 /* A list of token strings: text + boundaries. */
 typedef struct tok_strs {
-    tok_buf text;
+    strbuf text;
     size_t *off, *len;
     size_t n, cap;
 } tok_strs;
@@ -289,9 +281,9 @@ struct tokenizer;
  * detokenizer re-decodes a window of recent ids per token with one). One thread at a
  * time; zero-initialize, release with tok_decode_ws_free. */
 typedef struct tok_decode_ws {
-    tok_buf out;          /* the result of the last tok_decode_into: NUL-terminated */
+    strbuf out;          /* the result of the last tok_decode_into: NUL-terminated */
     tok_strs a, b;        /* the token strings the decoder chain passes between stages */
-    tok_buf bytes, tmp;   /* scratch of one decoder stage */
+    strbuf bytes, tmp;   /* scratch of one decoder stage */
     OnigRegion *rg;       /* made on first use */
     tok_ids keep;         /* tokenizer.model: the ids left after skipping specials */
     struct spm_ws *sp;    /* tokenizer.model: the shim's reusable buffers */
@@ -307,14 +299,12 @@ void tok_decode_ws_free(tok_decode_ws *ws);
 int tok_decode_chain(const tok_step *s, tok_strs **cur, tok_strs **tmp, tok_decode_ws *ws,
                      strata_err *err);
 /* Appends the bytes of one token under the ByteLevel decoder (spec 2.4). */
-int tok_bytelevel_token(tok_buf *out, const char *tok, size_t n);
+int tok_bytelevel_token(strbuf *out, const char *tok, size_t n);
 /* The byte of a "<0xHH>" token as HF's ByteFallback decoder reads it, else -1. */
 int tok_byte_token(const char *t, size_t n);
 /* Runs one per-token decoder step (Replace, Strip, Metaspace) on token number index. */
-int tok_decode_token_step(const tok_step *s, const char *tok, size_t n, size_t index, tok_buf *out,
+int tok_decode_token_step(const tok_step *s, const char *tok, size_t n, size_t index, strbuf *out,
                           OnigRegion *rg, strata_err *err);
-/* Appends s[0..n) to out with each maximal invalid subpart replaced by U+FFFD. */
-int tok_utf8_lossy(tok_buf *out, const char *s, size_t n);
 
 /* ---- the tokenizer (tokenizer.c) ------------------------------------------------- */
 

@@ -308,7 +308,7 @@ int tok_json_bpe(tok_bpe *b, const json_t *m, strata_err *err) {
     size_t nm = merges ? json_array_size(merges) : 0, rank = 0;
     if (tok_pairmap_init(&b->merges, nm))
         return strata_err_set(err, STRATA_ENOMEM, "out of memory");
-    tok_buf cat = {0};
+    strbuf cat = {0};
     for (size_t i = 0; i < nm && !r; i++) {
         const json_t *mv = json_array_get(merges, i);
         const char *a, *c;
@@ -336,7 +336,7 @@ int tok_json_bpe(tok_bpe *b, const json_t *m, strata_err *err) {
         }
         int32_t ia = tok_map_get(&b->vocab, a, la), ic = tok_map_get(&b->vocab, c, lc), im;
         cat.len = 0;
-        if (tok_buf_put(&cat, a, la) || tok_buf_put(&cat, c, lc)) {
+        if (strbuf_add(&cat, a, la) || strbuf_add(&cat, c, lc)) {
             r = strata_err_set(err, STRATA_ENOMEM, "out of memory");
             break;
         }
@@ -352,7 +352,7 @@ int tok_json_bpe(tok_bpe *b, const json_t *m, strata_err *err) {
             r = strata_err_set(err, STRATA_ENOMEM, "out of memory");
         rank++;
     }
-    tok_buf_free(&cat);
+    strbuf_free(&cat);
     if (r) return r;
 
     b->unk_id = -1;

@@ -7,30 +7,6 @@
 #include "engine/unicode/props.h"
 #include "engine/base/utf8.h"
 
-int tok_buf_reserve(tok_buf *b, size_t extra) {
-    if (b->len + extra + 1 <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->len + extra + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) return STRATA_ENOMEM;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-int tok_buf_put(tok_buf *b, const void *s, size_t n) {
-    if (tok_buf_reserve(b, n)) return STRATA_ENOMEM;
-    if (n) memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-    return 0;
-}
-
-void tok_buf_free(tok_buf *b) {
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
-
 int tok_ids_push(tok_ids *v, int32_t id) {
     if (v->len == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 64;
@@ -83,7 +59,7 @@ void tok_map_free(tok_map *m) {
     free(m->off);
     free(m->klen);
     free(m->val);
-    tok_buf_free(&m->keys);
+    strbuf_free(&m->keys);
     memset(m, 0, sizeof *m);
 }
 
@@ -134,7 +110,7 @@ int tok_map_put(tok_map *m, const char *k, size_t n, int32_t v) {
         m->cap = cap;
     }
     uint32_t off = (uint32_t)m->keys.len;
-    if (tok_buf_put(&m->keys, k, n)) return STRATA_ENOMEM;
+    if (strbuf_add(&m->keys, k, n)) return STRATA_ENOMEM;
     m->keys.len++; /* keep the NUL so keys read as C strings */
     uint32_t e = m->n++;
     m->hash[e] = h;

@@ -33,7 +33,7 @@ static int pieces_meta(tok_pieces *p, size_t off, size_t n, int first) {
 int tok_pieces_add(tok_pieces *p, const char *s, size_t n, int first) {
     if (!n) return 0; /* HF drops empty splits */
     if (pieces_meta(p, p->text.len, n, first)) return STRATA_ENOMEM;
-    return tok_buf_put(&p->text, s, n);
+    return strbuf_add(&p->text, s, n);
 }
 
 void tok_pieces_clear(tok_pieces *p) {
@@ -42,7 +42,7 @@ void tok_pieces_clear(tok_pieces *p) {
 }
 
 void tok_pieces_free(tok_pieces *p) {
-    tok_buf_free(&p->text);
+    strbuf_free(&p->text);
     free(p->off);
     free(p->len);
     free(p->first);
@@ -174,51 +174,51 @@ typedef struct repl_ctx {
     const char *in;
     size_t at;
     const tok_step *s;
-    tok_buf *out;
+    strbuf *out;
 } repl_ctx;
 
 static int on_replace(void *ctx, size_t st, size_t e) {
     repl_ctx *c = ctx;
-    if (tok_buf_put(c->out, c->in + c->at, st - c->at) ||
-        tok_buf_put(c->out, c->s->str, c->s->str_len))
+    if (strbuf_add(c->out, c->in + c->at, st - c->at) ||
+        strbuf_add(c->out, c->s->str, c->s->str_len))
         return STRATA_ENOMEM;
     c->at = e;
     return 0;
 }
 
 /* Replace every match of s->pat in in[0..n) by s->str, appending to out. */
-int tok_replace_all(const tok_step *s, const char *in, size_t n, tok_buf *out, OnigRegion *rg,
+int tok_replace_all(const tok_step *s, const char *in, size_t n, strbuf *out, OnigRegion *rg,
                        strata_err *err) {
     repl_ctx c = {in, 0, s, out};
     int r = tok_pattern_find(&s->pat, in, n, rg, on_replace, &c, err);
     if (r) return r;
-    return tok_buf_put(out, in + c.at, n - c.at);
+    return strbuf_add(out, in + c.at, n - c.at);
 }
 
-int tok_normalize(const tok_step *s, const char *in, size_t n, tok_buf *out, OnigRegion *rg,
+int tok_normalize(const tok_step *s, const char *in, size_t n, strbuf *out, OnigRegion *rg,
                   strata_err *err) {
     out->len = 0;
     int r = 0;
     switch (s->type) {
     case TOK_STEP_NFC:
-        if (unicode_nfc_is_quick(in, n)) return tok_buf_put(out, in, n);
+        if (unicode_nfc_is_quick(in, n)) return strbuf_add(out, in, n);
         if (unicode_nfc(&out->p, &out->len, &out->cap, in, n)) return STRATA_ENOMEM;
-        return tok_buf_put(out, "", 0); /* NUL-terminate, room guaranteed by reserve */
+        return strbuf_add(out, "", 0); /* NUL-terminate, room guaranteed by reserve */
     case TOK_STEP_REPLACE:
         return tok_replace_all(s, in, n, out, rg, err);
     case TOK_STEP_PREPEND:
-        if (n && (r = tok_buf_put(out, s->str, s->str_len))) return r;
-        return tok_buf_put(out, in, n);
+        if (n && (r = strbuf_add(out, s->str, s->str_len))) return r;
+        return strbuf_add(out, in, n);
     case TOK_STEP_SEQUENCE: {
-        if ((r = tok_buf_put(out, in, n))) return r;
-        tok_buf tmp = {0};
+        if ((r = strbuf_add(out, in, n))) return r;
+        strbuf tmp = {0};
         for (int i = 0; i < s->n_sub && !r; i++) {
             r = tok_normalize(&s->sub[i], out->p, out->len, &tmp, rg, err);
-            tok_buf t = *out;
+            strbuf t = *out;
             *out = tmp;
             tmp = t;
         }
-        tok_buf_free(&tmp);
+        strbuf_free(&tmp);
         return r;
     }
     }
@@ -229,7 +229,7 @@ int tok_normalize(const tok_step *s, const char *in, size_t n, tok_buf *out, Oni
 
 static int bytelevel_map(const char *s, size_t n, int first, tok_pieces *dst) {
     if (!n) return 0;
-    if (tok_buf_reserve(&dst->text, 2 * n)) return STRATA_ENOMEM;
+    if (strbuf_reserve(&dst->text, 2 * n)) return STRATA_ENOMEM;
     size_t at = dst->text.len;
     char *o = dst->text.p + at;
     size_t w = 0;
@@ -242,7 +242,7 @@ static int bytelevel_map(const char *s, size_t n, int first, tok_pieces *dst) {
 }
 
 static int metaspace_piece(const tok_step *st, const char *s, size_t n, int first, tok_pieces *dst,
-                           segs *m, tok_buf *scratch) {
+                           segs *m, strbuf *scratch) {
     scratch->len = 0;
     int pre = 0;
     int starts = n >= st->str_len && !memcmp(s, st->str, st->str_len);
@@ -250,10 +250,10 @@ static int metaspace_piece(const tok_step *st, const char *s, size_t n, int firs
     if (st->prepend_scheme == TOK_PREPEND_FIRST && first) pre = 1;
     /* The check is on the text after ' ' was replaced, so a leading space counts. */
     if (n && s[0] == ' ') starts = 1;
-    if (pre && !starts && tok_buf_put(scratch, st->str, st->str_len)) return STRATA_ENOMEM;
+    if (pre && !starts && strbuf_add(scratch, st->str, st->str_len)) return STRATA_ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        int r = s[i] == ' ' ? tok_buf_put(scratch, st->str, st->str_len)
-                            : tok_buf_put(scratch, s + i, 1);
+        int r = s[i] == ' ' ? strbuf_add(scratch, st->str, st->str_len)
+                            : strbuf_add(scratch, s + i, 1);
         if (r) return r;
     }
     if (!st->split) return tok_pieces_add(dst, scratch->p, scratch->len, first);
@@ -263,7 +263,7 @@ static int metaspace_piece(const tok_step *st, const char *s, size_t n, int firs
 }
 
 static int pretok_one(const tok_step *s, const tok_pieces *in, tok_pieces *out, OnigRegion *rg,
-                      segs *m, tok_buf *scratch, strata_err *err) {
+                      segs *m, strbuf *scratch, strata_err *err) {
     int r = 0;
     tok_pieces_clear(out);
     for (size_t i = 0; i < in->n && !r; i++) {
@@ -280,7 +280,7 @@ static int pretok_one(const tok_step *s, const tok_pieces *in, tok_pieces *out, 
             size_t qn = n;
             if (s->add_prefix_space && (n == 0 || p[0] != ' ')) {
                 scratch->len = 0;
-                if ((r = tok_buf_put(scratch, " ", 1)) || (r = tok_buf_put(scratch, p, n))) break;
+                if ((r = strbuf_add(scratch, " ", 1)) || (r = strbuf_add(scratch, p, n))) break;
                 q = scratch->p;
                 qn = scratch->len;
             }
@@ -307,7 +307,7 @@ static int pretok_one(const tok_step *s, const tok_pieces *in, tok_pieces *out, 
 int tok_pretokenize(const tok_step *s, tok_pieces **cur, tok_pieces **tmp, OnigRegion *rg,
                     strata_err *err) {
     segs m = {0};
-    tok_buf scratch = {0};
+    strbuf scratch = {0};
     int r = 0;
     if (s->type == TOK_STEP_SEQUENCE) {
         for (int i = 0; i < s->n_sub && !r; i++) r = tok_pretokenize(&s->sub[i], cur, tmp, rg, err);
@@ -317,6 +317,6 @@ int tok_pretokenize(const tok_step *s, tok_pieces **cur, tok_pieces **tmp, OnigR
         *tmp = t;
     }
     free(m.v);
-    tok_buf_free(&scratch);
+    strbuf_free(&scratch);
     return r;
 }

@@ -23,20 +23,20 @@ static int read_file(const char *path, char **data, size_t *len, strata_err *err
                               : errno == ENOMEM ? STRATA_ENOMEM
                                                 : STRATA_EIO,
                               "%s: %s", path, strerror(errno));
-    tok_buf b = {0};
+    strbuf b = {0};
     char chunk[1 << 16];
     size_t n;
     int r = 0;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        if ((r = tok_buf_put(&b, chunk, n))) break;
+        if ((r = strbuf_add(&b, chunk, n))) break;
     if (!r && ferror(f)) r = strata_err_set(err, STRATA_EIO, "%s: read error", path);
     else if (r) strata_err_set(err, r, "%s: out of memory", path);
     fclose(f);
     if (r) {
-        tok_buf_free(&b);
+        strbuf_free(&b);
         return r;
     }
-    if (!b.p && tok_buf_put(&b, "", 0)) return strata_err_set(err, STRATA_ENOMEM, "out of memory");
+    if (!b.p && strbuf_add(&b, "", 0)) return strata_err_set(err, STRATA_ENOMEM, "out of memory");
     *data = b.p;
     *len = b.len;
     return 0;
@@ -128,13 +128,13 @@ static int normalize_added(tokenizer *t, strata_err *err) {
     for (size_t i = 0; i < t->added.n && !r; i++) {
         tok_added_token *a = &t->added.tok[i];
         if (!a->normalized) continue;
-        tok_buf b = {0};
+        strbuf b = {0};
         if (t->norm.type) r = tok_normalize(&t->norm, a->content, a->len, &b, rg, err);
-        else r = tok_buf_put(&b, a->content, a->len);
-        if (!r && !b.p) r = tok_buf_put(&b, "", 0);
+        else r = strbuf_add(&b, a->content, a->len);
+        if (!r && !b.p) r = strbuf_add(&b, "", 0);
         if (r) {
             if (r == STRATA_ENOMEM) strata_err_set(err, r, "added tokens: out of memory");
-            tok_buf_free(&b);
+            strbuf_free(&b);
             break;
         }
         a->ncontent = b.p;
@@ -273,7 +273,7 @@ void tok_free(tokenizer *t) {
 
 typedef struct enc_ws {
     OnigRegion *rg;
-    tok_buf clean, norm;
+    strbuf clean, norm;
     tok_span *spans, *sub;
     size_t n_spans, cap_spans, n_sub, cap_sub;
     tok_pieces pa, pb;
@@ -374,13 +374,13 @@ int tok_encode(const tokenizer *t, const char *text, size_t len, int add_special
     enc_ws w = {0};
     int r = 0;
     if (!unicode_utf8_valid(text, len)) {
-        if ((r = tok_utf8_lossy(&w.clean, text, len))) goto fail;
+        if ((r = unicode_utf8_lossy(&w.clean, text, len))) goto fail;
         text = w.clean.p;
         len = w.clean.len;
     }
     if (t->sp) {
         r = encode_spm(t, text, len, add_special, ids, n_ids, err);
-        tok_buf_free(&w.clean);
+        strbuf_free(&w.clean);
         return r;
     }
     if (!(w.rg = tok_region_new())) {
@@ -405,8 +405,8 @@ fail:
         w.ids.p = NULL;
     }
     if (w.rg) onig_region_free(w.rg, 1);
-    tok_buf_free(&w.clean);
-    tok_buf_free(&w.norm);
+    strbuf_free(&w.clean);
+    strbuf_free(&w.norm);
     free(w.spans);
     free(w.sub);
     tok_pieces_free(&w.pa);
@@ -419,7 +419,7 @@ fail:
 /* ---- decode --------------------------------------------------------------------------- */
 
 /* transformers' clean_up_tokenization: these literal replacements, in this order. */
-static int cleanup_spaces(tok_buf *b) {
+static int cleanup_spaces(strbuf *b) {
     static const char *from[] = {" .",   " ?",  " !",  " ,",   " ' ",
                                  " n't", " 'm", " 's", " 've", " 're"};
     static const char *to[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
@@ -456,7 +456,7 @@ static int decode_spm(const tokenizer *t, const int32_t *ids, size_t n_ids, int 
     size_t n;
     int r = spm_decode_ws(t->sp, ws->keep.p, ws->keep.len, &ws->sp, &s, &n, err);
     if (r) return r;
-    if (tok_buf_put(&ws->out, s, n))
+    if (strbuf_add(&ws->out, s, n))
         return strata_err_set(err, STRATA_ENOMEM, "sentencepiece decode: out of memory");
     return 0;
 }
@@ -490,10 +490,10 @@ int tok_decode_into(const tokenizer *t, const int32_t *ids, size_t n_ids, int sk
         if (!r) r = tok_decode_chain(&t->dec, &cur, &tmp, ws, err);
     }
     for (size_t i = 0; i < cur->n && !r; i++) {
-        if (!t->dec.type && i) r = tok_buf_put(&ws->out, " ", 1); /* HF: no decoder joins with spaces */
-        if (!r) r = tok_buf_put(&ws->out, cur->text.p + cur->off[i], cur->len[i]);
+        if (!t->dec.type && i) r = strbuf_add(&ws->out, " ", 1); /* HF: no decoder joins with spaces */
+        if (!r) r = strbuf_add(&ws->out, cur->text.p + cur->off[i], cur->len[i]);
     }
-    if (!r && !ws->out.p) r = tok_buf_put(&ws->out, "", 0);
+    if (!r && !ws->out.p) r = strbuf_add(&ws->out, "", 0);
     if (!r && t->cleanup) r = cleanup_spaces(&ws->out);
     if (r == STRATA_ENOMEM) strata_err_set(err, r, "tok_decode: out of memory");
 done:
@@ -505,11 +505,11 @@ done:
 }
 
 void tok_decode_ws_free(tok_decode_ws *ws) {
-    tok_buf_free(&ws->out);
+    strbuf_free(&ws->out);
     tok_strs_free(&ws->a);
     tok_strs_free(&ws->b);
-    tok_buf_free(&ws->bytes);
-    tok_buf_free(&ws->tmp);
+    strbuf_free(&ws->bytes);
+    strbuf_free(&ws->tmp);
     if (ws->rg) onig_region_free(ws->rg, 1);
     tok_ids_free(&ws->keep);
     spm_ws_free(ws->sp);

@@ -7,26 +7,7 @@
 #include <string.h>
 
 #include "engine/base/err.h"
-
-typedef struct pbuf {
-    char *p;
-    size_t len, cap;
-} pbuf;
-
-static int pbuf_put(pbuf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return STRATA_ENOMEM;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-    return 0;
-}
+#include "engine/base/strbuf.h"
 
 static const unicode_prop *prop_find(const char *name, size_t n) {
     for (const unicode_prop *p = unicode_props; p->name; p++)
@@ -34,24 +15,24 @@ static const unicode_prop *prop_find(const char *name, size_t n) {
     return NULL;
 }
 
-static int emit_class(pbuf *b, const unicode_prop *p, int negate) {
-    if (pbuf_put(b, negate ? "[^" : "[", negate ? 2 : 1)) return STRATA_ENOMEM;
+static int emit_class(strbuf *b, const unicode_prop *p, int negate) {
+    if (strbuf_add(b, negate ? "[^" : "[", negate ? 2 : 1)) return STRATA_ENOMEM;
     for (size_t i = 0; i < p->n_ranges; i++) {
         char item[40];
         uint32_t a = p->ranges[2 * i], z = p->ranges[2 * i + 1];
         int n = a == z ? snprintf(item, sizeof item, "\\x{%X}", a)
                        : snprintf(item, sizeof item, "\\x{%X}-\\x{%X}", a, z);
-        if (pbuf_put(b, item, (size_t)n)) return STRATA_ENOMEM;
+        if (strbuf_add(b, item, (size_t)n)) return STRATA_ENOMEM;
     }
-    return pbuf_put(b, "]", 1);
+    return strbuf_add(b, "]", 1);
 }
 
 int unicode_props_expand(const char *pat, size_t len, char **out, size_t *out_len) {
-    pbuf b = {0};
-    int r = pbuf_put(&b, "", 0);
+    strbuf b = {0};
+    int r = strbuf_add(&b, "", 0);
     for (size_t i = 0; i < len && !r;) {
         if (pat[i] != '\\' || i + 1 >= len) {
-            r = pbuf_put(&b, pat + i, 1);
+            r = strbuf_add(&b, pat + i, 1);
             i++;
             continue;
         }
@@ -71,7 +52,7 @@ int unicode_props_expand(const char *pat, size_t len, char **out, size_t *out_le
                 }
             }
         }
-        r = pbuf_put(&b, pat + i, 2); /* any other escape, verbatim */
+        r = strbuf_add(&b, pat + i, 2); /* any other escape, verbatim */
         i += 2;
     }
     if (r) {

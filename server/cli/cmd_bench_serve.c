@@ -31,7 +31,7 @@ typedef struct bs_req {
     CURL *h;
     struct curl_slist *hdr;
     char *body;
-    sbuf in;             /* SSE bytes not yet split into events */
+    strbuf in;             /* SSE bytes not yet split into events */
     double t_start, t_first, t_last, t_end;
     int out_tokens, chunks, ok, done_seen, prompt_tokens;
     double *itl;         /* gaps between content chunks */
@@ -94,7 +94,7 @@ static void bs_event(bs_req *r, const char *data, size_t n) {
 static size_t bs_write(char *p, size_t sz, size_t nm, void *ud) {
     bs_req *r = ud;
     size_t n = sz * nm;
-    if (sbuf_add(&r->in, p, n)) return 0;
+    if (strbuf_add(&r->in, p, n)) return 0;
     char *s = r->in.p, *end;
     size_t used = 0;
     while ((end = strstr(s + used, "\n\n"))) {
@@ -119,14 +119,14 @@ static char *bs_make_body(const bs_opts *o, unsigned long long *seed) {
                                   "hello", "world", "model", "server", "token", "stream"};
     int chat = !strcmp(o->endpoint, "chat");
     if (o->text || chat) {
-        sbuf t = {0};
+        strbuf t = {0};
         for (int i = 0; i < o->input_len; i++)
-            sbuf_addf(&t, "%s%s", i ? " " : "", words[bs_rand(seed) % 14]);
+            strbuf_addf(&t, "%s%s", i ? " " : "", words[bs_rand(seed) % 14]);
         if (chat)
             json_object_set_new(j, "messages", json_pack("[{s:s, s:s}]", "role", "user", "content", t.p ? t.p : ""));
         else
             json_object_set_new(j, "prompt", json_string(t.p ? t.p : ""));
-        sbuf_free(&t);
+        strbuf_free(&t);
     } else {
         json_t *ids = json_array();
         for (int i = 0; i < o->input_len; i++)
@@ -304,7 +304,7 @@ int cmd_bench_serve(int argc, char **argv) {
     if (o.warmup > 0) {
         bs_req *w = calloc((size_t)o.warmup, sizeof *w);
         bs_run(&o, w, o.warmup, &seed);
-        for (int i = 0; i < o.warmup; i++) free(w[i].body), free(w[i].itl), sbuf_free(&w[i].in);
+        for (int i = 0; i < o.warmup; i++) free(w[i].body), free(w[i].itl), strbuf_free(&w[i].in);
         free(w);
     }
     int n = o.num_prompts;
@@ -353,7 +353,7 @@ int cmd_bench_serve(int argc, char **argv) {
     if (o.json_out && json_dump_file(out, o.json_out, JSON_INDENT(1)))
         fprintf(stderr, "bench-serve: cannot write %s\n", o.json_out);
     json_decref(out);
-    for (int i = 0; i < n; i++) free(rs[i].body), free(rs[i].itl), sbuf_free(&rs[i].in);
+    for (int i = 0; i < n; i++) free(rs[i].body), free(rs[i].itl), strbuf_free(&rs[i].in);
     free(rs), free(ttft), free(tpot), free(e2e), free(itl);
     curl_global_cleanup();
     return ok == n ? 0 : 1;

@@ -3,8 +3,7 @@
  * Every input must either be refused with an error or render; nothing may crash,
  * leak or run away (the limits below keep a hostile template to a few MB and steps).
  * Seeds: tests/fuzz/corpus/jinja/ (the conformance templates and small snippets). */
-// fuzz-sources: engine/template/chat_template.c engine/template/jinja_arena.c engine/template/jinja_eval.c engine/template/jinja_exec.c engine/template/jinja_filters.c engine/template/jinja_filters2.c engine/template/jinja_format.c engine/template/jinja_str.c engine/template/jinja_json.c engine/template/jinja_lex.c engine/template/jinja_methods.c engine/template/jinja_parse.c engine/template/jinja_parse_expr.c engine/unicode/pystr_tables.c engine/template/jinja_value.c engine/base/err.c
-// fuzz-libs: -ljansson -lm
+// fuzz-lib: strata
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>

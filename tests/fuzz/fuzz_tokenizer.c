@@ -4,8 +4,7 @@
  * loads, the text is encoded with and without special tokens, the ids are decoded with
  * and without skipping, and streamed through a detok with a stop string; the streamed
  * text must be valid UTF-8 and equal the decode. */
-// fuzz-sources: engine/text/tokenizer.c engine/text/tok_added.c engine/text/tok_bpe.c engine/text/tok_decoder.c engine/text/tok_json.c engine/text/tok_map.c engine/text/tok_text.c engine/text/detok.c engine/unicode/nfc.c engine/unicode/nfc_tables.c engine/unicode/props.c engine/unicode/props_tables.c engine/base/err.c engine/text/spm_shim.cc
-// fuzz-libs: -ljansson -lonig -lsentencepiece -lstdc++
+// fuzz-lib: strata
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -212,19 +212,19 @@ static void test_every_failure(void) {
 /* The caps on a chat body's messages and parts, built as the body would come. */
 static void test_caps(void) {
     for (int parts = 0; parts < 2; parts++) {
-        sbuf b = {0};
+        strbuf b = {0};
         int n = (parts ? OPENAI_MAX_PARTS / 2 : OPENAI_MAX_MESSAGES) + 1;
-        sbuf_adds(&b, "{\"messages\": [");
+        strbuf_adds(&b, "{\"messages\": [");
         for (int i = 0; i < n; i++)
-            sbuf_adds(&b, parts ? "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"},"
+            strbuf_adds(&b, parts ? "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"},"
                                   " {\"type\": \"text\", \"text\": \"b\"}]}," : U ",");
         b.p[--b.len] = 0;
-        sbuf_adds(&b, "]}");
+        strbuf_adds(&b, "]}");
         int nc = 0;
         openai_error e = build(SRV_JOB_CHAT, b.p, b.len, &nc);
         CHECK_MSG(e.status == 400 && !strcmp(e.param, "messages") && strstr(e.message, "at most"), "%s",
                   e.message);
-        sbuf_free(&b);
+        strbuf_free(&b);
     }
 }
 
