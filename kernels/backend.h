@@ -23,6 +23,12 @@
 
 typedef struct backend backend;
 
+/* Device memory of a backend that has its own (CUDA): bytes held now and at the peak
+ * (weights, caches, activations, scratch), and the device's free / total bytes. */
+typedef struct backend_mem {
+    size_t used, peak, free, total;
+} backend_mem;
+
 /* A weight tensor. On the CPU backend data points into the mmapped checkpoint
  * (or a dummy / converted buffer); weight_prepare() may move it to the device. */
 typedef struct bk_weight {
@@ -189,11 +195,52 @@ typedef struct backend_ops {
                 const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt,
                 int H, int P, int N, int G, float dt_min);
 
-    /* ---- measurement (optional, NULL when absent) ---- */
+    /* ================ optional slots: NULL where a backend has none ================
+     * Everything above is mandatory (tests/unit/test_backend_ops.c checks every slot of
+     * every backend); callers test an optional slot, or use the wrappers below. */
+
     /* Streaming read bandwidth of backend memory in GB/s over a buffer of bytes, the
      * ceiling decode is held against. Allocates; never called from the step loop. */
     double (*read_bandwidth)(backend *b, size_t bytes);
+    /* Device memory of a backend that has its own (backend_mem below). */
+    void (*memory)(const backend *b, backend_mem *m);
+    /* The first device error since create ("op: message"), or NULL. Ops cannot return
+     * errors, so a failed launch is kept and every later batch_prepare fails with it. */
+    const char *(*last_error)(const backend *b);
+    /* Decode graphs: graph_begin(key) before a forward, graph_end after it. The first
+     * forward under a key is captured (nothing runs yet) and begin returns 0; a later
+     * one returns 1 and only refills the host-side inputs while the ops are called;
+     * graph_end then launches the graph, waits, and completes the downloads the forward
+     * asked for. The key must determine the whole op sequence. When graph_end fails,
+     * nothing of the forward ran: run it again without graphs. graph_clear drops every
+     * captured graph (after buffers they point at were freed). */
+    int (*graph_begin)(backend *b, uint64_t key, strata_err *err);
+    int (*graph_end)(backend *b, strata_err *err);
+    void (*graph_clear)(backend *b);
+    /* ids[i] = argmax_j logits[i, j] (lowest j on ties) for i < m, rows of n; ids and
+     * logits in backend memory. */
+    void (*argmax)(backend *b, int32_t *ids, const float *logits, int m, int n);
+    /* embed() with the ids already in backend memory (a previous step's samples). */
+    void (*embed_dev)(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m);
+    /* 1 when op runs with weights of dtype dt (DTYPE_COUNT: any it takes). NULL: every
+     * mandatory op with BF16, F16 or F32 weights, every filled optional slot. */
+    int (*supports)(const backend *b, int op, dtype dt);
 } backend_ops;
+
+/* Ops and optional slots, for backend_supports(). */
+#define BK_OP_LIST(X)                                                                      \
+    X(EMBED) X(RMSNORM) X(RMSNORM_GATED) X(L2NORM) X(ADD) X(SILU_MUL) X(SIGMOID_MUL)         \
+    X(SPLIT_HALVES) X(GATHER_ROWS) X(MATMUL) X(ROPE) X(KV_STORE) X(ATTENTION) X(CONV1D)       \
+    X(GDN_GATES) X(GATED_DELTA) X(GELU_TANH_MUL) X(RELU2) X(SCALE) X(SOFTCAP)                \
+    X(RMSNORM_GATED_GROUPED) X(SSD)                                                          \
+    X(READ_BANDWIDTH) X(MEMORY) X(LAST_ERROR) X(GRAPHS) X(ARGMAX) X(EMBED_DEV)
+enum {
+#define BK_OP_ENUM(n) BK_OP_##n,
+    BK_OP_LIST(BK_OP_ENUM)
+#undef BK_OP_ENUM
+        BK_OP_COUNT,
+    BK_OP_FIRST_OPTIONAL = BK_OP_READ_BANDWIDTH
+};
 
 struct backend {
     const backend_ops *ops;
@@ -201,9 +248,17 @@ struct backend {
     void *impl;      /* backend-private */
 };
 
-/* CPU backend with n_threads workers (0 = one per core). Caller frees with
- * backend_destroy. Thread: any; the returned backend belongs to one thread. */
-int backend_cpu_create(int n_threads, backend **out, strata_err *err);
+/* b->ops->destroy(b); accepts NULL. */
 void backend_destroy(backend *b);
+/* "cpu", "cuda". */
+const char *backend_name(const backend *b);
+/* 1 when b runs op (BK_OP_*) with weights of dtype dt (DTYPE_COUNT: any). */
+int backend_supports(const backend *b, int op, dtype dt);
+/* The optional slots, each a no-op or an error where b has none: */
+/* 0 and m filled, or -1 (a backend without memory of its own: fields untouched). */
+int backend_memory(const backend *b, backend_mem *m);
+/* STRATA_EUNSUPPORTED when b has no graphs (then just run eagerly, and no end). */
+int backend_graph_begin(backend *b, uint64_t key, strata_err *err);
+int backend_graph_end(backend *b, strata_err *err);
 
 #endif

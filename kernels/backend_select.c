@@ -3,10 +3,13 @@
  * dlopen() keeps CUDA out of the strata binary's link: a machine without the library,
  * the driver or a GPU gets a clear message for "cuda" and the CPU for "auto". The handle
  * is never closed: backends made from the library may live until exit, and the static
- * CUDA runtime inside it registers exit-time handlers. Symbols of an already loaded
- * library are found again through dladdr() on the backend's vtable, so no handle is kept
- * in a global. */
+ * CUDA runtime inside it registers exit-time handlers. The library's one entry point is
+ * the only symbol looked up by name: everything else it offers (graphs, device
+ * sampling, memory) is a slot of the ops table it fills. */
 #include "kernels/backend_select.h"
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -16,8 +19,6 @@
 #include <unistd.h>
 
 #define BACKEND_CUDA_LIB "libstrata_cuda.so"
-
-typedef int (*backend_cuda_create_fn)(int device, backend **out, strata_err *err);
 
 /* Tries one path; keeps the first loader message in why (a library that exists but
  * cannot load - a missing libcublas, say - explains more than "not found"). */
@@ -77,7 +78,7 @@ int backend_create(const char *device, int threads, backend **out, strata_err *e
                               "the CUDA libraries it needs (libcublas) must be on LD_LIBRARY_PATH",
                               BACKEND_CUDA_LIB, why[0] ? why : "not found next to strata");
     }
-    backend_cuda_create_fn create;
+    strata_cuda_backend_create_fn create;
     *(void **)&create = dlsym(h, "strata_cuda_backend_create");
     if (!create) {
         if (is_auto) return backend_cpu_create(threads, out, err);
@@ -89,48 +90,4 @@ int backend_create(const char *device, int threads, backend **out, strata_err *e
     if (rc == 0) return 0;
     if (is_auto) return backend_cpu_create(threads, out, err);
     return strata_err_set(err, rc, "%s", cerr.msg);
-}
-
-const char *backend_name(const backend *b) { return b->ops->name; }
-
-void *backend_find_symbol(const backend *b, const char *name) {
-    if (strcmp(b->ops->name, "cuda")) return NULL;
-    Dl_info info;
-    if (!dladdr((const void *)b->ops->destroy, &info) || !info.dli_fname) return NULL;
-    /* RTLD_NOLOAD: only a library that is already in (ours); closing drops the extra
-     * reference this call took, not the load. */
-    void *h = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
-    if (!h) return NULL;
-    void *sym = dlsym(h, name);
-    dlclose(h);
-    return sym;
-}
-
-int backend_memory(const backend *b, backend_mem *m) {
-    size_t (*used)(const backend *), (*peak)(const backend *);
-    void (*info)(const backend *, size_t *, size_t *);
-    *(void **)&used = backend_find_symbol(b, "cuda_backend_used_bytes");
-    *(void **)&peak = backend_find_symbol(b, "cuda_backend_peak_bytes");
-    *(void **)&info = backend_find_symbol(b, "cuda_backend_mem_info");
-    if (!used || !peak || !info) return -1;
-    m->used = used(b);
-    m->peak = peak(b);
-    info(b, &m->free, &m->total);
-    return 0;
-}
-
-int backend_graph_begin(backend *b, uint64_t key, strata_err *err) {
-    int (*begin)(backend *, uint64_t, strata_err *);
-    *(void **)&begin = backend_find_symbol(b, "cuda_backend_graph_begin");
-    if (!begin)
-        return strata_err_set(err, STRATA_EUNSUPPORTED, "%s backend: no graphs", b->ops->name);
-    return begin(b, key, err);
-}
-
-int backend_graph_end(backend *b, strata_err *err) {
-    int (*end)(backend *, strata_err *);
-    *(void **)&end = backend_find_symbol(b, "cuda_backend_graph_end");
-    if (!end)
-        return strata_err_set(err, STRATA_EUNSUPPORTED, "%s backend: no graphs", b->ops->name);
-    return end(b, err);
 }

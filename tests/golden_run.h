@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "engine/batch.h"
 #include "models/model.h"
 #include "tests/golden_util.h"

@@ -225,6 +225,3 @@ int backend_cpu_create(int n_threads, backend **out, strata_err *err) {
     return cpu_backend_create_isa(n_threads, CPU_ISA_AUTO, out, err);
 }
 
-void backend_destroy(backend *b) {
-    if (b) b->ops->destroy(b);
-}

@@ -1,8 +1,7 @@
 /* cpu_backend.h - CPU-backend extras beyond kernels/backend.h: choosing the ISA (tests,
  * benchmarks) and measuring the memory roofline that decode is held against.
  *
- * The backend itself is created with backend_cpu_create() (kernels/backend.h), which
- * picks the best ISA this machine runs. It needs no reserve call: every op works in
+ * backend_cpu_create() makes the backend with the best ISA this machine runs. It needs no reserve call: every op works in
  * registers or on the stack (attention uses an online softmax, matmul converts weights
  * in registers), so nothing is allocated after create. */
 #ifndef STRATA_CPU_BACKEND_H
@@ -11,6 +10,10 @@
 #include <stddef.h>
 
 #include "kernels/backend.h"
+
+/* CPU backend with n_threads workers (0 = one per core). Caller frees with
+ * backend_destroy. Thread: any; the returned backend belongs to one thread. */
+int backend_cpu_create(int n_threads, backend **out, strata_err *err);
 
 /* X(name, enum suffix) in increasing preference. */
 #define CPU_ISA_LIST(X) X("scalar", SCALAR) X("avx2", AVX2) X("avx512", AVX512)

@@ -7,8 +7,8 @@
  * that: every scratch an op needs (GEMM activations, attention partials, staging) is made
  * here at create with a fixed size, and ops that could outgrow it work in chunks.
  * alloc returns NULL when the device is full (the model names the buffer; the caller can
- * add the device's numbers from cuda_backend_mem_info), and every allocation is counted
- * for cuda_backend_peak_bytes. */
+ * add the device's numbers from the memory slot), and every allocation is counted for
+ * the peak it reports. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -283,7 +283,7 @@ static void cuda_destroy(backend *b) {
     if (c) {
         cuda_use(c);
         if (c->stream) cudaStreamSynchronize(c->stream);
-        cuda_backend_graph_clear(b);
+        cuda_graph_clear(b);
         for (size_t i = 0; i < c->n_allocs; i++) cudaFree(c->allocs[i].p);
         free(c->allocs);
         if (c->blas) cublasDestroy(c->blas);
@@ -299,6 +299,9 @@ static void cuda_destroy(backend *b) {
     }
     free(b);
 }
+
+static void cuda_memory(const backend *b, backend_mem *m);
+static const char *cuda_last_error(const backend *b);
 
 static void cuda_fill_ops(backend_ops *o) {
     memset(o, 0, sizeof *o);
@@ -335,6 +338,13 @@ static void cuda_fill_ops(backend_ops *o) {
     o->rmsnorm_gated_grouped = cuda_rmsnorm_gated_grouped;
     o->ssd = cuda_ssd;
     o->read_bandwidth = cuda_read_bandwidth;
+    o->memory = cuda_memory;
+    o->last_error = cuda_last_error;
+    o->graph_begin = cuda_graph_begin;
+    o->graph_end = cuda_graph_end;
+    o->graph_clear = cuda_graph_clear;
+    o->argmax = cuda_argmax_rows;
+    o->embed_dev = cuda_embed_dev;
 }
 
 #define CUDA_TRY(call, what)                                                                   \
@@ -423,27 +433,19 @@ fail:
     return rc;
 }
 
-/* ---- exported extras (cuda_backend.h) ---- */
+/* ---- optional slots ---- */
 
-CUDA_EXPORT size_t cuda_backend_used_bytes(const backend *b) {
+static void cuda_memory(const backend *b, backend_mem *m) {
     const cuda_impl *c = (const cuda_impl *)b->impl;
-    return c->cur_bytes + c->scratch_bytes;
-}
-
-CUDA_EXPORT size_t cuda_backend_peak_bytes(const backend *b) {
-    const cuda_impl *c = (const cuda_impl *)b->impl;
-    return c->peak_bytes + c->scratch_bytes;
-}
-
-CUDA_EXPORT void cuda_backend_mem_info(const backend *b, size_t *free_bytes, size_t *total_bytes) {
-    (void)b;
     size_t f = 0, t = 0;
     if (cudaMemGetInfo(&f, &t) != cudaSuccess) cudaGetLastError();
-    *free_bytes = f;
-    *total_bytes = t;
+    m->used = c->cur_bytes + c->scratch_bytes;
+    m->peak = c->peak_bytes + c->scratch_bytes;
+    m->free = f;
+    m->total = t;
 }
 
-CUDA_EXPORT const char *cuda_backend_error(const backend *b) {
+static const char *cuda_last_error(const backend *b) {
     const cuda_impl *c = (const cuda_impl *)b->impl;
     return c->err_code ? c->err_msg : NULL;
 }

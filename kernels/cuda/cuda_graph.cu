@@ -10,7 +10,6 @@
  * differs from the captured one is refused before anything runs. README.md has the design. */
 #include <stdio.h>
 
-#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_internal.cuh"
 
 static cuda_graph_entry *cuda_graph_find(cuda_impl *c, uint64_t key) {
@@ -24,7 +23,7 @@ static void cuda_graph_drop(cuda_impl *c, cuda_graph_entry *g) {
     *g = c->graphs[--c->n_graphs];
 }
 
-CUDA_EXPORT int cuda_backend_graph_begin(backend *b, uint64_t key, strata_err *err) {
+int cuda_graph_begin(backend *b, uint64_t key, strata_err *err) {
     cuda_impl *c = cuda_impl_of(b);
     if (c->mode != CUDA_MODE_EAGER)
         return strata_err_set(err, STRATA_ESTATE, "cuda: graph_begin inside a graph");
@@ -87,7 +86,7 @@ static int cuda_graph_run(cuda_impl *c, cuda_graph_entry *g, strata_err *err) {
     return 0;
 }
 
-CUDA_EXPORT int cuda_backend_graph_end(backend *b, strata_err *err) {
+int cuda_graph_end(backend *b, strata_err *err) {
     cuda_impl *c = cuda_impl_of(b);
     cuda_mode mode = c->mode;
     c->mode = CUDA_MODE_EAGER;
@@ -132,7 +131,7 @@ CUDA_EXPORT int cuda_backend_graph_end(backend *b, strata_err *err) {
     return cuda_graph_run(c, g, err);
 }
 
-CUDA_EXPORT void cuda_backend_graph_clear(backend *b) {
+void cuda_graph_clear(backend *b) {
     cuda_impl *c = cuda_impl_of(b);
     while (c->n_graphs) cuda_graph_drop(c, &c->graphs[c->n_graphs - 1]);
 }

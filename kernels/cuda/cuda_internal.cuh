@@ -227,6 +227,10 @@ void cuda_ssd(backend *b, float *y, const float *x, int ld_x, const float *B, co
               int H, int P, int N, int G, float dt_min);
 /* cuda_membw.cu */
 double cuda_read_bandwidth(backend *b, size_t bytes);
+/* cuda_graph.cu: the graph slots of the ops table (kernels/backend.h) */
+int cuda_graph_begin(backend *b, uint64_t key, strata_err *err);
+int cuda_graph_end(backend *b, strata_err *err);
+void cuda_graph_clear(backend *b);
 /* cuda_sample.cu */
 void cuda_argmax_rows(backend *b, int32_t *ids, const float *logits, int m, int n);
 void cuda_embed_dev(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m);

@@ -4,7 +4,6 @@
  * lowest id, as the host sampler's greedy does. */
 #include <math.h>
 
-#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_internal.cuh"
 
 enum { AM_THREADS = 1024 };
@@ -57,13 +56,4 @@ void cuda_argmax_rows(backend *b, int32_t *ids, const float *logits, int m, int 
         return;
     am_rows<<<(unsigned)m, AM_THREADS, 0, c->stream>>>(ids, logits, n);
     cuda_check_launch(c, "argmax");
-}
-
-CUDA_EXPORT void cuda_backend_argmax(backend *b, int32_t *ids, const float *logits, int m, int n) {
-    cuda_argmax_rows(b, ids, logits, m, n);
-}
-
-CUDA_EXPORT void cuda_backend_embed_dev(backend *b, float *out, const bk_weight *table,
-                                        const int32_t *ids, int m) {
-    cuda_embed_dev(b, out, table, ids, m);
 }

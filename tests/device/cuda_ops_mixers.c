@@ -257,8 +257,7 @@ void test_graph(void) {
     report("graph recaptured", mode == 0 && rc == 0 ? "after the refusal" : "FAILED to recapture",
            got, ref[3], mode == 0 && rc == 0 ? GT * GN : 0, mode == 0 && rc == 0 ? 0 : -1);
     /* argmax on the device over the last logits (still in dy) */
-    void (*am)(backend *, int32_t *, const float *, int, int);
-    *(void **)&am = backend_find_symbol(gpu, "cuda_backend_argmax");
+    void (*am)(backend *, int32_t *, const float *, int, int) = gpu->ops->argmax;
     if (am) {
         int32_t *did = (int32_t *)gpu->ops->alloc(gpu, sizeof(int32_t) * GT), hid[GT];
         am(gpu, did, f.dy, GT, GN);

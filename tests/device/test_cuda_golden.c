@@ -8,6 +8,7 @@
  * CUDA device can be used. */
 #include <string.h>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/backend.h"
 #include "kernels/backend_select.h"
 #include "tests/golden_util.h"

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/backend.h"
 #include "kernels/backend_select.h"
 #include "engine/base/dtype.h"
@@ -420,8 +421,7 @@ int main(int argc, char **argv) {
         if (!backend_memory(gpu, &dm))
             printf("device memory: peak %zu MiB held by the backend, %zu MiB free of %zu MiB\n",
                    dm.peak >> 20, dm.free >> 20, dm.total >> 20);
-        const char *(*cerr)(const backend *);
-        *(void **)&cerr = backend_find_symbol(gpu, "cuda_backend_error");
+        const char *(*cerr)(const backend *) = gpu->ops->last_error;
         if (cerr && cerr(gpu)) {
             printf("sticky CUDA error: %s  FAIL\n", cerr(gpu));
             n_fail++;

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "engine/batch.h"
 #include "engine/text/detok.h"
 #include "engine/engine.h"

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "engine/batch.h"
 #include "engine/engine.h"
 #include "tests/test.h"

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "engine/batch.h"
 #include "models/model.h"
 #include "tests/golden_run.h"

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "engine/batch.h"
 #include "models/model.h"
 #include "engine/sampler.h"

@@ -1,0 +1,43 @@
+/* backend.c - what every caller may ask of any backend: the generic wrappers of
+ * kernels/backend.h over the ops table, optional slots included. */
+#include "kernels/backend.h"
+
+void backend_destroy(backend *b) {
+    if (b) b->ops->destroy(b);
+}
+
+const char *backend_name(const backend *b) { return b->ops->name; }
+
+int backend_supports(const backend *b, int op, dtype dt) {
+    const backend_ops *o = b->ops;
+    if (o->supports) return o->supports(b, op, dt);
+    switch (op) {
+    case BK_OP_READ_BANDWIDTH: return o->read_bandwidth != NULL;
+    case BK_OP_MEMORY: return o->memory != NULL;
+    case BK_OP_LAST_ERROR: return o->last_error != NULL;
+    case BK_OP_GRAPHS: return o->graph_begin && o->graph_end;
+    case BK_OP_ARGMAX: return o->argmax != NULL;
+    case BK_OP_EMBED_DEV: return o->embed_dev != NULL;
+    default:
+        return op >= 0 && op < BK_OP_FIRST_OPTIONAL &&
+               (dt == DTYPE_COUNT || dt == DTYPE_BF16 || dt == DTYPE_F16 || dt == DTYPE_F32);
+    }
+}
+
+int backend_memory(const backend *b, backend_mem *m) {
+    if (!b->ops->memory) return -1;
+    b->ops->memory(b, m);
+    return 0;
+}
+
+int backend_graph_begin(backend *b, uint64_t key, strata_err *err) {
+    if (!b->ops->graph_begin || !b->ops->graph_end)
+        return strata_err_set(err, STRATA_EUNSUPPORTED, "%s backend: no graphs", b->ops->name);
+    return b->ops->graph_begin(b, key, err);
+}
+
+int backend_graph_end(backend *b, strata_err *err) {
+    if (!b->ops->graph_end)
+        return strata_err_set(err, STRATA_EUNSUPPORTED, "%s backend: no graphs", b->ops->name);
+    return b->ops->graph_end(b, err);
+}

@@ -1,0 +1,86 @@
+/* test_backend_ops.c - every backend fills every mandatory slot of the ops table
+ * (kernels/backend.h), and answers backend_supports() as its slots say.
+ *
+ * The mandatory slots are the function pointers from destroy through ssd, laid out one
+ * after another; a backend that leaves one NULL would crash the first model that calls
+ * it, so each is checked here on every backend this machine can make: the CPU backend
+ * at every ISA it runs, and CUDA when a GPU is there. */
+#include <stddef.h>
+#include <string.h>
+
+#include "kernels/backend_select.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "tests/test.h"
+
+typedef void (*slot_fn)(void);
+
+/* The mandatory slots, in order, for the messages. */
+static const char *const mandatory[] = {
+    "destroy", "alloc", "free", "upload", "download", "zero", "weight_prepare", "weight_release",
+    "batch_prepare", "embed", "rmsnorm", "rmsnorm_gated", "l2norm", "add", "silu_mul",
+    "sigmoid_mul", "split_halves", "gather_rows", "matmul", "rope", "kv_store", "attention",
+    "conv1d", "gdn_gates", "gated_delta", "gelu_tanh_mul", "relu2", "scale", "softcap",
+    "rmsnorm_gated_grouped", "ssd"};
+
+static void check_backend(const backend *b, const char *what) {
+    const backend_ops *o = b->ops;
+    size_t first = offsetof(backend_ops, destroy), last = offsetof(backend_ops, ssd);
+    size_t n = (last - first) / sizeof(slot_fn) + 1;
+    CHECK_MSG(n == sizeof mandatory / sizeof mandatory[0],
+              "%zu mandatory slots in backend_ops, %zu named here: update the list", n,
+              sizeof mandatory / sizeof mandatory[0]);
+    for (size_t i = 0; i < n; i++) {
+        slot_fn f;
+        memcpy(&f, (const char *)o + first + i * sizeof(slot_fn), sizeof f);
+        CHECK_MSG(f != NULL, "%s backend: mandatory slot %s is NULL", what,
+                  i < sizeof mandatory / sizeof mandatory[0] ? mandatory[i] : "?");
+    }
+    CHECK(o->name && o->name[0]);
+    /* every mandatory op takes the checkpoint dtypes */
+    for (int op = 0; op < BK_OP_FIRST_OPTIONAL; op++) {
+        CHECK_MSG(backend_supports(b, op, DTYPE_COUNT), "%s: op %d", what, op);
+        CHECK_MSG(backend_supports(b, op, DTYPE_BF16) && backend_supports(b, op, DTYPE_F32),
+                  "%s: op %d", what, op);
+    }
+    /* optional slots: supported exactly when filled */
+    CHECK(backend_supports(b, BK_OP_GRAPHS, DTYPE_COUNT) == (o->graph_begin && o->graph_end));
+    CHECK(backend_supports(b, BK_OP_ARGMAX, DTYPE_COUNT) == (o->argmax != NULL));
+    CHECK(backend_supports(b, BK_OP_EMBED_DEV, DTYPE_COUNT) == (o->embed_dev != NULL));
+    CHECK(backend_supports(b, BK_OP_MEMORY, DTYPE_COUNT) == (o->memory != NULL));
+    CHECK(backend_supports(b, BK_OP_READ_BANDWIDTH, DTYPE_COUNT) == (o->read_bandwidth != NULL));
+    CHECK(!backend_supports(b, BK_OP_COUNT, DTYPE_COUNT) && !backend_supports(b, -1, DTYPE_COUNT));
+    backend_mem m;
+    CHECK((backend_memory(b, &m) == 0) == (o->memory != NULL));
+}
+
+static void test_cpu_every_isa(void) {
+    for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
+        if (!cpu_backend_isa_supported((cpu_isa)isa)) continue;
+        backend *b = NULL;
+        strata_err err = {0};
+        CHECK_MSG(cpu_backend_create_isa(1, (cpu_isa)isa, &b, &err) == 0, "%s", err.msg);
+        if (!b) continue;
+        check_backend(b, cpu_backend_isa_name((cpu_isa)isa));
+        /* the CPU has no graphs or device sampling; it measures its bandwidth */
+        CHECK(!b->ops->graph_begin && !b->ops->argmax && b->ops->read_bandwidth);
+        backend_destroy(b);
+    }
+}
+
+static void test_cuda_when_present(void) {
+    backend *b = NULL;
+    strata_err err = {0};
+    if (backend_create("cuda", 0, &b, &err)) {
+        fprintf(stderr, "  (no CUDA backend here: %s)\n", err.msg);
+        return;
+    }
+    check_backend(b, "cuda");
+    CHECK(b->ops->graph_begin && b->ops->argmax && b->ops->embed_dev && b->ops->memory);
+    backend_destroy(b);
+}
+
+int main(void) {
+    RUN(test_cpu_every_isa);
+    RUN(test_cuda_when_present);
+    TEST_DONE();
+}
