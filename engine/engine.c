@@ -326,7 +326,9 @@ int engine_create(engine **out, model *m, const tokenizer *tok, const engine_opt
     if (e->plp_rows > e->prefill_chunk) e->plp_rows = e->prefill_chunk;
     e->on_slot_free = o->on_slot_free;
     e->on_token_gap = o->on_token_gap;
+    e->on_step = o->on_step;
     e->ud = o->ud;
+    e->b = model_backend(m);
     for (int i = 0; i < mi->n_eos && i < 8; i++) e->eos[e->n_eos++] = mi->eos[i];
     if (tok && tok_eos_id(tok) >= 0 && e->n_eos < 9) e->eos[e->n_eos++] = tok_eos_id(tok);
     if ((rc = sched_alloc(e, err))) goto fail;

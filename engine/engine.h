@@ -2,10 +2,12 @@
  *
  * One engine drives one model on one thread. Each step mixes one decode token per
  * running sequence with at most prefill_chunk prompt tokens (chunked prefill, oldest
- * sequence first), runs model_forward once, samples every sequence that produced a
- * row, detokenizes (stop strings, reasoning split) and appends the result to the
+ * sequence first), runs model_forward once (a decode-only step replays a captured
+ * graph where the backend has graphs), samples every sequence that produced a row,
+ * detokenizes (stop strings, reasoning split) and appends the result to the
  * sequence's output, then calls its wake function. Nothing polls: the thread sleeps
- * on a condition variable while it has no work.
+ * on a condition variable while it has no work. The server, `strata generate` and
+ * `strata bench` all run their sequences through this one loop.
  *
  * Sequences are reference counted: the creator holds one reference, the engine holds
  * one from engine_submit until the sequence finished and its slot is free again.
@@ -41,6 +43,15 @@ enum {
 };
 const char *engine_finish_name(int finish); /* "stop", "length", ...; never NULL */
 
+/* What one step did, for engine_opts.on_step. */
+typedef struct engine_step_info {
+    int n_tokens;      /* tokens the forward ran */
+    int n_seqs;        /* sequences in it */
+    int n_decode;      /* of them, sequences that fed one sampled token */
+    int graph;         /* 1 replayed a captured graph, 0 captured one, -1 ran eagerly */
+    double t_start, t_end; /* engine_now() around batch, forward, sampling and output */
+} engine_step_info;
+
 typedef struct engine_opts {
     int max_seqs;      /* running sequences at most (<= the model's slots; 0 = all) */
     int prefill_chunk; /* prompt tokens per step (clamped to the model's max_tokens) */
@@ -54,6 +65,9 @@ typedef struct engine_opts {
     void (*on_slot_free)(void *ud);
     /* Called on the step thread with the gap between two tokens of one sequence. */
     void (*on_token_gap)(void *ud, double seconds);
+    /* Called on the step thread after every step; nothing else runs on the backend
+     * meanwhile, so a benchmark may measure it from here. May be NULL. */
+    void (*on_step)(void *ud, const engine_step_info *si);
     void *ud;
 } engine_opts;
 

@@ -56,7 +56,9 @@ struct engine {
     int n_eos;
     void (*on_slot_free)(void *ud);
     void (*on_token_gap)(void *ud, double seconds);
+    void (*on_step)(void *ud, const engine_step_info *si);
     void *ud;
+    backend *b;                /* the model's, for graphs */
 
     pthread_t th;
     int started;

@@ -216,8 +216,31 @@ static void sched_sample(engine *e, engine_seq *s, float *row) {
     }
 }
 
+/* Runs the step's forward. A step where every sequence feeds one sampled token has the
+ * same op sequence whenever it has the same shape, so where the backend has graphs it
+ * is captured once per (sequences, logit rows) and replayed after; a replay the backend
+ * refuses runs again eagerly. Sets *graph as engine_step_info.graph. */
+static int sched_forward(engine *e, bk_batch *bt, int n_out, int decode_only, int *graph,
+                         strata_err *err) {
+    *graph = -1;
+    if (decode_only && backend_supports(e->b, BK_OP_GRAPHS, DTYPE_COUNT)) {
+        strata_err gerr = {0};
+        uint64_t key = (uint64_t)bt->n_seqs << 32 | (uint64_t)(uint32_t)n_out;
+        int g = backend_graph_begin(e->b, key, &gerr);
+        if (g >= 0) {
+            int rc = model_forward(e->m, bt, e->b_tokens, e->b_out_rows, n_out, e->logits, err);
+            if (!backend_graph_end(e->b, &gerr) && !rc) {
+                *graph = g;
+                return 0;
+            }
+        }
+    }
+    return model_forward(e->m, bt, e->b_tokens, e->b_out_rows, n_out, e->logits, err);
+}
+
 void sched_step(engine *e) {
-    int nt = 0, ns = 0, nout = 0;
+    int nt = 0, ns = 0, nout = 0, n_decode = 0;
+    double t_start = engine_now();
     /* decode tokens first: one per sequence whose prompt is in the cache */
     for (int i = 0; i < e->n_run; i++) {
         engine_seq *s = e->run[i];
@@ -235,6 +258,7 @@ void sched_step(engine *e) {
         e->b_chunk[i] = -1;
         nt++, ns++;
     }
+    n_decode = ns;
     /* then prompt chunks, oldest first, within the prefill budget */
     int budget = e->prefill_chunk, plp_left = e->plp_rows, n_plp = 0;
     for (int i = 0; i < e->n_run && budget > 0 && nt < e->max_tokens; i++) {
@@ -286,7 +310,8 @@ void sched_step(engine *e) {
     strata_err err = {0};
     /* the prompt rows' logits follow the sampling rows' */
     for (int k = 0; k < n_plp; k++) e->b_out_rows[nout + k] = e->b_plp_row[k];
-    int rc = model_forward(e->m, &bt, e->b_tokens, e->b_out_rows, nout + n_plp, e->logits, &err);
+    int graph;
+    int rc = sched_forward(e, &bt, nout + n_plp, n_decode == ns && !n_plp, &graph, &err);
     atomic_fetch_add(&e->steps, 1);
     if (rc) {
         /* the caches of every sequence in the batch are now unreliable */
@@ -319,5 +344,10 @@ void sched_step(engine *e) {
     }
     for (int r = 0; r < nout; r++)
         sched_sample(e, e->b_out_seq[r], e->logits + (size_t)r * (size_t)e->vocab);
+    if (e->on_step) {
+        engine_step_info si = {.n_tokens = nt, .n_seqs = ns, .n_decode = n_decode, .graph = graph,
+                               .t_start = t_start, .t_end = engine_now()};
+        e->on_step(e->ud, &si);
+    }
     sched_compact(e);
 }

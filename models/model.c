@@ -57,6 +57,8 @@ void model_close(model *m) {
     free(m);
 }
 
+backend *model_backend(const model *m) { return m->b; }
+
 int model_open(model **out, const model_opts *opts, backend *b, strata_err *err) {
     model *m = calloc(1, sizeof *m);
     char path[4096];

@@ -41,6 +41,8 @@ typedef struct model_info {
 
 /* Opens a model (see model_opts). Caller frees with model_close. */
 int model_open(model **out, const model_opts *opts, backend *b, strata_err *err);
+/* The backend the model runs on (borrowed from model_open). */
+backend *model_backend(const model *m);
 void model_close(model *m);
 const model_info *model_get_info(const model *m);
 
