@@ -17,7 +17,7 @@ ARG DEBIAN=bookworm
 
 # The C build needs only these (tools/install-deps.sh installs the same on a host).
 ARG BUILD_DEBS="build-essential pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev \
-libcurl4-openssl-dev libonig-dev libsentencepiece-dev"
+libcurl4-openssl-dev libssl-dev libonig-dev libsentencepiece-dev"
 
 # ----------------------------------------------------------------------------- CPU build
 FROM debian:${DEBIAN}-slim AS build-cpu

@@ -12,7 +12,7 @@ SAN     ?=
 GCC_ONLY = $(if $(findstring clang,$(CC)),,-Wno-format-truncation)
 CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -pthread -fno-strict-aliasing $(GCC_ONLY) $(SAN)
 CXXFLAGS+= -std=c++17 $(OPT) -g -Wall -Wextra -Werror -I. -pthread $(SAN)
-LDLIBS  += -ljansson -luv -lmicrohttpd -lcurl -lonig -lsentencepiece -lstdc++ -lm -lpthread -ldl
+LDLIBS  += -ljansson -luv -lmicrohttpd -lcurl -lcrypto -lonig -lsentencepiece -lstdc++ -lm -lpthread -ldl
 LDFLAGS += $(SAN)
 
 # Per-ISA kernel files carry their own target flags; dispatch picks one at run time.

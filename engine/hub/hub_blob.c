@@ -20,7 +20,7 @@ int hub_blob_restart(hub_fetch *f, hub_job *j) {
     if (ftruncate(j->fd, 0) != 0) return hub_fetch_fail_sys(f, "cannot truncate", j->incomplete);
     f->prog.bytes_done -= j->written;
     j->written = j->attempt_start = j->resumed_from = 0;
-    hub_sha256_init(&j->sha);
+    if (hub_sha256_init(&j->sha)) return hub_fetch_fail(f, STRATA_ENOMEM, "out of memory for a hash");
     return 0;
 }
 
@@ -134,7 +134,10 @@ void hub_blob_lock(hub_fetch *f, hub_job *j) {
         hub_fetch_fail_sys(f, "cannot truncate", j->incomplete);
         return;
     }
-    hub_sha256_init(&j->sha);
+    if (hub_sha256_init(&j->sha)) {
+        hub_fetch_fail(f, STRATA_ENOMEM, "out of memory for a hash");
+        return;
+    }
     if (j->lfs && j->written > 0 && hash_existing(f, j)) return;
     j->resumed_from = j->written;
     if (!j->counted) {

@@ -177,6 +177,7 @@ void hub_fetch_release(hub_fetch *f, hub_job *j) {
     if (j->fd >= 0) close(j->fd);
     if (j->lock_fd >= 0) close(j->lock_fd); /* closing drops the flock */
     j->fd = j->lock_fd = -1;
+    hub_sha256_free(&j->sha);
 }
 
 static int start_transfer(hub_fetch *f, hub_job *j, int head) {

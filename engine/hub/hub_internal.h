@@ -88,27 +88,18 @@ int hub_cache_file_state(const char *repo_dir, const char *commit, const char *f
 int hub_cache_read_index(const char *path, char ***out, int *n_out, strata_err *err);
 void hub_cache_free_list(char **list, int n);
 
-/* ---- hub_sha256.c ---- */
+/* ---- hub_sha256.c: libcrypto's SHA-256 ---- */
 
 typedef struct hub_sha256 {
-    uint32_t h[8];
-    uint64_t len;
-    uint8_t buf[64];
-    size_t fill;
-    void (*blocks)(uint32_t h[8], const uint8_t *p, size_t n, const uint32_t *k);
+    struct evp_md_ctx_st *ctx; /* EVP_MD_CTX, created by the first init */
 } hub_sha256;
 
-void hub_sha256_init(hub_sha256 *s);
-/* As hub_sha256_init, using the SHA-NI blocks only when allow_accel and the CPU has
- * them; returns 1 when it does. The tests compare both variants. */
-int hub_sha256_init_accel(hub_sha256 *s, int allow_accel);
+/* Starts (or restarts) a hash: 0, or STRATA_ENOMEM. A zeroed hub_sha256 is ready. */
+int hub_sha256_init(hub_sha256 *s);
 void hub_sha256_update(hub_sha256 *s, const void *data, size_t n);
-/* Finishes s (it must be re-initialised before reuse) and writes 64 hex digits + NUL. */
+/* Finishes s (init it again before reuse) and writes 64 hex digits + NUL. */
 void hub_sha256_hex(hub_sha256 *s, char out[65]);
-
-/* hub_sha256_x86.c: the same blocks with the x86 SHA extensions. */
-int hub_sha256_x86_supported(void);
-void hub_sha256_x86_blocks(uint32_t h[8], const uint8_t *p, size_t n, const uint32_t *k);
+void hub_sha256_free(hub_sha256 *s);
 
 /* ---- hub_fetch.c: HEAD + GET of repo files through curl multi ---- */
 

@@ -1,86 +1,29 @@
-/* hub_sha256.c - SHA-256 (FIPS 180-4), incremental, to check LFS downloads against the
- * sha256 the hub uses as their etag, without a crypto library. The plain C rounds here
- * are the reference (~200-400 MB/s); hub_sha256_x86.c runs the same blocks with the
- * SHA extensions where the CPU has them, picked once per hash at init. */
+/* hub_sha256.c - SHA-256 of LFS downloads, checked against the sha256 the hub uses as
+ * their etag, by libcrypto (OpenSSL, already in the process through libcurl), which
+ * picks the CPU's SHA extensions itself. */
 #include "engine/hub/hub_internal.h"
 
+#include <openssl/evp.h>
 #include <stdio.h>
-#include <string.h>
 
-static const uint32_t k256[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-static uint32_t ror(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-/* n 64-byte blocks into the state (spec section 6.2.2). k is k256, passed so that both
- * variants share one signature. */
-static void sha256_blocks_ref(uint32_t h[8], const uint8_t *p, size_t n, const uint32_t *k) {
-    for (; n; n--, p += 64) {
-        uint32_t w[64];
-        for (int i = 0; i < 16; i++)
-            w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-                   (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-        for (int i = 16; i < 64; i++) {
-            uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
-            uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
-            w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-        }
-        uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
-        for (int i = 0; i < 64; i++) {
-            uint32_t t1 =
-                hh + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + k[i] + w[i];
-            uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-            hh = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
-        }
-        h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += hh;
-    }
+int hub_sha256_init(hub_sha256 *s) {
+    if (!s->ctx && !(s->ctx = EVP_MD_CTX_new())) return STRATA_ENOMEM;
+    return EVP_DigestInit_ex(s->ctx, EVP_sha256(), NULL) == 1 ? 0 : STRATA_ENOMEM;
 }
-
-int hub_sha256_init_accel(hub_sha256 *s, int allow_accel) {
-    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(s->h, h0, sizeof h0);
-    s->len = 0;
-    s->fill = 0;
-    s->blocks =
-        allow_accel && hub_sha256_x86_supported() ? hub_sha256_x86_blocks : sha256_blocks_ref;
-    return s->blocks != sha256_blocks_ref;
-}
-
-void hub_sha256_init(hub_sha256 *s) { hub_sha256_init_accel(s, 1); }
 
 void hub_sha256_update(hub_sha256 *s, const void *data, size_t n) {
-    const uint8_t *p = data;
-    s->len += n;
-    if (s->fill) {
-        size_t take = 64 - s->fill < n ? 64 - s->fill : n;
-        memcpy(s->buf + s->fill, p, take);
-        s->fill += take;
-        p += take;
-        n -= take;
-        if (s->fill < 64) return;
-        s->blocks(s->h, s->buf, 1, k256);
-        s->fill = 0;
-    }
-    if (n >= 64) s->blocks(s->h, p, n / 64, k256);
-    p += n / 64 * 64;
-    n %= 64;
-    memcpy(s->buf, p, n);
-    s->fill = n;
+    if (n) EVP_DigestUpdate(s->ctx, data, n);
 }
 
 void hub_sha256_hex(hub_sha256 *s, char out[65]) {
-    uint64_t bits = s->len * 8;
-    uint8_t pad[72] = {0x80};
-    size_t padlen = (s->fill < 56 ? 56 : 120) - s->fill;
-    for (int i = 0; i < 8; i++) pad[padlen + i] = (uint8_t)(bits >> (56 - 8 * i));
-    hub_sha256_update(s, pad, padlen + 8);
-    for (int i = 0; i < 8; i++) snprintf(out + 8 * i, 9, "%08x", s->h[i]);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned n = 0;
+    out[0] = 0;
+    if (EVP_DigestFinal_ex(s->ctx, md, &n) != 1 || n != 32) return; /* matches no etag */
+    for (unsigned i = 0; i < n; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+void hub_sha256_free(hub_sha256 *s) {
+    EVP_MD_CTX_free(s->ctx);
+    s->ctx = NULL;
 }

@@ -95,7 +95,7 @@ prepare() {
         for u in $GOLDEN_UNITS; do
             if gcc $CFLAGS_T -Wno-missing-field-initializers -DGOLDEN_UNIT="\"tests/unit/test_${u}_golden.c\"" \
                 tests/device/test_cuda_golden.c "$BUILD/libstrata.a" -o "$DEV_DIR/test_cuda_golden_$u" \
-                -ljansson -luv -lmicrohttpd -lcurl -lonig -lsentencepiece -lstdc++ -lm -lpthread -ldl; then
+                -ljansson -luv -lmicrohttpd -lcurl -lcrypto -lonig -lsentencepiece -lstdc++ -lm -lpthread -ldl; then
                 strip --strip-debug "$DEV_DIR/test_cuda_golden_$u"
                 copy_deps "$DEV_DIR/test_cuda_golden_$u"
             else

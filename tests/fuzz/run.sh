@@ -62,7 +62,7 @@ strata_lib() {
     STRATA_LIB_BUILT=$?
     return "$STRATA_LIB_BUILT"
 }
-STRATA_LDLIBS="-ljansson -luv -lmicrohttpd -lcurl -lonig -lsentencepiece -lstdc++ -lm -lpthread -ldl"
+STRATA_LDLIBS="-ljansson -luv -lmicrohttpd -lcurl -lcrypto -lonig -lsentencepiece -lstdc++ -lm -lpthread -ldl"
 
 for h in "${harnesses[@]}"; do
     [ -f "$h" ] || { echo "FAIL $h: no such harness"; fail=$((fail + 1)); continue; }
