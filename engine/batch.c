@@ -4,16 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-int batch_buf_init(batch_buf *b, int max_tokens, int max_seqs, strata_err *err) {
+int batch_buf_init(batch_buf *b, int step_tokens, int max_seqs, strata_err *err) {
     memset(b, 0, sizeof *b);
-    b->max_tokens = max_tokens;
+    b->step_tokens = step_tokens;
     b->max_seqs = max_seqs;
     b->slot = calloc((size_t)max_seqs, 4);
     b->start = calloc((size_t)max_seqs, 4);
     b->len = calloc((size_t)max_seqs, 4);
     b->pos0 = calloc((size_t)max_seqs, 4);
-    b->tok_pos = calloc((size_t)max_tokens, 4);
-    b->tok_seq = calloc((size_t)max_tokens, 4);
+    b->tok_pos = calloc((size_t)step_tokens, 4);
+    b->tok_seq = calloc((size_t)step_tokens, 4);
     if (!b->slot || !b->start || !b->len || !b->pos0 || !b->tok_pos || !b->tok_seq) {
         batch_buf_deinit(b);
         return strata_err_set(err, STRATA_ENOMEM, "batch: out of memory");
@@ -38,7 +38,7 @@ void batch_buf_clear(batch_buf *b) {
 
 int batch_buf_add(batch_buf *b, int slot, int pos0, int len) {
     bk_batch *bt = &b->bt;
-    if (len <= 0 || bt->n_seqs >= b->max_seqs || bt->n_tokens + len > b->max_tokens) return -1;
+    if (len <= 0 || bt->n_seqs >= b->max_seqs || bt->n_tokens + len > b->step_tokens) return -1;
     int s = bt->n_seqs++, first = bt->n_tokens;
     b->slot[s] = slot;
     b->start[s] = first;

@@ -8,10 +8,10 @@
 typedef struct batch_buf {
     bk_batch bt;  /* points at the arrays below */
     int32_t *slot, *start, *len, *pos0, *tok_pos, *tok_seq;
-    int max_tokens, max_seqs;
+    int step_tokens, max_seqs;
 } batch_buf;
 
-int batch_buf_init(batch_buf *b, int max_tokens, int max_seqs, strata_err *err);
+int batch_buf_init(batch_buf *b, int step_tokens, int max_seqs, strata_err *err);
 void batch_buf_deinit(batch_buf *b);
 void batch_buf_clear(batch_buf *b);
 /* Appends len tokens of the sequence in slot, the first at position pos0. Returns

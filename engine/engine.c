@@ -308,15 +308,15 @@ int engine_create(engine **out, model *m, const tokenizer *tok, const engine_opt
     e->vocab = mi->vocab;
     e->ctx = mi->ctx_size;
     e->max_seqs = o->max_seqs > 0 && o->max_seqs < mi->max_seqs ? o->max_seqs : mi->max_seqs;
-    e->max_tokens = mi->max_tokens;
-    e->prefill_chunk = o->prefill_chunk > 0 ? o->prefill_chunk : mi->max_tokens;
-    if (e->max_tokens <= e->max_seqs) {
+    e->step_tokens = mi->step_tokens;
+    e->prefill_chunk = o->prefill_chunk > 0 ? o->prefill_chunk : mi->step_tokens;
+    if (e->step_tokens <= e->max_seqs) {
         rc = strata_err_set(err, STRATA_EINVALID,
                             "engine: the model's step size (%d tokens) must exceed max_seqs (%d)",
-                            e->max_tokens, e->max_seqs);
+                            e->step_tokens, e->max_seqs);
         goto fail;
     }
-    if (e->prefill_chunk > e->max_tokens) e->prefill_chunk = e->max_tokens;
+    if (e->prefill_chunk > e->step_tokens) e->prefill_chunk = e->step_tokens;
     /* prompt logprob rows: bounded memory whatever the vocabulary (32 MiB of f32 rows
      * by default: 33 rows at Qwen3.5's 248k vocabulary, the whole chunk at small ones) */
     e->plp_rows = o->prompt_logprob_rows > 0

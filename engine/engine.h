@@ -54,7 +54,7 @@ typedef struct engine_step_info {
 
 typedef struct engine_opts {
     int max_seqs;      /* running sequences at most (<= the model's slots; 0 = all) */
-    int prefill_chunk; /* prompt tokens per step (clamped to the model's max_tokens) */
+    int prefill_chunk; /* prompt tokens per step (clamped to the model's step_tokens) */
     /* Logit rows per step for prompt logprobs (engine_seq_params.prompt_logprobs); the
      * logits buffer holds max_seqs + this many rows, allocated here. A prompt chunk
      * that needs more rows is cut shorter. 0 = as many as fit in 32 MiB of logits,

@@ -51,7 +51,7 @@ struct engine_seq {
 struct engine {
     model *m;
     const tokenizer *tok;
-    int vocab, ctx, max_seqs, max_tokens, prefill_chunk;
+    int vocab, ctx, max_seqs, step_tokens, prefill_chunk;
     int32_t eos[9];
     int n_eos;
     void (*on_slot_free)(void *ud);
@@ -75,7 +75,7 @@ struct engine {
     int *free_slots;           /* [max_seqs] stack */
     int n_free;
     int32_t *b_slot, *b_start, *b_len, *b_pos0; /* [max_seqs] */
-    int32_t *b_tok_pos, *b_tok_seq, *b_tokens;  /* [max_tokens] */
+    int32_t *b_tok_pos, *b_tok_seq, *b_tokens;  /* [step_tokens] */
     int32_t *b_out_rows;       /* [max_seqs + plp_rows]: sampling rows, then prompt rows */
     engine_seq **b_out_seq;    /* [max_seqs] */
     int *b_chunk;              /* [max_seqs] prompt tokens fed per running seq this step */

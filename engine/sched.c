@@ -16,7 +16,7 @@
 #include "engine/engine_internal.h"
 
 int sched_alloc(engine *e, strata_err *err) {
-    size_t S = (size_t)e->max_seqs, T = (size_t)e->max_tokens, R = (size_t)e->plp_rows;
+    size_t S = (size_t)e->max_seqs, T = (size_t)e->step_tokens, R = (size_t)e->plp_rows;
     e->run = calloc(S, sizeof *e->run);
     e->free_slots = calloc(S, sizeof *e->free_slots);
     e->b_slot = calloc(S, sizeof(int32_t));
@@ -261,12 +261,12 @@ void sched_step(engine *e) {
     n_decode = ns;
     /* then prompt chunks, oldest first, within the prefill budget */
     int budget = e->prefill_chunk, plp_left = e->plp_rows, n_plp = 0;
-    for (int i = 0; i < e->n_run && budget > 0 && nt < e->max_tokens; i++) {
+    for (int i = 0; i < e->n_run && budget > 0 && nt < e->step_tokens; i++) {
         engine_seq *s = e->run[i];
         if (s->n_done >= s->n_prompt) continue;
         int c = s->n_prompt - s->n_done;
         if (c > budget) c = budget;
-        if (c > e->max_tokens - nt) c = e->max_tokens - nt;
+        if (c > e->step_tokens - nt) c = e->step_tokens - nt;
         if (s->plp) {
             /* row j predicts prompt token n_done + j + 1; the prompt's last row is the
              * sampling row below. Cut the chunk to the prompt rows left this step. */

@@ -5,7 +5,7 @@
  *
  * Per cache slot this model keeps K/V only for the layers that own a cache (those before
  * num_kv_shared_layers), f32 rows post-norm, K post-RoPE: full layers a row per position
- * (cap = ctx_size), sliding layers a ring of window + max_tokens rows read at pos % cap,
+ * (cap = ctx_size), sliding layers a ring of window + step_tokens rows read at pos % cap,
  * so a step's chunk never overwrites keys its first queries still see (§4). Shared layers
  * attend over their donor's cache with their own mask (§3.7).
  *
@@ -73,7 +73,7 @@ typedef struct g4_layer {
 typedef struct g4 {
     g4_config c;
     backend *b;
-    int slots, ctx, max_tokens, out_chunk;
+    int slots, ctx, step_tokens, out_chunk;
     int ple_host;                        /* PLE rows gathered on the host (§5) */
     bk_weight embed;                     /* [vocab, h] */
     bk_weight ple_table;                 /* embed_tokens_per_layer [vocab, L·P] */
@@ -84,7 +84,7 @@ typedef struct g4 {
     g4_layer *layers;
     float *inv_freq[2];                  /* per type [hd/2], zeros past the rotated angles */
     float s_embed, s_ple;                /* √h, √P rounded to their table's dtype (§3.3) */
-    /* activations, [max_tokens, ·] f32 */
+    /* activations, [step_tokens, ·] f32 */
     float *x, *xn, *mix;                 /* [T, h] */
     float *q, *att;                      /* [T, H·hd_max] */
     float *k, *v;                        /* [T, kvh_max·hd_max] */
@@ -95,8 +95,8 @@ typedef struct g4 {
     float *xo;                           /* [out_chunk, h] */
     float *lg;                           /* [out_chunk, vocab] */
     /* host memory */
-    float *stage;                        /* [max_tokens, L·P] PLE rows gathered on the host */
-    int32_t *ple_idx;                    /* [max_tokens·L] rows of the layer-major relayout */
+    float *stage;                        /* [step_tokens, L·P] PLE rows gathered on the host */
+    int32_t *ple_idx;                    /* [step_tokens·L] rows of the layer-major relayout */
 } g4;
 
 /* ---- config (§1) ---- */
@@ -437,7 +437,7 @@ static float g4_round_to(float x, dtype dt) {
 static int g4_alloc(g4 *m, strata_err *err) {
     const g4_config *c = &m->c;
     backend *b = m->b;
-    size_t T = (size_t)m->max_tokens, S = (size_t)m->slots, LP = (size_t)c->n_layer * c->P;
+    size_t T = (size_t)m->step_tokens, S = (size_t)m->slots, LP = (size_t)c->n_layer * c->P;
     size_t qw = 0, kw = 0, wide = LP;
     for (int i = 0; i < c->n_layer; i++) {
         size_t hd = (size_t)c->hd[i];
@@ -475,7 +475,7 @@ static int g4_alloc(g4 *m, strata_err *err) {
         g4_layer *L = &m->layers[i];
         if (c->donor[i] != i) continue;
         size_t w = (size_t)c->kvh[i] * c->hd[i];
-        int ring = c->window + m->max_tokens; /* >= window + T - 1: see the file comment */
+        int ring = c->window + m->step_tokens; /* >= window + T - 1: see the file comment */
         L->cap = !c->full[i] && ring < m->ctx ? ring : m->ctx;
         ALLOC(L->kc, S * L->cap * w);
         ALLOC(L->vc, S * L->cap * w);
@@ -554,9 +554,9 @@ static int g4_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     m->slots = ctx->opts->max_seqs > 0 ? ctx->opts->max_seqs : 1;
     m->ctx = ctx->opts->ctx_size > 0 ? ctx->opts->ctx_size
                                      : (c->max_pos < 4096 ? c->max_pos : 4096);
-    m->max_tokens = ctx->opts->max_tokens > 0 ? ctx->opts->max_tokens : 512;
+    m->step_tokens = ctx->opts->step_tokens > 0 ? ctx->opts->step_tokens : 512;
     m->out_chunk = m->slots > 16 ? m->slots : 16;
-    if (m->out_chunk > m->max_tokens) m->out_chunk = m->max_tokens;
+    if (m->out_chunk > m->step_tokens) m->out_chunk = m->step_tokens;
     m->ple_host = !ctx->opts->ple_on_device;
     if (g4_bind(m, ctx, err) || g4_alloc(m, err)) goto fail;
 
@@ -570,7 +570,7 @@ static int g4_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     info->vocab = c->vocab;
     info->ctx_size = m->ctx;
     info->max_seqs = m->slots;
-    info->max_tokens = m->max_tokens;
+    info->step_tokens = m->step_tokens;
     info->weight_bytes = g4_weight_bytes(m);
     for (int i = 0; i < c->first_shared; i++)
         info->kv_bytes_per_token += 2LL * c->kvh[i] * c->hd[i] * (int64_t)sizeof(float);
@@ -665,9 +665,9 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
     const backend_ops *o = b->ops;
     int T = bt->n_tokens, h = c->h;
     size_t Th = (size_t)T * h;
-    if (T > m->max_tokens)
+    if (T > m->step_tokens)
         return strata_err_set(err, STRATA_ERANGE, "gemma4: %d tokens in one step exceed max %d", T,
-                              m->max_tokens);
+                              m->step_tokens);
     for (int s = 0; s < bt->n_seqs; s++)
         if (bt->pos0[s] + bt->len[s] > m->ctx)
             return strata_err_set(err, STRATA_ERANGE,

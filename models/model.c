@@ -125,10 +125,10 @@ void model_reset_slot(model *m, int slot) {
 static int check_batch(model *m, const bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
                        int n_out, strata_err *err) {
     const model_info *in = &m->info;
-    if (bt->n_tokens <= 0 || bt->n_tokens > in->max_tokens || bt->n_seqs <= 0 ||
+    if (bt->n_tokens <= 0 || bt->n_tokens > in->step_tokens || bt->n_seqs <= 0 ||
         bt->n_seqs > in->max_seqs)
         return strata_err_set(err, STRATA_EINVALID, "step of %d tokens in %d sequences (max %d, %d)",
-                              bt->n_tokens, bt->n_seqs, in->max_tokens, in->max_seqs);
+                              bt->n_tokens, bt->n_seqs, in->step_tokens, in->max_seqs);
     memset(m->slot_busy, 0, (size_t)in->max_seqs);
     int next = 0;
     for (int s = 0; s < bt->n_seqs; s++) {

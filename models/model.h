@@ -3,7 +3,7 @@
  * The engine sees every architecture through this door; models/<arch>.c implement
  * it through models/arch.h. A model owns its weights (mmapped checkpoint or
  * dummy buffers), the kv caches and recurrent states of max_seqs slots, and the
- * activation scratch for max_tokens tokens per step, all allocated at open.
+ * activation scratch for step_tokens tokens per step, all allocated at open.
  * Thread: one engine step thread calls everything after model_open. */
 #ifndef STRATA_MODEL_H
 #define STRATA_MODEL_H
@@ -21,7 +21,7 @@ typedef struct model_opts {
     dtype weight_dtype;     /* dtype of dummy weights / conversion target; DTYPE_COUNT = as stored */
     int max_seqs;           /* cache slots */
     int ctx_size;           /* max positions per sequence (0 = min(model max, 4096)) */
-    int max_tokens;         /* max tokens in one forward (prefill chunk + decodes) */
+    int step_tokens;         /* max tokens in one forward (prefill chunk + decodes) */
     uint64_t seed;          /* dummy weight seed */
     int ple_on_device;      /* Gemma 4: PLE table with the other weights, not host-side */
 } model_opts;
@@ -31,7 +31,7 @@ typedef struct model_info {
     int vocab;              /* logits per row */
     int ctx_size;           /* positions per sequence the caches hold */
     int max_seqs;
-    int max_tokens;
+    int step_tokens;
     int n_eos;              /* stop token ids from config / generation_config */
     int32_t eos[8];
     int64_t weight_bytes;   /* bytes of weights read by one decode step */
@@ -49,7 +49,7 @@ const model_info *model_get_info(const model *m);
 /* Clears the caches of a slot so a new sequence can start in it. */
 void model_reset_slot(model *m, int slot);
 
-/* Runs one step: the tokens of bt (host ids, bt->n_tokens <= max_tokens, positions
+/* Runs one step: the tokens of bt (host ids, bt->n_tokens <= step_tokens, positions
  * continuing each slot's sequence) go through the network and update the slots'
  * caches. For the n_out token indices in out_rows, the f32 logits are written to
  * logits ([n_out, vocab], host memory). */

@@ -73,13 +73,13 @@ typedef struct nh_layer {
 typedef struct nh {
     nh_config c;
     backend *b;
-    int slots, cap, max_tokens, out_chunk;
+    int slots, cap, step_tokens, out_chunk;
     int floor_mode;                 /* NH_FLOOR_* */
     bk_weight embed;                /* [vocab, h] */
     bk_weight norm_f;               /* [h] plain */
     bk_weight lm_head;              /* [vocab, h]; the embedding when tied */
     nh_layer *layers;
-    /* activations, [max_tokens, ·] f32 */
+    /* activations, [step_tokens, ·] f32 */
     float *x, *xn, *mix;            /* [T, h] */
     float *wide;                    /* [T, max(I, H·D, inter)]: z, q or up */
     float *pre, *post;              /* [T, max(CD, KV·D)]: xBC before / after the conv; k, v */
@@ -414,7 +414,7 @@ static size_t nh_max(size_t a, size_t b) { return a > b ? a : b; }
 static int nh_alloc(nh *m, strata_err *err) {
     const nh_config *c = &m->c;
     backend *b = m->b;
-    size_t T = (size_t)m->max_tokens, S = (size_t)m->slots;
+    size_t T = (size_t)m->step_tokens, S = (size_t)m->slots;
     size_t I = (size_t)c->mH * c->mP, CD = I + 2u * c->G * c->N;
     size_t qw = (size_t)c->H * c->D, kw = (size_t)c->KV * c->D;
 #define ALLOC(ptr, n)                                                                           \
@@ -497,9 +497,9 @@ static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     m->slots = ctx->opts->max_seqs > 0 ? ctx->opts->max_seqs : 1;
     m->cap =
         ctx->opts->ctx_size > 0 ? ctx->opts->ctx_size : (c->max_pos < 4096 ? c->max_pos : 4096);
-    m->max_tokens = ctx->opts->max_tokens > 0 ? ctx->opts->max_tokens : 512;
+    m->step_tokens = ctx->opts->step_tokens > 0 ? ctx->opts->step_tokens : 512;
     m->out_chunk = m->slots > 16 ? m->slots : 16;
-    if (m->out_chunk > m->max_tokens) m->out_chunk = m->max_tokens;
+    if (m->out_chunk > m->step_tokens) m->out_chunk = m->step_tokens;
     if (nh_bind(m, ctx, err) || nh_alloc(m, err)) goto fail;
 
     if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"), "generation_config.json",
@@ -510,7 +510,7 @@ static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     info->vocab = c->vocab;
     info->ctx_size = m->cap;
     info->max_seqs = m->slots;
-    info->max_tokens = m->max_tokens;
+    info->step_tokens = m->step_tokens;
     /* Decode reads every weight but the embedding table (one row is gathered, §14); in_proj
      * counts once, not per view. */
     int64_t wb = arch_weight_bytes(&m->norm_f) + arch_weight_bytes(&m->lm_head);
@@ -611,9 +611,9 @@ static int nh_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
     backend *b = m->b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens;
-    if (T > m->max_tokens)
+    if (T > m->step_tokens)
         return strata_err_set(err, STRATA_ERANGE, "nemotron_h: %d tokens in one step exceed max %d",
-                              T, m->max_tokens);
+                              T, m->step_tokens);
     for (int s = 0; s < bt->n_seqs; s++)
         if (bt->pos0[s] + bt->len[s] > m->cap)
             return strata_err_set(err, STRATA_ERANGE,

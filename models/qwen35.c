@@ -56,13 +56,13 @@ typedef struct q35_layer {
 typedef struct q35 {
     q35_config c;
     backend *b;
-    int slots, cap, max_tokens, out_chunk;
+    int slots, cap, step_tokens, out_chunk;
     bk_weight embed;                      /* [vocab, h] */
     bk_weight final_norm;                 /* [h] zero-centred */
     bk_weight lm_head;                    /* [vocab, h]; the embedding when tied */
     q35_layer *layers;
     float *inv_freq;                      /* [rot/2] */
-    /* activations, [max_tokens, ·] f32 */
+    /* activations, [step_tokens, ·] f32 */
     float *x, *xn, *mix;                  /* [T, h] */
     float *big1, *big2;                   /* [T, max(2·H·D, C, I)] */
     float *qa, *ga;                       /* [T, max(H·D, Hv·dv)] */
@@ -305,7 +305,7 @@ static int q35_bind(q35 *m, const model_arch_ctx *ctx, strata_err *err) {
 static int q35_alloc(q35 *m, strata_err *err) {
     const q35_config *c = &m->c;
     backend *b = m->b;
-    size_t T = (size_t)m->max_tokens, S = (size_t)m->slots;
+    size_t T = (size_t)m->step_tokens, S = (size_t)m->slots;
     size_t C = 2u * c->Hk * c->dk + (size_t)c->Hv * c->dv;
     size_t wide = C, qw = (size_t)c->H * c->D, kw = (size_t)c->KV * c->D;
     if (2 * qw > wide) wide = 2 * qw;
@@ -387,9 +387,9 @@ static int q35_open(void **impl, const model_arch_ctx *ctx, model_info *info, st
     }
     m->slots = ctx->opts->max_seqs > 0 ? ctx->opts->max_seqs : 1;
     m->cap = ctx->opts->ctx_size > 0 ? ctx->opts->ctx_size : (c->max_pos < 4096 ? c->max_pos : 4096);
-    m->max_tokens = ctx->opts->max_tokens > 0 ? ctx->opts->max_tokens : 512;
+    m->step_tokens = ctx->opts->step_tokens > 0 ? ctx->opts->step_tokens : 512;
     m->out_chunk = m->slots > 16 ? m->slots : 16;
-    if (m->out_chunk > m->max_tokens) m->out_chunk = m->max_tokens;
+    if (m->out_chunk > m->step_tokens) m->out_chunk = m->step_tokens;
     if (q35_bind(m, ctx, err) || q35_alloc(m, err)) goto fail;
 
     json_t *tc = json_object_get(ctx->config, "text_config");
@@ -401,7 +401,7 @@ static int q35_open(void **impl, const model_arch_ctx *ctx, model_info *info, st
     info->vocab = c->vocab;
     info->ctx_size = m->cap;
     info->max_seqs = m->slots;
-    info->max_tokens = m->max_tokens;
+    info->step_tokens = m->step_tokens;
     int64_t wb = arch_weight_bytes(&m->final_norm) + arch_weight_bytes(&m->lm_head);
     for (int i = 0; i < c->n_layer; i++) {
         q35_layer *L = &m->layers[i];
@@ -496,9 +496,9 @@ static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const in
     backend *b = m->b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens;
-    if (T > m->max_tokens)
+    if (T > m->step_tokens)
         return strata_err_set(err, STRATA_ERANGE, "qwen3_5: %d tokens in one step exceed max %d", T,
-                              m->max_tokens);
+                              m->step_tokens);
     for (int s = 0; s < bt->n_seqs; s++)
         if (bt->pos0[s] + bt->len[s] > m->cap)
             return strata_err_set(err, STRATA_ERANGE,

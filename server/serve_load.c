@@ -51,7 +51,7 @@ int srv_load(srv *S, strata_err *err) {
                      .weight_dtype = DTYPE_COUNT,
                      .max_seqs = (int)cfg->max_seqs,
                      .ctx_size = (int)cfg->ctx_size,
-                     .max_tokens = (int)(cfg->max_seqs + cfg->prefill_chunk),
+                     .step_tokens = (int)(cfg->max_seqs + cfg->prefill_chunk),
                      .seed = (uint64_t)cfg->seed,
                      .ple_on_device = cfg->ple_on_device};
     if ((rc = model_open(&S->m, &mo, S->b, err))) return rc;

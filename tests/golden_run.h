@@ -14,12 +14,12 @@
 #include "models/model.h"
 #include "tests/golden_util.h"
 
-static model *golden_open(backend *b, const char *dir, int max_seqs, int ctx, int max_tokens,
+static model *golden_open(backend *b, const char *dir, int max_seqs, int ctx, int step_tokens,
                           int ple_on_device) {
     model *m = NULL;
     strata_err err = {0};
     model_opts o = {.path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = max_seqs,
-                    .ctx_size = ctx, .max_tokens = max_tokens, .ple_on_device = ple_on_device};
+                    .ctx_size = ctx, .step_tokens = step_tokens, .ple_on_device = ple_on_device};
     if (model_open(&m, &o, b, &err)) {
         fprintf(stderr, "%s: %s\n", dir, err.msg);
         return NULL;
@@ -28,19 +28,19 @@ static model *golden_open(backend *b, const char *dir, int max_seqs, int ctx, in
 }
 
 /* Runs prompt through slot with forwards of the given chunk sizes (cycled, capped at
- * the model's max_tokens), writing every position's logits into out [n, V]. */
+ * the model's step_tokens), writing every position's logits into out [n, V]. */
 static int golden_run_chunked(model *m, int slot, const int32_t *ids, int n, const int *chunks,
                               int n_chunks, float *out) {
     const model_info *in = model_get_info(m);
     batch_buf bb;
     strata_err err = {0};
     int32_t rows[512];
-    if (batch_buf_init(&bb, in->max_tokens, in->max_seqs, &err)) return -1;
+    if (batch_buf_init(&bb, in->step_tokens, in->max_seqs, &err)) return -1;
     model_reset_slot(m, slot);
     int rc = 0;
     for (int pos = 0, c = 0; pos < n && !rc; c++) {
         int len = chunks[c % n_chunks];
-        if (len > in->max_tokens) len = in->max_tokens;
+        if (len > in->step_tokens) len = in->step_tokens;
         if (len > 512) len = 512;
         if (len > n - pos) len = n - pos;
         batch_buf_clear(&bb);
@@ -106,10 +106,10 @@ static void golden_check_batched(const char *name, model *m, const golden_set *g
     }
     batch_buf bb;
     strata_err err = {0};
-    batch_buf_init(&bb, in->max_tokens, in->max_seqs, &err);
-    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)in->max_tokens);
-    int32_t *rows = malloc(sizeof(int32_t) * (size_t)in->max_tokens);
-    float *lg = malloc(sizeof(float) * (size_t)in->max_tokens * V);
+    batch_buf_init(&bb, in->step_tokens, in->max_seqs, &err);
+    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)in->step_tokens);
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)in->step_tokens);
+    float *lg = malloc(sizeof(float) * (size_t)in->step_tokens * V);
     for (;;) {
         batch_buf_clear(&bb);
         int who[8], first[8], len[8], n_in = 0;

@@ -177,7 +177,7 @@ int cli_model_open(cli_model *o) {
         return -1;
     }
     model_opts mo = {.path = o->model, .load_dummy = o->dummy, .weight_dtype = o->dt,
-                     .max_seqs = o->max_seqs, .ctx_size = o->ctx_size, .max_tokens = o->chunk,
+                     .max_seqs = o->max_seqs, .ctx_size = o->ctx_size, .step_tokens = o->chunk,
                      .ple_on_device = o->ple_on_device};
     if (model_open(&o->m, &mo, o->b, &err)) {
         fprintf(stderr, "strata: %s\n", err.msg);

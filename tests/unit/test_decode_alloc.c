@@ -49,7 +49,7 @@ static model *open_model(backend *b, const char *dir) {
     model *m = NULL;
     strata_err err = {0};
     model_opts o = {.path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = N_SEQ,
-                    .ctx_size = CTX, .max_tokens = MAX_TOKENS};
+                    .ctx_size = CTX, .step_tokens = MAX_TOKENS};
     int rc = model_open(&m, &o, b, &err);
     CHECK_MSG(rc == 0, "%s: %s", dir, err.msg);
     return m;

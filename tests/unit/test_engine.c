@@ -420,7 +420,7 @@ int main(void) {
     int rc = backend_cpu_create(2, &B, &err);
     CHECK_MSG(rc == 0, "%s", err.msg);
     model_opts mo = {.path = MODEL_DIR, .weight_dtype = DTYPE_COUNT, .max_seqs = 4,
-                     .ctx_size = 512, .max_tokens = 4 + 512};
+                     .ctx_size = 512, .step_tokens = 4 + 512};
     rc = model_open(&M, &mo, B, &err);
     CHECK_MSG(rc == 0, "%s", err.msg);
     if (rc) TEST_DONE();

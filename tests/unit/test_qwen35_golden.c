@@ -105,7 +105,7 @@ static void expect_open_error(const char *config_edit_key, json_t *value, const 
     strata_err err = {0};
     backend_cpu_create(1, &b, &err);
     model_opts o = {.path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = 1, .ctx_size = 64,
-                    .max_tokens = 16};
+                    .step_tokens = 16};
     int rc = model_open(&m, &o, b, &err);
     CHECK_MSG(rc < 0 && strstr(err.msg, needle), "expected an error naming '%s', got rc %d: %s",
               needle, rc, err.msg);
@@ -139,7 +139,7 @@ static void test_dummy_preset(void) {
     strata_err err = {0};
     CHECK(backend_cpu_create(2, &b, &err) == 0);
     model_opts o = {.path = "Qwen/Qwen3.5-0.8B", .load_dummy = 1, .weight_dtype = DTYPE_BF16,
-                    .max_seqs = 1, .ctx_size = 8, .max_tokens = 4, .seed = 7};
+                    .max_seqs = 1, .ctx_size = 8, .step_tokens = 4, .seed = 7};
     CHECK_MSG(model_open(&m, &o, b, &err) == 0, "%s", err.msg);
     if (m) {
         const model_info *in = model_get_info(m);
