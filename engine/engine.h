@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "engine/base/err.h"
+#include "engine/base/strbuf.h"
 #include "models/model.h"
 #include "engine/sampler.h"
 #include "engine/text/tokenizer.h"
@@ -127,10 +128,8 @@ void engine_seq_release(engine_seq *s);
 /* Output taken from a sequence. The consumer owns the buffers; engine_seq_take swaps
  * them with the sequence's pending buffers, so steady streaming allocates nothing. */
 typedef struct engine_chunk {
-    char *text;             /* new content bytes (not NUL-terminated) */
-    size_t text_len, text_cap;
-    char *reasoning;        /* new reasoning bytes */
-    size_t reasoning_len, reasoning_cap;
+    strbuf text;            /* new content bytes */
+    strbuf reasoning;       /* new reasoning bytes */
     sampler_result *tok;    /* one per new token when params.logprobs */
     int n_tok, tok_cap;
     /* prompt logprobs (params.prompt_logprobs), in the one take with prompt_done set:

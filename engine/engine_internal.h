@@ -1,13 +1,16 @@
-/* engine_internal.h - what engine.c and sched.c share: the engine and sequence
- * structs and the step functions. Not for use outside engine/. */
+/* engine_internal.h - what engine.c, seq.c and sched.c share: the engine and sequence
+ * structs, the sequence output functions (seq.c) and the step functions (sched.c).
+ * engine.c calls sched.c and seq.c; sched.c calls seq.c; seq.c calls neither. Not for
+ * use outside engine/. */
 #ifndef STRATA_ENGINE_INTERNAL_H
 #define STRATA_ENGINE_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "engine/text/detok.h"
+#include "engine/batch.h"
 #include "engine/engine.h"
+#include "engine/text/detok.h"
 
 struct engine_seq {
     engine *e;
@@ -74,8 +77,8 @@ struct engine {
     int n_run;
     int *free_slots;           /* [max_seqs] stack */
     int n_free;
-    int32_t *b_slot, *b_start, *b_len, *b_pos0; /* [max_seqs] */
-    int32_t *b_tok_pos, *b_tok_seq, *b_tokens;  /* [step_tokens] */
+    batch_buf bb;              /* the step's token layout */
+    int32_t *b_tokens;         /* [step_tokens] the step's token ids */
     int32_t *b_out_rows;       /* [max_seqs + plp_rows]: sampling rows, then prompt rows */
     engine_seq **b_out_seq;    /* [max_seqs] */
     int *b_chunk;              /* [max_seqs] prompt tokens fed per running seq this step */
@@ -86,7 +89,7 @@ struct engine {
     float *logits;             /* [max_seqs + plp_rows, vocab] */
 };
 
-/* engine.c */
+/* seq.c */
 int engine_seq_emit(engine_seq *s, const char *text, size_t text_len, const char *reasoning,
                     size_t reasoning_len, const sampler_result *tok, int finish,
                     const char *error);

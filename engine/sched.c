@@ -17,24 +17,18 @@
 
 int sched_alloc(engine *e, strata_err *err) {
     size_t S = (size_t)e->max_seqs, T = (size_t)e->step_tokens, R = (size_t)e->plp_rows;
+    if (batch_buf_init(&e->bb, e->step_tokens, e->max_seqs, err)) return err->code;
     e->run = calloc(S, sizeof *e->run);
     e->free_slots = calloc(S, sizeof *e->free_slots);
-    e->b_slot = calloc(S, sizeof(int32_t));
-    e->b_start = calloc(S, sizeof(int32_t));
-    e->b_len = calloc(S, sizeof(int32_t));
-    e->b_pos0 = calloc(S, sizeof(int32_t));
     e->b_out_rows = calloc(S + R, sizeof(int32_t));
     e->b_plp_row = calloc(R, sizeof(int32_t));
     e->b_plp_idx = calloc(R, sizeof(int32_t));
     e->b_plp_seq = calloc(R, sizeof *e->b_plp_seq);
     e->b_out_seq = calloc(S, sizeof *e->b_out_seq);
     e->b_chunk = calloc(S, sizeof *e->b_chunk);
-    e->b_tok_pos = calloc(T, sizeof(int32_t));
-    e->b_tok_seq = calloc(T, sizeof(int32_t));
     e->b_tokens = calloc(T, sizeof(int32_t));
     e->logits = calloc((S + R) * (size_t)e->vocab, sizeof(float));
-    if (!e->run || !e->free_slots || !e->b_slot || !e->b_start || !e->b_len || !e->b_pos0 ||
-        !e->b_out_rows || !e->b_out_seq || !e->b_chunk || !e->b_tok_pos || !e->b_tok_seq ||
+    if (!e->run || !e->free_slots || !e->b_out_rows || !e->b_out_seq || !e->b_chunk ||
         !e->b_tokens || !e->b_plp_row || !e->b_plp_idx || !e->b_plp_seq || !e->logits)
         return strata_err_set(err, STRATA_ENOMEM, "engine: out of memory for %d slots",
                               e->max_seqs);
@@ -45,20 +39,15 @@ int sched_alloc(engine *e, strata_err *err) {
 }
 
 void sched_free(engine *e) {
+    batch_buf_deinit(&e->bb);
     free(e->run);
     free(e->free_slots);
-    free(e->b_slot);
-    free(e->b_start);
-    free(e->b_len);
-    free(e->b_pos0);
     free(e->b_out_rows);
     free(e->b_plp_row);
     free(e->b_plp_idx);
     free(e->b_plp_seq);
     free(e->b_out_seq);
     free(e->b_chunk);
-    free(e->b_tok_pos);
-    free(e->b_tok_seq);
     free(e->b_tokens);
     free(e->logits);
 }
@@ -239,34 +228,30 @@ static int sched_forward(engine *e, bk_batch *bt, int n_out, int decode_only, in
 }
 
 void sched_step(engine *e) {
-    int nt = 0, ns = 0, nout = 0, n_decode = 0;
+    int nt = 0, nout = 0, n_decode = 0;
     double t_start = engine_now();
+    batch_buf_clear(&e->bb);
     /* decode tokens first: one per sequence whose prompt is in the cache */
     for (int i = 0; i < e->n_run; i++) {
         engine_seq *s = e->run[i];
         e->b_chunk[i] = 0;
         if (s->n_done < s->n_prompt) continue;
-        e->b_slot[ns] = s->slot;
-        e->b_start[ns] = nt;
-        e->b_len[ns] = 1;
-        e->b_pos0[ns] = s->pos;
+        nt = batch_buf_add(&e->bb, s->slot, s->pos, 1);
         e->b_tokens[nt] = s->last;
-        e->b_tok_pos[nt] = s->pos;
-        e->b_tok_seq[nt] = ns;
         e->b_out_rows[nout] = nt;
         e->b_out_seq[nout++] = s;
         e->b_chunk[i] = -1;
-        nt++, ns++;
+        n_decode++;
     }
-    n_decode = ns;
     /* then prompt chunks, oldest first, within the prefill budget */
     int budget = e->prefill_chunk, plp_left = e->plp_rows, n_plp = 0;
-    for (int i = 0; i < e->n_run && budget > 0 && nt < e->step_tokens; i++) {
+    for (int i = 0; i < e->n_run && budget > 0 && e->bb.bt.n_tokens < e->step_tokens; i++) {
         engine_seq *s = e->run[i];
         if (s->n_done >= s->n_prompt) continue;
+        int first = e->bb.bt.n_tokens;
         int c = s->n_prompt - s->n_done;
         if (c > budget) c = budget;
-        if (c > e->step_tokens - nt) c = e->step_tokens - nt;
+        if (c > e->step_tokens - first) c = e->step_tokens - first;
         if (s->plp) {
             /* row j predicts prompt token n_done + j + 1; the prompt's last row is the
              * sampling row below. Cut the chunk to the prompt rows left this step. */
@@ -275,43 +260,29 @@ void sched_step(engine *e) {
             if (need > plp_left) c = need = plp_left;
             if (!c) continue;
             for (int j = 0; j < need; j++) {
-                e->b_plp_row[n_plp] = nt + j;
+                e->b_plp_row[n_plp] = first + j;
                 e->b_plp_idx[n_plp] = s->n_done + j + 1;
                 e->b_plp_seq[n_plp++] = s;
             }
             plp_left -= need;
         }
-        e->b_slot[ns] = s->slot;
-        e->b_start[ns] = nt;
-        e->b_len[ns] = c;
-        e->b_pos0[ns] = s->pos;
-        for (int j = 0; j < c; j++) {
-            e->b_tokens[nt + j] = s->prompt[s->n_done + j];
-            e->b_tok_pos[nt + j] = s->pos + j;
-            e->b_tok_seq[nt + j] = ns;
-        }
+        batch_buf_add(&e->bb, s->slot, s->pos, c);
+        memcpy(e->b_tokens + first, s->prompt + s->n_done, (size_t)c * sizeof *e->b_tokens);
         if (s->n_done + c == s->n_prompt && s->max_tokens > 0) {
-            e->b_out_rows[nout] = nt + c - 1;
+            e->b_out_rows[nout] = first + c - 1;
             e->b_out_seq[nout++] = s;
         }
         e->b_chunk[i] = c;
-        nt += c, ns++;
         budget -= c;
     }
+    bk_batch *bt = &e->bb.bt;
+    nt = bt->n_tokens;
     if (!nt) return;
-    bk_batch bt = {.n_tokens = nt,
-                   .n_seqs = ns,
-                   .slot = e->b_slot,
-                   .start = e->b_start,
-                   .len = e->b_len,
-                   .pos0 = e->b_pos0,
-                   .tok_pos = e->b_tok_pos,
-                   .tok_seq = e->b_tok_seq};
     strata_err err = {0};
     /* the prompt rows' logits follow the sampling rows' */
     for (int k = 0; k < n_plp; k++) e->b_out_rows[nout + k] = e->b_plp_row[k];
     int graph;
-    int rc = sched_forward(e, &bt, nout + n_plp, n_decode == ns && !n_plp, &graph, &err);
+    int rc = sched_forward(e, bt, nout + n_plp, n_decode == bt->n_seqs && !n_plp, &graph, &err);
     atomic_fetch_add(&e->steps, 1);
     if (rc) {
         /* the caches of every sequence in the batch are now unreliable */
@@ -345,7 +316,7 @@ void sched_step(engine *e) {
     for (int r = 0; r < nout; r++)
         sched_sample(e, e->b_out_seq[r], e->logits + (size_t)r * (size_t)e->vocab);
     if (e->on_step) {
-        engine_step_info si = {.n_tokens = nt, .n_seqs = ns, .n_decode = n_decode, .graph = graph,
+        engine_step_info si = {.n_tokens = nt, .n_seqs = bt->n_seqs, .n_decode = n_decode, .graph = graph,
                                .t_start = t_start, .t_end = engine_now()};
         e->on_step(e->ud, &si);
     }

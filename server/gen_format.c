@@ -153,8 +153,8 @@ void gen_take_all(srv_req *r) {
         srv_choice *ch = &r->ch[i];
         while (engine_seq_take(ch->seq, &ch->chunk)) {
             engine_chunk *c = &ch->chunk;
-            strbuf_add(&ch->text, c->text, c->text_len);
-            strbuf_add(&ch->reasoning, c->reasoning, c->reasoning_len);
+            strbuf_add(&ch->text, c->text.p, c->text.len);
+            strbuf_add(&ch->reasoning, c->reasoning.p, c->reasoning.len);
             /* the prompt's entries come in the take before or with the first token's */
             if (r->oai.logprobs && c->prompt_done)
                 fmt_logprobs(r, ch, c->prompt_tok, c->n_prompt_tok, &ch->lp);
@@ -254,18 +254,18 @@ int gen_format_stream(srv_req *r, int *all_done) {
         engine_chunk *c = &ch->chunk;
         ch->n_gen = c->n_generated;
         json_t *lp = NULL;
-        const char *text = c->text;
-        size_t text_len = c->text_len;
+        const char *text = c->text.p;
+        size_t text_len = c->text.len;
         strbuf first = {0};
         if (!ch->started && c->prompt_done) {
             ch->started = 1;
             fmt_logprobs(r, ch, c->prompt_tok, c->n_prompt_tok, &lp);
-            rc |= strbuf_adds(&first, echo ? echo : "") | strbuf_add(&first, c->text, c->text_len);
+            rc |= strbuf_adds(&first, echo ? echo : "") | strbuf_add(&first, c->text.p, c->text.len);
             text = first.p, text_len = first.len;
         }
         if (r->oai.logprobs && c->n_tok) fmt_logprobs(r, ch, c->tok, c->n_tok, &lp);
-        if (text_len || c->reasoning_len || lp)
-            rc |= fmt_choice_event(r, i, text, text_len, c->reasoning, c->reasoning_len, lp, NULL, 0);
+        if (text_len || c->reasoning.len || lp)
+            rc |= fmt_choice_event(r, i, text, text_len, c->reasoning.p, c->reasoning.len, lp, NULL, 0);
         strbuf_free(&first);
         if (!c->finish) continue;
         ch->finish = c->finish;

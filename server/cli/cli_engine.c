@@ -48,7 +48,7 @@ int cli_engine_open(cli_model *o, const tokenizer *tok, void (*on_step)(void *, 
 }
 
 static int cli_keep(cli_result *r, const engine_chunk *c) {
-    if (strbuf_add(&r->text, c->text ? c->text : "", c->text_len)) return -1;
+    if (strbuf_add(&r->text, c->text.p ? c->text.p : "", c->text.len)) return -1;
     if (r->n_ids + c->n_tok > r->cap) {
         int cap = r->cap ? r->cap * 2 : 64;
         while (cap < r->n_ids + c->n_tok) cap *= 2;

@@ -61,9 +61,9 @@ static void wait_all(run *r, int n) {
         for (int i = 0; i < n; i++) {
             if (r[i].finish) continue;
             if (engine_seq_take(r[i].s, &r[i].c)) {
-                size_t k = r[i].c.text_len;
+                size_t k = r[i].c.text.len;
                 if (k && r[i].len + k < sizeof r[i].text) {
-                    memcpy(r[i].text + r[i].len, r[i].c.text, k);
+                    memcpy(r[i].text + r[i].len, r[i].c.text.p, k);
                     r[i].len += k;
                     r[i].text[r[i].len] = 0;
                 }
