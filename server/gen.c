@@ -6,110 +6,19 @@
  * prepared generation request is admitted by the loop; output comes back through
  * gen_wake on the step thread, which resumes the connection; MHD then calls
  * gen_resume (non-stream: the whole JSON once every choice finished; errors and the
- * /tokenize answers likewise) or gen_reader (stream: SSE events as they come). A
- * request lives while the connection, the loop, a worker or a sequence holds a
- * reference. */
+ * /tokenize answers likewise) or gen_reader (stream: SSE events as they come). The
+ * references that keep a request alive are counted in req.c. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "server/server_internal.h"
 
-int64_t gen_random_u64(void) {
-    uint64_t x = 0;
-    if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x) {
-        /* never fails on Linux >= 3.17 for 8 bytes; mix the clock as a last resort */
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        x = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec;
-    }
-    return (int64_t)(x >> 1);
-}
-
-void gen_req_ref(srv_req *r) { atomic_fetch_add(&r->refs, 1); }
-
-/* Two counts: refs (connection, loop, inbox, worker, response) say whether anyone
- * still wants the output; mem adds one per live engine sequence, whose callbacks
- * point at r, so the memory outlives the last callback. */
-srv_req *gen_req_new(srv *S, int job) {
-    srv_req *r = calloc(1, sizeof *r);
-    if (!r) return NULL;
-    atomic_fetch_add(&S->live_reqs, 1);
-    atomic_init(&r->refs, 1);
-    atomic_init(&r->mem, 1);
-    pthread_mutex_init(&r->mu, NULL);
-    r->S = S;
-    r->job = job;
-    r->sock = -1;
-    r->phase = REQ_PREPARING;
-    r->t_arrival = engine_now();
-    return r;
-}
-
-static void gen_req_free(srv_req *r) {
-    srv *S = r->S;
-    for (int i = 0; i < r->n_choices; i++) {
-        engine_chunk_deinit(&r->ch[i].chunk);
-        strbuf_free(&r->ch[i].text);
-        strbuf_free(&r->ch[i].reasoning);
-        json_decref(r->ch[i].lp);
-    }
-    if (r->echo)
-        for (int i = 0; i < r->oai.n_prompts; i++) free(r->echo[i]);
-    free(r->echo);
-    free(r->ch);
-    if (r->sock >= 0) close(r->sock);
-    strbuf_free(&r->out);
-    strbuf_free(&r->body);
-    json_decref(r->answer);
-    openai_request_free(&r->oai);
-    pthread_mutex_destroy(&r->mu);
-    free(r);
-    /* the loop waits for the last request to go while it shuts down */
-    if (atomic_fetch_sub(&S->live_reqs, 1) == 1 && S->stopping) uv_async_send(&S->async);
-}
-
-void gen_req_unref(srv_req *r) {
-    if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
-    /* nobody reads the output any more: stop the sequences and drop our hold; a
-     * late gen_wake must not look at sequences that may be freed from here on */
-    pthread_mutex_lock(&r->mu);
-    r->detached = 1;
-    pthread_mutex_unlock(&r->mu);
-    for (int i = 0; i < r->n_choices; i++) {
-        engine_seq_cancel(r->ch[i].seq);
-        engine_seq_release(r->ch[i].seq);
-    }
-    gen_req_mem_unref(r);
-}
-
-void gen_req_mem_unref(srv_req *r) {
-    if (atomic_fetch_sub(&r->mem, 1) == 1) gen_req_free(r);
-}
-
-void gen_req_resume_locked(srv_req *r) {
-    if (r->suspended && r->conn) {
-        r->suspended = 0;
-        MHD_resume_connection(r->conn);
-    }
-}
-
-int gen_all_finished(srv_req *r) {
-    for (int i = 0; i < r->n_choices; i++) {
-        engine_seq_times t;
-        engine_seq_get_times(r->ch[i].seq, &t);
-        if (!t.finished) return 0;
-    }
-    return 1;
-}
-
 enum MHD_Result gen_start(srv *S, struct MHD_Connection *c, int job, strbuf *body, int http11,
                           srv_req **out) {
-    srv_req *r = gen_req_new(S, job);
+    srv_req *r = req_new(S, job);
     if (!r) return MHD_NO;
     r->body = *body; /* moved: the worker parses it, then frees it */
     memset(body, 0, sizeof *body);
@@ -162,7 +71,7 @@ static ssize_t gen_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             loop_post(r->S, r, SRV_IN_DONE);
         }
         if (r->out.len > r->out_off || r->stream_done) continue;
-        if (http_sse_idle_locked(r)) continue; /* keep-alive comment, or queue failure */
+        if (gen_format_sse_idle_locked(r)) continue; /* keep-alive comment, or queue failure */
         /* nothing to send: sleep until gen_wake resumes us */
         r->suspended = 1;
         MHD_suspend_connection(r->conn);
@@ -171,7 +80,7 @@ static ssize_t gen_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     }
 }
 
-static void gen_reader_free(void *cls) { gen_req_unref(cls); }
+static void gen_reader_free(void *cls) { req_unref(cls); }
 
 enum MHD_Result gen_resume(srv_req *r, struct MHD_Connection *c) {
     pthread_mutex_lock(&r->mu);
@@ -205,7 +114,7 @@ enum MHD_Result gen_resume(srv_req *r, struct MHD_Connection *c) {
         struct MHD_Response *resp =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, gen_reader, r, gen_reader_free);
         if (!resp) return MHD_NO;
-        gen_req_ref(r); /* the response's reference */
+        req_ref(r); /* the response's reference */
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
@@ -213,7 +122,7 @@ enum MHD_Result gen_resume(srv_req *r, struct MHD_Connection *c) {
         MHD_destroy_response(resp);
         return rc;
     }
-    if (!r->oai.stream && r->phase == REQ_RUNNING && gen_all_finished(r)) {
+    if (!r->oai.stream && r->phase == REQ_RUNNING && req_all_finished(r)) {
         gen_take_all(r);
         r->phase = REQ_FINISHED;
         json_t *j = gen_format_full(r);

@@ -5,7 +5,7 @@
  * one engine sequence per choice (n per prompt). It runs on a preparation worker
  * (prep.c), never on an HTTP thread, since template and tokenizer work grows with
  * the body; the unit test and the request fuzzer call it directly. Every failure
- * returns with r in a state gen_req_unref frees: choices are counted only once
+ * returns with r in a state req_unref frees: choices are counted only once
  * their array exists, and a choice without a sequence holds nothing. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +19,11 @@ static void gen_wake(void *ud) {
     srv_choice *ch = ud;
     srv_req *r = ch->req;
     pthread_mutex_lock(&r->mu);
-    if (!r->detached && (r->oai.stream || gen_all_finished(r))) gen_req_resume_locked(r);
+    if (!r->detached && (r->oai.stream || req_all_finished(r))) req_resume_locked(r);
     pthread_mutex_unlock(&r->mu);
 }
 
-static void gen_seq_released(void *ud) { gen_req_mem_unref(((srv_choice *)ud)->req); }
+static void gen_seq_released(void *ud) { req_mem_unref(((srv_choice *)ud)->req); }
 
 static int gen_nomem(openai_error *e) {
     openai_error_set(e, 503, "server_error", NULL, NULL, "out of memory");
@@ -34,7 +34,7 @@ static int gen_nomem(openai_error *e) {
 static int gen_tokenize_chat(srv *S, srv_req *r, int32_t **ids, int *n, openai_error *e) {
     strata_err err = {0};
     char *text = NULL;
-    if (route_render_chat(S, &r->oai, &text, e)) return -1;
+    if (chat_prompt_render(S, &r->oai, &text, e)) return -1;
     if (S->has_think) {
         /* the generation prompt opened a think block the model continues */
         char *open = NULL, *close = NULL;
@@ -119,7 +119,7 @@ static void gen_sampling(const openai_request *o, int j, sampler_params *sp) {
     sp->presence_penalty = (float)o->presence_penalty;
     sp->frequency_penalty = (float)o->frequency_penalty;
     /* a seeded request gives choice j the stream seed + j: reproducible, distinct */
-    sp->seed = o->has_seed ? o->seed + (uint64_t)j : (uint64_t)gen_random_u64();
+    sp->seed = o->has_seed ? o->seed + (uint64_t)j : (uint64_t)req_random_u64();
     sp->n_logit_bias = o->n_bias;
     sp->bias_ids = o->bias_ids;
     sp->bias_vals = o->bias_vals;
@@ -203,7 +203,7 @@ int gen_build(srv *S, srv_req *r, openai_error *e) {
     free(ids);
     free(n);
     if (rc) return -1;
-    uint64_t a = (uint64_t)gen_random_u64(), b = (uint64_t)gen_random_u64();
+    uint64_t a = (uint64_t)req_random_u64(), b = (uint64_t)req_random_u64();
     snprintf(r->id, sizeof r->id, "%s-%016llx%016llx", kind == OPENAI_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)a, (unsigned long long)b);
     r->created = (long long)time(NULL);

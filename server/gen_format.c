@@ -301,3 +301,24 @@ int gen_format_stream(srv_req *r, int *all_done) {
     }
     return rc ? STRATA_ENOMEM : 0;
 }
+
+/* Only called with r->out drained, so a comment always falls between two complete
+ * events. SSE parsers (browsers, openai-python) skip lines starting with ':'. */
+int gen_format_sse_idle_locked(srv_req *r) {
+    if (r->phase == REQ_FAILED && !r->stream_done) {
+        /* failed while queued (408, 503) after a keep-alive had sent the 200 headers:
+         * the error goes in the stream, as for one that fails while running */
+        json_t *e = openai_error_json(&r->err);
+        char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
+        json_decref(e);
+        if (s) strbuf_addf(&r->out, "data: %s\n\n", s); /* whole or not at all */
+        free(s);
+        strbuf_adds(&r->out, "data: [DONE]\n\n");
+        r->stream_done = 1;
+        r->ka_due = 0;
+        return 1;
+    }
+    if (!r->ka_due) return 0;
+    r->ka_due = 0;
+    return strbuf_adds(&r->out, ": keep-alive\n\n") == 0;
+}

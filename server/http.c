@@ -8,7 +8,7 @@
  * request on. Every error leaves as the OpenAI error object. Generation, tokenize and
  * detokenize requests are handed to gen.c, which suspends the connection while a
  * worker prepares them and until the engine has output; what a silent SSE stream
- * sends meanwhile (http_sse_idle_locked) is here. Thread: MHD threads. */
+ * sends meanwhile (gen_format_sse_idle_locked) is here. Thread: MHD threads. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -24,77 +24,11 @@ typedef struct srv_conn {
     srv_req *req; /* generation request, once started */
 } srv_conn;
 
-enum MHD_Result http_respond_text(struct MHD_Connection *c, int status, const char *type,
-                                 const char *body, size_t len) {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
-    if (!resp) return MHD_NO;
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (status == 429 || status == 503) MHD_add_response_header(resp, "Retry-After", "1");
-    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
-    MHD_destroy_response(resp);
-    return rc;
-}
-
-enum MHD_Result http_respond_json(struct MHD_Connection *c, int status, json_t *body) {
-    char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    json_decref(body);
-    if (!s) return MHD_NO;
-    enum MHD_Result rc = http_respond_text(c, status, "application/json", s, strlen(s));
-    free(s);
-    return rc;
-}
-
-enum MHD_Result http_respond_error(struct MHD_Connection *c, const openai_error *e) {
-    return http_respond_json(c, e->status, openai_error_json(e));
-}
-
-/* Only called with r->out drained, so a comment always falls between two complete
- * events. SSE parsers (browsers, openai-python) skip lines starting with ':'. */
-int http_sse_idle_locked(srv_req *r) {
-    if (r->phase == REQ_FAILED && !r->stream_done) {
-        /* failed while queued (408, 503) after a keep-alive had sent the 200 headers:
-         * the error goes in the stream, as for one that fails while running */
-        json_t *e = openai_error_json(&r->err);
-        char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
-        json_decref(e);
-        if (s) strbuf_addf(&r->out, "data: %s\n\n", s); /* whole or not at all */
-        free(s);
-        strbuf_adds(&r->out, "data: [DONE]\n\n");
-        r->stream_done = 1;
-        r->ka_due = 0;
-        return 1;
-    }
-    if (!r->ka_due) return 0;
-    r->ka_due = 0;
-    return strbuf_adds(&r->out, ": keep-alive\n\n") == 0;
-}
-
 static enum MHD_Result http_error(struct MHD_Connection *c, int status, const char *type,
                                   const char *code, const char *msg) {
     openai_error e;
     openai_error_set(&e, status, type, NULL, code, "%s", msg);
     return http_respond_error(c, &e);
-}
-
-/* An error after which the connection must not be reused: its body was not read
- * (so its bytes cannot be told from the next request's), or its framing was bad. */
-static enum MHD_Result http_error_close(struct MHD_Connection *c, int status, const char *type,
-                                        const char *code, const char *msg) {
-    openai_error e;
-    openai_error_set(&e, status, type, NULL, code, "%s", msg);
-    json_t *j = openai_error_json(&e);
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (!s) return MHD_NO;
-    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
-    if (!resp) return free(s), MHD_NO;
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-    if (status == 503) MHD_add_response_header(resp, "Retry-After", "1");
-    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
-    MHD_destroy_response(resp);
-    return rc;
 }
 
 /* Compares the Authorization header with "Bearer KEY" in time that depends only on
@@ -173,7 +107,7 @@ static enum MHD_Result http_dispatch(srv *S, struct MHD_Connection *c, srv_conn 
     }
     /* a connection taken beyond --max-connections serves the probes only */
     if (guard_is_reserve(c) && r != R_HEALTH && r != R_METRICS)
-        return http_error_close(c, 503, "unavailable_error", NULL,
+        return http_respond_error_close(c, 503, "unavailable_error", NULL,
                                 "Too many open connections (--max-connections); retry later");
     if (http_routes[r].auth && !http_auth_ok(S, c))
         return http_error(c, 401, "authentication_error", "invalid_api_key",
@@ -215,7 +149,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const ch
         char msg[160];
         if (guard_check_framing(c, msg, sizeof msg)) {
             guard_request_received(S, c);
-            return http_error_close(c, 400, "invalid_request_error", "bad_framing", msg);
+            return http_respond_error_close(c, 400, "invalid_request_error", "bad_framing", msg);
         }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > (unsigned long long)S->cfg->max_body_bytes) {
@@ -223,7 +157,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const ch
             guard_request_received(S, c);
             snprintf(msg, sizeof msg, "Request body over the limit of %lld bytes",
                      S->cfg->max_body_bytes);
-            return http_error_close(c, 413, "invalid_request_error", "request_too_large", msg);
+            return http_respond_error_close(c, 413, "invalid_request_error", "request_too_large", msg);
         }
         return MHD_YES;
     }
@@ -243,7 +177,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const ch
     if (sc->too_big) {
         char msg[128];
         snprintf(msg, sizeof msg, "Request body over the limit of %lld bytes", S->cfg->max_body_bytes);
-        return http_error_close(c, 413, "invalid_request_error", "request_too_large", msg);
+        return http_respond_error_close(c, 413, "invalid_request_error", "request_too_large", msg);
     }
     return http_dispatch(S, c, sc, url, method, version);
 }
@@ -256,7 +190,7 @@ static void http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (!sc) return;
     if (sc->req) {
         gen_connection_closed(sc->req);
-        gen_req_unref(sc->req);
+        req_unref(sc->req);
     }
     strbuf_free(&sc->body);
     free(sc);

@@ -25,7 +25,7 @@ void loop_post(srv *S, srv_req *r, unsigned bits) {
     r->inbox_bits |= bits;
     if (!r->in_inbox) {
         r->in_inbox = 1;
-        gen_req_ref(r); /* the inbox's reference */
+        req_ref(r); /* the inbox's reference */
         r->inbox_next = NULL;
         if (S->inbox_tail) S->inbox_tail->inbox_next = r;
         else S->inbox_head = r;
@@ -35,13 +35,14 @@ void loop_post(srv *S, srv_req *r, unsigned bits) {
     uv_async_send(&S->async);
 }
 
-static void loop_handle_closed(uv_handle_t *h) { gen_req_unref(h->data); }
+static void loop_handle_closed(uv_handle_t *h) { req_unref(h->data); }
 
-void loop_fail(srv *S, srv_req *r, int status, const char *type, const char *msg) {
+/* Fails a request that never reached the engine: its connection gets the error. */
+static void loop_fail(srv *S, srv_req *r, int status, const char *type, const char *msg) {
     pthread_mutex_lock(&r->mu);
     r->phase = REQ_FAILED;
     openai_error_set(&r->err, status, type, NULL, NULL, "%s", msg);
-    gen_req_resume_locked(r);
+    req_resume_locked(r);
     pthread_mutex_unlock(&r->mu);
     metrics_count_rejected(S->met, status);
 }
@@ -58,6 +59,7 @@ static void loop_unlink_waiting(srv *S, srv_req *r) {
 }
 
 static void loop_on_drain_timeout(uv_timer_t *t);
+static void loop_check_drained(srv *S);
 
 static void loop_untrack(srv *S, srv_req *r) {
     if (!r->tracked) return;
@@ -72,7 +74,7 @@ static void loop_untrack(srv *S, srv_req *r) {
     if (r->handles & 2) uv_close((uv_handle_t *)&r->poll, loop_handle_closed);
     if (r->handles & 4) uv_close((uv_handle_t *)&r->ka_timer, loop_handle_closed);
     r->handles = 0;
-    gen_req_unref(r); /* the tracking reference */
+    req_unref(r); /* the tracking reference */
     loop_check_drained(S);
 }
 
@@ -113,7 +115,7 @@ static void loop_record(srv *S, srv_req *r) {
 }
 
 /* Moves waiting requests to the engine while it has slots for all their choices. */
-void loop_admit(srv *S) {
+static void loop_admit(srv *S) {
     while (S->wait_head && S->eng && engine_free_slots(S->eng) >= S->wait_head->n_choices) {
         srv_req *r = S->wait_head;
         loop_unlink_waiting(S, r);
@@ -132,7 +134,7 @@ void loop_admit(srv *S) {
             for (int i = 0; i < r->n_choices; i++) engine_seq_cancel(r->ch[i].seq);
             r->shutdown = 1;
         }
-        if (r->oai.stream) gen_req_resume_locked(r); /* headers + role chunk go out now */
+        if (r->oai.stream) req_resume_locked(r); /* headers + role chunk go out now */
         pthread_mutex_unlock(&r->mu);
     }
 }
@@ -169,7 +171,7 @@ static void loop_on_keepalive(uv_timer_t *t) {
     double idle = engine_now() - r->t_out;
     if (idle >= k - 0.005) {
         r->ka_due = 1;
-        gen_req_resume_locked(r);
+        req_resume_locked(r);
     } else {
         next = k - idle;
     }
@@ -200,12 +202,12 @@ static void loop_on_hangup(uv_poll_t *p, int status, int events) {
     }
     pthread_mutex_lock(&r->mu);
     r->gone = 1;
-    gen_req_resume_locked(r); /* MHD then notices the closed socket and completes it */
+    req_resume_locked(r); /* MHD then notices the closed socket and completes it */
     pthread_mutex_unlock(&r->mu);
     loop_cancel(r->S, r);
 }
 
-void loop_on_new(srv *S, srv_req *r) {
+static void loop_on_new(srv *S, srv_req *r) {
     pthread_mutex_lock(&r->mu);
     int gone = r->gone;
     pthread_mutex_unlock(&r->mu);
@@ -222,7 +224,7 @@ void loop_on_new(srv *S, srv_req *r) {
         loop_fail(S, r, 429, "rate_limit_error", msg);
         return;
     }
-    gen_req_ref(r); /* the tracking reference */
+    req_ref(r); /* the tracking reference */
     r->tracked = 1;
     S->n_tracked++;
     r->trk_prev = NULL;
@@ -235,20 +237,20 @@ void loop_on_new(srv *S, srv_req *r) {
     pthread_mutex_unlock(&r->mu);
     if (S->cfg->request_timeout > 0 && !uv_timer_init(&S->loop, &r->timer)) {
         r->timer.data = r;
-        gen_req_ref(r);
+        req_ref(r);
         r->handles |= 1;
         uv_timer_start(&r->timer, loop_on_timeout, (uint64_t)S->cfg->request_timeout * 1000, 0);
     }
     if (r->oai.stream && S->cfg->sse_keepalive > 0 && !uv_timer_init(&S->loop, &r->ka_timer)) {
         double left = (double)S->cfg->sse_keepalive - (engine_now() - r->t_arrival);
         r->ka_timer.data = r;
-        gen_req_ref(r);
+        req_ref(r);
         r->handles |= 4;
         uv_timer_start(&r->ka_timer, loop_on_keepalive, left > 0 ? (uint64_t)(left * 1000.0) : 0, 0);
     }
     if (r->sock >= 0 && !uv_poll_init(&S->loop, &r->poll, r->sock)) {
         r->poll.data = r;
-        gen_req_ref(r);
+        req_ref(r);
         r->handles |= 2;
         uv_poll_start(&r->poll, UV_DISCONNECT, loop_on_hangup);
     }
@@ -269,7 +271,7 @@ static void loop_stop_now(srv *S) {
 
 /* Drained: no request is tracked. Wait for the last connections to finish writing
  * (live_reqs reaches 0, signalled through the async) or a short grace, then stop. */
-void loop_check_drained(srv *S) {
+static void loop_check_drained(srv *S) {
     /* a request still being prepared gets its answer (a 503) before we stop */
     if (!S->draining || S->n_tracked || S->prep_running || S->prep_head) return;
     if (!S->stopping) {
@@ -322,6 +324,35 @@ static void loop_on_signal(uv_signal_t *h, int signum) {
     loop_check_drained(S);
 }
 
+/* A request comes in: to the preparation queue, or refused when it is full. */
+static void loop_prepare(srv *S, srv_req *r) {
+    char msg[160];
+    switch (prep_submit(S, r)) {
+    case PREP_OK: return;
+    case PREP_BUSY:
+        snprintf(msg, sizeof msg, "The server is busy: %d requests wait to be prepared (--max-queue); "
+                 "retry later", S->prep_queued);
+        loop_fail(S, r, 429, "rate_limit_error", msg);
+        return;
+    default: loop_fail(S, r, 503, "unavailable_error", "The server is shutting down"); return;
+    }
+}
+
+/* prep.c hands every request back here once: to admission when it was prepared; its
+ * error or its answer (/tokenize) to the connection otherwise. */
+static void loop_on_prepared(srv *S, srv_req *r) {
+    pthread_mutex_lock(&r->mu);
+    int phase = r->phase, status = r->err.status, job = r->job;
+    if (phase != REQ_PARSED) req_resume_locked(r);
+    pthread_mutex_unlock(&r->mu);
+    if (phase == REQ_FAILED && job <= SRV_JOB_CHAT) metrics_count_rejected(S->met, status);
+    if (phase == REQ_PARSED) {
+        loop_on_new(S, r);
+        if (!S->draining || !S->stopping) loop_admit(S);
+    }
+    loop_check_drained(S);
+}
+
 static void loop_on_async(uv_async_t *a) {
     srv *S = a->data;
     if (atomic_exchange(&S->loaded, 0) && atomic_load(&S->state) == SRV_FAILED) {
@@ -343,13 +374,13 @@ static void loop_on_async(uv_async_t *a) {
         r->in_inbox = 0;
         r->inbox_next = NULL;
         pthread_mutex_unlock(&S->inbox_mu);
-        if (bits & SRV_IN_PREPARE) prep_submit(S, r);
+        if (bits & SRV_IN_PREPARE) loop_prepare(S, r);
         if ((bits & SRV_IN_DONE) && r->tracked) {
             loop_record(S, r);
             loop_untrack(S, r);
         }
         if ((bits & SRV_IN_CANCEL) && r->tracked) loop_cancel(S, r);
-        gen_req_unref(r); /* the inbox's reference */
+        req_unref(r); /* the inbox's reference */
         r = next;
     }
     if (!S->draining || !S->stopping) loop_admit(S);
@@ -358,6 +389,7 @@ static void loop_on_async(uv_async_t *a) {
 
 int loop_init(srv *S, strata_err *err) {
     pthread_mutex_init(&S->inbox_mu, NULL);
+    S->on_prepared = loop_on_prepared;
     if (uv_loop_init(&S->loop)) return strata_err_set(err, STRATA_EIO, "uv_loop_init failed");
     S->async.data = S;
     S->sig_term.data = S;
@@ -390,7 +422,7 @@ void loop_shutdown(srv *S) {
     while (r) {
         srv_req *next = r->inbox_next;
         r->in_inbox = 0;
-        gen_req_unref(r);
+        req_unref(r);
         r = next;
     }
 }

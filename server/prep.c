@@ -8,7 +8,9 @@
  * behind them. Bodies beyond the running ones wait in a FIFO of at most --max-queue
  * entries (429 past it). After a large body the worker hands free heap pages back
  * to the system (malloc_trim), since glibc keeps a thread's arena at its peak.
- * Thread: the loop thread, except prep_work. */
+ * Every request that entered goes to S->on_prepared exactly once (prepared, answered
+ * or failed), so this file knows nothing of admission. Thread: the loop thread,
+ * except prep_work. */
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -73,10 +75,20 @@ static void prep_work(uv_work_t *w) {
 
 static void prep_start(srv *S, srv_req *r);
 
-/* Drops the worker's reference: r is no longer in preparation. */
+/* Hands r to the loop's handler and drops the worker's reference. */
 static void prep_done(srv *S, srv_req *r) {
+    S->on_prepared(S, r);
     atomic_fetch_sub(&S->n_preparing, 1);
-    gen_req_unref(r);
+    req_unref(r);
+}
+
+/* Fails r before it reached a worker (its connection gets the error). */
+static void prep_fail(srv *S, srv_req *r, int status, const char *type, const char *msg) {
+    pthread_mutex_lock(&r->mu);
+    r->phase = REQ_FAILED;
+    openai_error_set(&r->err, status, type, NULL, NULL, "%s", msg);
+    pthread_mutex_unlock(&r->mu);
+    prep_done(S, r);
 }
 
 static void prep_start_next(srv *S) {
@@ -99,17 +111,9 @@ static void prep_after(uv_work_t *w, int status) {
         r->phase = REQ_FAILED;
         openai_error_set(&r->err, 503, "unavailable_error", NULL, NULL, "The server is shutting down");
     }
-    int phase = r->phase, status_code = r->err.status, job = r->job;
-    if (phase != REQ_PARSED) gen_req_resume_locked(r); /* the error, or the answer */
     pthread_mutex_unlock(&r->mu);
-    if (phase == REQ_FAILED && job <= SRV_JOB_CHAT) metrics_count_rejected(S->met, status_code);
-    if (phase == REQ_PARSED) {
-        loop_on_new(S, r);
-        if (!S->draining || !S->stopping) loop_admit(S);
-    }
     prep_done(S, r);
     if (!S->stopping) prep_start_next(S);
-    loop_check_drained(S);
 }
 
 static void prep_start(srv *S, srv_req *r) {
@@ -117,36 +121,26 @@ static void prep_start(srv *S, srv_req *r) {
     S->prep_running++;
     if (uv_queue_work(&S->loop, &r->work, prep_work, prep_after)) {
         S->prep_running--;
-        loop_fail(S, r, 503, "server_error", "cannot start the request's preparation");
-        prep_done(S, r);
+        prep_fail(S, r, 503, "server_error", "cannot start the request's preparation");
     }
 }
 
-void prep_submit(srv *S, srv_req *r) {
-    gen_req_ref(r); /* the worker's reference, dropped in prep_after */
+int prep_submit(srv *S, srv_req *r) {
+    if (S->stopping) return PREP_STOPPING;
+    if (S->prep_running >= S->cfg->prepare_threads && S->prep_queued >= S->cfg->max_queue)
+        return PREP_BUSY;
+    req_ref(r); /* the worker's reference, dropped in prep_done */
     atomic_fetch_add(&S->n_preparing, 1);
-    if (S->stopping) {
-        loop_fail(S, r, 503, "unavailable_error", "The server is shutting down");
-        prep_done(S, r);
-        return;
-    }
     if (S->prep_running < S->cfg->prepare_threads) {
         prep_start(S, r);
-        return;
-    }
-    if (S->prep_queued >= S->cfg->max_queue) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "The server is busy: %d requests wait to be prepared (--max-queue); "
-                 "retry later", S->prep_queued);
-        loop_fail(S, r, 429, "rate_limit_error", msg);
-        prep_done(S, r);
-        return;
+        return PREP_OK;
     }
     r->prep_next = NULL;
     if (S->prep_tail) S->prep_tail->prep_next = r;
     else S->prep_head = r;
     S->prep_tail = r;
     S->prep_queued++;
+    return PREP_OK;
 }
 
 void prep_shutdown(srv *S) {
@@ -154,8 +148,7 @@ void prep_shutdown(srv *S) {
         srv_req *r = S->prep_head;
         S->prep_head = r->prep_next;
         S->prep_queued--;
-        loop_fail(S, r, 503, "unavailable_error", "The server is shutting down");
-        prep_done(S, r);
+        prep_fail(S, r, 503, "unavailable_error", "The server is shutting down");
     }
     S->prep_tail = NULL;
     while (S->prep_running > 0) uv_run(&S->loop, UV_RUN_ONCE);

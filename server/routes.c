@@ -69,35 +69,6 @@ enum MHD_Result route_openapi(srv *S, struct MHD_Connection *c) {
     return http_respond_text(c, 200, "application/json", S->openapi, S->openapi_len);
 }
 
-int route_render_chat(srv *S, const openai_request *r, char **out, openai_error *e) {
-    strata_err err = {0};
-    char *text = NULL;
-    if (chat_template_render(S->tmpl, r->messages, r->tools, r->add_generation_prompt,
-                             r->template_kwargs, &text, &err)) {
-        openai_error_from_strata(e, &err, "messages");
-        if (e->status >= 500 && err.code != STRATA_ENOMEM) e->status = 400, e->type = "invalid_request_error";
-        return -1;
-    }
-    if (r->continue_final_message) {
-        /* cut after the final message's content so the model continues it */
-        json_t *last = json_array_get(r->messages, json_array_size(r->messages) - 1);
-        const char *content = json_string_value(json_object_get(last, "content"));
-        char *at = NULL;
-        if (content && *content)
-            for (char *p = text; (p = strstr(p, content)); p++) at = p;
-        if (!at) {
-            free(text);
-            openai_error_set(e, 400, "invalid_request_error", "messages", NULL,
-                          "continue_final_message: the final message's content is not in the "
-                          "rendered prompt");
-            return -1;
-        }
-        at[strlen(content)] = 0;
-    }
-    *out = text;
-    return 0;
-}
-
 int route_tokenize_json(srv *S, const char *body, size_t len, json_t **answer, openai_error *e) {
     json_t *root = NULL, *out = NULL;
     openai_request r;
@@ -126,7 +97,7 @@ int route_tokenize_json(srv *S, const char *body, size_t len, json_t **answer, o
         }
         if (openai_request_parse(&r, OPENAI_CHAT, body, len, &(openai_limits){S->vocab, S->max_seqs}, e)) goto done;
         has_r = 1;
-        if (route_render_chat(S, &r, &text, e)) goto done;
+        if (chat_prompt_render(S, &r, &text, e)) goto done;
         if (tok_encode(S->tok, text, strlen(text), v && json_is_true(v), &ids, &n, &err)) goto tok_fail;
     } else {
         json_t *p = json_object_get(root, "prompt");

@@ -175,6 +175,7 @@ struct srv {
     int loader_started;
 
     /* preparation (loop thread) */
+    void (*on_prepared)(srv *S, srv_req *r); /* set by loop_init */
     srv_req *prep_head, *prep_tail; /* bodies waiting for a worker */
     int prep_queued, prep_running;
     atomic_int n_preparing;      /* both, for /metrics (any thread reads it) */
@@ -187,63 +188,86 @@ struct srv {
     atomic_llong n_head_timeouts;
 };
 
+/* ---- the daemon's files, leaves first: each calls only files listed above it ---- */
+
 /* serve_load.c: the model, tokenizer, chat template and engine of S->cfg (loader
  * thread; tests and the request fuzzer call it too). srv_unload frees what loaded. */
 int srv_load(srv *S, strata_err *err);
 void srv_unload(srv *S);
 
-/* http.c: response helpers (MHD threads) */
+/* respond.c: queueing an answer on a connection (MHD threads) */
 enum MHD_Result http_respond_json(struct MHD_Connection *c, int status, json_t *body);
 enum MHD_Result http_respond_error(struct MHD_Connection *c, const openai_error *e);
 enum MHD_Result http_respond_text(struct MHD_Connection *c, int status, const char *type,
-                                 const char *body, size_t len);
-int http_start(srv *S, strata_err *err);
-/* The SSE reader has nothing to send (r->mu held): appends a keep-alive comment the
- * loop asked for, or the error of a request that failed in the queue after its
- * headers went out early. Returns 1 when it appended something. */
-int http_sse_idle_locked(srv_req *r);
+                                  const char *body, size_t len);
+/* An error after which the connection must not be reused: its body was not read (so
+ * its bytes cannot be told from the next request's), or its framing was bad. */
+enum MHD_Result http_respond_error_close(struct MHD_Connection *c, int status, const char *type,
+                                         const char *code, const char *msg);
 
-/* routes.c: the small routes (MHD threads) */
+/* req.c: a request's lifetime (any thread) */
+srv_req *req_new(srv *S, int job);
+void req_ref(srv_req *r);
+void req_unref(srv_req *r);
+/* The memory count: one per live engine sequence besides the holders' one. */
+void req_mem_unref(srv_req *r);
+/* Resumes r's connection if we suspended it. Caller holds r->mu. */
+void req_resume_locked(srv_req *r);
+/* Every choice's sequence has finished. */
+int req_all_finished(srv_req *r);
+int64_t req_random_u64(void);
+
+/* chat_prompt.c: a chat request's messages through the template; *out malloc'ed. */
+int chat_prompt_render(srv *S, const openai_request *r, char **out, openai_error *e);
+
+/* gen_build.c: r->body to engine sequences (parse, model check, template, tokenize,
+ * context check, one sequence per choice). 0, or -1 with e filled; either way r is
+ * in a state req_unref frees. Any thread but MHD's (it is the heavy part). */
+int gen_build(srv *S, srv_req *r, openai_error *e);
+
+/* routes.c: the small routes (MHD threads), and the /tokenize and /detokenize answers
+ * (preparation workers: 0 and the 200 body in *out, or -1 with e) */
 enum MHD_Result route_health(srv *S, struct MHD_Connection *c);
 enum MHD_Result route_models(srv *S, struct MHD_Connection *c, const char *id);
 enum MHD_Result route_metrics(srv *S, struct MHD_Connection *c);
 enum MHD_Result route_openapi(srv *S, struct MHD_Connection *c);
-/* Renders a chat request's messages with the template; *out malloc'ed. */
-int route_render_chat(srv *S, const openai_request *r, char **out, openai_error *e);
-
-/* Renders the /tokenize and /detokenize answers (preparation workers): 0 and the
- * 200 body in *out, or -1 with e. */
 int route_tokenize_json(srv *S, const char *body, size_t len, json_t **out, openai_error *e);
 int route_detokenize_json(srv *S, const char *body, size_t len, json_t **out, openai_error *e);
 
-/* gen.c: a request's life: created on an MHD thread with the body it came with,
- * prepared on a worker, admitted by the loop, answered on an MHD thread */
-srv_req *gen_req_new(srv *S, int job);
+/* prep.c: the bounded preparation queue (loop thread). A prepared request (or one
+ * that failed, or a /tokenize answer) goes to S->on_prepared, which the loop sets. */
+enum { PREP_OK, PREP_BUSY, PREP_STOPPING };
+/* PREP_OK: r runs or waits for a worker; otherwise the caller answers r. */
+int prep_submit(srv *S, srv_req *r);
+/* After the loop stopped: fails what waits and runs the loop until the running
+ * preparations are back, so nothing touches the engine after it is destroyed. */
+void prep_shutdown(srv *S);
+
+/* loop.c: the loop thread */
+int loop_init(srv *S, strata_err *err);
+void loop_post(srv *S, srv_req *r, unsigned bits); /* any thread */
+void loop_run(srv *S);
+/* After the loop stopped and MHD and the engine are gone: drops what the loop still
+ * holds (tracked requests, inbox entries). */
+void loop_shutdown(srv *S);
+
+/* gen_format.c: OpenAI JSON of outputs (MHD threads, req->mu held) */
+int gen_format_stream(srv_req *r, int *all_done);
+json_t *gen_format_full(srv_req *r);
+void gen_take_all(srv_req *r);
+/* The SSE reader has nothing to send (r->mu held): appends a keep-alive comment the
+ * loop asked for, or the error of a request that failed in the queue after its
+ * headers went out early. Returns 1 when it appended something. */
+int gen_format_sse_idle_locked(srv_req *r);
+
+/* gen.c: a request from the connection's side: created with the body an MHD thread
+ * read, handed to the loop for preparation, answered when resumed (MHD threads) */
 /* Takes the body (moved out of *body), suspends c and posts the request to the loop
- * for preparation. *out is the connection's reference. MHD thread. */
+ * for preparation. *out is the connection's reference. */
 enum MHD_Result gen_start(srv *S, struct MHD_Connection *c, int job, strbuf *body, int http11,
                           srv_req **out);
 enum MHD_Result gen_resume(srv_req *r, struct MHD_Connection *c);
 void gen_connection_closed(srv_req *r);
-void gen_req_ref(srv_req *r);
-void gen_req_unref(srv_req *r);
-/* The memory count: one per live engine sequence besides the holders' one. */
-void gen_req_mem_unref(srv_req *r);
-/* Resumes r's connection if we suspended it. Caller holds r->mu. Any thread. */
-void gen_req_resume_locked(srv_req *r);
-/* Every choice's sequence has finished. */
-int gen_all_finished(srv_req *r);
-
-/* gen_build.c: r->body to engine sequences (parse, model check, template, tokenize,
- * context check, one sequence per choice). 0, or -1 with e filled; either way r is
- * in a state gen_req_unref frees. Any thread but MHD's (it is the heavy part). */
-int gen_build(srv *S, srv_req *r, openai_error *e);
-
-/* prep.c: the bounded preparation queue (loop thread) */
-void prep_submit(srv *S, srv_req *r);
-/* After the loop stopped: fails what waits and runs the loop until the running
- * preparations are back, so nothing touches the engine after it is destroyed. */
-void prep_shutdown(srv *S);
 
 /* http_guard.c: deadlines and limits per connection (MHD threads, sweep on the loop) */
 typedef struct guard_conn guard_conn;
@@ -263,25 +287,7 @@ int guard_check_framing(struct MHD_Connection *c, char *msg, size_t len);
 /* Loop thread: starts the sweep timer. */
 int guard_start(srv *S, strata_err *err);
 
-/* gen_format.c: OpenAI JSON of outputs (MHD threads, req->mu held) */
-int gen_format_stream(srv_req *r, int *all_done);
-json_t *gen_format_full(srv_req *r);
-void gen_take_all(srv_req *r);
-
-/* loop.c: the loop thread */
-int loop_init(srv *S, strata_err *err);
-/* A prepared request enters admission (the waiting queue, or a 429 / 503). */
-void loop_on_new(srv *S, srv_req *r);
-/* Moves waiting requests to the engine while it has slots for all their choices. */
-void loop_admit(srv *S);
-/* Fails a request that never reached the engine: its connection gets the error. */
-void loop_fail(srv *S, srv_req *r, int status, const char *type, const char *msg);
-void loop_check_drained(srv *S);
-void loop_post(srv *S, srv_req *r, unsigned bits); /* any thread */
-void loop_run(srv *S);
-/* After the loop stopped and MHD and the engine are gone: drops what the loop still
- * holds (tracked requests, inbox entries). */
-void loop_shutdown(srv *S);
-int64_t gen_random_u64(void);
+/* http.c: the libmicrohttpd daemon, routing (MHD threads) */
+int http_start(srv *S, strata_err *err);
 
 #endif

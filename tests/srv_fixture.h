@@ -45,9 +45,9 @@ static inline void srv_fixture_close(srv_fixture *f) {
 
 /* A request of job with a copy of body, as gen_start hands it to a worker. */
 static inline srv_req *srv_fixture_request(srv_fixture *f, int job, const char *body, size_t len) {
-    srv_req *r = gen_req_new(&f->S, job);
+    srv_req *r = req_new(&f->S, job);
     if (r && strbuf_add(&r->body, body, len)) {
-        gen_req_unref(r);
+        req_unref(r);
         return NULL;
     }
     return r;

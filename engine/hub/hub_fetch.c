@@ -26,48 +26,6 @@
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
-static double mono(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Records the first fatal error; later ones are consequences and dropped. */
-int hub_fetch_fail(hub_fetch *f, int code, const char *fmt, ...) {
-    if (f->failed) return code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(f->ferr.msg, sizeof f->ferr.msg, fmt, ap);
-    va_end(ap);
-    f->ferr.code = code;
-    f->failed = 1;
-    return code;
-}
-
-int hub_fetch_fail_sys(hub_fetch *f, const char *what, const char *path) {
-    char b[128];
-    return hub_fetch_fail(f, STRATA_EIO, "%s %s: %s", what, path, strerror_r(errno, b, sizeof b));
-}
-
-void hub_fetch_emit(hub_fetch *f, int ev, const char *file, const char *msg) {
-    double now = mono();
-    if (f->rate_n == 0 || now - f->rate_t[(f->rate_n - 1) % HUB_RATE_SAMPLES] >= 0.5) {
-        f->rate_t[f->rate_n % HUB_RATE_SAMPLES] = now;
-        f->rate_b[f->rate_n % HUB_RATE_SAMPLES] = f->session_bytes;
-        f->rate_n++;
-    }
-    /* Rate over the last ~5 s of samples: steady enough to read, quick to follow. */
-    int oldest = f->rate_n > HUB_RATE_SAMPLES ? f->rate_n % HUB_RATE_SAMPLES : 0;
-    double dt = now - f->rate_t[oldest];
-    if (dt > 0.2) f->prog.rate = (double)(f->session_bytes - f->rate_b[oldest]) / dt;
-    f->prog.event = ev;
-    f->prog.file = file;
-    f->prog.message = msg;
-    f->prog.elapsed = now - f->t0;
-    f->last_tick = now;
-    if (f->cb) f->cb(&f->prog, f->ud);
-}
-
 static int cancelled(const hub_fetch *f) { return f->o->cancel && atomic_load(f->o->cancel); }
 
 /* ---- curl callbacks (run inside curl_multi_perform on this thread) ---- */
@@ -161,25 +119,6 @@ static int on_xfer(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_o
 
 /* ---- transfers ---- */
 
-static void job_stop_transfer(hub_fetch *f, hub_job *j) {
-    if (j->easy) {
-        curl_multi_remove_handle(f->multi, j->easy);
-        curl_easy_cleanup(j->easy);
-        f->running--;
-    }
-    curl_slist_free_all(j->hdrs);
-    j->easy = NULL;
-    j->hdrs = NULL;
-}
-
-void hub_fetch_release(hub_fetch *f, hub_job *j) {
-    job_stop_transfer(f, j);
-    if (j->fd >= 0) close(j->fd);
-    if (j->lock_fd >= 0) close(j->lock_fd); /* closing drops the flock */
-    j->fd = j->lock_fd = -1;
-    hub_sha256_free(&j->sha);
-}
-
 static int start_transfer(hub_fetch *f, hub_job *j, int head) {
     const char *url = head ? j->url : j->location;
     char line[640];
@@ -253,33 +192,6 @@ static int start_transfer(hub_fetch *f, hub_job *j, int head) {
 
 /* Schedules another try of the job after a backoff, or fails once the tries without
  * any progress are spent. */
-void hub_fetch_retry(hub_fetch *f, hub_job *j, int next, const char *why) {
-    if (j->written > j->attempt_start) j->attempts = 0; /* bytes arrived: not stuck */
-    if (++j->attempts > f->max_retries) {
-        if (next == HUB_J_HEAD)
-            hub_fetch_fail(
-                f, STRATA_ENETWORK,
-                "cannot get %s of %s from %s after %d attempts (%s): check the network and "
-                "HF_ENDPOINT, or set HF_HUB_OFFLINE=1 to use only the cache",
-                j->file, f->repo_id, f->o->endpoint, j->attempts, why);
-        else
-            hub_fetch_fail(
-                f, STRATA_ENETWORK,
-                "download of %s interrupted after %d attempts (%s); %lld of %lld bytes are kept "
-                "in %s and running the same command again resumes them",
-                j->file, j->attempts, why, (long long)j->written, (long long)j->size,
-                j->incomplete);
-        return;
-    }
-    double delay = 0.5 * (double)(1 << (j->attempts - 1 < 4 ? j->attempts - 1 : 4));
-    char msg[400];
-    snprintf(msg, sizeof msg, "%s; retry %d of %d in %.1f s", why, j->attempts, f->max_retries,
-             delay);
-    j->state = HUB_J_WAIT;
-    j->after_wait = next;
-    j->wake_at = mono() + delay;
-    hub_fetch_emit(f, HUB_EV_RETRY, j->file, msg);
-}
 
 /* Curl failures worth another try: the network, not our configuration. */
 static int curl_transient(CURLcode c) {
@@ -343,7 +255,7 @@ static void on_head_done(hub_fetch *f, hub_job *j, CURLcode c) {
     char *loc = NULL;
     if (c == CURLE_OK && curl_easy_getinfo(j->easy, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK && loc)
         snprintf(redirect, sizeof redirect, "%s", loc);
-    job_stop_transfer(f, j);
+    hub_job_stop_transfer(f, j);
     long st = j->r.status;
     if (c == CURLE_ABORTED_BY_CALLBACK) return; /* cancelled: the loop reports it */
     if (c != CURLE_OK) {
@@ -412,7 +324,7 @@ static void on_head_done(hub_fetch *f, hub_job *j, CURLcode c) {
 static void on_get_done(hub_fetch *f, hub_job *j, CURLcode c) {
     long st = 0;
     curl_easy_getinfo(j->easy, CURLINFO_RESPONSE_CODE, &st);
-    job_stop_transfer(f, j);
+    hub_job_stop_transfer(f, j);
     char why[128];
     if (j->write_errno) {
         if (j->write_errno == ENOSPC || j->write_errno == EDQUOT)
@@ -495,7 +407,7 @@ static int fetch_run(hub_fetch *f, hub_job *jobs, int n, int probe, strata_err *
                 f->repo_id);
             break;
         }
-        double now = mono(), wait = 0.1;
+        double now = hub_mono(), wait = 0.1;
         int open = 0;
         for (int i = 0; i < n && !f->failed; i++) {
             hub_job *j = &jobs[i];
@@ -527,7 +439,7 @@ static int fetch_run(hub_fetch *f, hub_job *jobs, int n, int probe, strata_err *
                 on_get_done(f, j, c);
         }
         if (f->failed) break;
-        if (mono() - f->last_tick >= 0.1) hub_fetch_emit(f, HUB_EV_TICK, NULL, NULL);
+        if (hub_mono() - f->last_tick >= 0.1) hub_fetch_emit(f, HUB_EV_TICK, NULL, NULL);
         /* A finished transfer has a next step to take now, not after the poll. */
         if (!finished) curl_multi_poll(f->multi, NULL, 0, (int)(wait * 1000) + 1, NULL);
     }
@@ -556,7 +468,7 @@ int hub_fetch_create(hub_fetch **out, const hub_opts *o, const char *repo_id, co
     f->ud = ud;
     f->max_parallel = o->max_parallel > 0 ? o->max_parallel : 8;
     f->max_retries = o->max_retries > 0 ? o->max_retries : 5;
-    f->t0 = f->last_tick = mono();
+    f->t0 = f->last_tick = hub_mono();
     if (hub_path_fmt(f->repo_id, sizeof f->repo_id, "%s", repo_id) ||
         hub_path_fmt(f->revision, sizeof f->revision, "%s", revision) ||
         hub_path_fmt(f->repo_dir, sizeof f->repo_dir, "%s", repo_dir) ||

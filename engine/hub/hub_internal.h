@@ -125,7 +125,8 @@ int hub_fetch_files(hub_fetch *f, const char *commit, const char *const *files, 
 /* Reports HUB_EV_DONE through the callback. */
 void hub_fetch_report_done(hub_fetch *f);
 
-/* ---- shared by hub_fetch.c (the network side) and hub_blob.c (the disk side) ---- */
+/* ---- shared by hub_fetch.c (the network side) and hub_blob.c (the disk side); the
+ * reporting and retry functions live in hub_job.c ---- */
 
 /* A file's steps: HEAD (running), metadata known, waiting for the blob lock, GET
  * (running), verify, backoff before a retry, then done or absent on the hub. */
@@ -202,6 +203,10 @@ void hub_fetch_emit(hub_fetch *f, int ev, const char *file, const char *msg);
 void hub_fetch_retry(hub_fetch *f, hub_job *j, int next, const char *why);
 /* Stops j's transfer and closes its partial file and lock. */
 void hub_fetch_release(hub_fetch *f, hub_job *j);
+/* Ends j's curl transfer (if any), keeping its files. */
+void hub_job_stop_transfer(hub_fetch *f, hub_job *j);
+/* CLOCK_MONOTONIC seconds. */
+double hub_mono(void);
 
 /* hub_blob.c: the blob store side of a job. meta: metadata known -> done (cached) or
  * HUB_J_LOCK; lock: take the blob lock, open and check the partial file -> HUB_J_GET or

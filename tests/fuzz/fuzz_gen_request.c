@@ -244,7 +244,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!j) abort();
         json_decref(j);
     }
-    gen_req_unref(q);
+    req_unref(q);
     if (atomic_load(&F.S.live_reqs) != 0) abort(); /* the request did not free */
     return 0;
 }

@@ -4,7 +4,7 @@
  * One bad body per check of the completion and chat parsers (server/openai.c,
  * openai_refuse.c) and of the builder itself (model name, tokenizer, template,
  * prompts x n against the slots, empty prompts, the context), each run through
- * gen_build and freed through gen_req_unref like a request the daemon prepared.
+ * gen_build and freed through req_unref like a request the daemon prepared.
  * Run under ASan by `make test`, so an error path that leaves the request in a state
  * its destructor cannot free, or frees twice, or leaks, fails here. Before the fix a
  * completion whose prompts x n exceeded --max-seqs crashed the daemon (the choice
@@ -184,7 +184,7 @@ static openai_error build(int job, const char *body, size_t len, int *n_choices)
         for (int i = 0; i < r->n_choices; i++) CHECK(r->ch[i].seq != NULL);
     }
     *n_choices = r->n_choices;
-    gen_req_unref(r); /* the only holder: everything the build made goes here */
+    req_unref(r); /* the only holder: everything the build made goes here */
     return e;
 }
 
