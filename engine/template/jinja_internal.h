@@ -439,17 +439,18 @@ static inline int jinja_given(jv v) {
     return !(v.kind == JV_UNDEF && v.fn == 2);
 }
 
-/* filters and tests (jinja_filters*.c) */
+/* filters and tests (jinja_filters*.c, jinja_tests.c) */
 int jinja_filter_find(const char *name); /* -1 unknown */
 int jinja_test_find(const char *name);
 int jinja_filter_apply(jctx *c, int line, const char *name, jv val, jv *args, size_t nargs,
                        const char **kwn, jv *kwv, size_t nkw, jv *out);
 int jinja_test_apply(jctx *c, int line, int tid, jv val, jv *args, size_t nargs, jv *out);
-/* The filter implementations split across two files share this table shape. */
+/* A filter's implementation (jinja_filter_impl.h). */
 typedef int (*jinja_filter_fn)(jctx *c, int line, jv val, jv *args, size_t nargs, const char **kwn,
                                jv *kwv, size_t nkw, jv *out);
-int jinja_filter_find2(const char *name); /* jinja_filters2.c's table: index or -1 */
-jinja_filter_fn jinja_filter_fn2(int i);
+/* str(value) as Jinja2's soft_str does (Undefined is ""; Markup stays Markup). */
+int jinja_soft_str(jctx *c, int line, jv v, jv *out);
+static inline int jinja_is_int_like(jv v) { return v.kind == JV_INT || v.kind == JV_BOOL; }
 /* As jinja_filter_apply, by the id jinja_filter_find gave (what the parser stores). */
 int jinja_filter_apply_id(jctx *c, int line, int fid, jv val, jv *args, size_t nargs,
                           const char **kwn, jv *kwv, size_t nkw, jv *out);

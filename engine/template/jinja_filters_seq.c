@@ -1,4 +1,4 @@
-/* jinja_filters2.c - Jinja2's sequence filters (first, last, list, join, sort,
+/* jinja_filters_seq.c - Jinja2's sequence filters (first, last, list, join, sort,
  * dictsort, unique, map, select/reject(attr), batch, slice, sum, min, max,
  * items, reverse) and transformers' |tojson.
  *
@@ -8,23 +8,7 @@
  * case-insensitively unless case_sensitive is set. */
 #include <string.h>
 
-#include "engine/template/jinja_internal.h"
-
-#define FILTER(fname)                                                                              \
-    static int fname(jctx *c, int line, jv v, jv *args, size_t nargs, const char **kwn, jv *kwv,   \
-                     size_t nkw, jv *out)
-#define BIND(pyname, ...)                                                                          \
-    static const char *const params_[] = {__VA_ARGS__};                                            \
-    jv a[sizeof params_ / sizeof params_[0]];                                                      \
-    JTRY(jinja_bind_args(c, line, pyname, params_, sizeof params_ / sizeof params_[0], args,       \
-                         nargs, kwn, kwv, nkw, a))
-#define NOARGS(pyname)                                                                             \
-    do {                                                                                           \
-        (void)args, (void)kwn, (void)kwv;                                                          \
-        if (nargs || nkw)                                                                          \
-            return jinja_ctx_fail(c, STRATA_EINVALID, line, "%s() takes exactly 1 argument",       \
-                                  pyname);                                                         \
-    } while (0)
+#include "engine/template/jinja_filter_impl.h"
 
 static int new_list(jctx *c, int line, size_t cap, int kind, jv *out) {
     *out = jinja_list(c, cap);
@@ -139,7 +123,7 @@ static const char *attr_arg(jctx *c, jv a) {
 
 /* ---- filters ------------------------------------------------------------------------- */
 
-FILTER(f_list) {
+FILTER(jfilter_list) {
     NOARGS("list");
     jlist *items;
     JTRY(jinja_iterate(c, line, v, &items));
@@ -149,7 +133,7 @@ FILTER(f_list) {
     return 0;
 }
 
-FILTER(f_first) {
+FILTER(jfilter_first) {
     NOARGS("do_first");
     jlist *items;
     JTRY(jinja_iterate(c, line, v, &items));
@@ -157,7 +141,7 @@ FILTER(f_first) {
     return jinja_is_oom(*out) ? jinja_ctx_nomem(c, line) : 0;
 }
 
-FILTER(f_last) {
+FILTER(jfilter_last) {
     NOARGS("do_last");
     jlist *items;
     if (v.kind == JV_ITER)
@@ -169,7 +153,7 @@ FILTER(f_last) {
     return jinja_is_oom(*out) ? jinja_ctx_nomem(c, line) : 0;
 }
 
-FILTER(f_items) {
+FILTER(jfilter_items) {
     NOARGS("do_items");
     JTRY(new_list(c, line, v.kind == JV_DICT ? v.u.d->n : 1, JV_ITER, out));
     if (v.kind == JV_UNDEF) return 0;
@@ -186,7 +170,7 @@ FILTER(f_items) {
     return 0;
 }
 
-FILTER(f_join) {
+FILTER(jfilter_join) {
     BIND("do_join", "d", "attribute");
     jlist *items;
     JTRY(jinja_iterate(c, line, v, &items));
@@ -206,7 +190,7 @@ FILTER(f_join) {
     return jinja_is_oom(*out) ? jinja_ctx_nomem(c, line) : 0;
 }
 
-FILTER(f_reverse) {
+FILTER(jfilter_reverse) {
     NOARGS("do_reverse");
     jlist *items;
     if (v.kind == JV_STR) {
@@ -231,7 +215,7 @@ FILTER(f_reverse) {
     return 0;
 }
 
-FILTER(f_dictsort) {
+FILTER(jfilter_dictsort) {
     BIND("do_dictsort", "case_sensitive", "by", "reverse");
     int cs = jinja_given(a[0]) && jinja_truthy(a[0]), rev = jinja_given(a[2]) && jinja_truthy(a[2]),
         pos = 0;
@@ -264,7 +248,7 @@ FILTER(f_dictsort) {
     return merge_sort(c, line, out->u.l->v, keys, n, rev);
 }
 
-FILTER(f_sort) {
+FILTER(jfilter_sort) {
     BIND("do_sort", "reverse", "case_sensitive", "attribute");
     jlist *items;
     JTRY(jinja_iterate(c, line, v, &items));
@@ -282,7 +266,7 @@ static int single_key(jctx *c, int line, jv item, const char *attr, int cs, jv *
     return cs ? 0 : lower_key(c, line, key);
 }
 
-FILTER(f_unique) {
+FILTER(jfilter_unique) {
     BIND("do_unique", "case_sensitive", "attribute");
     jlist *items;
     JTRY(jinja_iterate(c, line, v, &items));
@@ -330,14 +314,14 @@ static int min_max(jctx *c, int line, jv v, jv *args, size_t nargs, const char *
     return 0;
 }
 
-FILTER(f_min) {
+FILTER(jfilter_min) {
     return min_max(c, line, v, args, nargs, kwn, kwv, nkw, 0, out);
 }
-FILTER(f_max) {
+FILTER(jfilter_max) {
     return min_max(c, line, v, args, nargs, kwn, kwv, nkw, 1, out);
 }
 
-FILTER(f_map) {
+FILTER(jfilter_map) {
     jlist *items;
     if (!jinja_truthy(v)) return new_list(c, line, 1, JV_ITER, out); /* "if value:" comes first */
     JTRY(jinja_iterate(c, line, v, &items));
@@ -419,12 +403,12 @@ static int select_reject(jctx *c, int line, jv v, jv *args, size_t nargs, int by
                                   "tests take no keyword arguments here");                         \
         return select_reject(c, line, v, args, nargs, by_attr, keep, out);                         \
     }
-SELECT(f_select, 0, 1)
-SELECT(f_reject, 0, 0)
-SELECT(f_selectattr, 1, 1)
-SELECT(f_rejectattr, 1, 0)
+SELECT(jfilter_select, 0, 1)
+SELECT(jfilter_reject, 0, 0)
+SELECT(jfilter_selectattr, 1, 1)
+SELECT(jfilter_rejectattr, 1, 0)
 
-FILTER(f_sum) {
+FILTER(jfilter_sum) {
     BIND("do_sum", "attribute", "start");
     jlist *items;
     JTRY(jinja_iterate(c, line, v, &items));
@@ -442,7 +426,7 @@ FILTER(f_sum) {
     return 0;
 }
 
-FILTER(f_batch) {
+FILTER(jfilter_batch) {
     BIND("do_batch", "linecount", "fill_with");
     if (!jinja_given(a[0]) || (a[0].kind != JV_INT && a[0].kind != JV_BOOL) || a[0].u.i < 1)
         return jinja_ctx_fail(c, STRATA_EINVALID, line, "batch needs a positive line count");
@@ -463,7 +447,7 @@ FILTER(f_batch) {
     return 0;
 }
 
-FILTER(f_slice) {
+FILTER(jfilter_slice) {
     BIND("do_slice", "slices", "fill_with");
     if (!jinja_given(a[0]) || (a[0].kind != JV_INT && a[0].kind != JV_BOOL) || a[0].u.i < 1)
         return jinja_ctx_fail(c, STRATA_EINVALID, line, "slice needs a positive count");
@@ -488,7 +472,7 @@ FILTER(f_slice) {
 }
 
 /* transformers: json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
-FILTER(f_tojson) {
+FILTER(jfilter_tojson) {
     BIND("tojson", "ensure_ascii", "indent", "separators", "sort_keys");
     jinja_json_opts o = {0};
     o.ensure_ascii = jinja_given(a[0]) && jinja_truthy(a[0]);
@@ -527,27 +511,4 @@ FILTER(f_tojson) {
     JTRY(jinja_json_dump(c, line, &b, v, &o));
     *out = jinja_str(c, b.p ? b.p : "", b.len);
     return jinja_is_oom(*out) ? jinja_ctx_nomem(c, line) : 0;
-}
-
-static const struct {
-    const char *name;
-    jinja_filter_fn fn;
-} filters2[] = {
-    {"batch", f_batch},     {"dictsort", f_dictsort}, {"first", f_first},
-    {"items", f_items},     {"join", f_join},         {"last", f_last},
-    {"list", f_list},       {"map", f_map},           {"max", f_max},
-    {"min", f_min},         {"reject", f_reject},     {"rejectattr", f_rejectattr},
-    {"reverse", f_reverse}, {"select", f_select},     {"selectattr", f_selectattr},
-    {"slice", f_slice},     {"sort", f_sort},         {"sum", f_sum},
-    {"tojson", f_tojson},   {"unique", f_unique},
-};
-
-int jinja_filter_find2(const char *name) {
-    for (size_t i = 0; i < sizeof filters2 / sizeof filters2[0]; i++)
-        if (!strcmp(filters2[i].name, name)) return (int)i;
-    return -1;
-}
-
-jinja_filter_fn jinja_filter_fn2(int i) {
-    return filters2[i].fn;
 }
