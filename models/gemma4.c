@@ -19,6 +19,8 @@
 
 #include "models/arch.h"
 
+#define ARCH_NAME "gemma4"
+
 enum { G4_SLIDING = 0, G4_FULL = 1 };
 
 typedef struct g4_rope {
@@ -101,16 +103,43 @@ typedef struct g4 {
 
 /* ---- config (§1) ---- */
 
+/* Fields read by hand in g4_parse. */
 static const char *const g4_known_keys[] = {
-    "model_type", "vocab_size", "vocab_size_per_layer_input", "hidden_size",
-    "intermediate_size", "num_hidden_layers", "layer_types", "num_attention_heads",
-    "num_key_value_heads", "head_dim", "global_head_dim", "num_global_key_value_heads",
-    "per_layer_config", "attention_k_eq_v", "hidden_size_per_layer_input",
-    "num_kv_shared_layers", "sliding_window", "rope_parameters", "max_position_embeddings",
-    "rms_norm_eps", "hidden_activation", "final_logit_softcapping", "tie_word_embeddings",
-    "attention_bias", "use_bidirectional_attention", "enable_moe_block", "num_experts",
-    "top_k_experts", "moe_intermediate_size", "use_double_wide_mlp", "eos_token_id",
-    "bos_token_id", "pad_token_id", NULL};
+    "model_type", "layer_types", "per_layer_config", "rope_parameters", "tie_word_embeddings",
+    "num_global_key_value_heads", /* used only with attention_k_eq_v, which is refused */
+    "use_bidirectional_attention", "num_experts", "top_k_experts", "moe_intermediate_size",
+    "eos_token_id", "bos_token_id", "pad_token_id", NULL};
+
+/* What a few fields read into before g4_parse derives the per-layer config from them. */
+typedef struct g4_raw {
+    int vpl, kvh, hd, ghd, n_shared, double_wide;
+} g4_raw;
+
+/* The plain fields: into the config, and into g4_raw. */
+static const cfg_field g4_fields[] = {
+    CFG_INT(g4_config, vocab, "vocab_size", 1, 1 << 24),
+    CFG_INT(g4_config, h, "hidden_size", 1, 1 << 16),
+    CFG_INT(g4_config, inter, "intermediate_size", 1, 1 << 18),
+    CFG_INT(g4_config, n_layer, "num_hidden_layers", 1, 1024),
+    CFG_INT(g4_config, H, "num_attention_heads", 1, 1024),
+    CFG_INT_OR(g4_config, P, "hidden_size_per_layer_input", 256, 0, 1 << 16),
+    CFG_INT_OR(g4_config, window, "sliding_window", 512, 1, 1 << 30),
+    CFG_INT_OR(g4_config, max_pos, "max_position_embeddings", 131072, 1, 1 << 30),
+    CFG_FLOAT_OR(g4_config, eps, "rms_norm_eps", 1e-6, 0, 1),
+    CFG_FLOAT_OR(g4_config, softcap, "final_logit_softcapping", 0.0, 0, 1e9),
+    CFG_ONLY_STR("hidden_activation", "gelu_pytorch_tanh"),
+    CFG_ONLY_FALSE("attention_bias"),
+    CFG_ONLY_FALSE("attention_k_eq_v"),
+    CFG_ONLY_FALSE("enable_moe_block"),
+};
+static const cfg_field g4_raw_fields[] = {
+    CFG_INT_OR(g4_raw, vpl, "vocab_size_per_layer_input", -1, 1, 1 << 24), /* -1: vocab_size */
+    CFG_INT(g4_raw, kvh, "num_key_value_heads", 1, 1024),
+    CFG_INT_OR(g4_raw, hd, "head_dim", 256, 2, 4096),
+    CFG_INT_OR(g4_raw, ghd, "global_head_dim", 512, 2, 4096), /* transformers' default */
+    CFG_INT_OR(g4_raw, n_shared, "num_kv_shared_layers", 0, 0, 1023),
+    CFG_BOOL_OR(g4_raw, double_wide, "use_double_wide_mlp", 0),
+};
 
 /* Fields with no effect on the text forward. */
 static const char *const g4_ignored_keys[] = {
@@ -128,13 +157,6 @@ static const char *const g4_ignored_keys[] = {
 static const char *const g4_rope_keys[] = {"rope_type", "rope_theta", "partial_rotary_factor",
                                            "factor", NULL};
 static const char *const g4_type_names[2] = {"sliding_attention", "full_attention"};
-
-#define G4_INT(obj, key, has_def, def, lo, hi, dst)                                            \
-    do {                                                                                       \
-        long long v_;                                                                          \
-        if (cfg_int(obj, where, key, has_def, def, lo, hi, &v_, err)) goto fail;               \
-        dst = (int)v_;                                                                         \
-    } while (0)
 
 #define G4_FAIL(code, ...)                                                                     \
     do {                                                                                       \
@@ -231,49 +253,29 @@ static int g4_parse(g4_config *c, json_t *root, strata_err *err) {
         tc = root;
     }
     memset(c, 0, sizeof *c);
-    if (cfg_check_keys(tc, where, g4_known_keys, g4_ignored_keys, err)) return err->code;
-    int vpl, kvh, hd, ghd, n_shared, dw, bias, kev, moe;
-    G4_INT(tc, "vocab_size", 0, 0, 1, 1 << 24, c->vocab);
-    G4_INT(tc, "vocab_size_per_layer_input", 1, c->vocab, 1, 1 << 24, vpl);
-    G4_INT(tc, "hidden_size", 0, 0, 1, 1 << 16, c->h);
-    G4_INT(tc, "intermediate_size", 0, 0, 1, 1 << 18, c->inter);
-    G4_INT(tc, "num_hidden_layers", 0, 0, 1, 1024, c->n_layer);
-    G4_INT(tc, "num_attention_heads", 0, 0, 1, 1024, c->H);
-    G4_INT(tc, "num_key_value_heads", 0, 0, 1, 1024, kvh);
-    G4_INT(tc, "head_dim", 1, 256, 2, 4096, hd);
-    G4_INT(tc, "global_head_dim", 1, 512, 2, 4096, ghd); /* transformers' default */
-    G4_INT(tc, "hidden_size_per_layer_input", 1, 256, 0, 1 << 16, c->P);
-    G4_INT(tc, "num_kv_shared_layers", 1, 0, 0, c->n_layer - 1, n_shared);
-    G4_INT(tc, "sliding_window", 1, 512, 1, 1 << 30, c->window);
-    G4_INT(tc, "max_position_embeddings", 1, 131072, 1, 1 << 30, c->max_pos);
+    g4_raw raw;
+    const cfg_field *const tables[] = {g4_fields, g4_raw_fields};
+    const size_t sizes[] = {sizeof g4_fields / sizeof g4_fields[0],
+                            sizeof g4_raw_fields / sizeof g4_raw_fields[0]};
+    if (cfg_check_keys_tables(tc, where, tables, sizes, 2, g4_known_keys, g4_ignored_keys, err) ||
+        CFG_READ(tc, where, g4_fields, c, 0, err) || CFG_READ(tc, where, g4_raw_fields, &raw, 0, err))
+        return err->code;
+    int vpl = raw.vpl < 0 ? c->vocab : raw.vpl, kvh = raw.kvh, hd = raw.hd, ghd = raw.ghd;
+    int n_shared = raw.n_shared, dw = raw.double_wide;
+    if (n_shared > c->n_layer - 1)
+        return strata_err_set(err, STRATA_ERANGE,
+                              "%s: field \"num_kv_shared_layers\" = %d is outside [0, %d]", where,
+                              n_shared, c->n_layer - 1);
     c->first_shared = c->n_layer - n_shared;
     if (c->P && vpl != c->vocab)
         G4_FAIL(STRATA_EUNSUPPORTED,
                 "%s: vocab_size_per_layer_input %d differs from vocab_size %d (not supported)",
                 where, vpl, c->vocab);
-    double eps, cap;
-    if (cfg_real(tc, where, "rms_norm_eps", 1, 1e-6, &eps, err)) goto fail;
-    if (cfg_real(tc, where, "final_logit_softcapping", 1, 0.0, &cap, err)) goto fail;
-    if (cap < 0) G4_FAIL(STRATA_ERANGE, "%s: final_logit_softcapping must be positive", where);
-    c->eps = (float)eps;
-    c->softcap = (float)cap;
-
-    const char *act, *bidi;
-    if (cfg_str(tc, where, "hidden_activation", "gelu_pytorch_tanh", &act, err)) goto fail;
-    if (strcmp(act, "gelu_pytorch_tanh"))
-        G4_FAIL(STRATA_EUNSUPPORTED, "%s: hidden_activation \"%s\" is not supported "
-                "(gelu_pytorch_tanh)", where, act);
+    const char *bidi;
     if (cfg_str(tc, where, "use_bidirectional_attention", NULL, &bidi, err)) goto fail;
     if (bidi && strcmp(bidi, "vision")) /* "vision" only changes image tokens' masks */
         G4_FAIL(STRATA_EUNSUPPORTED, "%s: use_bidirectional_attention \"%s\" is not supported",
                 where, bidi);
-    if (cfg_bool(tc, where, "attention_bias", 1, 0, &bias, err)) goto fail;
-    if (cfg_bool(tc, where, "attention_k_eq_v", 1, 0, &kev, err)) goto fail;
-    if (cfg_bool(tc, where, "enable_moe_block", 1, 0, &moe, err)) goto fail;
-    if (cfg_bool(tc, where, "use_double_wide_mlp", 1, 0, &dw, err)) goto fail;
-    if (bias || kev || moe)
-        G4_FAIL(STRATA_EUNSUPPORTED, "%s: %s true is not supported (E2B / E4B only)", where,
-                bias ? "attention_bias" : kev ? "attention_k_eq_v" : "enable_moe_block");
 
     /* tie_word_embeddings: text_config wins, then the top level (real files set both). */
     int tied;
@@ -394,32 +396,27 @@ static int g4_bind(g4 *m, const model_arch_ctx *ctx, strata_err *err) {
         int64_t q[2] = {c->H * hd, c->h}, o[2] = {c->h, c->H * hd}, kv[2] = {c->kvh[i] * hd, c->h};
         int64_t d[1] = {hd}, gu[2] = {I, c->h}, dn[2] = {c->h, I}, one[1] = {1};
         int64_t plg[2] = {c->P, c->h}, plp[2] = {c->h, c->P};
-#define BIND(w, nd, shp, name)                                                                 \
-    do {                                                                                       \
-        if (arch_bind(ctx, &L->w, 0, nd, shp, err, "%slayers.%d." name, p, i)) return err->code; \
-    } while (0)
-        BIND(in_norm, 1, hv, "input_layernorm.weight");
-        BIND(post_attn_norm, 1, hv, "post_attention_layernorm.weight");
-        BIND(pre_ff_norm, 1, hv, "pre_feedforward_layernorm.weight");
-        BIND(post_ff_norm, 1, hv, "post_feedforward_layernorm.weight");
-        BIND(wq, 2, q, "self_attn.q_proj.weight");
-        BIND(q_norm, 1, d, "self_attn.q_norm.weight");
-        BIND(wo, 2, o, "self_attn.o_proj.weight");
+        ARCH_BIND_LAYER(in_norm, 1, hv, "input_layernorm.weight");
+        ARCH_BIND_LAYER(post_attn_norm, 1, hv, "post_attention_layernorm.weight");
+        ARCH_BIND_LAYER(pre_ff_norm, 1, hv, "pre_feedforward_layernorm.weight");
+        ARCH_BIND_LAYER(post_ff_norm, 1, hv, "post_feedforward_layernorm.weight");
+        ARCH_BIND_LAYER(wq, 2, q, "self_attn.q_proj.weight");
+        ARCH_BIND_LAYER(q_norm, 1, d, "self_attn.q_norm.weight");
+        ARCH_BIND_LAYER(wo, 2, o, "self_attn.o_proj.weight");
         if (c->donor[i] == i) { /* shared layers' k/v/k_norm are dead weights (§2.1) */
-            BIND(wk, 2, kv, "self_attn.k_proj.weight");
-            BIND(wv, 2, kv, "self_attn.v_proj.weight");
-            BIND(k_norm, 1, d, "self_attn.k_norm.weight");
+            ARCH_BIND_LAYER(wk, 2, kv, "self_attn.k_proj.weight");
+            ARCH_BIND_LAYER(wv, 2, kv, "self_attn.v_proj.weight");
+            ARCH_BIND_LAYER(k_norm, 1, d, "self_attn.k_norm.weight");
         }
-        BIND(gate, 2, gu, "mlp.gate_proj.weight");
-        BIND(up, 2, gu, "mlp.up_proj.weight");
-        BIND(down, 2, dn, "mlp.down_proj.weight");
+        ARCH_BIND_LAYER(gate, 2, gu, "mlp.gate_proj.weight");
+        ARCH_BIND_LAYER(up, 2, gu, "mlp.up_proj.weight");
+        ARCH_BIND_LAYER(down, 2, dn, "mlp.down_proj.weight");
         if (c->P) {
-            BIND(pl_gate, 2, plg, "per_layer_input_gate.weight");
-            BIND(pl_proj, 2, plp, "per_layer_projection.weight");
-            BIND(pl_norm, 1, hv, "post_per_layer_input_norm.weight");
+            ARCH_BIND_LAYER(pl_gate, 2, plg, "per_layer_input_gate.weight");
+            ARCH_BIND_LAYER(pl_proj, 2, plp, "per_layer_projection.weight");
+            ARCH_BIND_LAYER(pl_norm, 1, hv, "post_per_layer_input_norm.weight");
         }
-        BIND(scalar, 1, one, "layer_scalar");
-#undef BIND
+        ARCH_BIND_LAYER(scalar, 1, one, "layer_scalar");
     }
     return 0;
 }
@@ -445,27 +442,21 @@ static int g4_alloc(g4 *m, strata_err *err) {
         if ((size_t)c->kvh[i] * hd > kw) kw = (size_t)c->kvh[i] * hd;
         if ((size_t)c->width[i] > wide) wide = (size_t)c->width[i];
     }
-#define ALLOC(ptr, n)                                                                          \
-    do {                                                                                       \
-        if (!((ptr) = b->ops->alloc(b, (size_t)(n) * sizeof(float))))                          \
-            return strata_err_set(err, STRATA_ENOMEM, "gemma4: cannot allocate %s (%zu MiB)",   \
-                                  #ptr, (size_t)(n) * sizeof(float) >> 20);                    \
-    } while (0)
-    ALLOC(m->x, T * c->h);
-    ALLOC(m->xn, T * c->h);
-    ALLOC(m->mix, T * c->h);
-    ALLOC(m->q, T * qw);
-    ALLOC(m->att, T * qw);
-    ALLOC(m->k, T * kw);
-    ALLOC(m->v, T * kw);
-    ALLOC(m->big1, T * wide);
-    ALLOC(m->big2, T * wide);
-    ALLOC(m->xo, (size_t)m->out_chunk * c->h);
-    ALLOC(m->lg, (size_t)m->out_chunk * c->vocab);
+    ARCH_ALLOC(m->x, T * c->h);
+    ARCH_ALLOC(m->xn, T * c->h);
+    ARCH_ALLOC(m->mix, T * c->h);
+    ARCH_ALLOC(m->q, T * qw);
+    ARCH_ALLOC(m->att, T * qw);
+    ARCH_ALLOC(m->k, T * kw);
+    ARCH_ALLOC(m->v, T * kw);
+    ARCH_ALLOC(m->big1, T * wide);
+    ARCH_ALLOC(m->big2, T * wide);
+    ARCH_ALLOC(m->xo, (size_t)m->out_chunk * c->h);
+    ARCH_ALLOC(m->lg, (size_t)m->out_chunk * c->vocab);
     if (c->P) {
-        ALLOC(m->ple, T * LP);
-        ALLOC(m->plt, T * LP);
-        ALLOC(m->pg, T * c->P);
+        ARCH_ALLOC(m->ple, T * LP);
+        ARCH_ALLOC(m->plt, T * LP);
+        ARCH_ALLOC(m->pg, T * c->P);
         m->ple_idx = malloc(sizeof(int32_t) * T * (size_t)c->n_layer);
         if (m->ple_host) m->stage = malloc(sizeof(float) * T * LP);
         if (!m->ple_idx || (m->ple_host && !m->stage))
@@ -477,8 +468,8 @@ static int g4_alloc(g4 *m, strata_err *err) {
         size_t w = (size_t)c->kvh[i] * c->hd[i];
         int ring = c->window + m->step_tokens; /* >= window + T - 1: see the file comment */
         L->cap = !c->full[i] && ring < m->ctx ? ring : m->ctx;
-        ALLOC(L->kc, S * L->cap * w);
-        ALLOC(L->vc, S * L->cap * w);
+        ARCH_ALLOC(L->kc, S * L->cap * w);
+        ARCH_ALLOC(L->vc, S * L->cap * w);
     }
     /* §3.6: inv_freq[i] = 1 / θ^(2i/hd) for i < angles, 0 after (those dims pass through),
      * in f32 as transformers computes it, then / factor. */
@@ -486,7 +477,7 @@ static int g4_alloc(g4 *m, strata_err *err) {
         const g4_rope *r = &c->rope[ty];
         if (!r->hd) continue; /* no layer of this type */
         int half = r->hd / 2;
-        ALLOC(m->inv_freq[ty], half);
+        ARCH_ALLOC(m->inv_freq[ty], half);
         float *f = calloc((size_t)half, sizeof(float));
         if (!f) return strata_err_set(err, STRATA_ENOMEM, "gemma4: out of memory");
         for (int i = 0; i < r->angles && i < half; i++) {
@@ -496,7 +487,6 @@ static int g4_alloc(g4 *m, strata_err *err) {
         b->ops->upload(b, m->inv_freq[ty], f, sizeof(float) * (size_t)half);
         free(f);
     }
-#undef ALLOC
     m->s_embed = g4_round_to((float)sqrt((double)c->h), m->embed.dt);
     if (c->P) m->s_ple = g4_round_to((float)sqrt((double)c->P), m->ple_table.dt);
     return 0;
@@ -665,15 +655,7 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
     const backend_ops *o = b->ops;
     int T = bt->n_tokens, h = c->h;
     size_t Th = (size_t)T * h;
-    if (T > m->step_tokens)
-        return strata_err_set(err, STRATA_ERANGE, "gemma4: %d tokens in one step exceed max %d", T,
-                              m->step_tokens);
-    for (int s = 0; s < bt->n_seqs; s++)
-        if (bt->pos0[s] + bt->len[s] > m->ctx)
-            return strata_err_set(err, STRATA_ERANGE,
-                                  "gemma4: sequence in slot %d reaches position %d, past the "
-                                  "context size %d",
-                                  bt->slot[s], bt->pos0[s] + bt->len[s], m->ctx);
+    if (arch_check_batch(ARCH_NAME, bt, m->step_tokens, m->ctx, err)) return err->code;
     if (o->batch_prepare(b, bt, err)) return err->code;
 
     o->embed(b, m->x, &m->embed, tokens, T);
@@ -689,11 +671,12 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
         o->rmsnorm(b, m->mix, m->mix, &L->post_attn_norm, T, h, h, c->eps, BK_NORM_PLAIN);
         o->add(b, m->x, m->x, m->mix, Th);
         /* GeGLU MLP, §3.8 */
+        float *gate = m->big1, *up = m->big2;                /* [T, I] */
         o->rmsnorm(b, m->xn, m->x, &L->pre_ff_norm, T, h, h, c->eps, BK_NORM_PLAIN);
-        o->matmul(b, m->big1, m->xn, &L->gate, T);
-        o->matmul(b, m->big2, m->xn, &L->up, T);
-        o->gelu_tanh_mul(b, m->big1, m->big1, m->big2, T, I);
-        o->matmul(b, m->mix, m->big1, &L->down, T);
+        o->matmul(b, gate, m->xn, &L->gate, T);
+        o->matmul(b, up, m->xn, &L->up, T);
+        o->gelu_tanh_mul(b, gate, gate, up, T, I);
+        o->matmul(b, m->mix, gate, &L->down, T);
         o->rmsnorm(b, m->mix, m->mix, &L->post_ff_norm, T, h, h, c->eps, BK_NORM_PLAIN);
         o->add(b, m->x, m->x, m->mix, Th);
         /* PLE block: x += norm(W_proj · (gelu(W_gate · x) ⊙ ple_l)) */
@@ -707,14 +690,10 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
         o->scale(b, m->x, 1.0f, &L->scalar, Th);                 /* the whole stream */
     }
     /* Final norm, tied head and softcap (§3.9) only on the rows whose logits are wanted. */
-    for (int r = 0; r < n_out; r += m->out_chunk) {
-        int n = n_out - r < m->out_chunk ? n_out - r : m->out_chunk;
-        o->gather_rows(b, m->xo, m->x, out_rows + r, n, h);
-        o->rmsnorm(b, m->xo, m->xo, &m->final_norm, n, h, h, c->eps, BK_NORM_PLAIN);
-        o->matmul(b, m->lg, m->xo, &m->lm_head, n);
-        if (c->softcap > 0) o->softcap(b, m->lg, c->softcap, (size_t)n * c->vocab);
-        o->download(b, logits + (size_t)r * c->vocab, m->lg, (size_t)n * c->vocab * sizeof(float));
-    }
+    arch_head hd = {.norm = &m->final_norm, .norm_mode = BK_NORM_PLAIN, .eps = c->eps, .head = &m->lm_head,
+                    .softcap = c->softcap, .h = h, .vocab = c->vocab, .chunk = m->out_chunk, .xo = m->xo,
+                    .lg = m->lg};
+    arch_logits(b, &hd, m->x, out_rows, n_out, logits);
     return 0;
 }
 

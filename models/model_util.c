@@ -144,3 +144,35 @@ int64_t arch_weight_bytes(const bk_weight *w) {
     for (int i = 0; i < w->ndim; i++) n *= w->shape[i];
     return n * (int64_t)dtype_size(w->dt);
 }
+
+int arch_alloc(backend *b, float **out, size_t n, const char *arch, const char *what, strata_err *err) {
+    if ((*out = b->ops->alloc(b, n * sizeof(float)))) return 0;
+    return strata_err_set(err, STRATA_ENOMEM, "%s: cannot allocate %s (%zu MiB)", arch, what,
+                          n * sizeof(float) >> 20);
+}
+
+int arch_check_batch(const char *arch, const bk_batch *bt, int step_tokens, int ctx, strata_err *err) {
+    if (bt->n_tokens > step_tokens)
+        return strata_err_set(err, STRATA_ERANGE, "%s: %d tokens in one step exceed max %d", arch,
+                              bt->n_tokens, step_tokens);
+    for (int s = 0; s < bt->n_seqs; s++)
+        if (bt->pos0[s] + bt->len[s] > ctx)
+            return strata_err_set(err, STRATA_ERANGE,
+                                  "%s: sequence in slot %d reaches position %d, past the context "
+                                  "size %d",
+                                  arch, bt->slot[s], bt->pos0[s] + bt->len[s], ctx);
+    return 0;
+}
+
+void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t *out_rows, int n_out,
+                 float *logits) {
+    const backend_ops *o = b->ops;
+    for (int r = 0; r < n_out; r += hd->chunk) {
+        int n = n_out - r < hd->chunk ? n_out - r : hd->chunk;
+        o->gather_rows(b, hd->xo, x, out_rows + r, n, hd->h);
+        o->rmsnorm(b, hd->xo, hd->xo, hd->norm, n, hd->h, hd->h, hd->eps, hd->norm_mode);
+        o->matmul(b, hd->lg, hd->xo, hd->head, n);
+        if (hd->softcap > 0) o->softcap(b, hd->lg, hd->softcap, (size_t)n * hd->vocab);
+        o->download(b, logits + (size_t)r * hd->vocab, hd->lg, (size_t)n * hd->vocab * sizeof(float));
+    }
+}

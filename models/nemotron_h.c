@@ -28,6 +28,8 @@
 
 #include "models/arch.h"
 
+#define ARCH_NAME "nemotron_h"
+
 enum { NH_FLOOR_NONE, NH_FLOOR_PREFILL, NH_FLOOR_ALL };
 
 typedef struct nh_config {
@@ -91,15 +93,43 @@ typedef struct nh {
 
 /* ---- config (§2) ---- */
 
+/* Read by hand in nh_parse and nh_parse_pattern. */
 static const char *const nh_known_keys[] = {
-    "model_type", "vocab_size", "hidden_size", "num_hidden_layers", "hybrid_override_pattern",
-    "layers_block_type", "num_attention_heads", "num_key_value_heads", "head_dim",
-    "attention_head_dim", "intermediate_size", "mlp_hidden_act", "mamba_num_heads",
-    "mamba_head_dim", "ssm_state_size", "n_groups", "mamba_n_groups", "mamba_num_groups",
-    "conv_kernel", "mamba_d_conv", "use_conv_bias", "mamba_hidden_act", "mamba_proj_bias",
-    "use_bias", "mlp_bias", "attention_bias", "time_step_min", "time_step_limit",
-    "layer_norm_epsilon", "rms_norm_eps", "norm_eps", "tie_word_embeddings",
-    "max_position_embeddings", "sliding_window", "eos_token_id", NULL};
+    "model_type", "num_hidden_layers", "hybrid_override_pattern", "layers_block_type",
+    "time_step_limit", "max_position_embeddings", "sliding_window", "eos_token_id", NULL};
+
+static const cfg_field nh_fields[] = {
+    CFG_INT(nh_config, vocab, "vocab_size", 1, 1 << 24),
+    CFG_INT(nh_config, h, "hidden_size", 1, 1 << 16),
+    CFG_INT_OR(nh_config, G, "n_groups|mamba_n_groups|mamba_num_groups", 8, 1, 4096),
+    CFG_INT_OR(nh_config, K, "conv_kernel|mamba_d_conv", 4, 1, 64),
+    CFG_INT_OR(nh_config, max_pos, "max_position_embeddings", 4096, 1, 1 << 30),
+    CFG_FLOAT_OR(nh_config, eps, "layer_norm_epsilon|rms_norm_eps|norm_eps", 1e-5, 1e-30, 1),
+    CFG_FLOAT_OR(nh_config, dt_min, "time_step_min", 1e-3, 0, 1e9),
+    CFG_BOOL_OR(nh_config, conv_bias, "use_conv_bias", 1),
+    CFG_BOOL_OR(nh_config, tied, "tie_word_embeddings", 0),
+    CFG_ONLY_STR("mlp_hidden_act", "relu2"),
+    CFG_ONLY_STR("mamba_hidden_act", "silu"),
+    /* §2.1: the checkpoint has no bias tensors but the conv's */
+    CFG_ONLY_FALSE("use_bias"),
+    CFG_ONLY_FALSE("mamba_proj_bias"),
+    CFG_ONLY_FALSE("mlp_bias"),
+    CFG_ONLY_FALSE("attention_bias"),
+};
+/* §2.1: each mixer's fields are needed only when the pattern has that mixer. */
+static const cfg_field nh_attention_fields[] = {
+    CFG_INT(nh_config, H, "num_attention_heads", 1, 1024),
+    CFG_INT(nh_config, KV, "num_key_value_heads", 1, 1024),
+    CFG_INT(nh_config, D, "head_dim|attention_head_dim", 1, 4096), /* never hidden / heads */
+};
+static const cfg_field nh_mlp_fields[] = {
+    CFG_INT(nh_config, inter, "intermediate_size", 1, 1 << 18),
+};
+static const cfg_field nh_mamba_fields[] = {
+    CFG_INT(nh_config, mH, "mamba_num_heads", 1, 4096),
+    CFG_INT(nh_config, mP, "mamba_head_dim", 1, 4096),
+    CFG_INT(nh_config, N, "ssm_state_size", 1, 4096),
+};
 
 /* Fields with no effect on this forward: init ranges, training switches, kernel choices,
  * chunk sizes (blocking only, §2.1), the MoE / MTP fields of the family (an 'E' layer is
@@ -119,22 +149,6 @@ static const char *const nh_ignored_keys[] = {
     "decoder_start_token_id", "sep_token_id", "task_specific_params", "finetuning_task",
     "tf_legacy_loss", "pruned_heads", "cross_attention_hidden_size", "add_cross_attention",
     "is_decoder", "prefix", "_name_or_path", NULL};
-
-/* The first of the alias keys present (NULL-terminated list), else keys[0]. */
-static const char *nh_alias(json_t *obj, const char *const *keys) {
-    for (const char *const *k = keys; *k; k++) {
-        json_t *v = json_object_get(obj, *k);
-        if (v && !json_is_null(v)) return *k;
-    }
-    return keys[0];
-}
-
-#define NH_INT(key, need, def, lo, hi, dst)                                                    \
-    do {                                                                                       \
-        long long v_;                                                                          \
-        if (cfg_int(root, where, key, !(need), def, lo, hi, &v_, err)) goto fail;              \
-        dst = (int)v_;                                                                         \
-    } while (0)
 
 /* §2.2: one character per layer; the list spelling (old and newest names) maps to the same. */
 static int nh_parse_pattern(nh_config *c, json_t *root, const char *where, strata_err *err) {
@@ -224,7 +238,14 @@ static int nh_limit_value(json_t *v, double *out) {
 static int nh_parse(nh_config *c, json_t *root, strata_err *err) {
     const char *where = "config.json";
     memset(c, 0, sizeof *c);
-    if (cfg_check_keys(root, where, nh_known_keys, nh_ignored_keys, err)) return err->code;
+    const cfg_field *const tables[] = {nh_fields, nh_attention_fields, nh_mlp_fields,
+                                       nh_mamba_fields};
+    const size_t sizes[] = {sizeof nh_fields / sizeof nh_fields[0],
+                            sizeof nh_attention_fields / sizeof nh_attention_fields[0],
+                            sizeof nh_mlp_fields / sizeof nh_mlp_fields[0],
+                            sizeof nh_mamba_fields / sizeof nh_mamba_fields[0]};
+    if (cfg_check_keys_tables(root, where, tables, sizes, 4, nh_known_keys, nh_ignored_keys, err))
+        return err->code;
     if (nh_parse_pattern(c, root, where, err)) goto fail;
     int nm = 0, na = 0, nf = 0;
     for (int i = 0; i < c->n_layer; i++) {
@@ -232,24 +253,11 @@ static int nh_parse(nh_config *c, json_t *root, strata_err *err) {
         na += c->kind[i] == '*';
         nf += c->kind[i] == '-';
     }
-    NH_INT("vocab_size", 1, 0, 1, 1 << 24, c->vocab);
-    NH_INT("hidden_size", 1, 0, 1, 1 << 16, c->h);
-    /* §2.1: each mixer's fields are needed only when the pattern has that mixer. */
-    NH_INT("num_attention_heads", na, 0, 1, 1024, c->H);
-    NH_INT("num_key_value_heads", na, 0, 1, 1024, c->KV);
-    static const char *const hd_keys[] = {"head_dim", "attention_head_dim", NULL};
-    NH_INT(nh_alias(root, hd_keys), na, 0, 1, 4096, c->D); /* never hidden / heads (§2.1) */
-    NH_INT("intermediate_size", nf, 0, 1, 1 << 18, c->inter);
-    NH_INT("mamba_num_heads", nm, 0, 1, 4096, c->mH);
-    NH_INT("mamba_head_dim", nm, 0, 1, 4096, c->mP);
-    NH_INT("ssm_state_size", nm, 0, 1, 4096, c->N);
-    static const char *const g_keys[] = {"n_groups", "mamba_n_groups", "mamba_num_groups", NULL};
-    NH_INT(nh_alias(root, g_keys), 0, 8, 1, 4096, c->G);
-    static const char *const k_keys[] = {"conv_kernel", "mamba_d_conv", NULL};
-    NH_INT(nh_alias(root, k_keys), 0, 4, 1, 64, c->K);
-    long long mp;
-    if (cfg_int(root, where, "max_position_embeddings", 1, 4096, 1, 1LL << 30, &mp, err)) goto fail;
-    c->max_pos = (int)mp;
+    if (CFG_READ(root, where, nh_fields, c, 0, err) ||
+        CFG_READ(root, where, nh_attention_fields, c, !na, err) ||
+        CFG_READ(root, where, nh_mlp_fields, c, !nf, err) ||
+        CFG_READ(root, where, nh_mamba_fields, c, !nm, err))
+        goto fail;
     if (na && c->H % c->KV) {
         strata_err_set(err, STRATA_EFORMAT,
                        "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
@@ -262,17 +270,6 @@ static int nh_parse(nh_config *c, json_t *root, strata_err *err) {
                        c->G);
         goto fail;
     }
-    static const char *const eps_keys[] = {"layer_norm_epsilon", "rms_norm_eps", "norm_eps", NULL};
-    const char *ek = nh_alias(root, eps_keys);
-    double eps, tmin;
-    if (cfg_real(root, where, ek, 1, 1e-5, &eps, err)) goto fail;
-    if (eps <= 0) {
-        strata_err_set(err, STRATA_ERANGE, "%s: field \"%s\" must be positive", where, ek);
-        goto fail;
-    }
-    c->eps = (float)eps;
-    if (cfg_real(root, where, "time_step_min", 1, 1e-3, &tmin, err)) goto fail;
-    c->dt_min = (float)tmin;
     json_t *lim = json_object_get(root, "time_step_limit");
     if (lim && !json_is_null(lim)) {
         double lo, hi;
@@ -292,33 +289,6 @@ static int nh_parse(nh_config *c, json_t *root, strata_err *err) {
         c->dt_lo = (float)lo;
     }
 
-    const char *act;
-    if (cfg_str(root, where, "mlp_hidden_act", "relu2", &act, err)) goto fail;
-    if (strcmp(act, "relu2")) {
-        strata_err_set(err, STRATA_EUNSUPPORTED,
-                       "%s: mlp_hidden_act \"%s\" is not supported (relu2)", where, act);
-        goto fail;
-    }
-    if (cfg_str(root, where, "mamba_hidden_act", "silu", &act, err)) goto fail;
-    if (strcmp(act, "silu")) {
-        strata_err_set(err, STRATA_EUNSUPPORTED,
-                       "%s: mamba_hidden_act \"%s\" is not supported (silu)", where, act);
-        goto fail;
-    }
-    /* §2.1: the checkpoint has no bias tensors but the conv's. */
-    static const char *const no_bias[] = {"use_bias", "mamba_proj_bias", "mlp_bias",
-                                          "attention_bias"};
-    for (size_t i = 0; i < sizeof no_bias / sizeof no_bias[0]; i++) {
-        int on;
-        if (cfg_bool(root, where, no_bias[i], 1, 0, &on, err)) goto fail;
-        if (on) {
-            strata_err_set(err, STRATA_EUNSUPPORTED, "%s: %s true is not supported", where,
-                           no_bias[i]);
-            goto fail;
-        }
-    }
-    if (cfg_bool(root, where, "use_conv_bias", 1, 1, &c->conv_bias, err)) goto fail;
-    if (cfg_bool(root, where, "tie_word_embeddings", 1, 0, &c->tied, err)) goto fail;
     json_t *sw = json_object_get(root, "sliding_window");
     if (sw && !json_is_null(sw)) {
         strata_err_set(err, STRATA_EUNSUPPORTED,
@@ -363,23 +333,19 @@ static int nh_bind(nh *m, const model_arch_ctx *ctx, strata_err *err) {
     int64_t I = (int64_t)c->mH * c->mP, CD = I + 2LL * c->G * c->N;
     for (int i = 0; i < c->n_layer; i++) {
         nh_layer *L = &m->layers[i];
-#define BIND(w, nd, shp, name)                                                                 \
-    do {                                                                                       \
-        if (arch_bind(ctx, &L->w, 0, nd, shp, err, "%slayers.%d." name, p, i)) return err->code; \
-    } while (0)
-        BIND(norm, 1, hv, "norm.weight");
+        ARCH_BIND_LAYER(norm, 1, hv, "norm.weight");
         switch (c->kind[i]) {
         case 'M': {
             int64_t ip[2] = {I + CD + c->mH, c->h}, cv[3] = {CD, 1, c->K}, cb[1] = {CD};
             int64_t hh[1] = {c->mH}, nv[1] = {I}, op[2] = {c->h, I};
-            BIND(in_proj, 2, ip, "mixer.in_proj.weight");
-            BIND(conv, 3, cv, "mixer.conv1d.weight");
-            if (c->conv_bias) BIND(conv_b, 1, cb, "mixer.conv1d.bias");
-            BIND(A_log, 1, hh, "mixer.A_log");
-            BIND(D, 1, hh, "mixer.D");
-            BIND(dt_bias, 1, hh, "mixer.dt_bias");
-            BIND(gnorm, 1, nv, "mixer.norm.weight");
-            BIND(out_proj, 2, op, "mixer.out_proj.weight");
+            ARCH_BIND_LAYER(in_proj, 2, ip, "mixer.in_proj.weight");
+            ARCH_BIND_LAYER(conv, 3, cv, "mixer.conv1d.weight");
+            if (c->conv_bias) ARCH_BIND_LAYER(conv_b, 1, cb, "mixer.conv1d.bias");
+            ARCH_BIND_LAYER(A_log, 1, hh, "mixer.A_log");
+            ARCH_BIND_LAYER(D, 1, hh, "mixer.D");
+            ARCH_BIND_LAYER(dt_bias, 1, hh, "mixer.dt_bias");
+            ARCH_BIND_LAYER(gnorm, 1, nv, "mixer.norm.weight");
+            ARCH_BIND_LAYER(out_proj, 2, op, "mixer.out_proj.weight");
             /* §6.1: z | xBC | dt, in this order */
             L->w_z = nh_rows(&L->in_proj, 0, I);
             L->w_xbc = nh_rows(&L->in_proj, I, CD);
@@ -389,20 +355,19 @@ static int nh_bind(nh *m, const model_arch_ctx *ctx, strata_err *err) {
         case '*': {
             int64_t q[2] = {(int64_t)c->H * c->D, c->h}, kv[2] = {(int64_t)c->KV * c->D, c->h};
             int64_t o[2] = {c->h, (int64_t)c->H * c->D};
-            BIND(wq, 2, q, "mixer.q_proj.weight");
-            BIND(wk, 2, kv, "mixer.k_proj.weight");
-            BIND(wv, 2, kv, "mixer.v_proj.weight");
-            BIND(wo, 2, o, "mixer.o_proj.weight");
+            ARCH_BIND_LAYER(wq, 2, q, "mixer.q_proj.weight");
+            ARCH_BIND_LAYER(wk, 2, kv, "mixer.k_proj.weight");
+            ARCH_BIND_LAYER(wv, 2, kv, "mixer.v_proj.weight");
+            ARCH_BIND_LAYER(wo, 2, o, "mixer.o_proj.weight");
             break;
         }
         default: {
             int64_t up[2] = {c->inter, c->h}, dn[2] = {c->h, c->inter};
-            BIND(up, 2, up, "mixer.up_proj.weight");
-            BIND(down, 2, dn, "mixer.down_proj.weight");
+            ARCH_BIND_LAYER(up, 2, up, "mixer.up_proj.weight");
+            ARCH_BIND_LAYER(down, 2, dn, "mixer.down_proj.weight");
             break;
         }
         }
-#undef BIND
     }
     return 0;
 }
@@ -417,33 +382,26 @@ static int nh_alloc(nh *m, strata_err *err) {
     size_t T = (size_t)m->step_tokens, S = (size_t)m->slots;
     size_t I = (size_t)c->mH * c->mP, CD = I + 2u * c->G * c->N;
     size_t qw = (size_t)c->H * c->D, kw = (size_t)c->KV * c->D;
-#define ALLOC(ptr, n)                                                                           \
-    do {                                                                                        \
-        if (!((ptr) = b->ops->alloc(b, (size_t)(n) * sizeof(float))))                           \
-            return strata_err_set(err, STRATA_ENOMEM, "nemotron_h: cannot allocate %s (%zu MiB)", \
-                                  #ptr, (size_t)(n) * sizeof(float) >> 20);                     \
-    } while (0)
-    ALLOC(m->x, T * c->h);
-    ALLOC(m->xn, T * c->h);
-    ALLOC(m->mix, T * c->h);
-    ALLOC(m->wide, T * nh_max(nh_max(I, qw), (size_t)c->inter));
-    ALLOC(m->pre, T * nh_max(CD, kw));
-    ALLOC(m->post, T * nh_max(CD, kw));
-    ALLOC(m->y, T * nh_max(I, qw));
-    ALLOC(m->dtr, T * nh_max((size_t)c->mH, 1));
-    ALLOC(m->xo, (size_t)m->out_chunk * c->h);
-    ALLOC(m->lg, (size_t)m->out_chunk * c->vocab);
+    ARCH_ALLOC(m->x, T * c->h);
+    ARCH_ALLOC(m->xn, T * c->h);
+    ARCH_ALLOC(m->mix, T * c->h);
+    ARCH_ALLOC(m->wide, T * nh_max(nh_max(I, qw), (size_t)c->inter));
+    ARCH_ALLOC(m->pre, T * nh_max(CD, kw));
+    ARCH_ALLOC(m->post, T * nh_max(CD, kw));
+    ARCH_ALLOC(m->y, T * nh_max(I, qw));
+    ARCH_ALLOC(m->dtr, T * nh_max((size_t)c->mH, 1));
+    ARCH_ALLOC(m->xo, (size_t)m->out_chunk * c->h);
+    ARCH_ALLOC(m->lg, (size_t)m->out_chunk * c->vocab);
     for (int i = 0; i < c->n_layer; i++) {
         nh_layer *L = &m->layers[i];
         if (c->kind[i] == '*') {
-            ALLOC(L->kc, S * m->cap * kw);
-            ALLOC(L->vc, S * m->cap * kw);
+            ARCH_ALLOC(L->kc, S * m->cap * kw);
+            ARCH_ALLOC(L->vc, S * m->cap * kw);
         } else if (c->kind[i] == 'M') {
-            ALLOC(L->conv_state, S * (size_t)(c->K - 1) * CD);
-            ALLOC(L->S, S * I * c->N);
+            ARCH_ALLOC(L->conv_state, S * (size_t)(c->K - 1) * CD);
+            ARCH_ALLOC(L->S, S * I * c->N);
         }
     }
-#undef ALLOC
     return 0;
 }
 
@@ -611,15 +569,7 @@ static int nh_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
     backend *b = m->b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens;
-    if (T > m->step_tokens)
-        return strata_err_set(err, STRATA_ERANGE, "nemotron_h: %d tokens in one step exceed max %d",
-                              T, m->step_tokens);
-    for (int s = 0; s < bt->n_seqs; s++)
-        if (bt->pos0[s] + bt->len[s] > m->cap)
-            return strata_err_set(err, STRATA_ERANGE,
-                                  "nemotron_h: sequence in slot %d reaches position %d, past the "
-                                  "context size %d",
-                                  bt->slot[s], bt->pos0[s] + bt->len[s], m->cap);
+    if (arch_check_batch(ARCH_NAME, bt, m->step_tokens, m->cap, err)) return err->code;
     if (o->batch_prepare(b, bt, err)) return err->code;
     float dt_min = nh_step_dt_min(m, bt);
 
@@ -635,13 +585,10 @@ static int nh_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
         o->add(b, m->x, m->x, m->mix, (size_t)T * c->h);
     }
     /* norm_f and the head only on the rows whose logits are wanted, a chunk at a time. */
-    for (int r = 0; r < n_out; r += m->out_chunk) {
-        int n = n_out - r < m->out_chunk ? n_out - r : m->out_chunk;
-        o->gather_rows(b, m->xo, m->x, out_rows + r, n, c->h);
-        o->rmsnorm(b, m->xo, m->xo, &m->norm_f, n, c->h, c->h, c->eps, BK_NORM_PLAIN);
-        o->matmul(b, m->lg, m->xo, &m->lm_head, n);
-        o->download(b, logits + (size_t)r * c->vocab, m->lg, (size_t)n * c->vocab * sizeof(float));
-    }
+    arch_head hd = {.norm = &m->norm_f, .norm_mode = BK_NORM_PLAIN, .eps = c->eps, .head = &m->lm_head,
+                    .softcap = 0, .h = c->h, .vocab = c->vocab, .chunk = m->out_chunk, .xo = m->xo,
+                    .lg = m->lg};
+    arch_logits(b, &hd, m->x, out_rows, n_out, logits);
     return 0;
 }
 

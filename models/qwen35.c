@@ -13,6 +13,8 @@
 
 #include "models/arch.h"
 
+#define ARCH_NAME "qwen3_5"
+
 typedef struct q35_config {
     int vocab;     /* vocab_size */
     int h;         /* hidden_size */
@@ -74,13 +76,30 @@ typedef struct q35 {
 
 /* ---- config (§2.1) ---- */
 
+/* The plain fields; the rest (layer types, rope, tied head) are read by hand below. */
+static const cfg_field q35_fields[] = {
+    CFG_INT(q35_config, vocab, "vocab_size", 1, 1 << 24),
+    CFG_INT(q35_config, h, "hidden_size", 1, 1 << 16),
+    CFG_INT(q35_config, inter, "intermediate_size", 1, 1 << 18),
+    CFG_INT(q35_config, n_layer, "num_hidden_layers", 1, 1024),
+    CFG_INT(q35_config, H, "num_attention_heads", 1, 1024),
+    CFG_INT(q35_config, KV, "num_key_value_heads", 1, 1024),
+    CFG_INT(q35_config, D, "head_dim", 2, 4096),
+    CFG_INT(q35_config, Hk, "linear_num_key_heads", 1, 1024),
+    CFG_INT(q35_config, Hv, "linear_num_value_heads", 1, 1024),
+    CFG_INT(q35_config, dk, "linear_key_head_dim", 1, 4096),
+    CFG_INT(q35_config, dv, "linear_value_head_dim", 1, 4096),
+    CFG_INT(q35_config, K, "linear_conv_kernel_dim", 1, 64),
+    CFG_INT_OR(q35_config, max_pos, "max_position_embeddings", 262144, 1, 1 << 30),
+    CFG_FLOAT_OR(q35_config, eps, "rms_norm_eps", 1e-6, 0, 1),
+    CFG_ONLY_STR("hidden_act", "silu"),
+    CFG_ONLY_FALSE("attention_bias"),
+};
+
+/* Read by hand in q35_parse. */
 static const char *const q35_known_keys[] = {
-    "model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-    "layer_types", "full_attention_interval", "num_attention_heads", "num_key_value_heads",
-    "head_dim", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-    "linear_value_head_dim", "linear_conv_kernel_dim", "hidden_act", "rms_norm_eps",
-    "rope_parameters", "rope_theta", "partial_rotary_factor", "rope_scaling",
-    "tie_word_embeddings", "max_position_embeddings", "attention_bias", "eos_token_id",
+    "model_type", "layer_types", "full_attention_interval", "rope_parameters", "rope_theta",
+    "partial_rotary_factor", "rope_scaling", "tie_word_embeddings", "eos_token_id",
     "bos_token_id", "pad_token_id", "mlp_only_layers", NULL};
 
 /* Fields with no effect on the text forward (§2.1: T ignores them too). */
@@ -96,13 +115,6 @@ static const char *const q35_ignored_keys[] = {
     "vision_start_token_id", "vision_end_token_id", "vision_config", "text_config",
     "quantization_config", "base_config_key", "layer_scale_initial_scale", NULL};
 
-#define Q35_INT(key, lo, hi, dst)                                                              \
-    do {                                                                                       \
-        long long v_;                                                                          \
-        if (cfg_int(tc, where, key, 0, 0, lo, hi, &v_, err)) goto fail;                        \
-        dst = (int)v_;                                                                         \
-    } while (0)
-
 static int q35_parse(q35_config *c, json_t *root, strata_err *err) {
     const char *where = "config.json";
     json_t *tc = json_object_get(root, "text_config");
@@ -114,22 +126,11 @@ static int q35_parse(q35_config *c, json_t *root, strata_err *err) {
         tc = root;
     }
     memset(c, 0, sizeof *c);
-    if (cfg_check_keys(tc, where, q35_known_keys, q35_ignored_keys, err)) return err->code;
-    Q35_INT("vocab_size", 1, 1 << 24, c->vocab);
-    Q35_INT("hidden_size", 1, 1 << 16, c->h);
-    Q35_INT("intermediate_size", 1, 1 << 18, c->inter);
-    Q35_INT("num_hidden_layers", 1, 1024, c->n_layer);
-    Q35_INT("num_attention_heads", 1, 1024, c->H);
-    Q35_INT("num_key_value_heads", 1, 1024, c->KV);
-    Q35_INT("head_dim", 2, 4096, c->D);
-    Q35_INT("linear_num_key_heads", 1, 1024, c->Hk);
-    Q35_INT("linear_num_value_heads", 1, 1024, c->Hv);
-    Q35_INT("linear_key_head_dim", 1, 4096, c->dk);
-    Q35_INT("linear_value_head_dim", 1, 4096, c->dv);
-    Q35_INT("linear_conv_kernel_dim", 1, 64, c->K);
-    long long mp;
-    if (cfg_int(tc, where, "max_position_embeddings", 1, 262144, 1, 1LL << 30, &mp, err)) goto fail;
-    c->max_pos = (int)mp;
+    const cfg_field *const tables[] = {q35_fields};
+    const size_t sizes[] = {sizeof q35_fields / sizeof q35_fields[0]};
+    if (cfg_check_keys_tables(tc, where, tables, sizes, 1, q35_known_keys, q35_ignored_keys, err) ||
+        CFG_READ(tc, where, q35_fields, c, 0, err))
+        return err->code;
     if (c->H % c->KV)
         return strata_err_set(err, STRATA_EFORMAT,
                               "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
@@ -138,21 +139,8 @@ static int q35_parse(q35_config *c, json_t *root, strata_err *err) {
         return strata_err_set(err, STRATA_EFORMAT,
                               "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d",
                               where, c->Hv, c->Hk);
-    double eps;
-    if (cfg_real(tc, where, "rms_norm_eps", 1, 1e-6, &eps, err)) goto fail;
-    c->eps = (float)eps;
-
-    const char *act, *mt;
-    if (cfg_str(tc, where, "hidden_act", "silu", &act, err)) goto fail;
-    if (strcmp(act, "silu"))
-        return strata_err_set(err, STRATA_EUNSUPPORTED, "%s: hidden_act \"%s\" is not supported (silu)",
-                              where, act);
+    const char *mt;
     if (cfg_str(tc, where, "model_type", NULL, &mt, err)) goto fail;
-    int bias;
-    if (cfg_bool(tc, where, "attention_bias", 1, 0, &bias, err)) goto fail;
-    if (bias)
-        return strata_err_set(err, STRATA_EUNSUPPORTED, "%s: attention_bias true is not supported",
-                              where);
     json_t *mlp_only = json_object_get(tc, "mlp_only_layers");
     if (mlp_only && !json_is_null(mlp_only) && (!json_is_array(mlp_only) || json_array_size(mlp_only)))
         return strata_err_set(err, STRATA_EUNSUPPORTED,
@@ -254,37 +242,33 @@ static int q35_bind(q35 *m, const model_arch_ctx *ctx, strata_err *err) {
     for (int i = 0; i < c->n_layer; i++) {
         q35_layer *L = &m->layers[i];
         int64_t gu[2] = {c->inter, c->h}, dn[2] = {c->h, c->inter};
-#define BIND(w, nd, shp, name)                                                                \
-    do {                                                                                      \
-        if (arch_bind(ctx, &L->w, 0, nd, shp, err, "%slayers.%d." name, p, i)) return err->code; \
-    } while (0)
-        BIND(in_norm, 1, hv, "input_layernorm.weight");
-        BIND(post_norm, 1, hv, "post_attention_layernorm.weight");
-        BIND(gate, 2, gu, "mlp.gate_proj.weight");
-        BIND(up, 2, gu, "mlp.up_proj.weight");
-        BIND(down, 2, dn, "mlp.down_proj.weight");
+        ARCH_BIND_LAYER(in_norm, 1, hv, "input_layernorm.weight");
+        ARCH_BIND_LAYER(post_norm, 1, hv, "post_attention_layernorm.weight");
+        ARCH_BIND_LAYER(gate, 2, gu, "mlp.gate_proj.weight");
+        ARCH_BIND_LAYER(up, 2, gu, "mlp.up_proj.weight");
+        ARCH_BIND_LAYER(down, 2, dn, "mlp.down_proj.weight");
         if (c->full[i]) {
             int64_t q[2] = {2LL * c->H * c->D, c->h}, kv[2] = {(int64_t)c->KV * c->D, c->h};
             int64_t o[2] = {c->h, (int64_t)c->H * c->D}, d[1] = {c->D};
-            BIND(wq, 2, q, "self_attn.q_proj.weight");
-            BIND(wk, 2, kv, "self_attn.k_proj.weight");
-            BIND(wv, 2, kv, "self_attn.v_proj.weight");
-            BIND(wo, 2, o, "self_attn.o_proj.weight");
-            BIND(q_norm, 1, d, "self_attn.q_norm.weight");
-            BIND(k_norm, 1, d, "self_attn.k_norm.weight");
+            ARCH_BIND_LAYER(wq, 2, q, "self_attn.q_proj.weight");
+            ARCH_BIND_LAYER(wk, 2, kv, "self_attn.k_proj.weight");
+            ARCH_BIND_LAYER(wv, 2, kv, "self_attn.v_proj.weight");
+            ARCH_BIND_LAYER(wo, 2, o, "self_attn.o_proj.weight");
+            ARCH_BIND_LAYER(q_norm, 1, d, "self_attn.q_norm.weight");
+            ARCH_BIND_LAYER(k_norm, 1, d, "self_attn.k_norm.weight");
         } else {
             int64_t qkv[2] = {C, c->h}, z[2] = {(int64_t)c->Hv * c->dv, c->h};
             int64_t ab[2] = {c->Hv, c->h}, conv[3] = {C, 1, c->K}, hvv[1] = {c->Hv};
             int64_t nv[1] = {c->dv}, out[2] = {c->h, (int64_t)c->Hv * c->dv};
-            BIND(qkv, 2, qkv, "linear_attn.in_proj_qkv.weight");
-            BIND(wz, 2, z, "linear_attn.in_proj_z.weight");
-            BIND(wa, 2, ab, "linear_attn.in_proj_a.weight");
-            BIND(wb, 2, ab, "linear_attn.in_proj_b.weight");
-            BIND(conv, 3, conv, "linear_attn.conv1d.weight");
-            BIND(A_log, 1, hvv, "linear_attn.A_log");
-            BIND(dt_bias, 1, hvv, "linear_attn.dt_bias");
-            BIND(norm, 1, nv, "linear_attn.norm.weight");
-            BIND(out, 2, out, "linear_attn.out_proj.weight");
+            ARCH_BIND_LAYER(qkv, 2, qkv, "linear_attn.in_proj_qkv.weight");
+            ARCH_BIND_LAYER(wz, 2, z, "linear_attn.in_proj_z.weight");
+            ARCH_BIND_LAYER(wa, 2, ab, "linear_attn.in_proj_a.weight");
+            ARCH_BIND_LAYER(wb, 2, ab, "linear_attn.in_proj_b.weight");
+            ARCH_BIND_LAYER(conv, 3, conv, "linear_attn.conv1d.weight");
+            ARCH_BIND_LAYER(A_log, 1, hvv, "linear_attn.A_log");
+            ARCH_BIND_LAYER(dt_bias, 1, hvv, "linear_attn.dt_bias");
+            ARCH_BIND_LAYER(norm, 1, nv, "linear_attn.norm.weight");
+            ARCH_BIND_LAYER(out, 2, out, "linear_attn.out_proj.weight");
             /* q | k | v channel blocks of the depthwise conv (§10 pitfall 9). */
             int64_t rows[3] = {(int64_t)c->Hk * c->dk, (int64_t)c->Hk * c->dk, (int64_t)c->Hv * c->dv};
             size_t off = 0, es_ = dtype_size(L->conv.dt);
@@ -295,7 +279,6 @@ static int q35_bind(q35 *m, const model_arch_ctx *ctx, strata_err *err) {
                 off += (size_t)rows[j] * (size_t)c->K * es_;
             }
         }
-#undef BIND
     }
     return 0;
 }
@@ -314,38 +297,31 @@ static int q35_alloc(q35 *m, strata_err *err) {
     size_t qa = qw > vw ? qw : vw, ka = kw;
     if ((size_t)c->Hk * c->dk > ka) ka = (size_t)c->Hk * c->dk;
     if (vw > ka) ka = vw;
-#define ALLOC(ptr, n)                                                                          \
-    do {                                                                                       \
-        if (!((ptr) = b->ops->alloc(b, (size_t)(n) * sizeof(float))))                          \
-            return strata_err_set(err, STRATA_ENOMEM, "qwen3_5: cannot allocate %s (%zu MiB)",  \
-                                  #ptr, (size_t)(n) * sizeof(float) >> 20);                    \
-    } while (0)
-    ALLOC(m->x, T * c->h);
-    ALLOC(m->xn, T * c->h);
-    ALLOC(m->mix, T * c->h);
-    ALLOC(m->big1, T * wide);
-    ALLOC(m->big2, T * wide);
-    ALLOC(m->qa, T * qa);
-    ALLOC(m->ga, T * qa);
-    ALLOC(m->ka, T * ka);
-    ALLOC(m->va, T * ka);
-    ALLOC(m->gg, T * c->Hv);
-    ALLOC(m->beta, T * c->Hv);
-    ALLOC(m->xo, (size_t)m->out_chunk * c->h);
-    ALLOC(m->lg, (size_t)m->out_chunk * c->vocab);
-    ALLOC(m->inv_freq, c->rot / 2);
+    ARCH_ALLOC(m->x, T * c->h);
+    ARCH_ALLOC(m->xn, T * c->h);
+    ARCH_ALLOC(m->mix, T * c->h);
+    ARCH_ALLOC(m->big1, T * wide);
+    ARCH_ALLOC(m->big2, T * wide);
+    ARCH_ALLOC(m->qa, T * qa);
+    ARCH_ALLOC(m->ga, T * qa);
+    ARCH_ALLOC(m->ka, T * ka);
+    ARCH_ALLOC(m->va, T * ka);
+    ARCH_ALLOC(m->gg, T * c->Hv);
+    ARCH_ALLOC(m->beta, T * c->Hv);
+    ARCH_ALLOC(m->xo, (size_t)m->out_chunk * c->h);
+    ARCH_ALLOC(m->lg, (size_t)m->out_chunk * c->vocab);
+    ARCH_ALLOC(m->inv_freq, c->rot / 2);
     for (int i = 0; i < c->n_layer; i++) {
         q35_layer *L = &m->layers[i];
         if (c->full[i]) {
-            ALLOC(L->kc, S * m->cap * kw);
-            ALLOC(L->vc, S * m->cap * kw);
+            ARCH_ALLOC(L->kc, S * m->cap * kw);
+            ARCH_ALLOC(L->vc, S * m->cap * kw);
         } else {
             size_t part[3] = {(size_t)c->Hk * c->dk, (size_t)c->Hk * c->dk, vw};
-            for (int j = 0; j < 3; j++) ALLOC(L->conv_state[j], S * (c->K - 1) * part[j]);
-            ALLOC(L->S, S * c->Hv * c->dk * c->dv);
+            for (int j = 0; j < 3; j++) ARCH_ALLOC(L->conv_state[j], S * (c->K - 1) * part[j]);
+            ARCH_ALLOC(L->S, S * c->Hv * c->dk * c->dv);
         }
     }
-#undef ALLOC
     /* §6: inv_freq[i] = theta^(-2i/R), in f32 as T computes it. */
     float *f = malloc(sizeof(float) * (size_t)(c->rot / 2));
     if (!f) return strata_err_set(err, STRATA_ENOMEM, "qwen3_5: out of memory");
@@ -449,19 +425,21 @@ static void q35_attention(q35 *m, q35_layer *L, bk_batch *bt) {
     backend *b = m->b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens, HD = c->H * c->D, kw = c->KV * c->D;
-    o->matmul(b, m->big1, m->xn, &L->wq, T);                 /* [T, H, 2D] */
-    o->split_halves(b, m->qa, m->ga, m->big1, T * c->H, c->D); /* query | gate per head */
-    o->matmul(b, m->ka, m->xn, &L->wk, T);
-    o->matmul(b, m->va, m->xn, &L->wv, T);
-    o->rmsnorm(b, m->qa, m->qa, &L->q_norm, T * c->H, c->D, c->D, c->eps, BK_NORM_ONE_PLUS);
-    o->rmsnorm(b, m->ka, m->ka, &L->k_norm, T * c->KV, c->D, c->D, c->eps, BK_NORM_ONE_PLUS);
-    o->rope(b, m->qa, bt, m->inv_freq, c->H, c->D, c->rot, HD);
-    o->rope(b, m->ka, bt, m->inv_freq, c->KV, c->D, c->rot, kw);
-    o->kv_store(b, L->kc, L->vc, m->ka, m->va, bt, kw, m->cap);
-    o->attention(b, m->big2, m->qa, L->kc, L->vc, bt, c->H, c->KV, c->D, m->cap,
-                 1.0f / sqrtf((float)c->D), 0, 0.0f);
-    o->sigmoid_mul(b, m->big2, m->ga, (size_t)T * HD);      /* output gate */
-    o->matmul(b, m->mix, m->big2, &L->wo, T);
+    float *qg = m->big1, *ctx = m->big2;                     /* [T, H, 2D], [T, H·D] */
+    float *q = m->qa, *gate = m->ga, *k = m->ka, *v = m->va;
+    o->matmul(b, qg, m->xn, &L->wq, T);
+    o->split_halves(b, q, gate, qg, T * c->H, c->D);         /* query | gate per head */
+    o->matmul(b, k, m->xn, &L->wk, T);
+    o->matmul(b, v, m->xn, &L->wv, T);
+    o->rmsnorm(b, q, q, &L->q_norm, T * c->H, c->D, c->D, c->eps, BK_NORM_ONE_PLUS);
+    o->rmsnorm(b, k, k, &L->k_norm, T * c->KV, c->D, c->D, c->eps, BK_NORM_ONE_PLUS);
+    o->rope(b, q, bt, m->inv_freq, c->H, c->D, c->rot, HD);
+    o->rope(b, k, bt, m->inv_freq, c->KV, c->D, c->rot, kw);
+    o->kv_store(b, L->kc, L->vc, k, v, bt, kw, m->cap);
+    o->attention(b, ctx, q, L->kc, L->vc, bt, c->H, c->KV, c->D, m->cap, 1.0f / sqrtf((float)c->D), 0,
+                 0.0f);
+    o->sigmoid_mul(b, ctx, gate, (size_t)T * HD);           /* output gate */
+    o->matmul(b, m->mix, ctx, &L->wo, T);
 }
 
 /* Gated DeltaNet, §5.2: xn [T, h] -> m->mix [T, h]. */
@@ -471,22 +449,23 @@ static void q35_deltanet(q35 *m, q35_layer *L, bk_batch *bt) {
     const backend_ops *o = b->ops;
     int T = bt->n_tokens, C = 2 * c->Hk * c->dk + c->Hv * c->dv, kd = c->Hk * c->dk;
     int vd = c->Hv * c->dv;
-    o->matmul(b, m->big1, m->xn, &L->qkv, T);                /* m = [T, C], pre-conv */
-    o->conv1d(b, m->qa, m->big1, C, &L->conv_part[0], NULL, L->conv_state[0], bt, kd, c->K, 1);
-    o->conv1d(b, m->ka, m->big1 + kd, C, &L->conv_part[1], NULL, L->conv_state[1], bt, kd, c->K, 1);
-    o->conv1d(b, m->va, m->big1 + 2 * kd, C, &L->conv_part[2], NULL, L->conv_state[2], bt, vd,
-              c->K, 1);
-    o->l2norm(b, m->qa, T * c->Hk, c->dk, c->dk, 1e-6f, 1.0f / sqrtf((float)c->dk));
-    o->l2norm(b, m->ka, T * c->Hk, c->dk, c->dk, 1e-6f, 1.0f);
-    o->matmul(b, m->big2, m->xn, &L->wa, T);                 /* a [T, Hv] */
-    o->matmul(b, m->big2 + (size_t)T * c->Hv, m->xn, &L->wb, T); /* b [T, Hv] */
-    o->gdn_gates(b, m->gg, m->beta, m->big2, m->big2 + (size_t)T * c->Hv, &L->A_log, &L->dt_bias,
-                 T, c->Hv);
-    o->gated_delta(b, m->big1, m->qa, m->ka, kd, m->va, vd, m->gg, m->beta, L->S, bt, c->Hk,
-                   c->Hv, c->dk, c->dv);                     /* o [T, Hv, dv] */
-    o->matmul(b, m->ga, m->xn, &L->wz, T);                   /* z [T, Hv, dv] */
-    o->rmsnorm_gated(b, m->big1, m->big1, m->ga, &L->norm, T * c->Hv, c->dv, c->eps);
-    o->matmul(b, m->mix, m->big1, &L->out, T);
+    float *qkv = m->big1;                                    /* [T, C] before the conv */
+    float *q = m->qa, *k = m->ka, *v = m->va;                /* after it, per block */
+    float *a = m->big2, *bb = m->big2 + (size_t)T * c->Hv;   /* [T, Hv] each */
+    float *core = m->big1, *z = m->ga;                       /* [T, Hv, dv] each */
+    o->matmul(b, qkv, m->xn, &L->qkv, T);
+    o->conv1d(b, q, qkv, C, &L->conv_part[0], NULL, L->conv_state[0], bt, kd, c->K, 1);
+    o->conv1d(b, k, qkv + kd, C, &L->conv_part[1], NULL, L->conv_state[1], bt, kd, c->K, 1);
+    o->conv1d(b, v, qkv + 2 * kd, C, &L->conv_part[2], NULL, L->conv_state[2], bt, vd, c->K, 1);
+    o->l2norm(b, q, T * c->Hk, c->dk, c->dk, 1e-6f, 1.0f / sqrtf((float)c->dk));
+    o->l2norm(b, k, T * c->Hk, c->dk, c->dk, 1e-6f, 1.0f);
+    o->matmul(b, a, m->xn, &L->wa, T);
+    o->matmul(b, bb, m->xn, &L->wb, T);
+    o->gdn_gates(b, m->gg, m->beta, a, bb, &L->A_log, &L->dt_bias, T, c->Hv);
+    o->gated_delta(b, core, q, k, kd, v, vd, m->gg, m->beta, L->S, bt, c->Hk, c->Hv, c->dk, c->dv);
+    o->matmul(b, z, m->xn, &L->wz, T);
+    o->rmsnorm_gated(b, core, core, z, &L->norm, T * c->Hv, c->dv, c->eps);
+    o->matmul(b, m->mix, core, &L->out, T);
 }
 
 static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
@@ -496,15 +475,7 @@ static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const in
     backend *b = m->b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens;
-    if (T > m->step_tokens)
-        return strata_err_set(err, STRATA_ERANGE, "qwen3_5: %d tokens in one step exceed max %d", T,
-                              m->step_tokens);
-    for (int s = 0; s < bt->n_seqs; s++)
-        if (bt->pos0[s] + bt->len[s] > m->cap)
-            return strata_err_set(err, STRATA_ERANGE,
-                                  "qwen3_5: sequence in slot %d reaches position %d, past the "
-                                  "context size %d",
-                                  bt->slot[s], bt->pos0[s] + bt->len[s], m->cap);
+    if (arch_check_batch(ARCH_NAME, bt, m->step_tokens, m->cap, err)) return err->code;
     if (o->batch_prepare(b, bt, err)) return err->code;
 
     o->embed(b, m->x, &m->embed, tokens, T);  /* no embedding scale (§5) */
@@ -517,21 +488,19 @@ static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const in
             q35_deltanet(m, L, bt);
         o->add(b, m->x, m->x, m->mix, (size_t)T * c->h);
         /* MLP: down(silu(gate(u)) ⊙ up(u)) */
+        float *gate = m->big1, *up = m->big2;                /* [T, I] */
         o->rmsnorm(b, m->xn, m->x, &L->post_norm, T, c->h, c->h, c->eps, BK_NORM_ONE_PLUS);
-        o->matmul(b, m->big1, m->xn, &L->gate, T);
-        o->matmul(b, m->big2, m->xn, &L->up, T);
-        o->silu_mul(b, m->big1, m->big1, m->big2, T, c->inter);
-        o->matmul(b, m->mix, m->big1, &L->down, T);
+        o->matmul(b, gate, m->xn, &L->gate, T);
+        o->matmul(b, up, m->xn, &L->up, T);
+        o->silu_mul(b, gate, gate, up, T, c->inter);
+        o->matmul(b, m->mix, gate, &L->down, T);
         o->add(b, m->x, m->x, m->mix, (size_t)T * c->h);
     }
     /* Final norm and head only on the rows whose logits are wanted, a chunk at a time. */
-    for (int r = 0; r < n_out; r += m->out_chunk) {
-        int n = n_out - r < m->out_chunk ? n_out - r : m->out_chunk;
-        o->gather_rows(b, m->xo, m->x, out_rows + r, n, c->h);
-        o->rmsnorm(b, m->xo, m->xo, &m->final_norm, n, c->h, c->h, c->eps, BK_NORM_ONE_PLUS);
-        o->matmul(b, m->lg, m->xo, &m->lm_head, n);
-        o->download(b, logits + (size_t)r * c->vocab, m->lg, (size_t)n * c->vocab * sizeof(float));
-    }
+    arch_head hd = {.norm = &m->final_norm, .norm_mode = BK_NORM_ONE_PLUS, .eps = c->eps, .head = &m->lm_head,
+                    .softcap = 0, .h = c->h, .vocab = c->vocab, .chunk = m->out_chunk, .xo = m->xo,
+                    .lg = m->lg};
+    arch_logits(b, &hd, m->x, out_rows, n_out, logits);
     return 0;
 }
 

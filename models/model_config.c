@@ -1,0 +1,109 @@
+/* model_config.c - config.json fields read from a table: one row per field says where
+ * it goes, its type, range and default, or the one value an architecture supports.
+ * An architecture file lists its fields; this reader checks them all the same way, and
+ * every error names the file section and the field. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "models/arch.h"
+
+/* The first alias of keys ("a|b|c") present and not null, else the first one. */
+static const char *cfg_pick(json_t *obj, const char *keys, char *buf, size_t len) {
+    const char *k = keys;
+    const char *first = NULL;
+    while (*k) {
+        const char *bar = strchr(k, '|');
+        size_t n = bar ? (size_t)(bar - k) : strlen(k);
+        snprintf(buf, len, "%.*s", (int)n, k);
+        json_t *v = json_object_get(obj, buf);
+        if (v && !json_is_null(v)) return buf;
+        if (!first) first = k;
+        k += n + (bar ? 1 : 0);
+    }
+    size_t n = strcspn(first ? first : keys, "|");
+    snprintf(buf, len, "%.*s", (int)n, keys);
+    return buf;
+}
+
+static int cfg_read_one(json_t *obj, const char *where, const cfg_field *f, void *dst, int optional,
+                        strata_err *err) {
+    char key[64];
+    cfg_pick(obj, f->keys, key, sizeof key);
+    int has_def = !f->required || optional;
+    char *p = (char *)dst + f->off;
+    switch (f->type) {
+    case CFG_T_INT: {
+        long long v;
+        if (cfg_int(obj, where, key, has_def, (long long)f->def, (long long)f->lo, (long long)f->hi,
+                    &v, err))
+            return err->code;
+        *(int *)p = (int)v;
+        return 0;
+    }
+    case CFG_T_FLOAT:
+    case CFG_T_DOUBLE: {
+        double v;
+        if (cfg_real(obj, where, key, has_def, f->def, &v, err)) return err->code;
+        if (v < f->lo || v > f->hi)
+            return strata_err_set(err, STRATA_ERANGE, "%s: field \"%s\" = %g is outside [%g, %g]",
+                                  where, key, v, f->lo, f->hi);
+        if (f->type == CFG_T_FLOAT) *(float *)p = (float)v;
+        else *(double *)p = v;
+        return 0;
+    }
+    case CFG_T_BOOL:
+        return cfg_bool(obj, where, key, 1, (int)f->def, (int *)p, err) ? err->code : 0;
+    case CFG_T_ONLY_STR: {
+        const char *s;
+        if (cfg_str(obj, where, key, f->only, &s, err)) return err->code;
+        if (strcmp(s, f->only))
+            return strata_err_set(err, STRATA_EUNSUPPORTED, "%s: %s \"%s\" is not supported (%s)",
+                                  where, key, s, f->only);
+        return 0;
+    }
+    case CFG_T_ONLY_FALSE: {
+        int on;
+        if (cfg_bool(obj, where, key, 1, 0, &on, err)) return err->code;
+        if (on) return strata_err_set(err, STRATA_EUNSUPPORTED, "%s: %s true is not supported", where, key);
+        return 0;
+    }
+    }
+    return strata_err_set(err, STRATA_EINVALID, "%s: bad table row for \"%s\"", where, f->keys);
+}
+
+int cfg_read(json_t *obj, const char *where, const cfg_field *fields, size_t n, void *dst,
+             int optional, strata_err *err) {
+    for (size_t i = 0; i < n; i++)
+        if (cfg_read_one(obj, where, &fields[i], dst, optional, err)) return err->code;
+    return 0;
+}
+
+int cfg_check_keys_tables(json_t *obj, const char *where, const cfg_field *const *tables,
+                          const size_t *sizes, size_t n_tables, const char *const *known,
+                          const char *const *ignored, strata_err *err) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        (void)v;
+        int found = 0;
+        for (const char *const *k = known; !found && k && *k; k++) found = !strcmp(*k, key);
+        for (const char *const *k = ignored; !found && k && *k; k++) found = !strcmp(*k, key);
+        for (size_t t = 0; !found && t < n_tables; t++)
+            for (size_t i = 0; !found && i < sizes[t]; i++) {
+                const char *a = tables[t][i].keys;
+                size_t kl = strlen(key);
+                for (const char *s = a; !found && *s;) {
+                    size_t l = strcspn(s, "|");
+                    found = l == kl && !memcmp(s, key, l);
+                    s += l + (s[l] == '|');
+                }
+            }
+        if (!found)
+            return strata_err_set(err, STRATA_EUNSUPPORTED,
+                                  "%s: unknown field \"%s\" (this build does not know what it "
+                                  "changes, so it refuses to guess)",
+                                  where, key);
+    }
+    return 0;
+}
