@@ -26,7 +26,7 @@ typedef struct config_desc {
 #define CONFIG_DEF_INT(def) NULL, (double)(def)
 #define CONFIG_DEF_BOOL(def) NULL, (double)(def)
 #define CONFIG_DEF_NUM(def) NULL, (double)(def)
-#define CONFIG_ROW(field, flag, type, def, help) \
+#define CONFIG_ROW(field, flag, type, def, help)                                                   \
     {#field, flag, CONFIG_##type, offsetof(config, field), CONFIG_DEF_##type(def), help},
 static const config_desc config_table[] = {CONFIG_OPTION_LIST(CONFIG_ROW)};
 #undef CONFIG_ROW
@@ -220,8 +220,8 @@ static int config_load_file(config *c, const char *path, strata_err *err) {
             d = config_find_flag(alt, strlen(alt));
         }
         if (!d || !strcmp(d->flag, "config")) {
-            rc = strata_err_set(err, STRATA_EINVALID, "config file %s: unknown option \"%s\"",
-                                path, key);
+            rc = strata_err_set(err, STRATA_EINVALID, "config file %s: unknown option \"%s\"", path,
+                                key);
             goto fail;
         }
         if ((rc = config_set_json(c, d, v, path, err))) goto fail;
@@ -285,7 +285,8 @@ static int config_load_argv(config *c, int argc, char **argv, int *help, strata_
             neg = d && d->type == CONFIG_BOOL;
             if (!neg) d = NULL;
         }
-        if (!d) return strata_err_set(err, STRATA_EINVALID, "unknown option '--%.*s'", (int)len, name);
+        if (!d)
+            return strata_err_set(err, STRATA_EINVALID, "unknown option '--%.*s'", (int)len, name);
         const char *v;
         if (eq) v = eq + 1;
         else if (d->type == CONFIG_BOOL) v = neg ? "false" : "true";
@@ -328,9 +329,10 @@ int config_check(const config *c, strata_err *err) {
         return strata_err_set(err, STRATA_EINVALID,
                               "--load-format is '%s'; allowed auto, safetensors, dummy",
                               c->load_format);
-    if (!c->device || (strcmp(c->device, "auto") && strcmp(c->device, "cpu") &&
-                       strncmp(c->device, "cuda", 4)))
-        return strata_err_set(err, STRATA_EINVALID, "--device is '%s'; allowed cpu, cuda, cuda:N, auto",
+    if (!c->device ||
+        (strcmp(c->device, "auto") && strcmp(c->device, "cpu") && strncmp(c->device, "cuda", 4)))
+        return strata_err_set(err, STRATA_EINVALID,
+                              "--device is '%s'; allowed cpu, cuda, cuda:N, auto",
                               c->device ? c->device : "(null)");
     if (c->api_key && !*c->api_key)
         return strata_err_set(err, STRATA_EINVALID, "--api-key is empty");

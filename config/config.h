@@ -17,39 +17,40 @@
 /* X(field, flag, type, default, help). type: STR (char *, NULL = unset), INT (long
  * long), BOOL (int 0/1), NUM (double). Flags are the field with '_' -> '-'; the env
  * name is STRATA_ + field in upper case; the config-file key is the flag name. */
-#define CONFIG_OPTION_LIST(X)                                                                 \
-    X(config, "config", STR, NULL, "JSON config file (comments allowed); CLI and env win")    \
-    X(model, "model", STR, NULL, "model directory, hub id, or a preset with --load-format dummy") \
-    X(tokenizer, "tokenizer", STR, NULL, "directory with tokenizer files (default: the model's)") \
-    X(load_format, "load-format", STR, "auto", "auto (safetensors) or dummy (random weights)") \
-    X(revision, "revision", STR, NULL, "hub revision (branch, tag or commit)")                \
+#define CONFIG_OPTION_LIST(X)                                                                      \
+    X(config, "config", STR, NULL, "JSON config file (comments allowed); CLI and env win")         \
+    X(model, "model", STR, NULL, "model directory, hub id, or a preset with --load-format dummy")  \
+    X(tokenizer, "tokenizer", STR, NULL, "directory with tokenizer files (default: the model's)")  \
+    X(load_format, "load-format", STR, "auto", "auto (safetensors) or dummy (random weights)")     \
+    X(revision, "revision", STR, NULL, "hub revision (branch, tag or commit)")                     \
     X(served_model_name, "served-model-name", STR, NULL, "model id in the API (default: --model)") \
-    X(host, "host", STR, "127.0.0.1", "address to listen on")                                 \
-    X(port, "port", INT, 8080, "TCP port to listen on")                                       \
-    X(api_key, "api-key", STR, NULL, "require 'Authorization: Bearer KEY' on the API routes") \
-    X(device, "device", STR, "auto", "cpu, cuda, cuda:N or auto (CUDA when available)")      \
-    X(threads, "threads", INT, 0, "CPU backend threads (0 = one per core)")                   \
-    X(ple_on_device, "ple-on-device", BOOL, 0, "Gemma 4: keep the per-layer embeddings on the GPU") \
-    X(http_threads, "http-threads", INT, 4, "HTTP worker threads")                            \
-    X(max_seqs, "max-seqs", INT, 8, "sequences decoded together (cache slots)")               \
-    X(ctx_size, "ctx-size", INT, 0, "positions per sequence (0 = min(model max, 4096))")       \
-    X(prefill_chunk, "prefill-chunk", INT, 512, "prompt tokens per step (chunked prefill)")    \
-    X(max_queue, "max-queue", INT, 256, "requests waiting for a slot before 429")              \
-    X(max_body_bytes, "max-body-bytes", INT, 4194304, "largest request body (413 above)")     \
-    X(max_connections, "max-connections", INT, 1024,                                          \
-      "open HTTP connections at most (a few more answer only /health and /metrics)")           \
-    X(max_connections_per_ip, "max-connections-per-ip", INT, 0,                               \
-      "open HTTP connections per client address (0 = no limit)")                             \
-    X(idle_timeout, "idle-timeout", INT, 30, "seconds an idle or stalled connection lives")   \
-    X(header_timeout, "header-timeout", INT, 10,                                              \
-      "seconds a client has to send a request's head and body")                             \
-    X(prepare_threads, "prepare-threads", INT, 4,                                             \
-      "requests parsed, rendered and tokenized at once (worker threads)")                    \
-    X(request_timeout, "request-timeout", INT, 600, "seconds a request may take (0 = none)")  \
-    X(sse_keepalive, "sse-keepalive", INT, 15,                                                \
-      "seconds a stream may stay silent before a ': keep-alive' comment (0 = off)")            \
-    X(shutdown_timeout, "shutdown-timeout", INT, 30, "seconds to drain on SIGTERM")           \
-    X(seed, "seed", INT, 0, "seed of dummy weights and of requests without one")              \
+    X(host, "host", STR, "127.0.0.1", "address to listen on")                                      \
+    X(port, "port", INT, 8080, "TCP port to listen on")                                            \
+    X(api_key, "api-key", STR, NULL, "require 'Authorization: Bearer KEY' on the API routes")      \
+    X(device, "device", STR, "auto", "cpu, cuda, cuda:N or auto (CUDA when available)")            \
+    X(threads, "threads", INT, 0, "CPU backend threads (0 = one per core)")                        \
+    X(ple_on_device, "ple-on-device", BOOL, 0,                                                     \
+      "Gemma 4: keep the per-layer embeddings on the GPU")                                         \
+    X(http_threads, "http-threads", INT, 4, "HTTP worker threads")                                 \
+    X(max_seqs, "max-seqs", INT, 8, "sequences decoded together (cache slots)")                    \
+    X(ctx_size, "ctx-size", INT, 0, "positions per sequence (0 = min(model max, 4096))")           \
+    X(prefill_chunk, "prefill-chunk", INT, 512, "prompt tokens per step (chunked prefill)")        \
+    X(max_queue, "max-queue", INT, 256, "requests waiting for a slot before 429")                  \
+    X(max_body_bytes, "max-body-bytes", INT, 4194304, "largest request body (413 above)")          \
+    X(max_connections, "max-connections", INT, 1024,                                               \
+      "open HTTP connections at most (a few more answer only /health and /metrics)")               \
+    X(max_connections_per_ip, "max-connections-per-ip", INT, 0,                                    \
+      "open HTTP connections per client address (0 = no limit)")                                   \
+    X(idle_timeout, "idle-timeout", INT, 30, "seconds an idle or stalled connection lives")        \
+    X(header_timeout, "header-timeout", INT, 10,                                                   \
+      "seconds a client has to send a request's head and body")                                    \
+    X(prepare_threads, "prepare-threads", INT, 4,                                                  \
+      "requests parsed, rendered and tokenized at once (worker threads)")                          \
+    X(request_timeout, "request-timeout", INT, 600, "seconds a request may take (0 = none)")       \
+    X(sse_keepalive, "sse-keepalive", INT, 15,                                                     \
+      "seconds a stream may stay silent before a ': keep-alive' comment (0 = off)")                \
+    X(shutdown_timeout, "shutdown-timeout", INT, 30, "seconds to drain on SIGTERM")                \
+    X(seed, "seed", INT, 0, "seed of dummy weights and of requests without one")                   \
     X(log_requests, "log-requests", BOOL, 0, "log one line per request to stderr")
 
 enum { CONFIG_STR, CONFIG_INT, CONFIG_BOOL, CONFIG_NUM };

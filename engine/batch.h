@@ -6,7 +6,7 @@
 #include "kernels/backend.h"
 
 typedef struct batch_buf {
-    bk_batch bt;  /* points at the arrays below */
+    bk_batch bt; /* points at the arrays below */
     int32_t *slot, *start, *len, *pos0, *tok_pos, *tok_seq;
     int step_tokens, max_seqs;
 } batch_buf;

@@ -30,11 +30,11 @@
 typedef struct engine engine;
 typedef struct engine_seq engine_seq;
 
-#define ENGINE_FINISH_LIST(X) \
-    X(NONE, "none")           \
-    X(STOP, "stop")           \
-    X(LENGTH, "length")       \
-    X(ABORT, "abort")         \
+#define ENGINE_FINISH_LIST(X)                                                                      \
+    X(NONE, "none")                                                                                \
+    X(STOP, "stop")                                                                                \
+    X(LENGTH, "length")                                                                            \
+    X(ABORT, "abort")                                                                              \
     X(ERROR, "error")
 
 enum {
@@ -46,10 +46,10 @@ const char *engine_finish_name(int finish); /* "stop", "length", ...; never NULL
 
 /* What one step did, for engine_opts.on_step. */
 typedef struct engine_step_info {
-    int n_tokens;      /* tokens the forward ran */
-    int n_seqs;        /* sequences in it */
-    int n_decode;      /* of them, sequences that fed one sampled token */
-    int graph;         /* 1 replayed a captured graph, 0 captured one, -1 ran eagerly */
+    int n_tokens;          /* tokens the forward ran */
+    int n_seqs;            /* sequences in it */
+    int n_decode;          /* of them, sequences that fed one sampled token */
+    int graph;             /* 1 replayed a captured graph, 0 captured one, -1 ran eagerly */
     double t_start, t_end; /* engine_now() around batch, forward, sampling and output */
 } engine_step_info;
 
@@ -88,19 +88,19 @@ typedef struct engine_seq_params {
      * its logprobs) and finish with ENGINE_FINISH_LENGTH, sampling nothing. */
     int max_tokens;
     sampler_params sampling;
-    int logprobs;          /* record the sampler result of each token */
+    int logprobs; /* record the sampler result of each token */
     /* Also record log p(prompt[i] | prompt[<i]) of every prompt token with its
      * sampling.top_logprobs alternatives, from the raw logits (no bias or penalty, as
      * vLLM's prompt_logprobs); delivered all at once when the prefill ends. */
     int prompt_logprobs;
     int n_stop;
-    const char *const *stop;   /* stop strings, copied */
+    const char *const *stop; /* stop strings, copied */
     int n_stop_ids;
-    const int32_t *stop_ids;   /* extra stop token ids besides the model's eos, copied */
-    int ignore_eos;            /* do not stop on the model's eos ids */
-    int skip_special;          /* drop special tokens from the text */
-    int split_reasoning;       /* <think>...</think> text goes to reasoning */
-    int start_in_reasoning;    /* the prompt already opened <think> */
+    const int32_t *stop_ids; /* extra stop token ids besides the model's eos, copied */
+    int ignore_eos;          /* do not stop on the model's eos ids */
+    int skip_special;        /* drop special tokens from the text */
+    int split_reasoning;     /* <think>...</think> text goes to reasoning */
+    int start_in_reasoning;  /* the prompt already opened <think> */
 } engine_seq_params;
 
 /* wake(ud) runs on the step thread after new output was appended (and after the
@@ -109,8 +109,7 @@ typedef struct engine_seq_params {
  * the field, STRATA_ERANGE when prompt + max_tokens exceed the context). Any thread.
  * The caller holds the one reference; drop it with engine_seq_release. */
 int engine_seq_create(engine *e, const engine_seq_params *p, void (*wake)(void *ud),
-                      void (*release)(void *ud), void *ud, engine_seq **out,
-                      strata_err *err);
+                      void (*release)(void *ud), void *ud, engine_seq **out, strata_err *err);
 
 /* Hands s to the step thread (the engine takes its own reference). STRATA_EBUSY when
  * every slot is taken or reserved (see engine_free_slots), STRATA_ESTATE when the
@@ -128,20 +127,20 @@ void engine_seq_release(engine_seq *s);
 /* Output taken from a sequence. The consumer owns the buffers; engine_seq_take swaps
  * them with the sequence's pending buffers, so steady streaming allocates nothing. */
 typedef struct engine_chunk {
-    strbuf text;            /* new content bytes */
-    strbuf reasoning;       /* new reasoning bytes */
-    sampler_result *tok;    /* one per new token when params.logprobs */
+    strbuf text;         /* new content bytes */
+    strbuf reasoning;    /* new reasoning bytes */
+    sampler_result *tok; /* one per new token when params.logprobs */
     int n_tok, tok_cap;
     /* prompt logprobs (params.prompt_logprobs), in the one take with prompt_done set:
      * [n_prompt_tok] = one per prompt token; prompt_tok[0] has n_top = -1 and logprob 0
      * since nothing predicts the first token. Owned by the chunk like the rest. */
     sampler_result *prompt_tok;
     int n_prompt_tok;
-    int prompt_done;        /* this take carries prompt_tok: the prompt is in the cache */
-    int n_new;              /* tokens generated since the previous take */
-    int n_generated;        /* tokens generated in total */
-    int finish;             /* ENGINE_FINISH_* once the sequence ended, else NONE */
-    char error[256];        /* ENGINE_FINISH_ERROR: why */
+    int prompt_done; /* this take carries prompt_tok: the prompt is in the cache */
+    int n_new;       /* tokens generated since the previous take */
+    int n_generated; /* tokens generated in total */
+    int finish;      /* ENGINE_FINISH_* once the sequence ended, else NONE */
+    char error[256]; /* ENGINE_FINISH_ERROR: why */
 } engine_chunk;
 
 void engine_chunk_init(engine_chunk *c);
@@ -153,7 +152,7 @@ int engine_seq_take(engine_seq *s, engine_chunk *c);
 
 /* Timestamps (CLOCK_MONOTONIC seconds; 0 when not reached yet). */
 typedef struct engine_seq_times {
-    double scheduled;   /* took a slot */
+    double scheduled; /* took a slot */
     double first_token;
     double finished;
 } engine_seq_times;
@@ -162,12 +161,12 @@ void engine_seq_get_times(engine_seq *s, engine_seq_times *t);
 /* Load, for admission and metrics. Any thread (atomics, may be a step stale). */
 typedef struct engine_stats {
     int max_seqs;
-    int active;           /* submitted and not yet freed */
+    int active; /* submitted and not yet freed */
     int ctx_size;
     int64_t cached_tokens; /* positions held in the slots of running sequences */
     int64_t steps;
-    int64_t prompt_tokens;     /* prompt tokens processed so far */
-    int64_t generated_tokens;  /* tokens sampled so far */
+    int64_t prompt_tokens;    /* prompt tokens processed so far */
+    int64_t generated_tokens; /* tokens sampled so far */
 } engine_stats;
 void engine_get_stats(engine *e, engine_stats *st);
 int engine_free_slots(engine *e);

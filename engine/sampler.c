@@ -19,14 +19,14 @@ struct sampler {
     int vocab;
     int32_t *bias_ids;
     float *bias_vals;
-    uint32_t *count_gen;   /* [vocab] generated-token counts (presence/frequency) */
-    uint8_t *seen;         /* [vocab] prompt or generated (repetition) */
-    int32_t *seen_list;    /* distinct tokens with count_gen or seen set */
+    uint32_t *count_gen; /* [vocab] generated-token counts (presence/frequency) */
+    uint8_t *seen;       /* [vocab] prompt or generated (repetition) */
+    int32_t *seen_list;  /* distinct tokens with count_gen or seen set */
     int n_seen_list;
-    uint8_t *listed;       /* [vocab] token is in seen_list */
-    int32_t *idx;          /* [vocab] candidate scratch */
-    int32_t *tmp;          /* [vocab] merge sort scratch */
-    float *prob;           /* [vocab] scratch */
+    uint8_t *listed; /* [vocab] token is in seen_list */
+    int32_t *idx;    /* [vocab] candidate scratch */
+    int32_t *tmp;    /* [vocab] merge sort scratch */
+    float *prob;     /* [vocab] scratch */
     uint64_t rng[4];
 };
 
@@ -82,7 +82,8 @@ int sampler_create(sampler **out, const sampler_params *p, int vocab, strata_err
                                   "logit_bias: token id %d is outside the vocabulary [0, %d)",
                                   p->bias_ids[i], vocab);
         if (!(fabsf(p->bias_vals[i]) <= 100.0f))
-            return strata_err_set(err, STRATA_EINVALID, "logit_bias: values must be in [-100, 100]");
+            return strata_err_set(err, STRATA_EINVALID,
+                                  "logit_bias: values must be in [-100, 100]");
     }
     sampler *s = calloc(1, sizeof *s);
     if (!s) return strata_err_set(err, STRATA_ENOMEM, "sampler: out of memory");
@@ -255,7 +256,9 @@ void sampler_sample(sampler *s, float *logits, sampler_result *out) {
 
     int32_t chosen = arg;
     if (p->temperature > 0.0f) {
-        int k = p->top_k > 0 && p->top_k < V ? p->top_k : (V < SAMPLER_FAST_CANDIDATES ? V : SAMPLER_FAST_CANDIDATES);
+        int k = p->top_k > 0 && p->top_k < V
+                    ? p->top_k
+                    : (V < SAMPLER_FAST_CANDIDATES ? V : SAMPLER_FAST_CANDIDATES);
         int n = top_candidates(s, logits, k);
         double inv_t = 1.0 / p->temperature, tot = 0;
         float top = logits[s->idx[0]];

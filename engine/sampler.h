@@ -25,10 +25,10 @@ typedef struct sampler_params {
     float frequency_penalty;  /* 0: off; [-2, 2] */
     uint64_t seed;            /* the RNG stream; same seed, same draws */
     int n_logit_bias;
-    const int32_t *bias_ids;  /* [n_logit_bias], copied at create */
-    const float *bias_vals;   /* [n_logit_bias], copied at create */
-    int top_logprobs;         /* 0..SAMPLER_MAX_TOP_LOGPROBS alternatives to report */
-    int logprobs;             /* 0: skip the chosen token's logprob (a pass over the vocab) */
+    const int32_t *bias_ids; /* [n_logit_bias], copied at create */
+    const float *bias_vals;  /* [n_logit_bias], copied at create */
+    int top_logprobs;        /* 0..SAMPLER_MAX_TOP_LOGPROBS alternatives to report */
+    int logprobs;            /* 0: skip the chosen token's logprob (a pass over the vocab) */
 } sampler_params;
 
 /* Defaults: greedy, every filter off, logprobs computed. */

@@ -316,8 +316,12 @@ void sched_step(engine *e) {
     for (int r = 0; r < nout; r++)
         sched_sample(e, e->b_out_seq[r], e->logits + (size_t)r * (size_t)e->vocab);
     if (e->on_step) {
-        engine_step_info si = {.n_tokens = nt, .n_seqs = bt->n_seqs, .n_decode = n_decode, .graph = graph,
-                               .t_start = t_start, .t_end = engine_now()};
+        engine_step_info si = {.n_tokens = nt,
+                               .n_seqs = bt->n_seqs,
+                               .n_decode = n_decode,
+                               .graph = graph,
+                               .t_start = t_start,
+                               .t_end = engine_now()};
         e->on_step(e->ud, &si);
     }
     sched_compact(e);

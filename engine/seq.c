@@ -85,8 +85,7 @@ void engine_seq_cancel(engine_seq *s) {
 }
 
 int engine_seq_create(engine *e, const engine_seq_params *p, void (*wake)(void *ud),
-                      void (*release)(void *ud), void *ud, engine_seq **out,
-                      strata_err *err) {
+                      void (*release)(void *ud), void *ud, engine_seq **out, strata_err *err) {
     engine_seq *s = NULL;
     int rc;
     if (p->n_prompt < 1) return strata_err_set(err, STRATA_EINVALID, "prompt: at least one token");
@@ -101,7 +100,8 @@ int engine_seq_create(engine *e, const engine_seq_params *p, void (*wake)(void *
         if (p->prompt[i] < 0 || p->prompt[i] >= e->vocab)
             return strata_err_set(err, STRATA_EINVALID, "prompt: token id %d outside [0, %d)",
                                   p->prompt[i], e->vocab);
-    if (!(s = calloc(1, sizeof *s))) return strata_err_set(err, STRATA_ENOMEM, "engine: out of memory");
+    if (!(s = calloc(1, sizeof *s)))
+        return strata_err_set(err, STRATA_ENOMEM, "engine: out of memory");
     pthread_mutex_init(&s->mu, NULL);
     atomic_init(&s->refs, 1);
     atomic_init(&s->cancelled, 0);
@@ -220,4 +220,3 @@ void engine_seq_set_scheduled(engine_seq *s) {
     s->times.scheduled = engine_now();
     pthread_mutex_unlock(&s->mu);
 }
-

@@ -56,9 +56,9 @@ typedef struct bk_batch {
 
 /* RMSNorm weight modes. */
 enum {
-    BK_NORM_PLAIN = 0,     /* y = x̂ · w */
-    BK_NORM_ONE_PLUS = 1,  /* y = x̂ · (1 + w)   (zero-centred weights: Qwen3.5) */
-    BK_NORM_NONE = 2,      /* y = x̂            (w unused, may be NULL) */
+    BK_NORM_PLAIN = 0,    /* y = x̂ · w */
+    BK_NORM_ONE_PLUS = 1, /* y = x̂ · (1 + w)   (zero-centred weights: Qwen3.5) */
+    BK_NORM_NONE = 2,     /* y = x̂            (w unused, may be NULL) */
 };
 
 typedef struct backend_ops {
@@ -121,8 +121,8 @@ typedef struct backend_ops {
      * for j < rot/2 (inv_freq in backend memory): for j < rot/2,
      *   x'[j] = x[j] cos a_j − x[j + rot/2] sin a_j
      *   x'[j + rot/2] = x[j + rot/2] cos a_j + x[j] sin a_j;  dims >= rot pass through. */
-    void (*rope)(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads,
-                 int hd, int rot, int ld);
+    void (*rope)(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads, int hd,
+                 int rot, int ld);
 
     /* ---- attention over the cache ---- */
     /* Writes each token's k, v rows ([m, kvw] contiguous) into the caches
@@ -147,8 +147,7 @@ typedef struct backend_ops {
      * are ld_x floats apart, out is [m, C]. Updates state to the last K-1 inputs.
      * w is [C, 1, K] (or [C, K]); bias may be NULL. */
     void (*conv1d)(backend *b, float *out, const float *x, int ld_x, const bk_weight *w,
-                   const bk_weight *bias, float *state, const bk_batch *bt, int C, int K,
-                   int act);
+                   const bk_weight *bias, float *state, const bk_batch *bt, int C, int K, int act);
     /* Gated DeltaNet gates per token and value head:
      *   g = -exp(A_log[h]) · softplus(a[t,h] + dt_bias[h]);  beta = sigmoid(bb[t,h]).
      * a, bb, g, beta: [m, Hv]; softplus(x) = x for x > 20, as torch. */
@@ -161,14 +160,13 @@ typedef struct backend_ops {
      * out is [m, Hv, dv]. The backend may use the chunked form for long runs; both
      * equal the recurrence to f32 rounding. */
     void (*gated_delta)(backend *b, float *out, const float *q, const float *k, int ld_qk,
-                        const float *v, int ld_v, const float *g, const float *beta,
-                        float *state, const bk_batch *bt, int Hk, int Hv, int dk, int dv);
+                        const float *v, int ld_v, const float *g, const float *beta, float *state,
+                        const bk_batch *bt, int Hk, int Hv, int dk, int dv);
 
     /* ---- ops of Gemma 4 and Nemotron-H (shared/spec/gemma4.md, nemotron_h.md) ---- */
     /* out[i,j] = gelu_tanh(gate[i,j]) · up[i,j] for rows of n, gelu_tanh(x) =
      * 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))); out may alias gate. */
-    void (*gelu_tanh_mul)(backend *b, float *out, const float *gate, const float *up, int m,
-                          int n);
+    void (*gelu_tanh_mul)(backend *b, float *out, const float *gate, const float *up, int m, int n);
     /* x[i] = max(x[i], 0)², in place (Nemotron-H MLP). */
     void (*relu2)(backend *b, float *x, size_t n);
     /* x[i] = x[i] · alpha · (s ? s[0] : 1), in place; s is a 1-element weight (Gemma's
@@ -228,12 +226,16 @@ typedef struct backend_ops {
 } backend_ops;
 
 /* Ops and optional slots, for backend_supports(). */
-#define BK_OP_LIST(X)                                                                      \
-    X(EMBED) X(RMSNORM) X(RMSNORM_GATED) X(L2NORM) X(ADD) X(SILU_MUL) X(SIGMOID_MUL)         \
-    X(SPLIT_HALVES) X(GATHER_ROWS) X(MATMUL) X(ROPE) X(KV_STORE) X(ATTENTION) X(CONV1D)       \
-    X(GDN_GATES) X(GATED_DELTA) X(GELU_TANH_MUL) X(RELU2) X(SCALE) X(SOFTCAP)                \
-    X(RMSNORM_GATED_GROUPED) X(SSD)                                                          \
-    X(READ_BANDWIDTH) X(MEMORY) X(LAST_ERROR) X(GRAPHS) X(ARGMAX) X(EMBED_DEV)
+/* a list laid out by hand: clang-format reflows X-macro lists differently each run */
+/* clang-format off */
+#define BK_OP_LIST(X)                                                          \
+    X(EMBED) X(RMSNORM) X(RMSNORM_GATED) X(L2NORM) X(ADD)                      \
+    X(SILU_MUL) X(SIGMOID_MUL) X(SPLIT_HALVES) X(GATHER_ROWS) X(MATMUL)        \
+    X(ROPE) X(KV_STORE) X(ATTENTION) X(CONV1D) X(GDN_GATES)                    \
+    X(GATED_DELTA) X(GELU_TANH_MUL) X(RELU2) X(SCALE) X(SOFTCAP)               \
+    X(RMSNORM_GATED_GROUPED) X(SSD) X(READ_BANDWIDTH) X(MEMORY) X(LAST_ERROR)  \
+    X(GRAPHS) X(ARGMAX) X(EMBED_DEV)
+/* clang-format on */
 enum {
 #define BK_OP_ENUM(n) BK_OP_##n,
     BK_OP_LIST(BK_OP_ENUM)
@@ -244,8 +246,8 @@ enum {
 
 struct backend {
     const backend_ops *ops;
-    int threads;     /* worker threads the backend uses (CPU) */
-    void *impl;      /* backend-private */
+    int threads; /* worker threads the backend uses (CPU) */
+    void *impl;  /* backend-private */
 };
 
 /* b->ops->destroy(b); accepts NULL. */

@@ -64,8 +64,8 @@ int backend_create(const char *device, int threads, backend **out, strata_err *e
     if (!device || !strcmp(device, "cpu")) return backend_cpu_create(threads, out, err);
     int is_auto = !strcmp(device, "auto");
     if (!is_auto && strncmp(device, "cuda", 4))
-        return strata_err_set(err, STRATA_EINVALID, "--device %s: expected cpu, cuda, cuda:N or auto",
-                              device);
+        return strata_err_set(err, STRATA_EINVALID,
+                              "--device %s: expected cpu, cuda, cuda:N or auto", device);
     int idx = backend_cuda_index(device);
     if (idx < 0)
         return strata_err_set(err, STRATA_EINVALID, "--device %s: bad CUDA device index", device);

@@ -19,8 +19,8 @@ typedef struct model_arch_ctx {
     backend *b;
     model_wsrc *src;
     const model_opts *opts;
-    json_t *config;      /* the whole config.json (borrowed) */
-    json_t *gen_config;  /* generation_config.json or NULL (borrowed) */
+    json_t *config;     /* the whole config.json (borrowed) */
+    json_t *gen_config; /* generation_config.json or NULL (borrowed) */
 } model_arch_ctx;
 
 typedef struct model_arch {
@@ -46,8 +46,8 @@ void arch_preset_names(char *buf, size_t len);
 /* Integer field; missing -> def when has_def, else an error. */
 int cfg_int(json_t *obj, const char *where, const char *key, int has_def, long long def,
             long long lo, long long hi, long long *out, strata_err *err);
-int cfg_real(json_t *obj, const char *where, const char *key, int has_def, double def,
-             double *out, strata_err *err);
+int cfg_real(json_t *obj, const char *where, const char *key, int has_def, double def, double *out,
+             strata_err *err);
 int cfg_bool(json_t *obj, const char *where, const char *key, int has_def, int def, int *out,
              strata_err *err);
 /* String field; returns the borrowed string, def when missing (may be NULL). */
@@ -64,23 +64,30 @@ enum { CFG_T_INT, CFG_T_FLOAT, CFG_T_DOUBLE, CFG_T_BOOL, CFG_T_ONLY_STR, CFG_T_O
 typedef struct cfg_field {
     const char *keys;
     int type;
-    size_t off;           /* member offset: int (INT, BOOL), float, double */
-    int required;         /* else def when absent or null */
-    double def, lo, hi;   /* INT, FLOAT, DOUBLE: the accepted range, inclusive */
-    const char *only;     /* ONLY_STR: the one value supported, also the default */
+    size_t off;         /* member offset: int (INT, BOOL), float, double */
+    int required;       /* else def when absent or null */
+    double def, lo, hi; /* INT, FLOAT, DOUBLE: the accepted range, inclusive */
+    const char *only;   /* ONLY_STR: the one value supported, also the default */
 } cfg_field;
-#define CFG_INT(T, m, keys, lo, hi) {keys, CFG_T_INT, offsetof(T, m), 1, 0, lo, hi, NULL}
-#define CFG_INT_OR(T, m, keys, def, lo, hi) {keys, CFG_T_INT, offsetof(T, m), 0, def, lo, hi, NULL}
-#define CFG_FLOAT_OR(T, m, keys, def, lo, hi) {keys, CFG_T_FLOAT, offsetof(T, m), 0, def, lo, hi, NULL}
-#define CFG_DOUBLE_OR(T, m, keys, def, lo, hi) {keys, CFG_T_DOUBLE, offsetof(T, m), 0, def, lo, hi, NULL}
-#define CFG_BOOL_OR(T, m, keys, def) {keys, CFG_T_BOOL, offsetof(T, m), 0, def, 0, 1, NULL}
-#define CFG_ONLY_STR(keys, value) {keys, CFG_T_ONLY_STR, 0, 0, 0, 0, 0, value}
-#define CFG_ONLY_FALSE(keys) {keys, CFG_T_ONLY_FALSE, 0, 0, 0, 0, 0, NULL}
+#define CFG_INT(T, m, keys, lo, hi)                                                                \
+    { keys, CFG_T_INT, offsetof(T, m), 1, 0, lo, hi, NULL }
+#define CFG_INT_OR(T, m, keys, def, lo, hi)                                                        \
+    { keys, CFG_T_INT, offsetof(T, m), 0, def, lo, hi, NULL }
+#define CFG_FLOAT_OR(T, m, keys, def, lo, hi)                                                      \
+    { keys, CFG_T_FLOAT, offsetof(T, m), 0, def, lo, hi, NULL }
+#define CFG_DOUBLE_OR(T, m, keys, def, lo, hi)                                                     \
+    { keys, CFG_T_DOUBLE, offsetof(T, m), 0, def, lo, hi, NULL }
+#define CFG_BOOL_OR(T, m, keys, def)                                                               \
+    { keys, CFG_T_BOOL, offsetof(T, m), 0, def, 0, 1, NULL }
+#define CFG_ONLY_STR(keys, value)                                                                  \
+    { keys, CFG_T_ONLY_STR, 0, 0, 0, 0, 0, value }
+#define CFG_ONLY_FALSE(keys)                                                                       \
+    { keys, CFG_T_ONLY_FALSE, 0, 0, 0, 0, 0, NULL }
 /* Reads every row of fields[0..n) from obj into dst. optional: the required rows take
  * their default too (fields of a mixer the model does not have). */
 int cfg_read(json_t *obj, const char *where, const cfg_field *fields, size_t n, void *dst,
              int optional, strata_err *err);
-#define CFG_READ(obj, where, table, dst, optional, err)                                        \
+#define CFG_READ(obj, where, table, dst, optional, err)                                            \
     cfg_read(obj, where, table, sizeof(table) / sizeof((table)[0]), dst, optional, err)
 /* cfg_check_keys, with the keys of the tables counted as known. */
 int cfg_check_keys_tables(json_t *obj, const char *where, const cfg_field *const *tables,
@@ -93,40 +100,41 @@ int cfg_eos(json_t *val, const char *where, int vocab, model_info *info, strata_
 
 /* ---- the pieces every forward shares (models/model_util.c) ---- */
 /* Backend memory for n floats; the error names arch and what. */
-int arch_alloc(backend *b, float **out, size_t n, const char *arch, const char *what, strata_err *err);
+int arch_alloc(backend *b, float **out, size_t n, const char *arch, const char *what,
+               strata_err *err);
 /* In an open function with b, err and ARCH_NAME defined: returns on failure. */
-#define ARCH_ALLOC(ptr, n)                                                                      \
-    do {                                                                                       \
-        if (arch_alloc(b, &(ptr), (size_t)(n), ARCH_NAME, #ptr, err)) return err->code;        \
+#define ARCH_ALLOC(ptr, n)                                                                         \
+    do {                                                                                           \
+        if (arch_alloc(b, &(ptr), (size_t)(n), ARCH_NAME, #ptr, err)) return err->code;            \
     } while (0)
 /* A step the model can run: at most step_tokens tokens, every sequence inside ctx. */
-int arch_check_batch(const char *arch, const bk_batch *bt, int step_tokens, int ctx, strata_err *err);
+int arch_check_batch(const char *arch, const bk_batch *bt, int step_tokens, int ctx,
+                     strata_err *err);
 /* The logits head: the final norm, the head matmul and (softcap > 0) the softcap, only on
  * the rows whose logits are wanted, chunk rows at a time through xo [chunk, h] and
  * lg [chunk, vocab], downloaded into logits [n_out, vocab]. */
 typedef struct arch_head {
     const bk_weight *norm;
-    int norm_mode;          /* BK_NORM_* */
+    int norm_mode; /* BK_NORM_* */
     float eps;
-    const bk_weight *head;  /* [vocab, h] */
-    float softcap;          /* 0: none */
+    const bk_weight *head; /* [vocab, h] */
+    float softcap;         /* 0: none */
     int h, vocab, chunk;
     float *xo, *lg;
 } arch_head;
-void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t *out_rows, int n_out,
-                 float *logits);
+void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t *out_rows,
+                 int n_out, float *logits);
 
 /* In a bind loop with ctx, err, the name prefix p, layer index i and layer L: binds the
  * required tensor "<p>layers.<i>.<name>" into L->w, or returns the error. */
-#define ARCH_BIND_LAYER(w, nd, shp, name)                                                       \
-    do {                                                                                       \
-        if (arch_bind(ctx, &L->w, 0, nd, shp, err, "%slayers.%d." name, p, i)) return err->code; \
+#define ARCH_BIND_LAYER(w, nd, shp, name)                                                          \
+    do {                                                                                           \
+        if (arch_bind(ctx, &L->w, 0, nd, shp, err, "%slayers.%d." name, p, i)) return err->code;   \
     } while (0)
 
 /* Binds "prefix + name" (printf style) with an expected shape. */
-int arch_bind(const model_arch_ctx *ctx, bk_weight *w, int optional, int ndim,
-              const int64_t *shape, strata_err *err, const char *fmt, ...)
-    __attribute__((format(printf, 7, 8)));
+int arch_bind(const model_arch_ctx *ctx, bk_weight *w, int optional, int ndim, const int64_t *shape,
+              strata_err *err, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 
 /* Bytes of a bound weight (0 when unbound). */
 int64_t arch_weight_bytes(const bk_weight *w);

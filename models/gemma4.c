@@ -24,33 +24,33 @@
 enum { G4_SLIDING = 0, G4_FULL = 1 };
 
 typedef struct g4_rope {
-    double theta;   /* rope_parameters.<type>.rope_theta */
-    double factor;  /* rope_parameters.<type>.factor (proportional only) */
-    double prf;     /* rope_parameters.<type>.partial_rotary_factor (proportional only) */
+    double theta;     /* rope_parameters.<type>.rope_theta */
+    double factor;    /* rope_parameters.<type>.factor (proportional only) */
+    double prf;       /* rope_parameters.<type>.partial_rotary_factor (proportional only) */
     int proportional; /* rope_type "proportional" (else "default") */
-    int hd;         /* head dim of the layers of this type */
-    int angles;     /* rotated frequencies; the other hd/2 - angles are zero (§3.6) */
+    int hd;           /* head dim of the layers of this type */
+    int angles;       /* rotated frequencies; the other hd/2 - angles are zero (§3.6) */
 } g4_rope;
 
 typedef struct g4_config {
-    int vocab;      /* vocab_size (== vocab_size_per_layer_input) */
-    int h;          /* hidden_size */
-    int inter;      /* intermediate_size */
-    int n_layer;    /* num_hidden_layers */
-    int H;          /* num_attention_heads */
-    int P;          /* hidden_size_per_layer_input (0: no PLE) */
-    int window;     /* sliding_window */
+    int vocab;        /* vocab_size (== vocab_size_per_layer_input) */
+    int h;            /* hidden_size */
+    int inter;        /* intermediate_size */
+    int n_layer;      /* num_hidden_layers */
+    int H;            /* num_attention_heads */
+    int P;            /* hidden_size_per_layer_input (0: no PLE) */
+    int window;       /* sliding_window */
     int first_shared; /* num_hidden_layers - num_kv_shared_layers */
-    float eps;      /* rms_norm_eps */
-    float softcap;  /* final_logit_softcapping (0: none) */
-    int tied;       /* tie_word_embeddings (text_config, else top level) */
-    int max_pos;    /* max_position_embeddings */
-    g4_rope rope[2]; /* per layer type */
+    float eps;        /* rms_norm_eps */
+    float softcap;    /* final_logit_softcapping (0: none) */
+    int tied;         /* tie_word_embeddings (text_config, else top level) */
+    int max_pos;      /* max_position_embeddings */
+    g4_rope rope[2];  /* per layer type */
     /* per layer, [n_layer] */
     unsigned char *full; /* layer_types[l] == "full_attention" */
-    int *hd, *kvh;  /* head_dim / global_head_dim or per_layer_config; num_key_value_heads */
-    int *donor;     /* the layer whose cache l attends over (l itself when it owns one) */
-    int *width;     /* MLP width: intermediate_size, doubled on shared layers when
+    int *hd, *kvh;       /* head_dim / global_head_dim or per_layer_config; num_key_value_heads */
+    int *donor;          /* the layer whose cache l attends over (l itself when it owns one) */
+    int *width;          /* MLP width: intermediate_size, doubled on shared layers when
                        use_double_wide_mlp */
 } g4_config;
 
@@ -76,39 +76,49 @@ typedef struct g4 {
     g4_config c;
     backend *b;
     int slots, ctx, step_tokens, out_chunk;
-    int ple_host;                        /* PLE rows gathered on the host (§5) */
-    bk_weight embed;                     /* [vocab, h] */
-    bk_weight ple_table;                 /* embed_tokens_per_layer [vocab, L·P] */
-    bk_weight ple_proj;                  /* per_layer_model_projection [L·P, h] */
-    bk_weight ple_norm;                  /* per_layer_projection_norm [P] */
-    bk_weight final_norm;                /* [h] plain */
-    bk_weight lm_head;                   /* [vocab, h]: the embedding when tied */
+    int ple_host;         /* PLE rows gathered on the host (§5) */
+    bk_weight embed;      /* [vocab, h] */
+    bk_weight ple_table;  /* embed_tokens_per_layer [vocab, L·P] */
+    bk_weight ple_proj;   /* per_layer_model_projection [L·P, h] */
+    bk_weight ple_norm;   /* per_layer_projection_norm [P] */
+    bk_weight final_norm; /* [h] plain */
+    bk_weight lm_head;    /* [vocab, h]: the embedding when tied */
     g4_layer *layers;
-    float *inv_freq[2];                  /* per type [hd/2], zeros past the rotated angles */
-    float s_embed, s_ple;                /* √h, √P rounded to their table's dtype (§3.3) */
+    float *inv_freq[2];   /* per type [hd/2], zeros past the rotated angles */
+    float s_embed, s_ple; /* √h, √P rounded to their table's dtype (§3.3) */
     /* activations, [step_tokens, ·] f32 */
-    float *x, *xn, *mix;                 /* [T, h] */
-    float *q, *att;                      /* [T, H·hd_max] */
-    float *k, *v;                        /* [T, kvh_max·hd_max] */
-    float *big1, *big2;                  /* [T, max(I_max, L·P)] */
-    float *ple;                          /* [T, L, P] PLE inputs, token-major */
-    float *plt;                          /* [L, T, P] the same, layer-major */
-    float *pg;                           /* [T, P] PLE gate */
-    float *xo;                           /* [out_chunk, h] */
-    float *lg;                           /* [out_chunk, vocab] */
+    float *x, *xn, *mix; /* [T, h] */
+    float *q, *att;      /* [T, H·hd_max] */
+    float *k, *v;        /* [T, kvh_max·hd_max] */
+    float *big1, *big2;  /* [T, max(I_max, L·P)] */
+    float *ple;          /* [T, L, P] PLE inputs, token-major */
+    float *plt;          /* [L, T, P] the same, layer-major */
+    float *pg;           /* [T, P] PLE gate */
+    float *xo;           /* [out_chunk, h] */
+    float *lg;           /* [out_chunk, vocab] */
     /* host memory */
-    float *stage;                        /* [step_tokens, L·P] PLE rows gathered on the host */
-    int32_t *ple_idx;                    /* [step_tokens·L] rows of the layer-major relayout */
+    float *stage;     /* [step_tokens, L·P] PLE rows gathered on the host */
+    int32_t *ple_idx; /* [step_tokens·L] rows of the layer-major relayout */
 } g4;
 
 /* ---- config (§1) ---- */
 
 /* Fields read by hand in g4_parse. */
 static const char *const g4_known_keys[] = {
-    "model_type", "layer_types", "per_layer_config", "rope_parameters", "tie_word_embeddings",
+    "model_type",
+    "layer_types",
+    "per_layer_config",
+    "rope_parameters",
+    "tie_word_embeddings",
     "num_global_key_value_heads", /* used only with attention_k_eq_v, which is refused */
-    "use_bidirectional_attention", "num_experts", "top_k_experts", "moe_intermediate_size",
-    "eos_token_id", "bos_token_id", "pad_token_id", NULL};
+    "use_bidirectional_attention",
+    "num_experts",
+    "top_k_experts",
+    "moe_intermediate_size",
+    "eos_token_id",
+    "bos_token_id",
+    "pad_token_id",
+    NULL};
 
 /* What a few fields read into before g4_parse derives the per-layer config from them. */
 typedef struct g4_raw {
@@ -142,26 +152,58 @@ static const cfg_field g4_raw_fields[] = {
 };
 
 /* Fields with no effect on the text forward. */
-static const char *const g4_ignored_keys[] = {
-    "architectures", "attention_dropout", "dtype", "torch_dtype", "initializer_range",
-    "use_cache", "transformers_version", "output_attentions", "output_hidden_states",
-    "return_dict", "use_return_dict", "id2label", "label2id", "problem_type",
-    "chunk_size_feed_forward", "is_encoder_decoder", "tokenizer_class",
-    "decoder_start_token_id", "sep_token_id", "task_specific_params", "finetuning_task",
-    "tf_legacy_loss", "pruned_heads", "cross_attention_hidden_size", "add_cross_attention",
-    "is_decoder", "prefix", "_name_or_path", "text_config", "vision_config", "audio_config",
-    "image_token_id", "audio_token_id", "video_token_id", "boi_token_id", "eoi_token_id",
-    "boa_token_id", "eoa_token_id", "eoa_token_index", "vision_soft_tokens_per_image",
-    "quantization_config", "base_config_key", NULL};
+static const char *const g4_ignored_keys[] = {"architectures",
+                                              "attention_dropout",
+                                              "dtype",
+                                              "torch_dtype",
+                                              "initializer_range",
+                                              "use_cache",
+                                              "transformers_version",
+                                              "output_attentions",
+                                              "output_hidden_states",
+                                              "return_dict",
+                                              "use_return_dict",
+                                              "id2label",
+                                              "label2id",
+                                              "problem_type",
+                                              "chunk_size_feed_forward",
+                                              "is_encoder_decoder",
+                                              "tokenizer_class",
+                                              "decoder_start_token_id",
+                                              "sep_token_id",
+                                              "task_specific_params",
+                                              "finetuning_task",
+                                              "tf_legacy_loss",
+                                              "pruned_heads",
+                                              "cross_attention_hidden_size",
+                                              "add_cross_attention",
+                                              "is_decoder",
+                                              "prefix",
+                                              "_name_or_path",
+                                              "text_config",
+                                              "vision_config",
+                                              "audio_config",
+                                              "image_token_id",
+                                              "audio_token_id",
+                                              "video_token_id",
+                                              "boi_token_id",
+                                              "eoi_token_id",
+                                              "boa_token_id",
+                                              "eoa_token_id",
+                                              "eoa_token_index",
+                                              "vision_soft_tokens_per_image",
+                                              "quantization_config",
+                                              "base_config_key",
+                                              NULL};
 
 static const char *const g4_rope_keys[] = {"rope_type", "rope_theta", "partial_rotary_factor",
                                            "factor", NULL};
 static const char *const g4_type_names[2] = {"sliding_attention", "full_attention"};
 
-#define G4_FAIL(code, ...)                                                                     \
-    do {                                                                                       \
-        strata_err_set(err, code, __VA_ARGS__);                                                \
-        goto fail;                                                                             \
+#define G4_FAIL(code, ...)                                                                         \
+    do {                                                                                           \
+        strata_err_set(err, code, __VA_ARGS__);                                                    \
+        goto fail;                                                                                 \
     } while (0)
 
 static void g4_config_free(g4_config *c) {
@@ -258,7 +300,8 @@ static int g4_parse(g4_config *c, json_t *root, strata_err *err) {
     const size_t sizes[] = {sizeof g4_fields / sizeof g4_fields[0],
                             sizeof g4_raw_fields / sizeof g4_raw_fields[0]};
     if (cfg_check_keys_tables(tc, where, tables, sizes, 2, g4_known_keys, g4_ignored_keys, err) ||
-        CFG_READ(tc, where, g4_fields, c, 0, err) || CFG_READ(tc, where, g4_raw_fields, &raw, 0, err))
+        CFG_READ(tc, where, g4_fields, c, 0, err) ||
+        CFG_READ(tc, where, g4_raw_fields, &raw, 0, err))
         return err->code;
     int vpl = raw.vpl < 0 ? c->vocab : raw.vpl, kvh = raw.kvh, hd = raw.hd, ghd = raw.ghd;
     int n_shared = raw.n_shared, dw = raw.double_wide;
@@ -294,8 +337,7 @@ static int g4_parse(g4_config *c, json_t *root, strata_err *err) {
     json_t *lt = json_object_get(tc, "layer_types");
     if (lt && !json_is_null(lt)) {
         if (!json_is_array(lt) || json_array_size(lt) != L)
-            G4_FAIL(STRATA_EFORMAT, "%s: layer_types must list %d layer types", where,
-                    c->n_layer);
+            G4_FAIL(STRATA_EFORMAT, "%s: layer_types must list %d layer types", where, c->n_layer);
         for (size_t i = 0; i < L; i++) {
             const char *s = json_string_value(json_array_get(lt, i));
             if (s && !strcmp(s, "full_attention")) c->full[i] = 1;
@@ -327,8 +369,8 @@ static int g4_parse(g4_config *c, json_t *root, strata_err *err) {
             if (c->hd[i] != type_hd || c->hd[i] % 2)
                 G4_FAIL(STRATA_EUNSUPPORTED,
                         "%s: layer %zu has head dim %d, other %s layers %d (one even head dim "
-                        "per layer type is supported)", where, i, c->hd[i], g4_type_names[ty],
-                        type_hd);
+                        "per layer type is supported)",
+                        where, i, c->hd[i], g4_type_names[ty], type_hd);
         }
         if (!type_hd) continue; /* no layer of this type: no RoPE for it */
         if (g4_parse_rope(r, rp, ty, err)) goto fail;
@@ -347,13 +389,14 @@ static int g4_parse(g4_config *c, json_t *root, strata_err *err) {
             if (c->donor[i] < 0)
                 G4_FAIL(STRATA_EFORMAT,
                         "%s: layer %d shares kv (num_kv_shared_layers) but no earlier layer "
-                        "of type %s owns a cache", where, i, g4_type_names[c->full[i]]);
+                        "of type %s owns a cache",
+                        where, i, g4_type_names[c->full[i]]);
         }
         int d = c->donor[i];
         if (c->H % c->kvh[d])
             G4_FAIL(STRATA_EFORMAT,
-                    "%s: num_attention_heads %d is not a multiple of layer %d's %d kv heads",
-                    where, c->H, d, c->kvh[d]);
+                    "%s: num_attention_heads %d is not a multiple of layer %d's %d kv heads", where,
+                    c->H, d, c->kvh[d]);
         c->width[i] = c->inter * (dw && i >= c->first_shared ? 2 : 1);
     }
     return 0;
@@ -496,9 +539,9 @@ static void g4_close(void *impl) {
     g4 *m = impl;
     if (!m) return;
     backend *b = m->b;
-    float **bufs[] = {&m->x,   &m->xn,  &m->mix, &m->q,  &m->att, &m->k,           &m->v,
-                      &m->big1, &m->big2, &m->ple, &m->plt, &m->pg, &m->xo,        &m->lg,
-                      &m->inv_freq[0], &m->inv_freq[1]};
+    float **bufs[] = {&m->x,  &m->xn,   &m->mix,         &m->q,          &m->att, &m->k,
+                      &m->v,  &m->big1, &m->big2,        &m->ple,        &m->plt, &m->pg,
+                      &m->xo, &m->lg,   &m->inv_freq[0], &m->inv_freq[1]};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) b->ops->free(b, *bufs[i]);
     for (int i = 0; m->layers && i < m->c.n_layer; i++) {
@@ -521,10 +564,15 @@ static int64_t g4_weight_bytes(const g4 *m) {
     if (c->P) wb += (int64_t)c->n_layer * c->P * (int64_t)dtype_size(m->ple_table.dt);
     for (int i = 0; i < c->n_layer; i++) {
         const g4_layer *L = &m->layers[i];
-        const bk_weight *ws[] = {&L->in_norm, &L->post_attn_norm, &L->pre_ff_norm,
-                                 &L->post_ff_norm, &L->wq, &L->q_norm, &L->wk, &L->wv,
-                                 &L->k_norm, &L->wo, &L->gate, &L->up, &L->down, &L->pl_gate,
-                                 &L->pl_proj, &L->pl_norm, &L->scalar};
+        const bk_weight *ws[] = {&L->in_norm,     &L->post_attn_norm,
+                                 &L->pre_ff_norm, &L->post_ff_norm,
+                                 &L->wq,          &L->q_norm,
+                                 &L->wk,          &L->wv,
+                                 &L->k_norm,      &L->wo,
+                                 &L->gate,        &L->up,
+                                 &L->down,        &L->pl_gate,
+                                 &L->pl_proj,     &L->pl_norm,
+                                 &L->scalar};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++) wb += arch_weight_bytes(ws[j]);
     }
     return wb;
@@ -542,8 +590,8 @@ static int g4_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
         goto fail;
     }
     m->slots = ctx->opts->max_seqs > 0 ? ctx->opts->max_seqs : 1;
-    m->ctx = ctx->opts->ctx_size > 0 ? ctx->opts->ctx_size
-                                     : (c->max_pos < 4096 ? c->max_pos : 4096);
+    m->ctx =
+        ctx->opts->ctx_size > 0 ? ctx->opts->ctx_size : (c->max_pos < 4096 ? c->max_pos : 4096);
     m->step_tokens = ctx->opts->step_tokens > 0 ? ctx->opts->step_tokens : 512;
     m->out_chunk = m->slots > 16 ? m->slots : 16;
     if (m->out_chunk > m->step_tokens) m->out_chunk = m->step_tokens;
@@ -551,9 +599,10 @@ static int g4_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     if (g4_bind(m, ctx, err) || g4_alloc(m, err)) goto fail;
 
     json_t *tc = json_object_get(ctx->config, "text_config");
-    if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"), "generation_config.json",
-                                    c->vocab, info, err)) ||
-        (tc && cfg_eos(json_object_get(tc, "eos_token_id"), "config.json text_config", c->vocab, info, err)) ||
+    if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"),
+                                    "generation_config.json", c->vocab, info, err)) ||
+        (tc && cfg_eos(json_object_get(tc, "eos_token_id"), "config.json text_config", c->vocab,
+                       info, err)) ||
         cfg_eos(json_object_get(ctx->config, "eos_token_id"), "config.json", c->vocab, info, err))
         goto fail;
     info->arch = "gemma4";
@@ -592,8 +641,7 @@ static void g4_ple_gather_host(g4 *m, const int32_t *tokens, int T) {
             for (size_t j = 0; j < LP; j++) dst[j] = dtype_bf16_to_f32(((const uint16_t *)row)[j]);
         else if (t->dt == DTYPE_F16)
             for (size_t j = 0; j < LP; j++) dst[j] = dtype_f16_to_f32(((const uint16_t *)row)[j]);
-        else
-            memcpy(dst, row, LP * sizeof(float));
+        else memcpy(dst, row, LP * sizeof(float));
     }
 }
 
@@ -611,11 +659,11 @@ static void g4_ple(g4 *m, const bk_batch *bt, const int32_t *tokens) {
     } else {
         o->embed(b, m->ple, &m->ple_table, tokens, T);
     }
-    o->scale(b, m->ple, m->s_ple, NULL, n);                      /* u = r · √P */
-    o->matmul(b, m->big1, m->x, &m->ple_proj, T);                /* z = x₀ · W_pmpᵀ */
+    o->scale(b, m->ple, m->s_ple, NULL, n);       /* u = r · √P */
+    o->matmul(b, m->big1, m->x, &m->ple_proj, T); /* z = x₀ · W_pmpᵀ */
     o->scale(b, m->big1, (float)(1.0 / sqrt((double)c->h)), NULL, n);
     o->rmsnorm(b, m->big1, m->big1, &m->ple_norm, T * L, P, P, c->eps, BK_NORM_PLAIN);
-    o->add(b, m->ple, m->big1, m->ple, n);                       /* z + u */
+    o->add(b, m->ple, m->big1, m->ple, n); /* z + u */
     o->scale(b, m->ple, (float)(1.0 / sqrt(2.0)), NULL, n);
     if (T == 1) return; /* [1, L, P] is already layer-major: the layers read m->ple */
     for (int l = 0; l < L; l++)
@@ -631,7 +679,7 @@ static void g4_attention(g4 *m, int l, const bk_batch *bt) {
     g4_layer *L = &m->layers[l], *D = &m->layers[c->donor[l]];
     int T = bt->n_tokens, ty = c->full[l], hd = c->hd[l], kvh = c->kvh[c->donor[l]];
     const float *inv_freq = m->inv_freq[ty];
-    o->matmul(b, m->q, m->xn, &L->wq, T);                        /* [T, H, hd] */
+    o->matmul(b, m->q, m->xn, &L->wq, T); /* [T, H, hd] */
     o->rmsnorm(b, m->q, m->q, &L->q_norm, T * c->H, hd, hd, c->eps, BK_NORM_PLAIN);
     o->rope(b, m->q, bt, inv_freq, c->H, hd, hd, c->H * hd);
     if (c->donor[l] == l) { /* owner: k, v of this step into the cache */
@@ -643,7 +691,7 @@ static void g4_attention(g4 *m, int l, const bk_batch *bt) {
         o->kv_store(b, L->kc, L->vc, m->k, m->v, bt, kvh * hd, L->cap);
     }
     o->attention(b, m->att, m->q, D->kc, D->vc, bt, c->H, kvh, hd, D->cap, 1.0f,
-                 ty == G4_FULL ? 0 : c->window, 0.0f);             /* scale 1, no softcap */
+                 ty == G4_FULL ? 0 : c->window, 0.0f); /* scale 1, no softcap */
     o->matmul(b, m->mix, m->att, &L->wo, T);
 }
 
@@ -659,7 +707,7 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
     if (o->batch_prepare(b, bt, err)) return err->code;
 
     o->embed(b, m->x, &m->embed, tokens, T);
-    o->scale(b, m->x, m->s_embed, NULL, Th);                     /* x₀ = E[t] · √h, §3.3 */
+    o->scale(b, m->x, m->s_embed, NULL, Th); /* x₀ = E[t] · √h, §3.3 */
     if (c->P) g4_ple(m, bt, tokens);
     const float *ple = T == 1 ? m->ple : m->plt;
     for (int l = 0; l < c->n_layer; l++) {
@@ -671,7 +719,7 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
         o->rmsnorm(b, m->mix, m->mix, &L->post_attn_norm, T, h, h, c->eps, BK_NORM_PLAIN);
         o->add(b, m->x, m->x, m->mix, Th);
         /* GeGLU MLP, §3.8 */
-        float *gate = m->big1, *up = m->big2;                /* [T, I] */
+        float *gate = m->big1, *up = m->big2; /* [T, I] */
         o->rmsnorm(b, m->xn, m->x, &L->pre_ff_norm, T, h, h, c->eps, BK_NORM_PLAIN);
         o->matmul(b, gate, m->xn, &L->gate, T);
         o->matmul(b, up, m->xn, &L->up, T);
@@ -687,11 +735,18 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
             o->rmsnorm(b, m->mix, m->mix, &L->pl_norm, T, h, h, c->eps, BK_NORM_PLAIN);
             o->add(b, m->x, m->x, m->mix, Th);
         }
-        o->scale(b, m->x, 1.0f, &L->scalar, Th);                 /* the whole stream */
+        o->scale(b, m->x, 1.0f, &L->scalar, Th); /* the whole stream */
     }
     /* Final norm, tied head and softcap (§3.9) only on the rows whose logits are wanted. */
-    arch_head hd = {.norm = &m->final_norm, .norm_mode = BK_NORM_PLAIN, .eps = c->eps, .head = &m->lm_head,
-                    .softcap = c->softcap, .h = h, .vocab = c->vocab, .chunk = m->out_chunk, .xo = m->xo,
+    arch_head hd = {.norm = &m->final_norm,
+                    .norm_mode = BK_NORM_PLAIN,
+                    .eps = c->eps,
+                    .head = &m->lm_head,
+                    .softcap = c->softcap,
+                    .h = h,
+                    .vocab = c->vocab,
+                    .chunk = m->out_chunk,
+                    .xo = m->xo,
                     .lg = m->lg};
     arch_logits(b, &hd, m->x, out_rows, n_out, logits);
     return 0;

@@ -37,7 +37,8 @@ static int read_json(const char *path, json_t **out, int optional, strata_err *e
     }
     json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!j)
-        return strata_err_set(err, STRATA_EFORMAT, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+        return strata_err_set(err, STRATA_EFORMAT, "%s:%d:%d: %s", path, je.line, je.column,
+                              je.text);
     if (!json_is_object(j)) {
         json_decref(j);
         return strata_err_set(err, STRATA_EFORMAT, "%s: top level must be a JSON object", path);
@@ -77,8 +78,7 @@ int model_open(model **out, const model_opts *opts, backend *b, strata_err *err)
         if (stat(opts->path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
             char names[512];
             arch_preset_names(names, sizeof names);
-            strata_err_set(err, STRATA_ENOTFOUND,
-                           "%s: not a model directory%s%s", opts->path,
+            strata_err_set(err, STRATA_ENOTFOUND, "%s: not a model directory%s%s", opts->path,
                            opts->load_dummy ? " nor a preset; presets: " : "",
                            opts->load_dummy ? names : "");
             goto fail;
@@ -91,8 +91,9 @@ int model_open(model **out, const model_opts *opts, backend *b, strata_err *err)
     const char *mt = json_string_value(json_object_get(m->config, "model_type"));
     m->arch = arch_find(mt);
     if (!m->arch) {
-        strata_err_set(err, STRATA_EUNSUPPORTED, "%s/config.json: model_type \"%s\" is not supported",
-                       opts->path, mt ? mt : "(missing)");
+        strata_err_set(err, STRATA_EUNSUPPORTED,
+                       "%s/config.json: model_type \"%s\" is not supported", opts->path,
+                       mt ? mt : "(missing)");
         goto fail;
     }
     if (!opts->load_dummy && st_open(&m->st, opts->path, err)) goto fail;
@@ -127,15 +128,16 @@ static int check_batch(model *m, const bk_batch *bt, const int32_t *tokens, cons
     const model_info *in = &m->info;
     if (bt->n_tokens <= 0 || bt->n_tokens > in->step_tokens || bt->n_seqs <= 0 ||
         bt->n_seqs > in->max_seqs)
-        return strata_err_set(err, STRATA_EINVALID, "step of %d tokens in %d sequences (max %d, %d)",
-                              bt->n_tokens, bt->n_seqs, in->step_tokens, in->max_seqs);
+        return strata_err_set(err, STRATA_EINVALID,
+                              "step of %d tokens in %d sequences (max %d, %d)", bt->n_tokens,
+                              bt->n_seqs, in->step_tokens, in->max_seqs);
     memset(m->slot_busy, 0, (size_t)in->max_seqs);
     int next = 0;
     for (int s = 0; s < bt->n_seqs; s++) {
         int slot = bt->slot[s];
         if (slot < 0 || slot >= in->max_seqs || m->slot_busy[slot])
-            return strata_err_set(err, STRATA_EINVALID, "sequence %d: slot %d invalid or repeated", s,
-                                  slot);
+            return strata_err_set(err, STRATA_EINVALID, "sequence %d: slot %d invalid or repeated",
+                                  s, slot);
         m->slot_busy[slot] = 1;
         if (bt->start[s] != next || bt->len[s] <= 0 || bt->pos0[s] < 0)
             return strata_err_set(err, STRATA_EINVALID, "sequence %d: tokens not contiguous", s);
@@ -154,8 +156,9 @@ static int check_batch(model *m, const bk_batch *bt, const int32_t *tokens, cons
                               bt->n_tokens);
     for (int i = 0; i < bt->n_tokens; i++)
         if (tokens[i] < 0 || tokens[i] >= in->vocab)
-            return strata_err_set(err, STRATA_ERANGE, "token id %d is outside the vocabulary [0, %d)",
-                                  tokens[i], in->vocab);
+            return strata_err_set(err, STRATA_ERANGE,
+                                  "token id %d is outside the vocabulary [0, %d)", tokens[i],
+                                  in->vocab);
     for (int i = 0; i < n_out; i++)
         if (out_rows[i] < 0 || out_rows[i] >= bt->n_tokens)
             return strata_err_set(err, STRATA_EINVALID, "logit row %d is not a token of the step",
@@ -163,8 +166,8 @@ static int check_batch(model *m, const bk_batch *bt, const int32_t *tokens, cons
     return 0;
 }
 
-int model_forward(model *m, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
-                  int n_out, float *logits, strata_err *err) {
+int model_forward(model *m, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows, int n_out,
+                  float *logits, strata_err *err) {
     if (check_batch(m, bt, tokens, out_rows, n_out, err)) return err->code;
     return m->arch->forward(m->impl, bt, tokens, out_rows, n_out, logits, err);
 }

@@ -16,26 +16,26 @@
 typedef struct model model;
 
 typedef struct model_opts {
-    const char *path;       /* checkpoint directory, or a preset name with load_dummy */
-    int load_dummy;         /* random weights of the real shapes (--load-format dummy) */
-    dtype weight_dtype;     /* dtype of dummy weights / conversion target; DTYPE_COUNT = as stored */
-    int max_seqs;           /* cache slots */
-    int ctx_size;           /* max positions per sequence (0 = min(model max, 4096)) */
-    int step_tokens;         /* max tokens in one forward (prefill chunk + decodes) */
-    uint64_t seed;          /* dummy weight seed */
-    int ple_on_device;      /* Gemma 4: PLE table with the other weights, not host-side */
+    const char *path;   /* checkpoint directory, or a preset name with load_dummy */
+    int load_dummy;     /* random weights of the real shapes (--load-format dummy) */
+    dtype weight_dtype; /* dtype of dummy weights / conversion target; DTYPE_COUNT = as stored */
+    int max_seqs;       /* cache slots */
+    int ctx_size;       /* max positions per sequence (0 = min(model max, 4096)) */
+    int step_tokens;    /* max tokens in one forward (prefill chunk + decodes) */
+    uint64_t seed;      /* dummy weight seed */
+    int ple_on_device;  /* Gemma 4: PLE table with the other weights, not host-side */
 } model_opts;
 
 typedef struct model_info {
-    const char *arch;       /* "qwen3_5", ... */
-    int vocab;              /* logits per row */
-    int ctx_size;           /* positions per sequence the caches hold */
+    const char *arch; /* "qwen3_5", ... */
+    int vocab;        /* logits per row */
+    int ctx_size;     /* positions per sequence the caches hold */
     int max_seqs;
     int step_tokens;
-    int n_eos;              /* stop token ids from config / generation_config */
+    int n_eos; /* stop token ids from config / generation_config */
     int32_t eos[8];
-    int64_t weight_bytes;   /* bytes of weights read by one decode step */
-    int64_t state_bytes;    /* recurrent state bytes read+written per decode token */
+    int64_t weight_bytes;       /* bytes of weights read by one decode step */
+    int64_t state_bytes;        /* recurrent state bytes read+written per decode token */
     int64_t kv_bytes_per_token; /* kv cache bytes per cached position, all layers */
 } model_info;
 
@@ -53,7 +53,7 @@ void model_reset_slot(model *m, int slot);
  * continuing each slot's sequence) go through the network and update the slots'
  * caches. For the n_out token indices in out_rows, the f32 logits are written to
  * logits ([n_out, vocab], host memory). */
-int model_forward(model *m, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
-                  int n_out, float *logits, strata_err *err);
+int model_forward(model *m, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows, int n_out,
+                  float *logits, strata_err *err);
 
 #endif

@@ -65,7 +65,9 @@ static int cfg_read_one(json_t *obj, const char *where, const cfg_field *f, void
     case CFG_T_ONLY_FALSE: {
         int on;
         if (cfg_bool(obj, where, key, 1, 0, &on, err)) return err->code;
-        if (on) return strata_err_set(err, STRATA_EUNSUPPORTED, "%s: %s true is not supported", where, key);
+        if (on)
+            return strata_err_set(err, STRATA_EUNSUPPORTED, "%s: %s true is not supported", where,
+                                  key);
         return 0;
     }
     }

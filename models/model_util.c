@@ -32,8 +32,8 @@ int cfg_int(json_t *obj, const char *where, const char *key, int has_def, long l
     return 0;
 }
 
-int cfg_real(json_t *obj, const char *where, const char *key, int has_def, double def,
-             double *out, strata_err *err) {
+int cfg_real(json_t *obj, const char *where, const char *key, int has_def, double def, double *out,
+             strata_err *err) {
     json_t *v = obj ? json_object_get(obj, key) : NULL;
     if (!v || json_is_null(v)) {
         if (!has_def)
@@ -102,7 +102,8 @@ int cfg_check_keys(json_t *obj, const char *where, const char *const *known,
 static void eos_add(model_info *info, long long id) {
     for (int i = 0; i < info->n_eos; i++)
         if (info->eos[i] == id) return;
-    if (info->n_eos < (int)(sizeof info->eos / sizeof info->eos[0])) info->eos[info->n_eos++] = (int32_t)id;
+    if (info->n_eos < (int)(sizeof info->eos / sizeof info->eos[0]))
+        info->eos[info->n_eos++] = (int32_t)id;
 }
 
 static int eos_one(json_t *v, const char *where, size_t i, int is_list, int vocab, model_info *info,
@@ -113,8 +114,8 @@ static int eos_one(json_t *v, const char *where, size_t i, int is_list, int voca
         return strata_err_set(err, STRATA_EFORMAT, "%s: %s must be an integer", where, name);
     long long id = json_integer_value(v);
     if (id < 0 || id >= vocab)
-        return strata_err_set(err, STRATA_ERANGE, "%s: %s = %lld is outside the vocabulary [0, %d)", where,
-                              name, id, vocab);
+        return strata_err_set(err, STRATA_ERANGE, "%s: %s = %lld is outside the vocabulary [0, %d)",
+                              where, name, id, vocab);
     eos_add(info, id);
     return 0;
 }
@@ -128,8 +129,8 @@ int cfg_eos(json_t *val, const char *where, int vocab, model_info *info, strata_
     return 0;
 }
 
-int arch_bind(const model_arch_ctx *ctx, bk_weight *w, int optional, int ndim,
-              const int64_t *shape, strata_err *err, const char *fmt, ...) {
+int arch_bind(const model_arch_ctx *ctx, bk_weight *w, int optional, int ndim, const int64_t *shape,
+              strata_err *err, const char *fmt, ...) {
     char name[256];
     va_list ap;
     va_start(ap, fmt);
@@ -145,13 +146,15 @@ int64_t arch_weight_bytes(const bk_weight *w) {
     return n * (int64_t)dtype_size(w->dt);
 }
 
-int arch_alloc(backend *b, float **out, size_t n, const char *arch, const char *what, strata_err *err) {
+int arch_alloc(backend *b, float **out, size_t n, const char *arch, const char *what,
+               strata_err *err) {
     if ((*out = b->ops->alloc(b, n * sizeof(float)))) return 0;
     return strata_err_set(err, STRATA_ENOMEM, "%s: cannot allocate %s (%zu MiB)", arch, what,
                           n * sizeof(float) >> 20);
 }
 
-int arch_check_batch(const char *arch, const bk_batch *bt, int step_tokens, int ctx, strata_err *err) {
+int arch_check_batch(const char *arch, const bk_batch *bt, int step_tokens, int ctx,
+                     strata_err *err) {
     if (bt->n_tokens > step_tokens)
         return strata_err_set(err, STRATA_ERANGE, "%s: %d tokens in one step exceed max %d", arch,
                               bt->n_tokens, step_tokens);
@@ -164,8 +167,8 @@ int arch_check_batch(const char *arch, const bk_batch *bt, int step_tokens, int 
     return 0;
 }
 
-void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t *out_rows, int n_out,
-                 float *logits) {
+void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t *out_rows,
+                 int n_out, float *logits) {
     const backend_ops *o = b->ops;
     for (int r = 0; r < n_out; r += hd->chunk) {
         int n = n_out - r < hd->chunk ? n_out - r : hd->chunk;
@@ -173,6 +176,7 @@ void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t 
         o->rmsnorm(b, hd->xo, hd->xo, hd->norm, n, hd->h, hd->h, hd->eps, hd->norm_mode);
         o->matmul(b, hd->lg, hd->xo, hd->head, n);
         if (hd->softcap > 0) o->softcap(b, hd->lg, hd->softcap, (size_t)n * hd->vocab);
-        o->download(b, logits + (size_t)r * hd->vocab, hd->lg, (size_t)n * hd->vocab * sizeof(float));
+        o->download(b, logits + (size_t)r * hd->vocab, hd->lg,
+                    (size_t)n * hd->vocab * sizeof(float));
     }
 }

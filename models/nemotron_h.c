@@ -33,70 +33,71 @@
 enum { NH_FLOOR_NONE, NH_FLOOR_PREFILL, NH_FLOOR_ALL };
 
 typedef struct nh_config {
-    int vocab;        /* vocab_size */
-    int h;            /* hidden_size */
-    int n_layer;      /* length of the pattern; num_hidden_layers must agree when present */
-    char *kind;       /* [n_layer] 'M' | '*' | '-': hybrid_override_pattern or layers_block_type */
-    int H, KV, D;     /* num_attention_heads, num_key_value_heads, head_dim (attention_head_dim) */
-    int inter;        /* intermediate_size (MLP) */
-    int mH, mP;       /* mamba_num_heads, mamba_head_dim */
-    int N;            /* ssm_state_size */
-    int G;            /* n_groups (mamba_n_groups, mamba_num_groups) */
-    int K;            /* conv_kernel (mamba_d_conv) */
-    int conv_bias;    /* use_conv_bias */
-    float eps;        /* layer_norm_epsilon (rms_norm_eps, norm_eps) */
-    float dt_lo;      /* time_step_limit[0]: the model's own floor on Δ, 0 by default */
-    float dt_min;     /* time_step_min: transformers' floor (STRATA_NEMOTRON_DT_FLOOR only) */
-    int tied;         /* tie_word_embeddings */
-    int max_pos;      /* max_position_embeddings */
+    int vocab;     /* vocab_size */
+    int h;         /* hidden_size */
+    int n_layer;   /* length of the pattern; num_hidden_layers must agree when present */
+    char *kind;    /* [n_layer] 'M' | '*' | '-': hybrid_override_pattern or layers_block_type */
+    int H, KV, D;  /* num_attention_heads, num_key_value_heads, head_dim (attention_head_dim) */
+    int inter;     /* intermediate_size (MLP) */
+    int mH, mP;    /* mamba_num_heads, mamba_head_dim */
+    int N;         /* ssm_state_size */
+    int G;         /* n_groups (mamba_n_groups, mamba_num_groups) */
+    int K;         /* conv_kernel (mamba_d_conv) */
+    int conv_bias; /* use_conv_bias */
+    float eps;     /* layer_norm_epsilon (rms_norm_eps, norm_eps) */
+    float dt_lo;   /* time_step_limit[0]: the model's own floor on Δ, 0 by default */
+    float dt_min;  /* time_step_min: transformers' floor (STRATA_NEMOTRON_DT_FLOOR only) */
+    int tied;      /* tie_word_embeddings */
+    int max_pos;   /* max_position_embeddings */
 } nh_config;
 
 typedef struct nh_layer {
-    bk_weight norm;                 /* [h] plain */
+    bk_weight norm; /* [h] plain */
     /* Mamba2 (§6); I = mH·mP, CD = I + 2·G·N */
-    bk_weight in_proj;              /* [I + CD + mH, h]: rows z | xBC | dt */
-    bk_weight w_z, w_xbc, w_dt;     /* row views of in_proj: [I, h], [CD, h], [mH, h] */
-    bk_weight conv, conv_b;         /* [CD, 1, K], [CD] (absent without use_conv_bias) */
-    bk_weight A_log, D, dt_bias;    /* [mH] */
-    bk_weight gnorm;                /* [I] plain, G groups of I/G */
-    bk_weight out_proj;             /* [h, I] */
-    float *conv_state;              /* [slots, K-1, CD] raw xBC rows, oldest first */
-    float *S;                       /* [slots, mH, mP, N] f32 */
+    bk_weight in_proj;           /* [I + CD + mH, h]: rows z | xBC | dt */
+    bk_weight w_z, w_xbc, w_dt;  /* row views of in_proj: [I, h], [CD, h], [mH, h] */
+    bk_weight conv, conv_b;      /* [CD, 1, K], [CD] (absent without use_conv_bias) */
+    bk_weight A_log, D, dt_bias; /* [mH] */
+    bk_weight gnorm;             /* [I] plain, G groups of I/G */
+    bk_weight out_proj;          /* [h, I] */
+    float *conv_state;           /* [slots, K-1, CD] raw xBC rows, oldest first */
+    float *S;                    /* [slots, mH, mP, N] f32 */
     /* attention (§8) */
-    bk_weight wq;                   /* [H·D, h] */
-    bk_weight wk, wv;               /* [KV·D, h] */
-    bk_weight wo;                   /* [h, H·D] */
-    float *kc, *vc;                 /* [slots, cap, KV·D] */
+    bk_weight wq;     /* [H·D, h] */
+    bk_weight wk, wv; /* [KV·D, h] */
+    bk_weight wo;     /* [h, H·D] */
+    float *kc, *vc;   /* [slots, cap, KV·D] */
     /* MLP (§8) */
-    bk_weight up;                   /* [inter, h] */
-    bk_weight down;                 /* [h, inter] */
+    bk_weight up;   /* [inter, h] */
+    bk_weight down; /* [h, inter] */
 } nh_layer;
 
 typedef struct nh {
     nh_config c;
     backend *b;
     int slots, cap, step_tokens, out_chunk;
-    int floor_mode;                 /* NH_FLOOR_* */
-    bk_weight embed;                /* [vocab, h] */
-    bk_weight norm_f;               /* [h] plain */
-    bk_weight lm_head;              /* [vocab, h]; the embedding when tied */
+    int floor_mode;    /* NH_FLOOR_* */
+    bk_weight embed;   /* [vocab, h] */
+    bk_weight norm_f;  /* [h] plain */
+    bk_weight lm_head; /* [vocab, h]; the embedding when tied */
     nh_layer *layers;
     /* activations, [step_tokens, ·] f32 */
-    float *x, *xn, *mix;            /* [T, h] */
-    float *wide;                    /* [T, max(I, H·D, inter)]: z, q or up */
-    float *pre, *post;              /* [T, max(CD, KV·D)]: xBC before / after the conv; k, v */
-    float *y;                       /* [T, max(I, H·D)]: scan output, attention context */
-    float *dtr;                     /* [T, mH] dt_raw */
-    float *xo;                      /* [out_chunk, h] */
-    float *lg;                      /* [out_chunk, vocab] */
+    float *x, *xn, *mix; /* [T, h] */
+    float *wide;         /* [T, max(I, H·D, inter)]: z, q or up */
+    float *pre, *post;   /* [T, max(CD, KV·D)]: xBC before / after the conv; k, v */
+    float *y;            /* [T, max(I, H·D)]: scan output, attention context */
+    float *dtr;          /* [T, mH] dt_raw */
+    float *xo;           /* [out_chunk, h] */
+    float *lg;           /* [out_chunk, vocab] */
 } nh;
 
 /* ---- config (§2) ---- */
 
 /* Read by hand in nh_parse and nh_parse_pattern. */
 static const char *const nh_known_keys[] = {
-    "model_type", "num_hidden_layers", "hybrid_override_pattern", "layers_block_type",
-    "time_step_limit", "max_position_embeddings", "sliding_window", "eos_token_id", NULL};
+    "model_type",        "num_hidden_layers", "hybrid_override_pattern",
+    "layers_block_type", "time_step_limit",   "max_position_embeddings",
+    "sliding_window",    "eos_token_id",      NULL};
 
 static const cfg_field nh_fields[] = {
     CFG_INT(nh_config, vocab, "vocab_size", 1, 1 << 24),
@@ -134,21 +135,65 @@ static const cfg_field nh_mamba_fields[] = {
 /* Fields with no effect on this forward: init ranges, training switches, kernel choices,
  * chunk sizes (blocking only, §2.1), the MoE / MTP fields of the family (an 'E' layer is
  * refused by the pattern parser), and the residual dtype (the residual is f32 here). */
-static const char *const nh_ignored_keys[] = {
-    "architectures", "attention_dropout", "hidden_dropout", "bos_token_id", "pad_token_id",
-    "chunk_size", "mamba_chunk_size", "dtype", "torch_dtype", "expand", "initializer_range",
-    "rescale_prenorm_residual", "residual_in_fp32", "time_step_floor", "time_step_max",
-    "transformers_version", "use_cache", "use_mamba_kernels", "num_logits_to_keep",
-    "mamba_ssm_cache_dtype", "auto_map", "moe_intermediate_size", "moe_latent_size",
-    "moe_shared_expert_intermediate_size", "moe_shared_expert_overlap", "mtp_layers_block_type",
-    "mtp_hybrid_override_pattern", "n_group", "n_routed_experts", "n_shared_experts",
-    "norm_topk_prob", "num_experts_per_tok", "num_nextn_predict_layers", "output_router_logits",
-    "routed_scaling_factor", "topk_group", "router_aux_loss_coef", "output_attentions",
-    "output_hidden_states", "return_dict", "use_return_dict", "id2label", "label2id",
-    "problem_type", "chunk_size_feed_forward", "is_encoder_decoder", "tokenizer_class",
-    "decoder_start_token_id", "sep_token_id", "task_specific_params", "finetuning_task",
-    "tf_legacy_loss", "pruned_heads", "cross_attention_hidden_size", "add_cross_attention",
-    "is_decoder", "prefix", "_name_or_path", NULL};
+static const char *const nh_ignored_keys[] = {"architectures",
+                                              "attention_dropout",
+                                              "hidden_dropout",
+                                              "bos_token_id",
+                                              "pad_token_id",
+                                              "chunk_size",
+                                              "mamba_chunk_size",
+                                              "dtype",
+                                              "torch_dtype",
+                                              "expand",
+                                              "initializer_range",
+                                              "rescale_prenorm_residual",
+                                              "residual_in_fp32",
+                                              "time_step_floor",
+                                              "time_step_max",
+                                              "transformers_version",
+                                              "use_cache",
+                                              "use_mamba_kernels",
+                                              "num_logits_to_keep",
+                                              "mamba_ssm_cache_dtype",
+                                              "auto_map",
+                                              "moe_intermediate_size",
+                                              "moe_latent_size",
+                                              "moe_shared_expert_intermediate_size",
+                                              "moe_shared_expert_overlap",
+                                              "mtp_layers_block_type",
+                                              "mtp_hybrid_override_pattern",
+                                              "n_group",
+                                              "n_routed_experts",
+                                              "n_shared_experts",
+                                              "norm_topk_prob",
+                                              "num_experts_per_tok",
+                                              "num_nextn_predict_layers",
+                                              "output_router_logits",
+                                              "routed_scaling_factor",
+                                              "topk_group",
+                                              "router_aux_loss_coef",
+                                              "output_attentions",
+                                              "output_hidden_states",
+                                              "return_dict",
+                                              "use_return_dict",
+                                              "id2label",
+                                              "label2id",
+                                              "problem_type",
+                                              "chunk_size_feed_forward",
+                                              "is_encoder_decoder",
+                                              "tokenizer_class",
+                                              "decoder_start_token_id",
+                                              "sep_token_id",
+                                              "task_specific_params",
+                                              "finetuning_task",
+                                              "tf_legacy_loss",
+                                              "pruned_heads",
+                                              "cross_attention_hidden_size",
+                                              "add_cross_attention",
+                                              "is_decoder",
+                                              "prefix",
+                                              "_name_or_path",
+                                              NULL};
 
 /* §2.2: one character per layer; the list spelling (old and newest names) maps to the same. */
 static int nh_parse_pattern(nh_config *c, json_t *root, const char *where, strata_err *err) {
@@ -192,8 +237,11 @@ static int nh_parse_pattern(nh_config *c, json_t *root, const char *where, strat
     static const struct {
         const char *name;
         char kind;
-    } names[] = {{"mamba", 'M'},     {"linear_attention", 'M'}, {"attention", '*'},
-                 {"full_attention", '*'}, {"mlp", '-'}};
+    } names[] = {{"mamba", 'M'},
+                 {"linear_attention", 'M'},
+                 {"attention", '*'},
+                 {"full_attention", '*'},
+                 {"mlp", '-'}};
     for (size_t i = 0; lbt && i < n; i++) {
         const char *s = json_string_value(json_array_get(lbt, i));
         char ch = 0;
@@ -317,8 +365,10 @@ static int nh_bind(nh *m, const model_arch_ctx *ctx, strata_err *err) {
     /* §3: hub files say backbone.embeddings; transformers' own saves may say model.*, some
      * exports embedding (singular). The last candidate is the required one, so a missing
      * table (and every dummy model) gets the hub name. */
-    static const char *const emb[][2] = {{"model.", "embeddings"}, {"model.", "embedding"},
-                                         {"backbone.", "embedding"}, {"backbone.", "embeddings"}};
+    static const char *const emb[][2] = {{"model.", "embeddings"},
+                                         {"model.", "embedding"},
+                                         {"backbone.", "embedding"},
+                                         {"backbone.", "embeddings"}};
     const char *p = NULL;
     int64_t es[2] = {c->vocab, c->h}, hv[1] = {c->h};
     for (int i = 0; i < 4 && !p; i++) {
@@ -460,8 +510,8 @@ static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     if (m->out_chunk > m->step_tokens) m->out_chunk = m->step_tokens;
     if (nh_bind(m, ctx, err) || nh_alloc(m, err)) goto fail;
 
-    if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"), "generation_config.json",
-                                    c->vocab, info, err)) ||
+    if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"),
+                                    "generation_config.json", c->vocab, info, err)) ||
         cfg_eos(json_object_get(ctx->config, "eos_token_id"), "config.json", c->vocab, info, err))
         goto fail;
     info->arch = "nemotron_h";
@@ -475,9 +525,9 @@ static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     int64_t I = (int64_t)c->mH * c->mP, CD = I + 2LL * c->G * c->N;
     for (int i = 0; i < c->n_layer; i++) {
         nh_layer *L = &m->layers[i];
-        const bk_weight *ws[] = {&L->norm,  &L->in_proj, &L->conv, &L->conv_b, &L->A_log,
-                                 &L->D,     &L->dt_bias, &L->gnorm, &L->out_proj, &L->wq,
-                                 &L->wk,    &L->wv,      &L->wo,    &L->up,       &L->down};
+        const bk_weight *ws[] = {&L->norm, &L->in_proj, &L->conv,  &L->conv_b,   &L->A_log,
+                                 &L->D,    &L->dt_bias, &L->gnorm, &L->out_proj, &L->wq,
+                                 &L->wk,   &L->wv,      &L->wo,    &L->up,       &L->down};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++) wb += arch_weight_bytes(ws[j]);
         if (c->kind[i] == '*')
             info->kv_bytes_per_token += 2LL * c->KV * c->D * (int64_t)sizeof(float);
@@ -526,15 +576,15 @@ static void nh_mamba(nh *m, nh_layer *L, bk_batch *bt, float dt_min) {
     backend *b = m->b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens, I = c->mH * c->mP, GN = c->G * c->N, CD = I + 2 * GN;
-    o->matmul(b, m->wide, m->xn, &L->w_z, T);                 /* z [T, I] (§6.1) */
-    o->matmul(b, m->pre, m->xn, &L->w_xbc, T);                /* xBC_in [T, CD] */
-    o->matmul(b, m->dtr, m->xn, &L->w_dt, T);                 /* dt_raw [T, mH] */
+    o->matmul(b, m->wide, m->xn, &L->w_z, T);  /* z [T, I] (§6.1) */
+    o->matmul(b, m->pre, m->xn, &L->w_xbc, T); /* xBC_in [T, CD] */
+    o->matmul(b, m->dtr, m->xn, &L->w_dt, T);  /* dt_raw [T, mH] */
     o->conv1d(b, m->post, m->pre, CD, &L->conv, L->conv_b.data ? &L->conv_b : NULL, L->conv_state,
-              bt, CD, c->K, 1);                               /* silu(conv) over x|B|C (§6.2) */
+              bt, CD, c->K, 1); /* silu(conv) over x|B|C (§6.2) */
     o->ssd(b, m->y, m->post, CD, m->post + I, m->post + I + GN, CD, m->dtr, c->mH, &L->A_log,
            &L->dt_bias, &L->D, L->S, bt, c->mH, c->mP, c->N, c->G, dt_min); /* §6.3-6.5 */
     o->rmsnorm_gated_grouped(b, m->y, m->y, m->wide, &L->gnorm, T, I, I / c->G, c->eps); /* §6.6 */
-    o->matmul(b, m->mix, m->y, &L->out_proj, T);              /* §6.7 */
+    o->matmul(b, m->mix, m->y, &L->out_proj, T);                                         /* §6.7 */
 }
 
 /* GQA attention without positional encoding, §8: xn [T, h] -> m->mix [T, h]. */
@@ -543,9 +593,9 @@ static void nh_attention(nh *m, nh_layer *L, bk_batch *bt) {
     backend *b = m->b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens, kw = c->KV * c->D;
-    o->matmul(b, m->wide, m->xn, &L->wq, T);                  /* q [T, H, D]; no RoPE */
-    o->matmul(b, m->pre, m->xn, &L->wk, T);                   /* k [T, KV, D] */
-    o->matmul(b, m->post, m->xn, &L->wv, T);                  /* v [T, KV, D] */
+    o->matmul(b, m->wide, m->xn, &L->wq, T); /* q [T, H, D]; no RoPE */
+    o->matmul(b, m->pre, m->xn, &L->wk, T);  /* k [T, KV, D] */
+    o->matmul(b, m->post, m->xn, &L->wv, T); /* v [T, KV, D] */
     o->kv_store(b, L->kc, L->vc, m->pre, m->post, bt, kw, m->cap);
     o->attention(b, m->y, m->wide, L->kc, L->vc, bt, c->H, c->KV, c->D, m->cap,
                  1.0f / sqrtf((float)c->D), 0, 0.0f);
@@ -573,7 +623,7 @@ static int nh_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
     if (o->batch_prepare(b, bt, err)) return err->code;
     float dt_min = nh_step_dt_min(m, bt);
 
-    o->embed(b, m->x, &m->embed, tokens, T);   /* no scale, no position embedding (§4) */
+    o->embed(b, m->x, &m->embed, tokens, T); /* no scale, no position embedding (§4) */
     for (int i = 0; i < c->n_layer; i++) {
         nh_layer *L = &m->layers[i];
         o->rmsnorm(b, m->xn, m->x, &L->norm, T, c->h, c->h, c->eps, BK_NORM_PLAIN); /* §5 */
@@ -585,8 +635,15 @@ static int nh_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
         o->add(b, m->x, m->x, m->mix, (size_t)T * c->h);
     }
     /* norm_f and the head only on the rows whose logits are wanted, a chunk at a time. */
-    arch_head hd = {.norm = &m->norm_f, .norm_mode = BK_NORM_PLAIN, .eps = c->eps, .head = &m->lm_head,
-                    .softcap = 0, .h = c->h, .vocab = c->vocab, .chunk = m->out_chunk, .xo = m->xo,
+    arch_head hd = {.norm = &m->norm_f,
+                    .norm_mode = BK_NORM_PLAIN,
+                    .eps = c->eps,
+                    .head = &m->lm_head,
+                    .softcap = 0,
+                    .h = c->h,
+                    .vocab = c->vocab,
+                    .chunk = m->out_chunk,
+                    .xo = m->xo,
                     .lg = m->lg};
     arch_logits(b, &hd, m->x, out_rows, n_out, logits);
     return 0;

@@ -172,6 +172,5 @@ void arch_preset_names(char *buf, size_t len) {
     size_t used = 0;
     if (len) buf[0] = 0;
     for (size_t i = 0; i < sizeof presets / sizeof presets[0] && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "",
-                                 presets[i].name);
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", presets[i].name);
 }

@@ -16,62 +16,62 @@
 #define ARCH_NAME "qwen3_5"
 
 typedef struct q35_config {
-    int vocab;     /* vocab_size */
-    int h;         /* hidden_size */
-    int inter;     /* intermediate_size */
-    int n_layer;   /* num_hidden_layers */
-    int H, KV, D;  /* num_attention_heads, num_key_value_heads, head_dim */
-    int Hk, Hv;    /* linear_num_key_heads, linear_num_value_heads */
-    int dk, dv;    /* linear_key_head_dim, linear_value_head_dim */
-    int K;         /* linear_conv_kernel_dim */
-    float eps;     /* rms_norm_eps */
-    double theta;  /* rope_parameters.rope_theta */
-    int rot;       /* head_dim · rope_parameters.partial_rotary_factor */
-    int tied;      /* tie_word_embeddings (text_config, else top level) */
-    int max_pos;   /* max_position_embeddings */
+    int vocab;           /* vocab_size */
+    int h;               /* hidden_size */
+    int inter;           /* intermediate_size */
+    int n_layer;         /* num_hidden_layers */
+    int H, KV, D;        /* num_attention_heads, num_key_value_heads, head_dim */
+    int Hk, Hv;          /* linear_num_key_heads, linear_num_value_heads */
+    int dk, dv;          /* linear_key_head_dim, linear_value_head_dim */
+    int K;               /* linear_conv_kernel_dim */
+    float eps;           /* rms_norm_eps */
+    double theta;        /* rope_parameters.rope_theta */
+    int rot;             /* head_dim · rope_parameters.partial_rotary_factor */
+    int tied;            /* tie_word_embeddings (text_config, else top level) */
+    int max_pos;         /* max_position_embeddings */
     unsigned char *full; /* [n_layer] layer_types[i] == "full_attention" */
 } q35_config;
 
 typedef struct q35_layer {
-    bk_weight in_norm, post_norm;         /* [h] zero-centred */
-    bk_weight gate, up;                   /* [I, h] */
-    bk_weight down;                       /* [h, I] */
+    bk_weight in_norm, post_norm; /* [h] zero-centred */
+    bk_weight gate, up;           /* [I, h] */
+    bk_weight down;               /* [h, I] */
     /* full attention (§5.1) */
-    bk_weight wq;                         /* [2·H·D, h]: per head [query | gate] */
-    bk_weight wk, wv;                     /* [KV·D, h] */
-    bk_weight wo;                         /* [h, H·D] */
-    bk_weight q_norm, k_norm;             /* [D] zero-centred */
-    float *kc, *vc;                       /* [slots, cap, KV·D] */
+    bk_weight wq;             /* [2·H·D, h]: per head [query | gate] */
+    bk_weight wk, wv;         /* [KV·D, h] */
+    bk_weight wo;             /* [h, H·D] */
+    bk_weight q_norm, k_norm; /* [D] zero-centred */
+    float *kc, *vc;           /* [slots, cap, KV·D] */
     /* gated DeltaNet (§5.2) */
-    bk_weight qkv;                        /* [C, h], C = 2·Hk·dk + Hv·dv */
-    bk_weight wz;                         /* [Hv·dv, h] */
-    bk_weight wa, wb;                     /* [Hv, h] */
-    bk_weight conv;                       /* [C, 1, K] */
-    bk_weight conv_part[3];               /* views of conv: q, k, v channel blocks */
-    bk_weight A_log, dt_bias;             /* [Hv] */
-    bk_weight norm;                       /* [dv] plain weight */
-    bk_weight out;                        /* [h, Hv·dv] */
-    float *conv_state[3];                 /* [slots, K-1, part channels] */
-    float *S;                             /* [slots, Hv, dk, dv] */
+    bk_weight qkv;            /* [C, h], C = 2·Hk·dk + Hv·dv */
+    bk_weight wz;             /* [Hv·dv, h] */
+    bk_weight wa, wb;         /* [Hv, h] */
+    bk_weight conv;           /* [C, 1, K] */
+    bk_weight conv_part[3];   /* views of conv: q, k, v channel blocks */
+    bk_weight A_log, dt_bias; /* [Hv] */
+    bk_weight norm;           /* [dv] plain weight */
+    bk_weight out;            /* [h, Hv·dv] */
+    float *conv_state[3];     /* [slots, K-1, part channels] */
+    float *S;                 /* [slots, Hv, dk, dv] */
 } q35_layer;
 
 typedef struct q35 {
     q35_config c;
     backend *b;
     int slots, cap, step_tokens, out_chunk;
-    bk_weight embed;                      /* [vocab, h] */
-    bk_weight final_norm;                 /* [h] zero-centred */
-    bk_weight lm_head;                    /* [vocab, h]; the embedding when tied */
+    bk_weight embed;      /* [vocab, h] */
+    bk_weight final_norm; /* [h] zero-centred */
+    bk_weight lm_head;    /* [vocab, h]; the embedding when tied */
     q35_layer *layers;
-    float *inv_freq;                      /* [rot/2] */
+    float *inv_freq; /* [rot/2] */
     /* activations, [step_tokens, ·] f32 */
-    float *x, *xn, *mix;                  /* [T, h] */
-    float *big1, *big2;                   /* [T, max(2·H·D, C, I)] */
-    float *qa, *ga;                       /* [T, max(H·D, Hv·dv)] */
-    float *ka, *va;                       /* [T, max(KV·D, Hk·dk, Hv·dv)] */
-    float *gg, *beta;                     /* [T, Hv] */
-    float *xo;                            /* [out_chunk, h] */
-    float *lg;                            /* [out_chunk, vocab] */
+    float *x, *xn, *mix; /* [T, h] */
+    float *big1, *big2;  /* [T, max(2·H·D, C, I)] */
+    float *qa, *ga;      /* [T, max(H·D, Hv·dv)] */
+    float *ka, *va;      /* [T, max(KV·D, Hk·dk, Hv·dv)] */
+    float *gg, *beta;    /* [T, Hv] */
+    float *xo;           /* [out_chunk, h] */
+    float *lg;           /* [out_chunk, vocab] */
 } q35;
 
 /* ---- config (§2.1) ---- */
@@ -97,23 +97,63 @@ static const cfg_field q35_fields[] = {
 };
 
 /* Read by hand in q35_parse. */
-static const char *const q35_known_keys[] = {
-    "model_type", "layer_types", "full_attention_interval", "rope_parameters", "rope_theta",
-    "partial_rotary_factor", "rope_scaling", "tie_word_embeddings", "eos_token_id",
-    "bos_token_id", "pad_token_id", "mlp_only_layers", NULL};
+static const char *const q35_known_keys[] = {"model_type",
+                                             "layer_types",
+                                             "full_attention_interval",
+                                             "rope_parameters",
+                                             "rope_theta",
+                                             "partial_rotary_factor",
+                                             "rope_scaling",
+                                             "tie_word_embeddings",
+                                             "eos_token_id",
+                                             "bos_token_id",
+                                             "pad_token_id",
+                                             "mlp_only_layers",
+                                             NULL};
 
 /* Fields with no effect on the text forward (§2.1: T ignores them too). */
-static const char *const q35_ignored_keys[] = {
-    "architectures", "attention_dropout", "attn_output_gate", "dtype", "torch_dtype",
-    "initializer_range", "use_cache", "mamba_ssm_dtype", "mtp_num_hidden_layers",
-    "mtp_use_dedicated_embeddings", "transformers_version", "output_attentions",
-    "output_hidden_states", "return_dict", "use_return_dict", "id2label", "label2id",
-    "problem_type", "chunk_size_feed_forward", "is_encoder_decoder", "tokenizer_class",
-    "decoder_start_token_id", "sep_token_id", "task_specific_params", "finetuning_task",
-    "tf_legacy_loss", "pruned_heads", "cross_attention_hidden_size", "add_cross_attention",
-    "is_decoder", "prefix", "_name_or_path", "image_token_id", "video_token_id",
-    "vision_start_token_id", "vision_end_token_id", "vision_config", "text_config",
-    "quantization_config", "base_config_key", "layer_scale_initial_scale", NULL};
+static const char *const q35_ignored_keys[] = {"architectures",
+                                               "attention_dropout",
+                                               "attn_output_gate",
+                                               "dtype",
+                                               "torch_dtype",
+                                               "initializer_range",
+                                               "use_cache",
+                                               "mamba_ssm_dtype",
+                                               "mtp_num_hidden_layers",
+                                               "mtp_use_dedicated_embeddings",
+                                               "transformers_version",
+                                               "output_attentions",
+                                               "output_hidden_states",
+                                               "return_dict",
+                                               "use_return_dict",
+                                               "id2label",
+                                               "label2id",
+                                               "problem_type",
+                                               "chunk_size_feed_forward",
+                                               "is_encoder_decoder",
+                                               "tokenizer_class",
+                                               "decoder_start_token_id",
+                                               "sep_token_id",
+                                               "task_specific_params",
+                                               "finetuning_task",
+                                               "tf_legacy_loss",
+                                               "pruned_heads",
+                                               "cross_attention_hidden_size",
+                                               "add_cross_attention",
+                                               "is_decoder",
+                                               "prefix",
+                                               "_name_or_path",
+                                               "image_token_id",
+                                               "video_token_id",
+                                               "vision_start_token_id",
+                                               "vision_end_token_id",
+                                               "vision_config",
+                                               "text_config",
+                                               "quantization_config",
+                                               "base_config_key",
+                                               "layer_scale_initial_scale",
+                                               NULL};
 
 static int q35_parse(q35_config *c, json_t *root, strata_err *err) {
     const char *where = "config.json";
@@ -121,7 +161,8 @@ static int q35_parse(q35_config *c, json_t *root, strata_err *err) {
     if (tc) {
         where = "config.json text_config";
         if (!json_is_object(tc))
-            return strata_err_set(err, STRATA_EFORMAT, "config.json: text_config must be an object");
+            return strata_err_set(err, STRATA_EFORMAT,
+                                  "config.json: text_config must be an object");
     } else {
         tc = root;
     }
@@ -132,19 +173,23 @@ static int q35_parse(q35_config *c, json_t *root, strata_err *err) {
         CFG_READ(tc, where, q35_fields, c, 0, err))
         return err->code;
     if (c->H % c->KV)
-        return strata_err_set(err, STRATA_EFORMAT,
-                              "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
-                              where, c->H, c->KV);
+        return strata_err_set(
+            err, STRATA_EFORMAT,
+            "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", where, c->H,
+            c->KV);
     if (c->Hv % c->Hk)
-        return strata_err_set(err, STRATA_EFORMAT,
-                              "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d",
-                              where, c->Hv, c->Hk);
+        return strata_err_set(
+            err, STRATA_EFORMAT,
+            "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", where,
+            c->Hv, c->Hk);
     const char *mt;
     if (cfg_str(tc, where, "model_type", NULL, &mt, err)) goto fail;
     json_t *mlp_only = json_object_get(tc, "mlp_only_layers");
-    if (mlp_only && !json_is_null(mlp_only) && (!json_is_array(mlp_only) || json_array_size(mlp_only)))
+    if (mlp_only && !json_is_null(mlp_only) &&
+        (!json_is_array(mlp_only) || json_array_size(mlp_only)))
         return strata_err_set(err, STRATA_EUNSUPPORTED,
-                              "%s: mlp_only_layers must be empty (MoE variants are not supported)", where);
+                              "%s: mlp_only_layers must be empty (MoE variants are not supported)",
+                              where);
     if (json_object_get(tc, "rope_scaling") && !json_is_null(json_object_get(tc, "rope_scaling")))
         return strata_err_set(err, STRATA_EUNSUPPORTED, "%s: rope_scaling is not supported", where);
 
@@ -156,15 +201,18 @@ static int q35_parse(q35_config *c, json_t *root, strata_err *err) {
     if (rp && !json_is_null(rp) && !json_is_object(rp))
         return strata_err_set(err, STRATA_EFORMAT, "%s: rope_parameters must be an object", where);
     if ((!rp || json_is_null(rp)) && !json_is_number(json_object_get(tc, "rope_theta")))
-        return strata_err_set(err, STRATA_EFORMAT,
-                              "%s: rope_parameters is %s and there is no rope_theta: the rotary base "
-                              "is unknown (set rope_parameters.rope_theta)", where, rp ? "null" : "missing");
+        return strata_err_set(
+            err, STRATA_EFORMAT,
+            "%s: rope_parameters is %s and there is no rope_theta: the rotary base "
+            "is unknown (set rope_parameters.rope_theta)",
+            where, rp ? "null" : "missing");
     if (rp && json_is_object(rp)) {
         const char *rt;
         if (cfg_str(rp, "config.json rope_parameters", "rope_type", "default", &rt, err)) goto fail;
         if (strcmp(rt, "default"))
             return strata_err_set(err, STRATA_EUNSUPPORTED,
-                                  "config.json rope_parameters: rope_type \"%s\" is not supported", rt);
+                                  "config.json rope_parameters: rope_type \"%s\" is not supported",
+                                  rt);
     }
     if (cfg_real(rp, "config.json rope_parameters", "rope_theta", 1, NAN, &theta, err)) goto fail;
     if (isnan(theta) && cfg_real(tc, where, "rope_theta", 1, 1e7, &theta, err)) goto fail;
@@ -175,8 +223,8 @@ static int q35_parse(q35_config *c, json_t *root, strata_err *err) {
     c->rot = (int)(c->D * prf);
     if (c->rot < 2 || c->rot > c->D || c->rot % 2)
         return strata_err_set(err, STRATA_EFORMAT,
-                              "%s: head_dim %d x partial_rotary_factor %g gives rotary dim %d", where,
-                              c->D, prf, c->rot);
+                              "%s: head_dim %d x partial_rotary_factor %g gives rotary dim %d",
+                              where, c->D, prf, c->rot);
 
     /* tie_word_embeddings: text_config wins, then the top level (real files set both). */
     int tied;
@@ -198,8 +246,9 @@ static int q35_parse(q35_config *c, json_t *root, strata_err *err) {
             if (s && !strcmp(s, "full_attention")) {
                 c->full[i] = 1;
             } else if (!s || strcmp(s, "linear_attention")) {
-                strata_err_set(err, STRATA_EUNSUPPORTED, "%s: layer_types[%d] = \"%s\" is not supported",
-                               where, i, s ? s : "(not a string)");
+                strata_err_set(err, STRATA_EUNSUPPORTED,
+                               "%s: layer_types[%d] = \"%s\" is not supported", where, i,
+                               s ? s : "(not a string)");
                 goto fail;
             }
         }
@@ -230,7 +279,8 @@ static int q35_bind(q35 *m, const model_arch_ctx *ctx, strata_err *err) {
     if (rc < 0) return rc;
     if (rc == 1) p = "model.";
     else m->embed = probe;
-    if (rc == 1 && arch_bind(ctx, &m->embed, 0, 2, es, err, "%sembed_tokens.weight", p)) return err->code;
+    if (rc == 1 && arch_bind(ctx, &m->embed, 0, 2, es, err, "%sembed_tokens.weight", p))
+        return err->code;
 
     int64_t hv[1] = {c->h};
     if (arch_bind(ctx, &m->final_norm, 0, 1, hv, err, "%snorm.weight", p)) return err->code;
@@ -270,7 +320,8 @@ static int q35_bind(q35 *m, const model_arch_ctx *ctx, strata_err *err) {
             ARCH_BIND_LAYER(norm, 1, nv, "linear_attn.norm.weight");
             ARCH_BIND_LAYER(out, 2, out, "linear_attn.out_proj.weight");
             /* q | k | v channel blocks of the depthwise conv (§10 pitfall 9). */
-            int64_t rows[3] = {(int64_t)c->Hk * c->dk, (int64_t)c->Hk * c->dk, (int64_t)c->Hv * c->dv};
+            int64_t rows[3] = {(int64_t)c->Hk * c->dk, (int64_t)c->Hk * c->dk,
+                               (int64_t)c->Hv * c->dv};
             size_t off = 0, es_ = dtype_size(L->conv.dt);
             for (int j = 0; j < 3; j++) {
                 L->conv_part[j] = L->conv;
@@ -335,8 +386,8 @@ static void q35_close(void *impl) {
     q35 *m = impl;
     if (!m) return;
     backend *b = m->b;
-    float **bufs[] = {&m->x, &m->xn, &m->mix, &m->big1, &m->big2, &m->qa, &m->ga, &m->ka,
-                      &m->va, &m->gg, &m->beta, &m->xo, &m->lg, &m->inv_freq};
+    float **bufs[] = {&m->x,  &m->xn, &m->mix, &m->big1, &m->big2, &m->qa, &m->ga,
+                      &m->ka, &m->va, &m->gg,  &m->beta, &m->xo,   &m->lg, &m->inv_freq};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) b->ops->free(b, *bufs[i]);
     for (int i = 0; m->layers && i < m->c.n_layer; i++) {
@@ -362,16 +413,18 @@ static int q35_open(void **impl, const model_arch_ctx *ctx, model_info *info, st
         goto fail;
     }
     m->slots = ctx->opts->max_seqs > 0 ? ctx->opts->max_seqs : 1;
-    m->cap = ctx->opts->ctx_size > 0 ? ctx->opts->ctx_size : (c->max_pos < 4096 ? c->max_pos : 4096);
+    m->cap =
+        ctx->opts->ctx_size > 0 ? ctx->opts->ctx_size : (c->max_pos < 4096 ? c->max_pos : 4096);
     m->step_tokens = ctx->opts->step_tokens > 0 ? ctx->opts->step_tokens : 512;
     m->out_chunk = m->slots > 16 ? m->slots : 16;
     if (m->out_chunk > m->step_tokens) m->out_chunk = m->step_tokens;
     if (q35_bind(m, ctx, err) || q35_alloc(m, err)) goto fail;
 
     json_t *tc = json_object_get(ctx->config, "text_config");
-    if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"), "generation_config.json",
-                                    c->vocab, info, err)) ||
-        cfg_eos(json_object_get(tc ? tc : ctx->config, "eos_token_id"), "config.json", c->vocab, info, err))
+    if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"),
+                                    "generation_config.json", c->vocab, info, err)) ||
+        cfg_eos(json_object_get(tc ? tc : ctx->config, "eos_token_id"), "config.json", c->vocab,
+                info, err))
         goto fail;
     info->arch = "qwen3_5";
     info->vocab = c->vocab;
@@ -381,9 +434,10 @@ static int q35_open(void **impl, const model_arch_ctx *ctx, model_info *info, st
     int64_t wb = arch_weight_bytes(&m->final_norm) + arch_weight_bytes(&m->lm_head);
     for (int i = 0; i < c->n_layer; i++) {
         q35_layer *L = &m->layers[i];
-        const bk_weight *ws[] = {&L->in_norm, &L->post_norm, &L->gate, &L->up, &L->down, &L->wq,
-                                 &L->wk, &L->wv, &L->wo, &L->q_norm, &L->k_norm, &L->qkv, &L->wz,
-                                 &L->wa, &L->wb, &L->conv, &L->A_log, &L->dt_bias, &L->norm, &L->out};
+        const bk_weight *ws[] = {&L->in_norm, &L->post_norm, &L->gate,    &L->up,   &L->down,
+                                 &L->wq,      &L->wk,        &L->wv,      &L->wo,   &L->q_norm,
+                                 &L->k_norm,  &L->qkv,       &L->wz,      &L->wa,   &L->wb,
+                                 &L->conv,    &L->A_log,     &L->dt_bias, &L->norm, &L->out};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++) wb += arch_weight_bytes(ws[j]);
         if (c->full[i]) {
             info->kv_bytes_per_token += 2LL * c->KV * c->D * (int64_t)sizeof(float);
@@ -425,10 +479,10 @@ static void q35_attention(q35 *m, q35_layer *L, bk_batch *bt) {
     backend *b = m->b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens, HD = c->H * c->D, kw = c->KV * c->D;
-    float *qg = m->big1, *ctx = m->big2;                     /* [T, H, 2D], [T, H·D] */
+    float *qg = m->big1, *ctx = m->big2; /* [T, H, 2D], [T, H·D] */
     float *q = m->qa, *gate = m->ga, *k = m->ka, *v = m->va;
     o->matmul(b, qg, m->xn, &L->wq, T);
-    o->split_halves(b, q, gate, qg, T * c->H, c->D);         /* query | gate per head */
+    o->split_halves(b, q, gate, qg, T * c->H, c->D); /* query | gate per head */
     o->matmul(b, k, m->xn, &L->wk, T);
     o->matmul(b, v, m->xn, &L->wv, T);
     o->rmsnorm(b, q, q, &L->q_norm, T * c->H, c->D, c->D, c->eps, BK_NORM_ONE_PLUS);
@@ -436,9 +490,9 @@ static void q35_attention(q35 *m, q35_layer *L, bk_batch *bt) {
     o->rope(b, q, bt, m->inv_freq, c->H, c->D, c->rot, HD);
     o->rope(b, k, bt, m->inv_freq, c->KV, c->D, c->rot, kw);
     o->kv_store(b, L->kc, L->vc, k, v, bt, kw, m->cap);
-    o->attention(b, ctx, q, L->kc, L->vc, bt, c->H, c->KV, c->D, m->cap, 1.0f / sqrtf((float)c->D), 0,
-                 0.0f);
-    o->sigmoid_mul(b, ctx, gate, (size_t)T * HD);           /* output gate */
+    o->attention(b, ctx, q, L->kc, L->vc, bt, c->H, c->KV, c->D, m->cap, 1.0f / sqrtf((float)c->D),
+                 0, 0.0f);
+    o->sigmoid_mul(b, ctx, gate, (size_t)T * HD); /* output gate */
     o->matmul(b, m->mix, ctx, &L->wo, T);
 }
 
@@ -449,10 +503,10 @@ static void q35_deltanet(q35 *m, q35_layer *L, bk_batch *bt) {
     const backend_ops *o = b->ops;
     int T = bt->n_tokens, C = 2 * c->Hk * c->dk + c->Hv * c->dv, kd = c->Hk * c->dk;
     int vd = c->Hv * c->dv;
-    float *qkv = m->big1;                                    /* [T, C] before the conv */
-    float *q = m->qa, *k = m->ka, *v = m->va;                /* after it, per block */
-    float *a = m->big2, *bb = m->big2 + (size_t)T * c->Hv;   /* [T, Hv] each */
-    float *core = m->big1, *z = m->ga;                       /* [T, Hv, dv] each */
+    float *qkv = m->big1;                                  /* [T, C] before the conv */
+    float *q = m->qa, *k = m->ka, *v = m->va;              /* after it, per block */
+    float *a = m->big2, *bb = m->big2 + (size_t)T * c->Hv; /* [T, Hv] each */
+    float *core = m->big1, *z = m->ga;                     /* [T, Hv, dv] each */
     o->matmul(b, qkv, m->xn, &L->qkv, T);
     o->conv1d(b, q, qkv, C, &L->conv_part[0], NULL, L->conv_state[0], bt, kd, c->K, 1);
     o->conv1d(b, k, qkv + kd, C, &L->conv_part[1], NULL, L->conv_state[1], bt, kd, c->K, 1);
@@ -478,17 +532,15 @@ static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const in
     if (arch_check_batch(ARCH_NAME, bt, m->step_tokens, m->cap, err)) return err->code;
     if (o->batch_prepare(b, bt, err)) return err->code;
 
-    o->embed(b, m->x, &m->embed, tokens, T);  /* no embedding scale (§5) */
+    o->embed(b, m->x, &m->embed, tokens, T); /* no embedding scale (§5) */
     for (int i = 0; i < c->n_layer; i++) {
         q35_layer *L = &m->layers[i];
         o->rmsnorm(b, m->xn, m->x, &L->in_norm, T, c->h, c->h, c->eps, BK_NORM_ONE_PLUS);
-        if (c->full[i])
-            q35_attention(m, L, bt);
-        else
-            q35_deltanet(m, L, bt);
+        if (c->full[i]) q35_attention(m, L, bt);
+        else q35_deltanet(m, L, bt);
         o->add(b, m->x, m->x, m->mix, (size_t)T * c->h);
         /* MLP: down(silu(gate(u)) ⊙ up(u)) */
-        float *gate = m->big1, *up = m->big2;                /* [T, I] */
+        float *gate = m->big1, *up = m->big2; /* [T, I] */
         o->rmsnorm(b, m->xn, m->x, &L->post_norm, T, c->h, c->h, c->eps, BK_NORM_ONE_PLUS);
         o->matmul(b, gate, m->xn, &L->gate, T);
         o->matmul(b, up, m->xn, &L->up, T);
@@ -497,8 +549,15 @@ static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const in
         o->add(b, m->x, m->x, m->mix, (size_t)T * c->h);
     }
     /* Final norm and head only on the rows whose logits are wanted, a chunk at a time. */
-    arch_head hd = {.norm = &m->final_norm, .norm_mode = BK_NORM_ONE_PLUS, .eps = c->eps, .head = &m->lm_head,
-                    .softcap = 0, .h = c->h, .vocab = c->vocab, .chunk = m->out_chunk, .xo = m->xo,
+    arch_head hd = {.norm = &m->final_norm,
+                    .norm_mode = BK_NORM_ONE_PLUS,
+                    .eps = c->eps,
+                    .head = &m->lm_head,
+                    .softcap = 0,
+                    .h = c->h,
+                    .vocab = c->vocab,
+                    .chunk = m->out_chunk,
+                    .xo = m->xo,
                     .lg = m->lg};
     arch_logits(b, &hd, m->x, out_rows, n_out, logits);
     return 0;

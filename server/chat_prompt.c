@@ -12,7 +12,8 @@ int chat_prompt_render(srv *S, const openai_request *r, char **out, openai_error
     if (chat_template_render(S->tmpl, r->messages, r->tools, r->add_generation_prompt,
                              r->template_kwargs, &text, &err)) {
         openai_error_from_strata(e, &err, "messages");
-        if (e->status >= 500 && err.code != STRATA_ENOMEM) e->status = 400, e->type = "invalid_request_error";
+        if (e->status >= 500 && err.code != STRATA_ENOMEM)
+            e->status = 400, e->type = "invalid_request_error";
         return -1;
     }
     if (r->continue_final_message) {
@@ -25,8 +26,8 @@ int chat_prompt_render(srv *S, const openai_request *r, char **out, openai_error
         if (!at) {
             free(text);
             openai_error_set(e, 400, "invalid_request_error", "messages", NULL,
-                          "continue_final_message: the final message's content is not in the "
-                          "rendered prompt");
+                             "continue_final_message: the final message's content is not in the "
+                             "rendered prompt");
             return -1;
         }
         at[strlen(content)] = 0;
@@ -34,4 +35,3 @@ int chat_prompt_render(srv *S, const openai_request *r, char **out, openai_error
     *out = text;
     return 0;
 }
-

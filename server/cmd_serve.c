@@ -80,12 +80,14 @@ int cmd_serve(int argc, char **argv) {
         char buf[8192];
         config_format_help(buf, sizeof buf);
         printf("usage: strata serve --model DIR|HUB_ID [options]\n\nOptions (also STRATA_<FLAG> "
-               "env vars and --config FILE; CLI > env > file > default):\n%s", buf);
+               "env vars and --config FILE; CLI > env > file > default):\n%s",
+               buf);
         code = SERVE_EXIT_OK;
         goto out_cfg;
     }
     if (!cfg.model) {
-        strata_err_set(&err, STRATA_EINVALID, "--model is required (a directory, hub id or preset)");
+        strata_err_set(&err, STRATA_EINVALID,
+                       "--model is required (a directory, hub id or preset)");
         goto out_cfg;
     }
     S.cfg = &cfg;
@@ -118,8 +120,8 @@ int cmd_serve(int argc, char **argv) {
 out:
     if (S.loader_started) pthread_join(S.loader, NULL);
     if (S.loop_ready) prep_shutdown(&S); /* no worker may touch the engine after this */
-    if (S.mhd) MHD_stop_daemon(S.mhd); /* completes every connection: conn pointers go NULL */
-    engine_destroy(S.eng);             /* aborts what is left; releases their requests */
+    if (S.mhd) MHD_stop_daemon(S.mhd);   /* completes every connection: conn pointers go NULL */
+    engine_destroy(S.eng);               /* aborts what is left; releases their requests */
     S.eng = NULL;
     if (S.loop_ready) {
         loop_shutdown(&S);

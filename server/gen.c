@@ -25,7 +25,8 @@ enum MHD_Result gen_start(srv *S, struct MHD_Connection *c, int job, strbuf *bod
     r->http11 = http11;
     /* our own handle on the socket: the loop watches it for a hangup while MHD
      * does not look at the suspended connection */
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci) r->sock = fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 0);
     r->conn = c;
     *out = r; /* the connection's reference */
@@ -111,11 +112,12 @@ enum MHD_Result gen_resume(srv_req *r, struct MHD_Connection *c) {
         /* MHD locks the response while it calls gen_reader, which takes r->mu: create
          * and queue the response without holding r->mu, keeping one lock order */
         pthread_mutex_unlock(&r->mu);
-        struct MHD_Response *resp =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, gen_reader, r, gen_reader_free);
+        struct MHD_Response *resp = MHD_create_response_from_callback(
+            MHD_SIZE_UNKNOWN, 16 * 1024, gen_reader, r, gen_reader_free);
         if (!resp) return MHD_NO;
         req_ref(r); /* the response's reference */
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                "text/event-stream; charset=utf-8");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
         enum MHD_Result rc = MHD_queue_response(c, 200, resp);

@@ -95,17 +95,21 @@ static int gen_tokenize(srv *S, srv_req *r, int32_t **ids, int *n, openai_error 
 static int gen_budget(srv *S, const openai_request *o, int n, openai_error *e) {
     const char *what = o->kind == OPENAI_CHAT ? "messages" : "prompt";
     if (n < 1) {
-        openai_error_set(e, 400, "invalid_request_error", what, NULL, "The prompt is empty after tokenization");
+        openai_error_set(e, 400, "invalid_request_error", what, NULL,
+                         "The prompt is empty after tokenization");
         return -1;
     }
     /* max_tokens 0 (completions with echo only): prefill, score the prompt, stop */
     int max_tokens = o->max_tokens >= 0 ? o->max_tokens : S->ctx - n;
-    if ((long long)n + max_tokens <= S->ctx && (o->max_tokens >= 0 || max_tokens >= 1)) return max_tokens;
+    if ((long long)n + max_tokens <= S->ctx && (o->max_tokens >= 0 || max_tokens >= 1))
+        return max_tokens;
     int asked = o->max_tokens > 0 ? o->max_tokens : 0;
-    openai_error_set(e, 400, "invalid_request_error", what, "context_length_exceeded",
-                     "This model's maximum context length is %d tokens. However, you requested %lld "
-                     "tokens (%d in the %s, %d in the completion). Please reduce the length of the "
-                     "%s or completion.", S->ctx, (long long)n + asked, n, what, asked, what);
+    openai_error_set(
+        e, 400, "invalid_request_error", what, "context_length_exceeded",
+        "This model's maximum context length is %d tokens. However, you requested %lld "
+        "tokens (%d in the %s, %d in the completion). Please reduce the length of the "
+        "%s or completion.",
+        S->ctx, (long long)n + asked, n, what, asked, what);
     return -1;
 }
 
@@ -133,13 +137,16 @@ static int gen_make_choices(srv *S, srv_req *r, int32_t **ids, const int *n, ope
     int32_t stop_ids[OPENAI_MAX_STOP + 1];
     int n_stop_ids = 0;
     for (int i = 0; i < o->n_stop_ids; i++) stop_ids[n_stop_ids++] = o->stop_ids[i];
-    if (o->kind == OPENAI_CHAT && S->im_end >= 0 && !o->ignore_eos) stop_ids[n_stop_ids++] = S->im_end;
+    if (o->kind == OPENAI_CHAT && S->im_end >= 0 && !o->ignore_eos)
+        stop_ids[n_stop_ids++] = S->im_end;
     /* the parser refuses this already; a second look keeps the slots' promise local */
     long long n_choices = (long long)n_prompts * o->n;
     if (n_choices > S->max_seqs) {
-        openai_error_set(e, 400, "invalid_request_error", "n", NULL,
-                         "%d prompts x n=%d choices exceed the %d sequences this server runs at once "
-                         "(--max-seqs)", n_prompts, o->n, S->max_seqs);
+        openai_error_set(
+            e, 400, "invalid_request_error", "n", NULL,
+            "%d prompts x n=%d choices exceed the %d sequences this server runs at once "
+            "(--max-seqs)",
+            n_prompts, o->n, S->max_seqs);
         return -1;
     }
     if (!(r->ch = calloc((size_t)n_choices, sizeof *r->ch))) return gen_nomem(e);
@@ -153,12 +160,16 @@ static int gen_make_choices(srv *S, srv_req *r, int32_t **ids, const int *n, ope
             ch->req = r;
             ch->prompt_idx = p;
             ch->n_prompt = n[p];
-            engine_seq_params sp = {.prompt = ids[p], .n_prompt = n[p], .max_tokens = budget,
-                                    .logprobs = o->logprobs, .n_stop = o->n_stop,
-                                    .prompt_logprobs = o->kind == OPENAI_COMPLETION && o->echo &&
-                                                       o->logprobs,
+            engine_seq_params sp = {.prompt = ids[p],
+                                    .n_prompt = n[p],
+                                    .max_tokens = budget,
+                                    .logprobs = o->logprobs,
+                                    .n_stop = o->n_stop,
+                                    .prompt_logprobs =
+                                        o->kind == OPENAI_COMPLETION && o->echo && o->logprobs,
                                     .stop = (const char *const *)o->stop,
-                                    .n_stop_ids = n_stop_ids, .stop_ids = stop_ids,
+                                    .n_stop_ids = n_stop_ids,
+                                    .stop_ids = stop_ids,
                                     .ignore_eos = o->ignore_eos,
                                     .skip_special = o->skip_special_tokens,
                                     .split_reasoning = r->split_reasoning > 0,
@@ -180,7 +191,8 @@ static int gen_make_choices(srv *S, srv_req *r, int32_t **ids, const int *n, ope
 int gen_build(srv *S, srv_req *r, openai_error *e) {
     openai_limits lim = {.vocab = S->vocab, .max_n = S->max_seqs};
     int kind = r->job == SRV_JOB_CHAT ? OPENAI_CHAT : OPENAI_COMPLETION;
-    if (openai_request_parse(&r->oai, kind, r->body.p ? r->body.p : "", r->body.len, &lim, e)) return -1;
+    if (openai_request_parse(&r->oai, kind, r->body.p ? r->body.p : "", r->body.len, &lim, e))
+        return -1;
     const char *model = r->oai.model;
     if (model && strcmp(model, S->model_name) && strcmp(model, S->cfg->model)) {
         openai_error_set(e, 404, "not_found_error", "model", "model_not_found",

@@ -57,7 +57,8 @@ static size_t fmt_chars(json_t *str) {
 static json_t *fmt_bytes(json_t *str) {
     json_t *a = json_array();
     const unsigned char *s = (const unsigned char *)json_string_value(str);
-    for (size_t i = 0; i < json_string_length(str); i++) json_array_append_new(a, json_integer(s[i]));
+    for (size_t i = 0; i < json_string_length(str); i++)
+        json_array_append_new(a, json_integer(s[i]));
     return a;
 }
 
@@ -70,8 +71,8 @@ static void fmt_logprobs(const srv_req *r, srv_choice *ch, const sampler_result 
     if (!*lp)
         *lp = r->oai.kind == OPENAI_CHAT
                   ? json_pack("{s:[], s:n}", "content", "refusal")
-                  : json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs", "top_logprobs",
-                              "text_offset");
+                  : json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs",
+                              "top_logprobs", "text_offset");
     for (int i = 0; i < n; i++) {
         const sampler_result *t = &toks[i];
         json_t *tok = fmt_tok(S, t->token);
@@ -79,8 +80,9 @@ static void fmt_logprobs(const srv_req *r, srv_choice *ch, const sampler_result 
             json_t *top = json_array();
             for (int k = 0; k < t->n_top && k < r->oai.top_logprobs; k++) {
                 json_t *s = fmt_tok(S, t->top[k].token);
-                json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token", s, "logprob",
-                                                     fmt_lp(t->top[k].logprob), "bytes", fmt_bytes(s)));
+                json_array_append_new(top,
+                                      json_pack("{s:o, s:f, s:o}", "token", s, "logprob",
+                                                fmt_lp(t->top[k].logprob), "bytes", fmt_bytes(s)));
             }
             json_array_append_new(json_object_get(*lp, "content"),
                                   json_pack("{s:o, s:f, s:o, s:o}", "token", json_incref(tok),
@@ -90,7 +92,8 @@ static void fmt_logprobs(const srv_req *r, srv_choice *ch, const sampler_result 
             json_array_append(json_object_get(*lp, "tokens"), tok);
             json_array_append_new(json_object_get(*lp, "token_logprobs"), json_null());
             json_array_append_new(json_object_get(*lp, "top_logprobs"), json_null());
-            json_array_append_new(json_object_get(*lp, "text_offset"), json_integer((json_int_t)ch->text_offset));
+            json_array_append_new(json_object_get(*lp, "text_offset"),
+                                  json_integer((json_int_t)ch->text_offset));
             ch->text_offset += fmt_chars(tok);
         } else {
             json_t *top = json_object();
@@ -98,13 +101,16 @@ static void fmt_logprobs(const srv_req *r, srv_choice *ch, const sampler_result 
                 json_t *s = fmt_tok(S, t->top[k].token);
                 /* distinct tokens can share a text (byte pieces): keep the likelier */
                 if (!json_object_get(top, json_string_value(s)))
-                    json_object_set_new(top, json_string_value(s), json_real(fmt_lp(t->top[k].logprob)));
+                    json_object_set_new(top, json_string_value(s),
+                                        json_real(fmt_lp(t->top[k].logprob)));
                 json_decref(s);
             }
             json_array_append(json_object_get(*lp, "tokens"), tok);
-            json_array_append_new(json_object_get(*lp, "token_logprobs"), json_real(fmt_lp(t->logprob)));
+            json_array_append_new(json_object_get(*lp, "token_logprobs"),
+                                  json_real(fmt_lp(t->logprob)));
             json_array_append_new(json_object_get(*lp, "top_logprobs"), top);
-            json_array_append_new(json_object_get(*lp, "text_offset"), json_integer((json_int_t)ch->text_offset));
+            json_array_append_new(json_object_get(*lp, "text_offset"),
+                                  json_integer((json_int_t)ch->text_offset));
             ch->text_offset += fmt_chars(tok);
         }
         json_decref(tok);
@@ -129,19 +135,20 @@ static int fmt_check_failure(srv_req *r) {
         srv_choice *ch = &r->ch[i];
         if (ch->finish == ENGINE_FINISH_ERROR) {
             openai_error_set(&r->err, 500, "server_error", NULL, NULL, "%s",
-                          ch->err[0] ? ch->err : "generation failed");
+                             ch->err[0] ? ch->err : "generation failed");
             return 1;
         }
         if (ch->finish == ENGINE_FINISH_ABORT) {
             if (r->timed_out)
                 openai_error_set(&r->err, 408, "timeout_error", NULL, "request_timeout",
-                              "The request did not finish within %lld s (--request-timeout)",
-                              r->S->cfg->request_timeout);
+                                 "The request did not finish within %lld s (--request-timeout)",
+                                 r->S->cfg->request_timeout);
             else if (r->shutdown)
                 openai_error_set(&r->err, 503, "unavailable_error", NULL, NULL,
-                              "The server is shutting down");
+                                 "The server is shutting down");
             else
-                openai_error_set(&r->err, 499, "cancelled", NULL, NULL, "The request was cancelled");
+                openai_error_set(&r->err, 499, "cancelled", NULL, NULL,
+                                 "The request was cancelled");
             return 1;
         }
     }
@@ -180,7 +187,8 @@ json_t *gen_format_full(srv_req *r) {
             json_t *msg = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
                                     fmt_str(ch->text.p, ch->text.len), "refusal");
             if (ch->reasoning.len)
-                json_object_set_new(msg, "reasoning_content", fmt_str(ch->reasoning.p, ch->reasoning.len));
+                json_object_set_new(msg, "reasoning_content",
+                                    fmt_str(ch->reasoning.p, ch->reasoning.len));
             c = json_pack("{s:i, s:o, s:o, s:s}", "index", i, "message", msg, "logprobs", lp,
                           "finish_reason", fmt_finish(ch->finish));
         } else {
@@ -210,7 +218,8 @@ static int fmt_event(srv_req *r, json_t *choices, json_t *usage) {
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!s) return STRATA_ENOMEM;
-    int rc = strbuf_adds(&r->out, "data: ") | strbuf_adds(&r->out, s) | strbuf_add(&r->out, "\n\n", 2);
+    int rc =
+        strbuf_adds(&r->out, "data: ") | strbuf_adds(&r->out, s) | strbuf_add(&r->out, "\n\n", 2);
     free(s);
     return rc ? STRATA_ENOMEM : 0;
 }
@@ -224,7 +233,8 @@ static int fmt_choice_event(srv_req *r, int i, const char *text, size_t text_len
         json_t *delta = json_object();
         if (role) json_object_set_new(delta, "role", json_string("assistant"));
         if (text_len || role) json_object_set_new(delta, "content", fmt_str(text, text_len));
-        if (reasoning_len) json_object_set_new(delta, "reasoning_content", fmt_str(reasoning, reasoning_len));
+        if (reasoning_len)
+            json_object_set_new(delta, "reasoning_content", fmt_str(reasoning, reasoning_len));
         c = json_pack("{s:i, s:o, s:o, s:o}", "index", i, "delta", delta, "logprobs", lp,
                       "finish_reason", finish ? json_string(finish) : json_null());
     } else {
@@ -247,8 +257,7 @@ int gen_format_stream(srv_req *r, int *all_done) {
             ch->started = 1;
             if (r->oai.kind == OPENAI_CHAT)
                 rc |= fmt_choice_event(r, i, "", 0, NULL, 0, NULL, NULL, 1);
-            else if (echo)
-                rc |= fmt_choice_event(r, i, echo, strlen(echo), NULL, 0, NULL, NULL, 0);
+            else if (echo) rc |= fmt_choice_event(r, i, echo, strlen(echo), NULL, 0, NULL, NULL, 0);
         }
         if (!engine_seq_take(ch->seq, &ch->chunk)) continue;
         engine_chunk *c = &ch->chunk;
@@ -260,12 +269,14 @@ int gen_format_stream(srv_req *r, int *all_done) {
         if (!ch->started && c->prompt_done) {
             ch->started = 1;
             fmt_logprobs(r, ch, c->prompt_tok, c->n_prompt_tok, &lp);
-            rc |= strbuf_adds(&first, echo ? echo : "") | strbuf_add(&first, c->text.p, c->text.len);
+            rc |=
+                strbuf_adds(&first, echo ? echo : "") | strbuf_add(&first, c->text.p, c->text.len);
             text = first.p, text_len = first.len;
         }
         if (r->oai.logprobs && c->n_tok) fmt_logprobs(r, ch, c->tok, c->n_tok, &lp);
         if (text_len || c->reasoning.len || lp)
-            rc |= fmt_choice_event(r, i, text, text_len, c->reasoning.p, c->reasoning.len, lp, NULL, 0);
+            rc |= fmt_choice_event(r, i, text, text_len, c->reasoning.p, c->reasoning.len, lp, NULL,
+                                   0);
         strbuf_free(&first);
         if (!c->finish) continue;
         ch->finish = c->finish;
@@ -273,8 +284,7 @@ int gen_format_stream(srv_req *r, int *all_done) {
         r->n_finished++;
         if (c->finish == ENGINE_FINISH_STOP || c->finish == ENGINE_FINISH_LENGTH)
             rc |= fmt_choice_event(r, i, NULL, 0, NULL, 0, NULL, fmt_finish(c->finish), 0);
-        else
-            failed = 1;
+        else failed = 1;
     }
     if (failed) {
         /* one error event ends the whole stream; the other choices are dropped */
@@ -288,7 +298,9 @@ int gen_format_stream(srv_req *r, int *all_done) {
         json_t *e = openai_error_json(&r->err);
         char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
         json_decref(e);
-        if (s) rc |= strbuf_adds(&r->out, "data: ") | strbuf_adds(&r->out, s) | strbuf_adds(&r->out, "\n\n");
+        if (s)
+            rc |= strbuf_adds(&r->out, "data: ") | strbuf_adds(&r->out, s) |
+                  strbuf_adds(&r->out, "\n\n");
         free(s);
     } else if (r->n_finished == r->n_choices && r->oai.include_usage) {
         rc |= fmt_event(r, json_array(), fmt_usage(r));

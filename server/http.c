@@ -45,8 +45,18 @@ static int http_auth_ok(const srv *S, struct MHD_Connection *c) {
     return diff == 0;
 }
 
-enum { R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_OPENAPI, R_COMPLETIONS, R_CHAT, R_TOKENIZE,
-       R_DETOKENIZE, R_NONE };
+enum {
+    R_HEALTH,
+    R_MODELS,
+    R_MODEL,
+    R_METRICS,
+    R_OPENAPI,
+    R_COMPLETIONS,
+    R_CHAT,
+    R_TOKENIZE,
+    R_DETOKENIZE,
+    R_NONE
+};
 
 static const struct {
     const char *path;
@@ -88,16 +98,18 @@ static enum MHD_Result http_dispatch(srv *S, struct MHD_Connection *c, srv_conn 
         return http_error(c, 404, "not_found_error", NULL, msg);
     }
     int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-    if (!(is_get && !strcmp(http_routes[r].method, "GET")) && strcmp(method, http_routes[r].method)) {
+    if (!(is_get && !strcmp(http_routes[r].method, "GET")) &&
+        strcmp(method, http_routes[r].method)) {
         openai_error e;
         openai_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed",
-                      "Method %.16s is not allowed on %s; use %s", method, http_routes[r].path,
-                      http_routes[r].method);
+                         "Method %.16s is not allowed on %s; use %s", method, http_routes[r].path,
+                         http_routes[r].method);
         json_t *j = openai_error_json(&e);
         char *s = json_dumps(j, JSON_COMPACT);
         json_decref(j);
         if (!s) return MHD_NO;
-        struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+        struct MHD_Response *resp =
+            MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
         if (!resp) return free(s), MHD_NO;
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, http_routes[r].method);
@@ -107,8 +119,9 @@ static enum MHD_Result http_dispatch(srv *S, struct MHD_Connection *c, srv_conn 
     }
     /* a connection taken beyond --max-connections serves the probes only */
     if (guard_is_reserve(c) && r != R_HEALTH && r != R_METRICS)
-        return http_respond_error_close(c, 503, "unavailable_error", NULL,
-                                "Too many open connections (--max-connections); retry later");
+        return http_respond_error_close(
+            c, 503, "unavailable_error", NULL,
+            "Too many open connections (--max-connections); retry later");
     if (http_routes[r].auth && !http_auth_ok(S, c))
         return http_error(c, 401, "authentication_error", "invalid_api_key",
                           "Incorrect or missing API key; send 'Authorization: Bearer <key>'");
@@ -120,8 +133,7 @@ static enum MHD_Result http_dispatch(srv *S, struct MHD_Connection *c, srv_conn 
     }
     /* the rest needs the model */
     int st = atomic_load(&S->state);
-    if (st == SRV_LOADING)
-        return http_error(c, 503, "unavailable_error", NULL, "Loading model");
+    if (st == SRV_LOADING) return http_error(c, 503, "unavailable_error", NULL, "Loading model");
     if (st == SRV_FAILED)
         return http_error(c, 503, "unavailable_error", NULL, "The model failed to load");
     int http11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
@@ -134,13 +146,13 @@ static enum MHD_Result http_dispatch(srv *S, struct MHD_Connection *c, srv_conn 
     }
     if (st == SRV_DRAINING)
         return http_error(c, 503, "unavailable_error", NULL, "The server is shutting down");
-    return gen_start(S, c, r == R_CHAT ? SRV_JOB_CHAT : SRV_JOB_COMPLETION, &sc->body, http11, &sc->req);
+    return gen_start(S, c, r == R_CHAT ? SRV_JOB_CHAT : SRV_JOB_COMPLETION, &sc->body, http11,
+                     &sc->req);
 }
 
 static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const char *url,
-                                   const char *method, const char *version,
-                                   const char *upload_data, size_t *upload_data_size,
-                                   void **con_cls) {
+                                   const char *method, const char *version, const char *upload_data,
+                                   size_t *upload_data_size, void **con_cls) {
     srv *S = cls;
     srv_conn *sc = *con_cls;
     if (!sc) {
@@ -151,13 +163,15 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const ch
             guard_request_received(S, c);
             return http_respond_error_close(c, 400, "invalid_request_error", "bad_framing", msg);
         }
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *cl =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > (unsigned long long)S->cfg->max_body_bytes) {
             sc->too_big = 1;
             guard_request_received(S, c);
             snprintf(msg, sizeof msg, "Request body over the limit of %lld bytes",
                      S->cfg->max_body_bytes);
-            return http_respond_error_close(c, 413, "invalid_request_error", "request_too_large", msg);
+            return http_respond_error_close(c, 413, "invalid_request_error", "request_too_large",
+                                            msg);
         }
         return MHD_YES;
     }
@@ -176,7 +190,8 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const ch
     guard_request_received(S, c);
     if (sc->too_big) {
         char msg[128];
-        snprintf(msg, sizeof msg, "Request body over the limit of %lld bytes", S->cfg->max_body_bytes);
+        snprintf(msg, sizeof msg, "Request body over the limit of %lld bytes",
+                 S->cfg->max_body_bytes);
         return http_respond_error_close(c, 413, "invalid_request_error", "request_too_large", msg);
     }
     return http_dispatch(S, c, sc, url, method, version);
@@ -208,7 +223,8 @@ int http_start(srv *S, strata_err *err) {
     addr.sin_family = AF_INET;
     addr.sin_port = htons((uint16_t)cfg->port);
     if (inet_pton(AF_INET, cfg->host, &addr.sin_addr) != 1)
-        return strata_err_set(err, STRATA_EINVALID, "--host '%s' is not an IPv4 address", cfg->host);
+        return strata_err_set(err, STRATA_EINVALID, "--host '%s' is not an IPv4 address",
+                              cfg->host);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_EPOLL |
                      MHD_USE_ERROR_LOG;
     /* MHD's own limit leaves room for the reserve that keeps /health answering when
@@ -217,13 +233,14 @@ int http_start(srv *S, strata_err *err) {
         flags, (uint16_t)cfg->port, NULL, NULL, http_access, S, MHD_OPTION_SOCK_ADDR, &addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)(cfg->max_connections + SRV_RESERVE_CONNS), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout,
-        MHD_OPTION_NOTIFY_COMPLETED, http_completed, S, MHD_OPTION_NOTIFY_CONNECTION,
-        guard_on_connection, S, MHD_OPTION_URI_LOG_CALLBACK, guard_on_request_line, S,
-        MHD_OPTION_EXTERNAL_LOGGER, http_log, S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
-        MHD_OPTION_END);
+        (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg->idle_timeout, MHD_OPTION_NOTIFY_COMPLETED, http_completed, S,
+        MHD_OPTION_NOTIFY_CONNECTION, guard_on_connection, S, MHD_OPTION_URI_LOG_CALLBACK,
+        guard_on_request_line, S, MHD_OPTION_EXTERNAL_LOGGER, http_log, S,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_END);
     if (!S->mhd)
-        return strata_err_set(err, STRATA_EIO, "cannot listen on %s:%lld (in use, or no permission)",
-                              cfg->host, cfg->port);
+        return strata_err_set(err, STRATA_EIO,
+                              "cannot listen on %s:%lld (in use, or no permission)", cfg->host,
+                              cfg->port);
     return 0;
 }

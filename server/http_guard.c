@@ -32,9 +32,9 @@
 
 struct guard_conn {
     int fd;
-    int in_head;        /* a request (or the wait for one) is being received */
+    int in_head; /* a request (or the wait for one) is being received */
     int reserve;
-    double deadline;    /* engine_now() seconds, while in_head */
+    double deadline; /* engine_now() seconds, while in_head */
     guard_conn *prev, *next;
 };
 
@@ -44,7 +44,8 @@ static double guard_limit(const srv *S, const guard_conn *g) {
 }
 
 static guard_conn *guard_of(struct MHD_Connection *c) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return ci ? ci->socket_context : NULL;
 }
 
@@ -64,7 +65,8 @@ void guard_on_connection(void *cls, struct MHD_Connection *c, void **socket_cont
     srv *S = cls;
     guard_conn *g = *socket_context;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (!(g = calloc(1, sizeof *g))) return; /* untracked: MHD's idle timeout still applies */
         g->fd = ci ? ci->connect_fd : -1;
         g->in_head = 1;
@@ -129,14 +131,15 @@ int guard_is_reserve(struct MHD_Connection *c) {
     return g && g->reserve; /* set before MHD hands the connection to us, never changed */
 }
 
-#define GUARD_408_BODY                                                                     \
-    "{\"error\":{\"message\":\"The request was not received in time (--header-timeout)\","      \
+#define GUARD_408_BODY                                                                             \
+    "{\"error\":{\"message\":\"The request was not received in time (--header-timeout)\","         \
     "\"type\":\"timeout_error\",\"param\":null,\"code\":null}}"
 
 /* Loop thread. */
 static void guard_sweep(uv_timer_t *t) {
     char resp[384];
-    int n = snprintf(resp, sizeof resp, "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
+    int n = snprintf(resp, sizeof resp,
+                     "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
                      sizeof GUARD_408_BODY - 1, GUARD_408_BODY);
     srv *S = t->data;
@@ -170,7 +173,8 @@ typedef struct framing {
     int conflict;
 } framing;
 
-static enum MHD_Result guard_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+static enum MHD_Result guard_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value) {
     framing *f = cls;
     (void)kind;
     if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) f->n_te++;

@@ -100,15 +100,18 @@ static void loop_record(srv *S, srv_req *r) {
             metrics_observe(S->met, METRICS_E2E, t.finished - r->t_arrival);
             if (t.first_token) metrics_observe(S->met, METRICS_DECODE, t.finished - t.first_token);
             if (t.first_token && ch->n_gen > 1)
-                metrics_observe(S->met, METRICS_TPOT, (t.finished - t.first_token) / (ch->n_gen - 1));
+                metrics_observe(S->met, METRICS_TPOT,
+                                (t.finished - t.first_token) / (ch->n_gen - 1));
         }
         metrics_observe(S->met, METRICS_PROMPT_LEN, ch->n_prompt);
         metrics_observe(S->met, METRICS_GEN_LEN, ch->n_gen);
         /* one line per choice; never the content, never the key */
         if (S->cfg->log_requests)
-            fprintf(stderr, "strata: %s choice %d: prompt %d, generated %d, %s, queue %.3f s, "
-                            "ttft %.3f s, e2e %.3f s\n", r->id, i, ch->n_prompt, ch->n_gen,
-                    engine_finish_name(ch->finish), t.scheduled ? t.scheduled - r->t_arrival : 0,
+            fprintf(stderr,
+                    "strata: %s choice %d: prompt %d, generated %d, %s, queue %.3f s, "
+                    "ttft %.3f s, e2e %.3f s\n",
+                    r->id, i, ch->n_prompt, ch->n_gen, engine_finish_name(ch->finish),
+                    t.scheduled ? t.scheduled - r->t_arrival : 0,
                     t.first_token ? t.first_token - r->t_arrival : 0,
                     t.finished ? t.finished - r->t_arrival : 0);
     }
@@ -219,8 +222,10 @@ static void loop_on_new(srv *S, srv_req *r) {
     int fits_now = !S->wait_head && engine_free_slots(S->eng) >= r->n_choices;
     if (!fits_now && atomic_load(&S->n_waiting) >= S->cfg->max_queue) {
         char msg[160];
-        snprintf(msg, sizeof msg, "The server is busy: %d requests are waiting (--max-queue); "
-                 "retry later", atomic_load(&S->n_waiting));
+        snprintf(msg, sizeof msg,
+                 "The server is busy: %d requests are waiting (--max-queue); "
+                 "retry later",
+                 atomic_load(&S->n_waiting));
         loop_fail(S, r, 429, "rate_limit_error", msg);
         return;
     }
@@ -246,7 +251,8 @@ static void loop_on_new(srv *S, srv_req *r) {
         r->ka_timer.data = r;
         req_ref(r);
         r->handles |= 4;
-        uv_timer_start(&r->ka_timer, loop_on_keepalive, left > 0 ? (uint64_t)(left * 1000.0) : 0, 0);
+        uv_timer_start(&r->ka_timer, loop_on_keepalive, left > 0 ? (uint64_t)(left * 1000.0) : 0,
+                       0);
     }
     if (r->sock >= 0 && !uv_poll_init(&S->loop, &r->poll, r->sock)) {
         r->poll.data = r;
@@ -317,10 +323,12 @@ static void loop_on_signal(uv_signal_t *h, int signum) {
         loop_cancel_all(S);
         return;
     }
-    fprintf(stderr, "strata: signal %d: draining (up to %lld s)\n", signum, S->cfg->shutdown_timeout);
+    fprintf(stderr, "strata: signal %d: draining (up to %lld s)\n", signum,
+            S->cfg->shutdown_timeout);
     S->draining = 1;
     if (atomic_load(&S->state) != SRV_FAILED) atomic_store(&S->state, SRV_DRAINING);
-    uv_timer_start(&S->drain_timer, loop_on_drain_timeout, (uint64_t)S->cfg->shutdown_timeout * 1000, 0);
+    uv_timer_start(&S->drain_timer, loop_on_drain_timeout,
+                   (uint64_t)S->cfg->shutdown_timeout * 1000, 0);
     loop_check_drained(S);
 }
 
@@ -330,8 +338,10 @@ static void loop_prepare(srv *S, srv_req *r) {
     switch (prep_submit(S, r)) {
     case PREP_OK: return;
     case PREP_BUSY:
-        snprintf(msg, sizeof msg, "The server is busy: %d requests wait to be prepared (--max-queue); "
-                 "retry later", S->prep_queued);
+        snprintf(msg, sizeof msg,
+                 "The server is busy: %d requests wait to be prepared (--max-queue); "
+                 "retry later",
+                 S->prep_queued);
         loop_fail(S, r, 429, "rate_limit_error", msg);
         return;
     default: loop_fail(S, r, 503, "unavailable_error", "The server is shutting down"); return;

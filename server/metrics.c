@@ -8,17 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const double metrics_b_ttft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
-                                        0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
+static const double metrics_b_ttft[] = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                        0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
                                         20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
-static const double metrics_b_itl[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075,
-                                       0.1,   0.15,   0.2,   0.3,  0.4,   0.5,  0.75,
-                                       1.0,   2.5,    5.0,   7.5,  10.0,  20.0, 40.0, 80.0};
-static const double metrics_b_req[] = {0.01, 0.05, 0.1,  0.3,  0.5,   0.8,   1.0,   1.5,
-                                       2.0,  2.5,  5.0,  10.0, 15.0,  20.0,  30.0,  40.0,
+static const double metrics_b_itl[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
+                                       0.15,  0.2,    0.3,   0.4,  0.5,   0.75, 1.0,   2.5,
+                                       5.0,   7.5,    10.0,  20.0, 40.0,  80.0};
+static const double metrics_b_req[] = {0.01, 0.05, 0.1,   0.3,   0.5,   0.8,   1.0,    1.5,
+                                       2.0,  2.5,  5.0,   10.0,  15.0,  20.0,  30.0,   40.0,
                                        50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
-static const double metrics_b_tok[] = {1,    2,    5,     10,    20,    50,     100,   200,
-                                       500,  1000, 2000,  5000,  10000, 20000, 50000, 100000};
+static const double metrics_b_tok[] = {1,   2,    5,    10,   20,    50,    100,   200,
+                                       500, 1000, 2000, 5000, 10000, 20000, 50000, 100000};
 
 #define METRICS_MAX_BUCKETS 32
 #define METRICS_N_REASONS 4
@@ -66,12 +66,20 @@ int metrics_create(metrics **out, const char *model_name, strata_err *err) {
     for (int i = 0; i < METRICS_N_HIST; i++) {
         metrics_hist *h = &m->h[i];
         switch (i) {
-        case METRICS_TTFT: h->bounds = metrics_b_ttft, h->n = (int)(sizeof metrics_b_ttft / sizeof(double)); break;
+        case METRICS_TTFT:
+            h->bounds = metrics_b_ttft, h->n = (int)(sizeof metrics_b_ttft / sizeof(double));
+            break;
         case METRICS_ITL:
-        case METRICS_TPOT: h->bounds = metrics_b_itl, h->n = (int)(sizeof metrics_b_itl / sizeof(double)); break;
+        case METRICS_TPOT:
+            h->bounds = metrics_b_itl, h->n = (int)(sizeof metrics_b_itl / sizeof(double));
+            break;
         case METRICS_PROMPT_LEN:
-        case METRICS_GEN_LEN: h->bounds = metrics_b_tok, h->n = (int)(sizeof metrics_b_tok / sizeof(double)); break;
-        default: h->bounds = metrics_b_req, h->n = (int)(sizeof metrics_b_req / sizeof(double)); break;
+        case METRICS_GEN_LEN:
+            h->bounds = metrics_b_tok, h->n = (int)(sizeof metrics_b_tok / sizeof(double));
+            break;
+        default:
+            h->bounds = metrics_b_req, h->n = (int)(sizeof metrics_b_req / sizeof(double));
+            break;
         }
     }
     *out = m;
@@ -119,8 +127,9 @@ void metrics_count_rejected(metrics *m, int status) {
 
 static int metrics_gauge(strbuf *o, const char *model, const char *name, const char *type,
                          const char *help, double v) {
-    return strbuf_addf(o, "# HELP strata:%s %s\n# TYPE strata:%s %s\nstrata:%s{model_name=\"%s\"} %.17g\n",
-                     name, help, name, type, name, model, v);
+    return strbuf_addf(
+        o, "# HELP strata:%s %s\n# TYPE strata:%s %s\nstrata:%s{model_name=\"%s\"} %.17g\n", name,
+        help, name, type, name, model, v);
 }
 
 int metrics_render(metrics *m, const metrics_gauges *g, strbuf *o) {
@@ -132,8 +141,10 @@ int metrics_render(metrics *m, const metrics_gauges *g, strbuf *o) {
     rc |= metrics_gauge(o, md, "num_requests_waiting", "gauge",
                         "Number of requests waiting to be processed.", g->waiting);
     rc |= metrics_gauge(o, md, "num_requests_preparing", "gauge",
-                        "Requests being parsed, rendered and tokenized, or waiting for it.", g->preparing);
-    rc |= metrics_gauge(o, md, "http_connections", "gauge", "Open HTTP connections.", g->connections);
+                        "Requests being parsed, rendered and tokenized, or waiting for it.",
+                        g->preparing);
+    rc |=
+        metrics_gauge(o, md, "http_connections", "gauge", "Open HTTP connections.", g->connections);
     rc |= metrics_gauge(o, md, "http_header_timeouts_total", "counter",
                         "Connections closed because a request was not received in time.",
                         (double)g->head_timeouts);
@@ -146,31 +157,33 @@ int metrics_render(metrics *m, const metrics_gauges *g, strbuf *o) {
     rc |= metrics_gauge(o, md, "generation_tokens_total", "counter",
                         "Number of generation tokens processed.", (double)g->generation_tokens);
     rc |= strbuf_adds(o, "# HELP strata:request_success_total Count of successfully processed "
-                       "requests.\n# TYPE strata:request_success_total counter\n");
+                         "requests.\n# TYPE strata:request_success_total counter\n");
     for (int i = 0; i < METRICS_N_REASONS; i++)
-        rc |= strbuf_addf(o, "strata:request_success_total{finished_reason=\"%s\",model_name=\"%s\"} %llu\n",
-                        metrics_reasons[i], md, (unsigned long long)m->finish[i]);
+        rc |= strbuf_addf(
+            o, "strata:request_success_total{finished_reason=\"%s\",model_name=\"%s\"} %llu\n",
+            metrics_reasons[i], md, (unsigned long long)m->finish[i]);
     rc |= strbuf_adds(o, "# HELP strata:request_rejected_total Requests refused before admission, "
-                       "by HTTP status.\n# TYPE strata:request_rejected_total counter\n");
+                         "by HTTP status.\n# TYPE strata:request_rejected_total counter\n");
     for (int i = 0; i < METRICS_N_STATUS; i++)
-        rc |= strbuf_addf(o, "strata:request_rejected_total{model_name=\"%s\",status=\"%d\"} %llu\n",
+        rc |=
+            strbuf_addf(o, "strata:request_rejected_total{model_name=\"%s\",status=\"%d\"} %llu\n",
                         md, metrics_statuses[i], (unsigned long long)m->rejected[i]);
     for (int i = 0; i < METRICS_N_HIST; i++) {
         const metrics_hist *h = &m->h[i];
         const char *n = metrics_hist_names[i];
         rc |= strbuf_addf(o, "# HELP strata:%s %s\n# TYPE strata:%s histogram\n", n,
-                        metrics_hist_help[i], n);
+                          metrics_hist_help[i], n);
         uint64_t cum = 0;
         for (int b = 0; b < h->n; b++) {
             cum += h->counts[b];
             rc |= strbuf_addf(o, "strata:%s_bucket{le=\"%g\",model_name=\"%s\"} %llu\n", n,
-                            h->bounds[b], md, (unsigned long long)cum);
+                              h->bounds[b], md, (unsigned long long)cum);
         }
         rc |= strbuf_addf(o, "strata:%s_bucket{le=\"+Inf\",model_name=\"%s\"} %llu\n", n, md,
-                        (unsigned long long)h->total);
+                          (unsigned long long)h->total);
         rc |= strbuf_addf(o, "strata:%s_sum{model_name=\"%s\"} %.17g\n", n, md, h->sum);
         rc |= strbuf_addf(o, "strata:%s_count{model_name=\"%s\"} %llu\n", n, md,
-                        (unsigned long long)h->total);
+                          (unsigned long long)h->total);
     }
     pthread_mutex_unlock(&m->mu);
     return rc ? STRATA_ENOMEM : 0;

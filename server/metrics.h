@@ -12,37 +12,37 @@
 #include "engine/base/err.h"
 #include "engine/base/strbuf.h"
 
-#define METRICS_HIST_LIST(X)                                                                  \
-    X(TTFT, "time_to_first_token_seconds", "Histogram of time to first token in seconds.")  \
-    X(ITL, "inter_token_latency_seconds", "Histogram of inter-token latency in seconds.")   \
-    X(TPOT, "request_time_per_output_token_seconds",                                         \
-      "Histogram of time_per_output_token_seconds per request.")                             \
-    X(E2E, "e2e_request_latency_seconds", "Histogram of end-to-end request latency in seconds.") \
-    X(QUEUE, "request_queue_time_seconds", "Histogram of time spent in the waiting queue.")  \
-    X(PREFILL, "request_prefill_time_seconds", "Histogram of time spent in prefill.")        \
-    X(DECODE, "request_decode_time_seconds", "Histogram of time spent in decode.")           \
-    X(PROMPT_LEN, "request_prompt_tokens", "Number of prefill tokens processed per request.") \
+#define METRICS_HIST_LIST(X)                                                                       \
+    X(TTFT, "time_to_first_token_seconds", "Histogram of time to first token in seconds.")         \
+    X(ITL, "inter_token_latency_seconds", "Histogram of inter-token latency in seconds.")          \
+    X(TPOT, "request_time_per_output_token_seconds",                                               \
+      "Histogram of time_per_output_token_seconds per request.")                                   \
+    X(E2E, "e2e_request_latency_seconds", "Histogram of end-to-end request latency in seconds.")   \
+    X(QUEUE, "request_queue_time_seconds", "Histogram of time spent in the waiting queue.")        \
+    X(PREFILL, "request_prefill_time_seconds", "Histogram of time spent in prefill.")              \
+    X(DECODE, "request_decode_time_seconds", "Histogram of time spent in decode.")                 \
+    X(PROMPT_LEN, "request_prompt_tokens", "Number of prefill tokens processed per request.")      \
     X(GEN_LEN, "request_generation_tokens", "Number of generation tokens processed per request.")
 
 enum {
 #define METRICS_HIST_ENUM(name, metric, help) METRICS_##name,
     METRICS_HIST_LIST(METRICS_HIST_ENUM)
 #undef METRICS_HIST_ENUM
-    METRICS_N_HIST
+        METRICS_N_HIST
 };
 
 typedef struct metrics metrics;
 
 typedef struct metrics_gauges {
-    int running;             /* sequences holding a slot */
-    int waiting;             /* requests in the queue */
-    double kv_usage;         /* 0..1: cached positions / (slots x context) */
-    int64_t prompt_tokens;   /* prompt tokens processed since start */
+    int running;           /* sequences holding a slot */
+    int waiting;           /* requests in the queue */
+    double kv_usage;       /* 0..1: cached positions / (slots x context) */
+    int64_t prompt_tokens; /* prompt tokens processed since start */
     int64_t generation_tokens;
-    int ready;               /* 1 when the model is loaded and not draining */
-    int preparing;           /* requests being parsed / tokenized, or waiting for that */
-    int connections;         /* open HTTP connections */
-    int64_t head_timeouts;   /* connections cut by --header-timeout since start */
+    int ready;             /* 1 when the model is loaded and not draining */
+    int preparing;         /* requests being parsed / tokenized, or waiting for that */
+    int connections;       /* open HTTP connections */
+    int64_t head_timeouts; /* connections cut by --header-timeout since start */
 } metrics_gauges;
 
 /* model_name labels every series. Caller frees with metrics_destroy. */

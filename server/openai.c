@@ -13,7 +13,8 @@
 
 #include "server/openai.h"
 
-#define BAD(e, param, ...) openai_error_set(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
+#define BAD(e, param, ...)                                                                         \
+    openai_error_set(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
 
 int openai_parse_json(json_t **out, const char *body, size_t len, openai_error *e) {
     json_error_t je;
@@ -57,13 +58,14 @@ static int get_int(json_t *o, const char *k, long long lo, long long hi, long lo
     if (!v || json_is_null(v)) return 0;
     if (!json_is_integer(v)) return BAD(e, k, "'%s' must be an integer", k);
     long long x = json_integer_value(v);
-    if (x < lo || x > hi) return BAD(e, k, "'%s' must be between %lld and %lld, got %lld", k, lo, hi, x);
+    if (x < lo || x > hi)
+        return BAD(e, k, "'%s' must be between %lld and %lld, got %lld", k, lo, hi, x);
     *out = x;
     return 0;
 }
 
-static int parse_ids(json_t *arr, const char *param, const openai_limits *lim, int32_t **ids, int *n,
-                     openai_error *e) {
+static int parse_ids(json_t *arr, const char *param, const openai_limits *lim, int32_t **ids,
+                     int *n, openai_error *e) {
     size_t m = json_array_size(arr);
     int32_t *p = malloc((m ? m : 1) * sizeof *p);
     if (!p) return openai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -88,8 +90,9 @@ static int parse_prompt(openai_request *r, json_t *v, const openai_limits *lim, 
     int kind; /* 0 one string, 1 strings, 2 one id list, 3 lists of ids */
     if (json_is_string(v)) kind = 0;
     else if (!json_is_array(v) || !json_array_size(v))
-        return BAD(e, "prompt", "'prompt' must be a string, a list of strings, a list of token "
-                                "ids or a list of token id lists, and not empty");
+        return BAD(e, "prompt",
+                   "'prompt' must be a string, a list of strings, a list of token "
+                   "ids or a list of token id lists, and not empty");
     else if (json_is_string(json_array_get(v, 0))) kind = 1, np = json_array_size(v);
     else if (json_is_array(json_array_get(v, 0))) kind = 3, np = json_array_size(v);
     else kind = 2;
@@ -101,13 +104,15 @@ static int parse_prompt(openai_request *r, json_t *v, const openai_limits *lim, 
         json_t *x = kind == 0 || kind == 2 ? v : json_array_get(v, i);
         openai_prompt *p = &r->prompts[i];
         if (kind <= 1) {
-            if (!json_is_string(x)) return BAD(e, "prompt", "'prompt' list items must all be strings");
+            if (!json_is_string(x))
+                return BAD(e, "prompt", "'prompt' list items must all be strings");
             p->text_len = json_string_length(x);
             if (!(p->text = malloc(p->text_len + 1)))
                 return openai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
             memcpy(p->text, json_string_value(x), p->text_len + 1);
         } else {
-            if (!json_is_array(x)) return BAD(e, "prompt", "'prompt' items must all be token id lists");
+            if (!json_is_array(x))
+                return BAD(e, "prompt", "'prompt' items must all be token id lists");
             int rc = parse_ids(x, "prompt", lim, &p->ids, &p->n_ids, e);
             if (rc) return rc;
             if (!p->n_ids) return BAD(e, "prompt", "'prompt' token id lists must not be empty");
@@ -138,8 +143,8 @@ static int parse_messages(openai_request *r, json_t *v, openai_error *e) {
     if (!json_is_array(v) || !json_array_size(v))
         return BAD(e, "messages", "'messages' must be a non-empty list of message objects");
     if (json_array_size(v) > OPENAI_MAX_MESSAGES)
-        return BAD(e, "messages", "'messages' holds at most %d messages, got %zu", OPENAI_MAX_MESSAGES,
-                   json_array_size(v));
+        return BAD(e, "messages", "'messages' holds at most %d messages, got %zu",
+                   OPENAI_MAX_MESSAGES, json_array_size(v));
     if (!(r->messages = json_array()))
         return openai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     size_t i, n_parts = 0;
@@ -147,12 +152,15 @@ static int parse_messages(openai_request *r, json_t *v, openai_error *e) {
     json_array_foreach(v, i, m) {
         if (!json_is_object(m)) return BAD(e, "messages", "messages[%zu] must be an object", i);
         json_t *role = json_object_get(m, "role");
-        if (!json_is_string(role)) return BAD(e, "messages", "messages[%zu].role must be a string", i);
+        if (!json_is_string(role))
+            return BAD(e, "messages", "messages[%zu].role must be a string", i);
         size_t k = 0;
         while (k < 6 && strcmp(json_string_value(role), roles[k])) k++;
         if (k == 6)
-            return BAD(e, "messages", "messages[%zu].role '%.40s' is not one of system, user, "
-                                      "assistant, tool, developer", i, json_string_value(role));
+            return BAD(e, "messages",
+                       "messages[%zu].role '%.40s' is not one of system, user, "
+                       "assistant, tool, developer",
+                       i, json_string_value(role));
         json_t *c = json_object_get(m, "content"), *text = NULL;
         if (!c || json_is_null(c)) {
             text = json_null();
@@ -168,13 +176,18 @@ static int parse_messages(openai_request *r, json_t *v, openai_error *e) {
             json_array_foreach(c, j, part) {
                 json_t *t = json_object_get(part, "type"), *s = json_object_get(part, "text");
                 if (!json_is_object(part) || !json_is_string(t))
-                    return BAD(e, "messages", "messages[%zu].content[%zu] must be a content part "
-                                              "object with a type", i, j);
+                    return BAD(e, "messages",
+                               "messages[%zu].content[%zu] must be a content part "
+                               "object with a type",
+                               i, j);
                 if (strcmp(json_string_value(t), "text"))
-                    return BAD(e, "messages", "messages[%zu].content[%zu]: content type '%.40s' is "
-                                              "not supported (text only)", i, j, json_string_value(t));
+                    return BAD(e, "messages",
+                               "messages[%zu].content[%zu]: content type '%.40s' is "
+                               "not supported (text only)",
+                               i, j, json_string_value(t));
                 if (!json_is_string(s))
-                    return BAD(e, "messages", "messages[%zu].content[%zu].text must be a string", i, j);
+                    return BAD(e, "messages", "messages[%zu].content[%zu].text must be a string", i,
+                               j);
                 total += json_string_length(s) + 1;
             }
             char *buf = malloc(total + 1), *at = buf;
@@ -188,8 +201,10 @@ static int parse_messages(openai_request *r, json_t *v, openai_error *e) {
             text = json_stringn_nocheck(buf, (size_t)(at - buf));
             free(buf);
         } else {
-            return BAD(e, "messages", "messages[%zu].content must be a string, a list of content "
-                                      "parts or null", i);
+            return BAD(e, "messages",
+                       "messages[%zu].content must be a string, a list of content "
+                       "parts or null",
+                       i);
         }
         json_t *copy = copy_object(m);
         if (!copy || !text) {
@@ -214,36 +229,43 @@ static int parse_stop(openai_request *r, json_t *root, openai_error *e) {
     size_t n = json_is_string(v) ? 1 : json_is_array(v) ? json_array_size(v) : 0;
     if (!json_is_string(v) && !json_is_array(v))
         return BAD(e, "stop", "'stop' must be a string or a list of strings");
-    if (n > OPENAI_MAX_STOP) return BAD(e, "stop", "'stop' holds at most %d strings", OPENAI_MAX_STOP);
+    if (n > OPENAI_MAX_STOP)
+        return BAD(e, "stop", "'stop' holds at most %d strings", OPENAI_MAX_STOP);
     if (!(r->stop = calloc(n ? n : 1, sizeof *r->stop)))
         return openai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *s = json_is_string(v) ? v : json_array_get(v, i);
         if (!json_is_string(s)) return BAD(e, "stop", "'stop' items must be strings");
         if (!json_string_length(s)) continue; /* an empty stop string never matches */
-        if (json_string_length(s) > 1024) return BAD(e, "stop", "'stop' strings are at most 1024 bytes");
+        if (json_string_length(s) > 1024)
+            return BAD(e, "stop", "'stop' strings are at most 1024 bytes");
         if (!(r->stop[r->n_stop++] = strdup(json_string_value(s))))
             return openai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     }
     return 0;
 }
 
-static int parse_logit_bias(openai_request *r, json_t *root, const openai_limits *lim, openai_error *e) {
+static int parse_logit_bias(openai_request *r, json_t *root, const openai_limits *lim,
+                            openai_error *e) {
     json_t *v = json_object_get(root, "logit_bias");
     if (!v || json_is_null(v)) return 0;
-    if (!json_is_object(v)) return BAD(e, "logit_bias", "'logit_bias' must be an object of token id -> bias");
+    if (!json_is_object(v))
+        return BAD(e, "logit_bias", "'logit_bias' must be an object of token id -> bias");
     size_t n = json_object_size(v);
-    if (n > OPENAI_MAX_LOGIT_BIAS) return BAD(e, "logit_bias", "'logit_bias' holds at most %d entries", OPENAI_MAX_LOGIT_BIAS);
+    if (n > OPENAI_MAX_LOGIT_BIAS)
+        return BAD(e, "logit_bias", "'logit_bias' holds at most %d entries", OPENAI_MAX_LOGIT_BIAS);
     r->bias_ids = malloc((n ? n : 1) * sizeof *r->bias_ids);
     r->bias_vals = malloc((n ? n : 1) * sizeof *r->bias_vals);
-    if (!r->bias_ids || !r->bias_vals) return openai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (!r->bias_ids || !r->bias_vals)
+        return openai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     const char *key;
     json_t *x;
     json_object_foreach(v, key, x) {
         char *end;
         long id = strtol(key, &end, 10);
         if (!*key || *end || id < 0 || id > INT32_MAX || (lim->vocab && id >= lim->vocab))
-            return BAD(e, "logit_bias", "'logit_bias' keys must be token ids in [0, %d), got '%.40s'",
+            return BAD(e, "logit_bias",
+                       "'logit_bias' keys must be token ids in [0, %d), got '%.40s'",
                        lim->vocab ? lim->vocab : INT32_MAX, key);
         if (!json_is_number(x) || json_number_value(x) < -100 || json_number_value(x) > 100)
             return BAD(e, "logit_bias", "'logit_bias' values must be numbers between -100 and 100");
@@ -270,7 +292,8 @@ static int parse_body(openai_request *r, json_t *root, const openai_limits *lim,
         v = json_object_get(root, "tools");
         r->tools = v && json_is_array(v) && json_array_size(v) ? v : NULL;
         if ((rc = get_bool(root, "add_generation_prompt", &r->add_generation_prompt, e))) return rc;
-        if ((rc = get_bool(root, "continue_final_message", &r->continue_final_message, e))) return rc;
+        if ((rc = get_bool(root, "continue_final_message", &r->continue_final_message, e)))
+            return rc;
         if (r->add_generation_prompt && r->continue_final_message &&
             json_object_get(root, "add_generation_prompt") &&
             json_is_true(json_object_get(root, "add_generation_prompt")))
@@ -281,7 +304,8 @@ static int parse_body(openai_request *r, json_t *root, const openai_limits *lim,
         if (v && !json_is_null(v) && !json_is_object(v))
             return BAD(e, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
         r->template_kwargs = v && json_is_object(v) ? copy_object(v) : json_object();
-        if (!r->template_kwargs) return openai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        if (!r->template_kwargs)
+            return openai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         b = 0;
         if ((rc = get_bool(root, "logprobs", &b, e))) return rc;
         r->logprobs = b;
@@ -323,19 +347,23 @@ static int parse_body(openai_request *r, json_t *root, const openai_limits *lim,
     if (r->kind == OPENAI_COMPLETION && (long long)r->n_prompts * r->n > max_n)
         return BAD(e, r->n > 1 ? "n" : "prompt",
                    "%d prompts x n=%d = %lld choices exceed the %d sequences this server runs at "
-                   "once (--max-seqs)", r->n_prompts, r->n, (long long)r->n_prompts * r->n, max_n);
+                   "once (--max-seqs)",
+                   r->n_prompts, r->n, (long long)r->n_prompts * r->n, max_n);
     if ((rc = parse_stop(r, root, e))) return rc;
     if ((v = json_object_get(root, "stop_token_ids")) && !json_is_null(v)) {
         if (!json_is_array(v) || json_array_size(v) > OPENAI_MAX_STOP)
-            return BAD(e, "stop_token_ids", "'stop_token_ids' must be a list of at most %d ids", OPENAI_MAX_STOP);
+            return BAD(e, "stop_token_ids", "'stop_token_ids' must be a list of at most %d ids",
+                       OPENAI_MAX_STOP);
         if ((rc = parse_ids(v, "stop_token_ids", lim, &r->stop_ids, &r->n_stop_ids, e))) return rc;
     }
     if ((rc = parse_logit_bias(r, root, lim, e))) return rc;
     if ((rc = get_bool(root, "stream", &r->stream, e))) return rc;
     if ((v = json_object_get(root, "stream_options")) && !json_is_null(v)) {
-        if (!json_is_object(v)) return BAD(e, "stream_options", "'stream_options' must be an object");
+        if (!json_is_object(v))
+            return BAD(e, "stream_options", "'stream_options' must be an object");
         if (!r->stream)
-            return BAD(e, "stream_options", "'stream_options' is only allowed when 'stream' is true");
+            return BAD(e, "stream_options",
+                       "'stream_options' is only allowed when 'stream' is true");
         if ((rc = get_bool(v, "include_usage", &r->include_usage, e))) return rc;
     }
     if ((rc = get_bool(root, "ignore_eos", &r->ignore_eos, e))) return rc;
@@ -344,7 +372,7 @@ static int parse_body(openai_request *r, json_t *root, const openai_limits *lim,
 }
 
 int openai_request_parse(openai_request *r, int kind, const char *body, size_t len,
-                      const openai_limits *lim, openai_error *e) {
+                         const openai_limits *lim, openai_error *e) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->add_generation_prompt = 1;

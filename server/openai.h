@@ -33,16 +33,16 @@ enum { OPENAI_COMPLETION, OPENAI_CHAT };
 
 /* An error as the API returns it. */
 typedef struct openai_error {
-    int status;            /* HTTP status */
-    const char *type;      /* "invalid_request_error", ... (static string) */
-    const char *code;      /* static string or NULL */
-    char param[64];        /* "" = null */
+    int status;       /* HTTP status */
+    const char *type; /* "invalid_request_error", ... (static string) */
+    const char *code; /* static string or NULL */
+    char param[64];   /* "" = null */
     char message[512];
 } openai_error;
 
 /* Fills e and returns -status (so `return openai_error_set(...)` reads well). */
 int openai_error_set(openai_error *e, int status, const char *type, const char *param,
-                  const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+                     const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 /* Maps a STRATA_E* code to status + type (the one table of the server). */
 void openai_error_from_strata(openai_error *e, const strata_err *err, const char *param);
 /* {"error":{"message","type","param","code"}}; caller frees with json_decref. */
@@ -57,16 +57,16 @@ typedef struct openai_prompt {
 } openai_prompt;
 
 typedef struct openai_limits {
-    int vocab;      /* token ids must be < vocab (0 = unchecked) */
-    int max_n;      /* most choices per request, prompts x n (the number of slots) */
+    int vocab; /* token ids must be < vocab (0 = unchecked) */
+    int max_n; /* most choices per request, prompts x n (the number of slots) */
 } openai_limits;
 
 typedef struct openai_request {
-    int kind;                  /* OPENAI_COMPLETION / OPENAI_CHAT */
-    json_t *root;              /* the parsed body (owned) */
-    const char *model;         /* NULL when absent; points into root */
+    int kind;          /* OPENAI_COMPLETION / OPENAI_CHAT */
+    json_t *root;      /* the parsed body (owned) */
+    const char *model; /* NULL when absent; points into root */
 
-    openai_prompt *prompts;       /* completions: [n_prompts] */
+    openai_prompt *prompts; /* completions: [n_prompts] */
     int n_prompts;
     json_t *messages;          /* chat: normalized copy (owned): content is a string */
     json_t *tools;             /* borrowed from root; NULL when absent */
@@ -74,35 +74,35 @@ typedef struct openai_request {
     int add_generation_prompt; /* default 1 */
     int continue_final_message;
 
-    int max_tokens;            /* -1: until the context is full; 0 only with echo */
-    double temperature;        /* default 1 */
-    double top_p, min_p;       /* 1, 0 */
-    int top_k;                 /* 0 = off */
+    int max_tokens;      /* -1: until the context is full; 0 only with echo */
+    double temperature;  /* default 1 */
+    double top_p, min_p; /* 1, 0 */
+    int top_k;           /* 0 = off */
     double presence_penalty, frequency_penalty, repetition_penalty; /* 0, 0, 1 */
     int has_seed;
     uint64_t seed;
-    char **stop;               /* [n_stop] */
+    char **stop; /* [n_stop] */
     int n_stop;
-    int32_t *stop_ids;         /* stop_token_ids */
+    int32_t *stop_ids; /* stop_token_ids */
     int n_stop_ids;
-    int n;                     /* choices per prompt */
-    int echo;                  /* completions: prepend the prompt (and, with logprobs,
+    int n;            /* choices per prompt */
+    int echo;         /* completions: prepend the prompt (and, with logprobs,
                                   score its tokens too) */
-    int logprobs;              /* record logprobs */
-    int top_logprobs;          /* alternatives per token */
+    int logprobs;     /* record logprobs */
+    int top_logprobs; /* alternatives per token */
     int32_t *bias_ids;
     float *bias_vals;
     int n_bias;
     int stream, include_usage;
     int ignore_eos;
-    int skip_special_tokens;   /* default 1 */
+    int skip_special_tokens; /* default 1 */
 } openai_request;
 
 /* Parses and validates a body of len bytes (need not be NUL-terminated). On error
  * fills e (400 with the param) and returns its negative status; r is then empty.
  * Caller frees r with openai_request_free in both cases. */
 int openai_request_parse(openai_request *r, int kind, const char *body, size_t len,
-                      const openai_limits *lim, openai_error *e);
+                         const openai_limits *lim, openai_error *e);
 void openai_request_free(openai_request *r);
 
 /* The refused fields of root (openai_refuse.c): 0, or a 400 naming the first. */

@@ -11,10 +11,19 @@
 
 #include "server/openai.h"
 
-#define BAD(e, param, ...) openai_error_set(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
+#define BAD(e, param, ...)                                                                         \
+    openai_error_set(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
 
 /* What a field's neutral value is. */
-enum { NEUTRAL_NULL, NEUTRAL_FALSE, NEUTRAL_TRUE, NEUTRAL_ZERO, NEUTRAL_ONE, NEUTRAL_NONPOS, NEUTRAL_EMPTY };
+enum {
+    NEUTRAL_NULL,
+    NEUTRAL_FALSE,
+    NEUTRAL_TRUE,
+    NEUTRAL_ZERO,
+    NEUTRAL_ONE,
+    NEUTRAL_NONPOS,
+    NEUTRAL_EMPTY
+};
 
 static const struct {
     const char *name;
@@ -66,7 +75,8 @@ static int is_neutral(json_t *v, int neutral) {
     case NEUTRAL_ONE: return json_is_number(v) && json_number_value(v) == 1;
     case NEUTRAL_NONPOS: return json_is_number(v) && json_number_value(v) <= 0;
     case NEUTRAL_EMPTY:
-        return (json_is_array(v) && !json_array_size(v)) || (json_is_string(v) && !json_string_length(v)) ||
+        return (json_is_array(v) && !json_array_size(v)) ||
+               (json_is_string(v) && !json_string_length(v)) ||
                (json_is_object(v) && !json_object_size(v));
     default: return 0;
     }
@@ -76,14 +86,17 @@ int openai_refuse_fields(json_t *root, int kind, openai_error *e) {
     json_t *v;
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         if ((v = json_object_get(root, refused[i].name)) && !is_neutral(v, refused[i].neutral))
-            return BAD(e, refused[i].name, "'%s' is not supported by this server: %s", refused[i].name,
-                       refused[i].why);
+            return BAD(e, refused[i].name, "'%s' is not supported by this server: %s",
+                       refused[i].name, refused[i].why);
     if ((v = json_object_get(root, "modalities")) && !json_is_null(v)) {
         size_t j;
         json_t *m;
         if (!json_is_array(v)) return BAD(e, "modalities", "'modalities' must be a list");
-        json_array_foreach(v, j, m) if (!json_is_string(m) || strcmp(json_string_value(m), "text"))
-            return BAD(e, "modalities", "'modalities' may only hold \"text\"");
+        json_array_foreach(v, j,
+                           m) if (!json_is_string(m) ||
+                                  strcmp(json_string_value(m),
+                                         "text")) return BAD(e, "modalities",
+                                                             "'modalities' may only hold \"text\"");
     }
     if (kind == OPENAI_CHAT && (v = json_object_get(root, "echo")) && !is_neutral(v, NEUTRAL_FALSE))
         return BAD(e, "echo", "'echo' is only supported on /v1/completions");
@@ -94,11 +107,13 @@ int openai_refuse_fields(json_t *root, int kind, openai_error *e) {
         if (!json_is_object(v) || !json_is_string(t))
             return BAD(e, "response_format", "'response_format' must be an object with a type");
         if (strcmp(json_string_value(t), "text"))
-            return BAD(e, "response_format", "response_format type '%.40s' is not supported (text only)",
+            return BAD(e, "response_format",
+                       "response_format type '%.40s' is not supported (text only)",
                        json_string_value(t));
     }
     if ((v = json_object_get(root, "tool_choice")) && !json_is_null(v) &&
-        !(json_is_string(v) && (!strcmp(json_string_value(v), "none") || !strcmp(json_string_value(v), "auto"))))
+        !(json_is_string(v) &&
+          (!strcmp(json_string_value(v), "none") || !strcmp(json_string_value(v), "auto"))))
         return BAD(e, "tool_choice", "'tool_choice' may only be \"none\" or \"auto\"");
     if ((v = json_object_get(root, "tools")) && !json_is_null(v) && !json_is_array(v))
         return BAD(e, "tools", "'tools' must be a list");

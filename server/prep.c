@@ -109,7 +109,8 @@ static void prep_after(uv_work_t *w, int status) {
     pthread_mutex_lock(&r->mu);
     if (status == UV_ECANCELED && r->phase == REQ_PREPARING) {
         r->phase = REQ_FAILED;
-        openai_error_set(&r->err, 503, "unavailable_error", NULL, NULL, "The server is shutting down");
+        openai_error_set(&r->err, 503, "unavailable_error", NULL, NULL,
+                         "The server is shutting down");
     }
     pthread_mutex_unlock(&r->mu);
     prep_done(S, r);

@@ -99,4 +99,3 @@ int req_all_finished(srv_req *r) {
     }
     return 1;
 }
-

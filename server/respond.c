@@ -7,7 +7,7 @@
 #include "server/server_internal.h"
 
 enum MHD_Result http_respond_text(struct MHD_Connection *c, int status, const char *type,
-                                 const char *body, size_t len) {
+                                  const char *body, size_t len) {
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!resp) return MHD_NO;
@@ -34,14 +34,15 @@ enum MHD_Result http_respond_error(struct MHD_Connection *c, const openai_error 
 /* An error after which the connection must not be reused: its body was not read
  * (so its bytes cannot be told from the next request's), or its framing was bad. */
 enum MHD_Result http_respond_error_close(struct MHD_Connection *c, int status, const char *type,
-                                        const char *code, const char *msg) {
+                                         const char *code, const char *msg) {
     openai_error e;
     openai_error_set(&e, status, type, NULL, code, "%s", msg);
     json_t *j = openai_error_json(&e);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!s) return MHD_NO;
-    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
     if (!resp) return free(s), MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
@@ -50,4 +51,3 @@ enum MHD_Result http_respond_error_close(struct MHD_Connection *c, int status, c
     MHD_destroy_response(resp);
     return rc;
 }
-

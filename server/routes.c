@@ -10,13 +10,15 @@ enum MHD_Result route_health(srv *S, struct MHD_Connection *c) {
     openai_error e;
     switch (atomic_load(&S->state)) {
     case SRV_READY: return http_respond_json(c, 200, json_pack("{s:s}", "status", "ok"));
-    case SRV_LOADING: openai_error_set(&e, 503, "unavailable_error", NULL, NULL, "Loading model"); break;
+    case SRV_LOADING:
+        openai_error_set(&e, 503, "unavailable_error", NULL, NULL, "Loading model");
+        break;
     case SRV_DRAINING:
         openai_error_set(&e, 503, "unavailable_error", NULL, NULL, "The server is shutting down");
         break;
     default:
-        openai_error_set(&e, 503, "unavailable_error", NULL, NULL, "The model failed to load: %.400s",
-                      S->load_error);
+        openai_error_set(&e, 503, "unavailable_error", NULL, NULL,
+                         "The model failed to load: %.400s", S->load_error);
         break;
     }
     return http_respond_error(c, &e);
@@ -25,15 +27,18 @@ enum MHD_Result route_health(srv *S, struct MHD_Connection *c) {
 static json_t *route_model_card(const srv *S) {
     return json_pack("{s:s, s:s, s:I, s:s, s:s, s:n, s:i}", "id", S->model_name, "object", "model",
                      "created", (json_int_t)S->created, "owned_by", "strata", "root",
-                     S->cfg->model ? S->cfg->model : S->model_name, "parent", "max_model_len", S->ctx);
+                     S->cfg->model ? S->cfg->model : S->model_name, "parent", "max_model_len",
+                     S->ctx);
 }
 
 enum MHD_Result route_models(srv *S, struct MHD_Connection *c, const char *id) {
-    if (!id) return http_respond_json(c, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", route_model_card(S)));
+    if (!id)
+        return http_respond_json(
+            c, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", route_model_card(S)));
     if (strcmp(id, S->model_name)) {
         openai_error e;
         openai_error_set(&e, 404, "not_found_error", "model", "model_not_found",
-                      "The model '%.200s' does not exist", id);
+                         "The model '%.200s' does not exist", id);
         return http_respond_error(c, &e);
     }
     return http_respond_json(c, 200, route_model_card(S));
@@ -60,7 +65,7 @@ enum MHD_Result route_metrics(srv *S, struct MHD_Connection *c) {
     int rc = metrics_render(S->met, &g, &o);
     enum MHD_Result r = rc ? MHD_NO
                            : http_respond_text(c, 200, "text/plain; version=0.0.4; charset=utf-8",
-                                              o.p ? o.p : "", o.len);
+                                               o.p ? o.p : "", o.len);
     strbuf_free(&o);
     return r;
 }
@@ -80,25 +85,31 @@ int route_tokenize_json(srv *S, const char *body, size_t len, json_t **answer, o
     memset(&r, 0, sizeof r);
     if (openai_parse_json(&root, body, len, e)) goto done;
     if (!S->tok) {
-        openai_error_set(e, 400, "invalid_request_error", NULL, NULL, "This model has no tokenizer");
+        openai_error_set(e, 400, "invalid_request_error", NULL, NULL,
+                         "This model has no tokenizer");
         goto done;
     }
-    json_t *v = json_object_get(root, "add_special_tokens"), *strs = json_object_get(root, "return_token_strs");
+    json_t *v = json_object_get(root, "add_special_tokens"),
+           *strs = json_object_get(root, "return_token_strs");
     if ((v && !json_is_boolean(v)) || (strs && !json_is_boolean(strs) && !json_is_null(strs))) {
         openai_error_set(e, 400, "invalid_request_error",
-                         v && !json_is_boolean(v) ? "add_special_tokens" : "return_token_strs", NULL,
-                         "must be a boolean");
+                         v && !json_is_boolean(v) ? "add_special_tokens" : "return_token_strs",
+                         NULL, "must be a boolean");
         goto done;
     }
     if (json_object_get(root, "messages")) {
         if (!S->tmpl) {
-            openai_error_set(e, 400, "invalid_request_error", "messages", NULL, "This model has no chat template");
+            openai_error_set(e, 400, "invalid_request_error", "messages", NULL,
+                             "This model has no chat template");
             goto done;
         }
-        if (openai_request_parse(&r, OPENAI_CHAT, body, len, &(openai_limits){S->vocab, S->max_seqs}, e)) goto done;
+        if (openai_request_parse(&r, OPENAI_CHAT, body, len,
+                                 &(openai_limits){S->vocab, S->max_seqs}, e))
+            goto done;
         has_r = 1;
         if (chat_prompt_render(S, &r, &text, e)) goto done;
-        if (tok_encode(S->tok, text, strlen(text), v && json_is_true(v), &ids, &n, &err)) goto tok_fail;
+        if (tok_encode(S->tok, text, strlen(text), v && json_is_true(v), &ids, &n, &err))
+            goto tok_fail;
     } else {
         json_t *p = json_object_get(root, "prompt");
         if (!json_is_string(p)) {
@@ -106,7 +117,8 @@ int route_tokenize_json(srv *S, const char *body, size_t len, json_t **answer, o
                              "'prompt' (a string) or 'messages' is required");
             goto done;
         }
-        if (tok_encode(S->tok, json_string_value(p), json_string_length(p), !v || json_is_true(v), &ids, &n, &err))
+        if (tok_encode(S->tok, json_string_value(p), json_string_length(p), !v || json_is_true(v),
+                       &ids, &n, &err))
             goto tok_fail;
     }
     json_t *arr = json_array();
@@ -151,7 +163,8 @@ int route_detokenize_json(srv *S, const char *body, size_t len, json_t **answer,
     if (openai_parse_json(&root, body, len, e)) goto done;
     json_t *t = json_object_get(root, "tokens");
     if (!json_is_array(t)) {
-        openai_error_set(e, 400, "invalid_request_error", "tokens", NULL, "'tokens' must be a list of token ids");
+        openai_error_set(e, 400, "invalid_request_error", "tokens", NULL,
+                         "'tokens' must be a list of token ids");
         goto done;
     }
     size_t n = json_array_size(t);
@@ -170,7 +183,8 @@ int route_detokenize_json(srv *S, const char *body, size_t len, json_t **answer,
         ids[i] = (int32_t)json_integer_value(x);
     }
     if (!S->tok) {
-        openai_error_set(e, 400, "invalid_request_error", NULL, NULL, "This model has no tokenizer");
+        openai_error_set(e, 400, "invalid_request_error", NULL, NULL,
+                         "This model has no tokenizer");
         goto done;
     }
     if (tok_decode(S->tok, ids, n, 0, &text, &tl, &err)) {

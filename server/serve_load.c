@@ -27,7 +27,9 @@ static void srv_on_slot_free(void *ud) {
     uv_async_send(&S->async);
 }
 
-static void srv_on_token_gap(void *ud, double s) { metrics_observe(((srv *)ud)->met, METRICS_ITL, s); }
+static void srv_on_token_gap(void *ud, double s) {
+    metrics_observe(((srv *)ud)->met, METRICS_ITL, s);
+}
 
 int srv_load(srv *S, strata_err *err) {
     const config *cfg = S->cfg;
@@ -66,10 +68,12 @@ int srv_load(srv *S, strata_err *err) {
         } else if (rc) {
             return strata_err_wrap(err, "chat template: ");
         }
-        S->has_think = tok_piece_to_id(S->tok, "<think>") >= 0 && tok_piece_to_id(S->tok, "</think>") >= 0;
+        S->has_think =
+            tok_piece_to_id(S->tok, "<think>") >= 0 && tok_piece_to_id(S->tok, "</think>") >= 0;
         S->im_end = tok_piece_to_id(S->tok, "<|im_end|>");
     } else if (cfg->tokenizer) {
-        return strata_err_set(err, STRATA_ENOTFOUND, "--tokenizer %s: no tokenizer.json or tokenizer.model",
+        return strata_err_set(err, STRATA_ENOTFOUND,
+                              "--tokenizer %s: no tokenizer.json or tokenizer.model",
                               cfg->tokenizer);
     } else {
         fprintf(stderr, "strata: no tokenizer; prompts must be token ids and text is [id]\n");

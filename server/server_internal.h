@@ -53,8 +53,12 @@ enum {
 enum { SRV_IN_PREPARE = 1, SRV_IN_CANCEL = 2, SRV_IN_DONE = 4 };
 
 /* what a request asks for (the first two are OPENAI_COMPLETION / OPENAI_CHAT) */
-enum { SRV_JOB_COMPLETION = OPENAI_COMPLETION, SRV_JOB_CHAT = OPENAI_CHAT, SRV_JOB_TOKENIZE,
-       SRV_JOB_DETOKENIZE };
+enum {
+    SRV_JOB_COMPLETION = OPENAI_COMPLETION,
+    SRV_JOB_CHAT = OPENAI_CHAT,
+    SRV_JOB_TOKENIZE,
+    SRV_JOB_DETOKENIZE
+};
 
 /* request phases (under req->mu) */
 enum { REQ_PREPARING, REQ_PARSED, REQ_ANSWERED, REQ_QUEUED, REQ_RUNNING, REQ_FINISHED, REQ_FAILED };
@@ -65,54 +69,54 @@ typedef struct srv_req srv_req;
 typedef struct srv_choice {
     srv_req *req;
     engine_seq *seq;
-    engine_chunk chunk;      /* consumer buffers (MHD thread, under req->mu) */
+    engine_chunk chunk; /* consumer buffers (MHD thread, under req->mu) */
     int prompt_idx;
     int n_prompt;
-    int finish;              /* ENGINE_FINISH_* once seen by the consumer */
+    int finish; /* ENGINE_FINISH_* once seen by the consumer */
     int n_gen;
-    int started;             /* stream: first chunk (role / echo) sent */
+    int started; /* stream: first chunk (role / echo) sent */
     char err[256];
-    strbuf text, reasoning;    /* non-stream: the whole output */
-    json_t *lp;              /* logprobs accumulated (non-stream) */
-    size_t text_offset;      /* completions logprobs text_offset */
+    strbuf text, reasoning; /* non-stream: the whole output */
+    json_t *lp;             /* logprobs accumulated (non-stream) */
+    size_t text_offset;     /* completions logprobs text_offset */
 } srv_choice;
 
 struct srv_req {
     srv *S;
-    atomic_int refs;             /* holders of the output: connection, loop, inbox */
-    atomic_int mem;              /* 1 for all of those + 1 per live engine sequence */
+    atomic_int refs; /* holders of the output: connection, loop, inbox */
+    atomic_int mem;  /* 1 for all of those + 1 per live engine sequence */
     pthread_mutex_t mu;
     struct MHD_Connection *conn; /* NULL once MHD completed the request */
     int sock;                    /* dup of the client socket, watched for hangups; -1 */
     int job;                     /* SRV_JOB_* */
     int http11;                  /* the client speaks HTTP/1.1 (may get a 1xx) */
-    strbuf body;                   /* the request body, until prepared */
+    strbuf body;                 /* the request body, until prepared */
     json_t *answer;              /* REQ_ANSWERED: the 200 body (tokenize, detokenize) */
     openai_request oai;
     char id[48];
     long long created;
     int n_choices;
     srv_choice *ch;
-    int prompt_tokens;           /* usage: every prompt counted once */
-    char **echo;                 /* completions echo text per prompt (or NULL) */
+    int prompt_tokens; /* usage: every prompt counted once */
+    char **echo;       /* completions echo text per prompt (or NULL) */
     int split_reasoning;
 
     /* under mu */
     int phase;
-    int suspended;               /* the connection is suspended by us */
-    int detached;                /* refs reached 0: sequences released */
-    int response_queued;         /* stream: the SSE response is queued */
-    int answered;                /* a response is queued: only MHD writes the socket */
-    openai_error err;            /* phase REQ_FAILED */
-    int gone;                    /* the client went away */
-    int timed_out, shutdown;     /* why sequences were cancelled */
+    int suspended;           /* the connection is suspended by us */
+    int detached;            /* refs reached 0: sequences released */
+    int response_queued;     /* stream: the SSE response is queued */
+    int answered;            /* a response is queued: only MHD writes the socket */
+    openai_error err;        /* phase REQ_FAILED */
+    int gone;                /* the client went away */
+    int timed_out, shutdown; /* why sequences were cancelled */
     int n_finished;
     int stream_done;
     int done_posted;
-    strbuf out;                    /* stream: bytes not yet handed to MHD */
+    strbuf out; /* stream: bytes not yet handed to MHD */
     size_t out_off;
-    double t_out;                /* stream: when bytes last went to MHD (or arrival) */
-    int ka_due;                  /* stream: the loop asks for a ': keep-alive' comment */
+    double t_out; /* stream: when bytes last went to MHD (or arrival) */
+    int ka_due;   /* stream: the loop asks for a ': keep-alive' comment */
 
     /* inbox (under S->inbox_mu) */
     unsigned inbox_bits;
@@ -120,21 +124,21 @@ struct srv_req {
     srv_req *inbox_next;
 
     /* loop thread */
-    uv_work_t work;              /* preparation (prep.c) */
-    srv_req *prep_next;          /* the preparation queue */
-    int probed;                  /* the peer half-closed: probed with a 100 Continue */
+    uv_work_t work;     /* preparation (prep.c) */
+    srv_req *prep_next; /* the preparation queue */
+    int probed;         /* the peer half-closed: probed with a 100 Continue */
     int tracked, waiting, handles;
     srv_req *wait_prev, *wait_next;
     srv_req *trk_prev, *trk_next;
     uv_timer_t timer;
-    uv_timer_t ka_timer;         /* stream: --sse-keepalive */
+    uv_timer_t ka_timer; /* stream: --sse-keepalive */
     uv_poll_t poll;
     double t_arrival, t_admit;
 };
 
 struct srv {
     config *cfg;
-    const char *model_name;      /* served name */
+    const char *model_name; /* served name */
     char model_dir[4096];
     atomic_int state;
     char load_error[512];
@@ -146,12 +150,12 @@ struct srv {
     chat_template *tmpl;
     engine *eng;
     int ctx, vocab, max_seqs;
-    int has_think;               /* the vocab has <think> and </think> */
-    int32_t im_end;              /* <|im_end|> / end-of-turn id for chat, -1 */
+    int has_think;  /* the vocab has <think> and </think> */
+    int32_t im_end; /* <|im_end|> / end-of-turn id for chat, -1 */
 
     struct MHD_Daemon *mhd;
     metrics *met;
-    const char *openapi;         /* the OpenAPI document */
+    const char *openapi; /* the OpenAPI document */
     size_t openapi_len;
 
     uv_loop_t loop;
@@ -161,30 +165,30 @@ struct srv {
     int loop_ready;
     pthread_mutex_t inbox_mu;
     srv_req *inbox_head, *inbox_tail;
-    atomic_int loaded;           /* loader thread finished (success or not) */
+    atomic_int loaded; /* loader thread finished (success or not) */
     atomic_int slots_freed;
 
     srv_req *wait_head, *wait_tail;
-    srv_req *trk_head;           /* every tracked request */
+    srv_req *trk_head; /* every tracked request */
     atomic_int n_waiting;
     int n_tracked;
     atomic_int live_reqs;
     int draining;
-    atomic_int stopping;         /* 1: drained, waiting for connections; 2: stopped */
+    atomic_int stopping; /* 1: drained, waiting for connections; 2: stopped */
     pthread_t loader;
     int loader_started;
 
     /* preparation (loop thread) */
     void (*on_prepared)(srv *S, srv_req *r); /* set by loop_init */
-    srv_req *prep_head, *prep_tail; /* bodies waiting for a worker */
+    srv_req *prep_head, *prep_tail;          /* bodies waiting for a worker */
     int prep_queued, prep_running;
-    atomic_int n_preparing;      /* both, for /metrics (any thread reads it) */
+    atomic_int n_preparing; /* both, for /metrics (any thread reads it) */
 
     /* the connection guard (http_guard.c), under guard_mu */
     pthread_mutex_t guard_mu;
     struct guard_conn *guard_head;
     int n_conns;
-    uv_timer_t guard_timer;      /* loop thread: the deadline sweep */
+    uv_timer_t guard_timer; /* loop thread: the deadline sweep */
     atomic_llong n_head_timeouts;
 };
 

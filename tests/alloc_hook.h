@@ -83,13 +83,13 @@ enum {
 };
 
 static struct {
-    atomic_int counting;   /* count (and maybe fail) allocation calls */
-    atomic_int scope;      /* ALLOC_HOOK_ALL / ALLOC_HOOK_EXE */
-    atomic_long allocs;    /* allocation calls in scope while counting */
-    atomic_long frees;     /* blocks released while counting (free, realloc(p, 0)) */
-    atomic_long live;      /* blocks made minus blocks released while counting */
-    atomic_long fail_at;   /* the in-scope allocation call number that returns NULL; 0: none */
-    atomic_int failed;     /* that call happened */
+    atomic_int counting;     /* count (and maybe fail) allocation calls */
+    atomic_int scope;        /* ALLOC_HOOK_ALL / ALLOC_HOOK_EXE */
+    atomic_long allocs;      /* allocation calls in scope while counting */
+    atomic_long frees;       /* blocks released while counting (free, realloc(p, 0)) */
+    atomic_long live;        /* blocks made minus blocks released while counting */
+    atomic_long fail_at;     /* the in-scope allocation call number that returns NULL; 0: none */
+    atomic_int failed;       /* that call happened */
     void *_Atomic fail_site; /* its caller */
     atomic_int n_sites;
     void *_Atomic sites[ALLOC_HOOK_SITES];  /* callers of the first counted calls */
@@ -173,8 +173,7 @@ static inline void alloc_hook_print_addr(FILE *f, const char *what, void *a) {
     else if (di.dli_fname)
         fprintf(f, "    %s called from %s+0x%tx\n", what, di.dli_fname,
                 (char *)a - (char *)di.dli_fbase);
-    else
-        fprintf(f, "    %s called from %p\n", what, a);
+    else fprintf(f, "    %s called from %p\n", what, a);
 }
 
 /* Where the allocation that was made to fail was called from. */

@@ -43,8 +43,7 @@ __attribute__((noinline, unused)) static float *fvec(size_t n) {
 }
 __attribute__((unused)) static float *frand(size_t n) {
     float *p = fvec(n);
-    for (size_t i = 0; i < n; i++)
-        p[i] = rng_f();
+    for (size_t i = 0; i < n; i++) p[i] = rng_f();
     return p;
 }
 __attribute__((noinline, unused)) static double *dvec(size_t n) {
@@ -79,8 +78,7 @@ __attribute__((unused)) static int cpu_test_backends_open(void) {
 }
 
 __attribute__((unused)) static void cpu_test_backends_close(void) {
-    for (int i = 0; i < n_be; i++)
-        backend_destroy(be[i]);
+    for (int i = 0; i < n_be; i++) backend_destroy(be[i]);
     n_be = 0;
 }
 

@@ -18,8 +18,12 @@ static model *golden_open(backend *b, const char *dir, int max_seqs, int ctx, in
                           int ple_on_device) {
     model *m = NULL;
     strata_err err = {0};
-    model_opts o = {.path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = max_seqs,
-                    .ctx_size = ctx, .step_tokens = step_tokens, .ple_on_device = ple_on_device};
+    model_opts o = {.path = dir,
+                    .weight_dtype = DTYPE_COUNT,
+                    .max_seqs = max_seqs,
+                    .ctx_size = ctx,
+                    .step_tokens = step_tokens,
+                    .ple_on_device = ple_on_device};
     if (model_open(&m, &o, b, &err)) {
         fprintf(stderr, "%s: %s\n", dir, err.msg);
         return NULL;
@@ -90,8 +94,8 @@ __attribute__((unused)) static void golden_check_greedy(const char *name, model 
 
 /* All cases in one batch per step (one sequence per slot, case c advancing by chunk[c]
  * tokens a step) must give each case the logits it gets alone, within rel_tol. */
-static void golden_check_batched(const char *name, model *m, const golden_set *gs,
-                                 const int *chunk, double rel_tol) {
+static void golden_check_batched(const char *name, model *m, const golden_set *gs, const int *chunk,
+                                 double rel_tol) {
     const model_info *in = model_get_info(m);
     int V = gs->vocab, nc = gs->n_cases < in->max_seqs ? gs->n_cases : in->max_seqs;
     if (nc > 8) nc = 8;
@@ -146,7 +150,8 @@ static void golden_check_batched(const char *name, model *m, const golden_set *g
 
 /* Runs fn on every fixture directory tests/golden/<prefix>* with one CPU backend;
  * returns how many there were. */
-__attribute__((unused)) static int golden_for_each(const char *prefix, void (*fn)(backend *b, const char *dir)) {
+__attribute__((unused)) static int golden_for_each(const char *prefix,
+                                                   void (*fn)(backend *b, const char *dir)) {
     backend *b = NULL;
     strata_err err = {0};
     CHECK(backend_cpu_create(2, &b, &err) == 0);

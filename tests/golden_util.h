@@ -61,7 +61,8 @@ static int golden_load(const char *dir, golden_set *g) {
         json_t *c = json_array_get(cases, i);
         golden_case *gc = &g->cases[g->n_cases++];
         gc->prompt = golden_ids(json_object_get(c, "prompt"), &gc->n);
-        if (json_object_get(c, "greedy")) gc->greedy = golden_ids(json_object_get(c, "greedy"), &gc->n_greedy);
+        if (json_object_get(c, "greedy"))
+            gc->greedy = golden_ids(json_object_get(c, "greedy"), &gc->n_greedy);
         snprintf(path, sizeof path, "%s/%s", dir, json_string_value(json_object_get(c, "logits")));
         size_t want = (size_t)gc->n * (size_t)g->vocab;
         gc->logits = malloc(sizeof(float) * want);
@@ -110,9 +111,10 @@ static void golden_compare(const char *name, const char *what, const float *got,
         }
     }
     int ok = worst <= rel_tol * (scale > 1 ? scale : 1);
-    CHECK_MSG(ok, "%s %s (%d positions): max |diff| %.3g at position %zu, token %zu (rel %.3g, tol %.3g)",
-              name, what, n, worst, at / (size_t)vocab, at % (size_t)vocab, worst / (scale > 1 ? scale : 1),
-              rel_tol);
+    CHECK_MSG(
+        ok, "%s %s (%d positions): max |diff| %.3g at position %zu, token %zu (rel %.3g, tol %.3g)",
+        name, what, n, worst, at / (size_t)vocab, at % (size_t)vocab,
+        worst / (scale > 1 ? scale : 1), rel_tol);
     if (!ok) {
         size_t row = at / (size_t)vocab * (size_t)vocab;
         fprintf(stderr, "    got : ");

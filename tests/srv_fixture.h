@@ -19,8 +19,8 @@ static inline int srv_fixture_open(srv_fixture *f, const char *model, int max_se
     strata_err err = {0};
     memset(f, 0, sizeof *f);
     if (config_init(&f->cfg, &err)) goto fail;
-    char *argv[] = {"serve", "--model", (char *)model, "--device", "cpu", "--threads", "1", NULL, NULL,
-                    NULL, NULL, NULL};
+    char *argv[] = {"serve", "--model", (char *)model, "--device", "cpu", "--threads",
+                    "1",     NULL,      NULL,          NULL,       NULL,  NULL};
     char seqs[16], ctxs[16];
     snprintf(seqs, sizeof seqs, "%d", max_seqs);
     snprintf(ctxs, sizeof ctxs, "%d", ctx);

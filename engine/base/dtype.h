@@ -10,19 +10,19 @@
 #include <string.h>
 
 /* X(name, safetensors name, bytes per element) */
-#define DTYPE_LIST(X)      \
-    X(F32, "F32", 4)       \
-    X(F16, "F16", 2)       \
-    X(BF16, "BF16", 2)     \
-    X(I32, "I32", 4)       \
-    X(I64, "I64", 8)       \
+#define DTYPE_LIST(X)                                                                              \
+    X(F32, "F32", 4)                                                                               \
+    X(F16, "F16", 2)                                                                               \
+    X(BF16, "BF16", 2)                                                                             \
+    X(I32, "I32", 4)                                                                               \
+    X(I64, "I64", 8)                                                                               \
     X(U8, "U8", 1)
 
 typedef enum {
 #define DTYPE_ENUM(n, s, b) DTYPE_##n,
     DTYPE_LIST(DTYPE_ENUM)
 #undef DTYPE_ENUM
-    DTYPE_COUNT
+        DTYPE_COUNT
 } dtype;
 
 /* Size of one element, or 0 for an out-of-range value. */
@@ -55,7 +55,10 @@ static inline float dtype_f16_to_f32(uint16_t h) {
             u = sign;
         } else { /* subnormal: renormalise */
             exp = 127 - 15 + 1;
-            while (!(man & 0x400u)) { man <<= 1; exp--; }
+            while (!(man & 0x400u)) {
+                man <<= 1;
+                exp--;
+            }
             u = sign | (exp << 23) | ((man & 0x3ffu) << 13);
         }
     } else if (exp == 31) {

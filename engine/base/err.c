@@ -35,7 +35,7 @@ int strata_err_wrap(strata_err *e, const char *fmt, ...) {
 
 const char *strata_err_name(int code) {
     switch (code) {
-#define STRATA_ERR_CASE(name, c, text) \
+#define STRATA_ERR_CASE(name, c, text)                                                             \
     case c: return text;
         STRATA_ERR_LIST(STRATA_ERR_CASE)
 #undef STRATA_ERR_CASE

@@ -6,20 +6,20 @@
 #ifndef STRATA_ERR_H
 #define STRATA_ERR_H
 
-#define STRATA_ERR_LIST(X)                                   \
-    X(OK, 0, "ok")                                           \
-    X(NOMEM, -1, "out of memory")                            \
-    X(IO, -2, "i/o error")                                   \
-    X(FORMAT, -3, "malformed input")                         \
-    X(UNSUPPORTED, -4, "unsupported")                        \
-    X(INVALID, -5, "invalid argument")                       \
-    X(NOTFOUND, -6, "not found")                             \
-    X(RANGE, -7, "out of range")                             \
-    X(BUSY, -8, "busy")                                      \
-    X(STATE, -9, "wrong state")                              \
-    X(DEVICE, -10, "device error")                           \
-    X(NETWORK, -11, "network error")                         \
-    X(AUTH, -12, "not authorised")                           \
+#define STRATA_ERR_LIST(X)                                                                         \
+    X(OK, 0, "ok")                                                                                 \
+    X(NOMEM, -1, "out of memory")                                                                  \
+    X(IO, -2, "i/o error")                                                                         \
+    X(FORMAT, -3, "malformed input")                                                               \
+    X(UNSUPPORTED, -4, "unsupported")                                                              \
+    X(INVALID, -5, "invalid argument")                                                             \
+    X(NOTFOUND, -6, "not found")                                                                   \
+    X(RANGE, -7, "out of range")                                                                   \
+    X(BUSY, -8, "busy")                                                                            \
+    X(STATE, -9, "wrong state")                                                                    \
+    X(DEVICE, -10, "device error")                                                                 \
+    X(NETWORK, -11, "network error")                                                               \
+    X(AUTH, -12, "not authorised")                                                                 \
     X(CANCELLED, -13, "cancelled")
 
 enum {

@@ -20,7 +20,7 @@ typedef struct strbuf_alloc {
 } strbuf_alloc;
 
 typedef struct strbuf {
-    char *p;                   /* NUL-terminated once anything was added */
+    char *p; /* NUL-terminated once anything was added */
     size_t len, cap;
     size_t max;                /* 0: no limit */
     const strbuf_alloc *alloc; /* NULL: the C heap */

@@ -28,8 +28,7 @@ static inline int unicode_utf8_check(const uint8_t *s, size_t n) {
         need = 3;
         if (c == 0xF0) lo = 0x90;
         if (c == 0xF4) hi = 0x8F;
-    } else
-        return -1;
+    } else return -1;
     for (int i = 1; i <= need; i++) {
         if ((size_t)i >= n) return 0;
         uint8_t b = s[i];
@@ -41,8 +40,14 @@ static inline int unicode_utf8_check(const uint8_t *s, size_t n) {
 /* Decodes the valid character at s (caller checked validity); sets *len. */
 static inline uint32_t unicode_utf8_decode(const uint8_t *s, int *len) {
     uint8_t c = s[0];
-    if (c < 0x80) { *len = 1; return c; }
-    if (c < 0xE0) { *len = 2; return ((uint32_t)(c & 0x1F) << 6) | (s[1] & 0x3F); }
+    if (c < 0x80) {
+        *len = 1;
+        return c;
+    }
+    if (c < 0xE0) {
+        *len = 2;
+        return ((uint32_t)(c & 0x1F) << 6) | (s[1] & 0x3F);
+    }
     if (c < 0xF0) {
         *len = 3;
         return ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
@@ -55,7 +60,10 @@ static inline uint32_t unicode_utf8_decode(const uint8_t *s, int *len) {
 /* Writes cp as UTF-8 into out (room for 4); returns the length. */
 static inline int unicode_utf8_encode(uint32_t cp, char *out) {
     uint8_t *o = (uint8_t *)out;
-    if (cp < 0x80) { o[0] = (uint8_t)cp; return 1; }
+    if (cp < 0x80) {
+        o[0] = (uint8_t)cp;
+        return 1;
+    }
     if (cp < 0x800) {
         o[0] = (uint8_t)(0xC0 | (cp >> 6));
         o[1] = (uint8_t)(0x80 | (cp & 0x3F));
@@ -79,7 +87,10 @@ static inline int unicode_utf8_valid(const char *s, size_t n) {
     const uint8_t *p = (const uint8_t *)s;
     size_t i = 0;
     while (i < n) {
-        if (p[i] < 0x80) { i++; continue; }
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
         int k = unicode_utf8_check(p + i, n - i);
         if (k <= 0) return 0;
         i += (size_t)k;

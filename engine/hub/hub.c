@@ -81,8 +81,7 @@ int hub_opts_from_env(hub_opts *o, strata_err *err) {
         rc = cache[0] == '~' && cache[1] == '/' && uhome
                  ? hub_path_fmt(o->cache_dir, sizeof o->cache_dir, "%s%s", uhome, cache + 1)
                  : hub_path_fmt(o->cache_dir, sizeof o->cache_dir, "%s", cache);
-    else
-        rc = hub_path_fmt(o->cache_dir, sizeof o->cache_dir, "%s/hub", home);
+    else rc = hub_path_fmt(o->cache_dir, sizeof o->cache_dir, "%s/hub", home);
     if (rc) return strata_err_set(err, STRATA_ERANGE, "hub cache path too long");
     const char *tok = getenv("HF_TOKEN");
     if (!tok || !*tok) tok = getenv("HUGGING_FACE_HUB_TOKEN");
@@ -173,10 +172,8 @@ int hub_resolve(const hub_opts *o, const char *model, const char *revision, char
         return strata_err_set(err, STRATA_ERANGE, "cache path too long: %.200s", o->cache_dir);
 
     /* The cache first: offline, only what must be there; online, everything decided. */
-    if (hub_path_is_commit(rev))
-        memcpy(commit, rev, sizeof commit);
-    else
-        hub_cache_read_ref(repo_dir, rev, commit);
+    if (hub_path_is_commit(rev)) memcpy(commit, rev, sizeof commit);
+    else hub_cache_read_ref(repo_dir, rev, commit);
     int usable = commit[0] && snapshot_complete(repo_dir, commit, 0);
     if (usable && (o->offline || (!o->refresh && snapshot_complete(repo_dir, commit, 1)))) {
         if ((rc = snapshot_dir(dir_out, dir_len, repo_dir, commit, err))) return rc;
@@ -263,12 +260,9 @@ void hub_progress_format(const hub_progress *p, char *buf, size_t len) {
     human_bytes(rate, sizeof rate, p->rate);
     if (p->rate > 0) {
         long s = (long)((double)(p->bytes_total - p->bytes_done) / p->rate + 0.5);
-        if (s >= 3600)
-            snprintf(eta, sizeof eta, "%ldh%02ldm", s / 3600, s / 60 % 60);
-        else if (s >= 60)
-            snprintf(eta, sizeof eta, "%ldm%02lds", s / 60, s % 60);
-        else
-            snprintf(eta, sizeof eta, "%lds", s);
+        if (s >= 3600) snprintf(eta, sizeof eta, "%ldh%02ldm", s / 3600, s / 60 % 60);
+        else if (s >= 60) snprintf(eta, sizeof eta, "%ldm%02lds", s / 60, s % 60);
+        else snprintf(eta, sizeof eta, "%lds", s);
     }
     snprintf(buf + pos, len - (size_t)pos, ", %s of %s (%d%%), %s/s, ETA %s", done, total,
              (int)(100.0 * (double)p->bytes_done / (double)p->bytes_total), rate, eta);

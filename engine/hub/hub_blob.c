@@ -20,7 +20,8 @@ int hub_blob_restart(hub_fetch *f, hub_job *j) {
     if (ftruncate(j->fd, 0) != 0) return hub_fetch_fail_sys(f, "cannot truncate", j->incomplete);
     f->prog.bytes_done -= j->written;
     j->written = j->attempt_start = j->resumed_from = 0;
-    if (hub_sha256_init(&j->sha)) return hub_fetch_fail(f, STRATA_ENOMEM, "out of memory for a hash");
+    if (hub_sha256_init(&j->sha))
+        return hub_fetch_fail(f, STRATA_ENOMEM, "out of memory for a hash");
     return 0;
 }
 

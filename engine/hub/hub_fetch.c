@@ -56,18 +56,12 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *ud) {
     char val[256];
     copy_value(val, sizeof val, v, vn);
 #define HDR(name) (kn == sizeof(name) - 1 && !strncasecmp(buf, name, kn))
-    if (HDR("X-Repo-Commit"))
-        copy_value(j->r.commit, sizeof j->r.commit, v, vn);
-    else if (HDR("X-Linked-Etag"))
-        copy_value(j->r.linked_etag, sizeof j->r.linked_etag, v, vn);
-    else if (HDR("ETag"))
-        copy_value(j->r.etag, sizeof j->r.etag, v, vn);
-    else if (HDR("X-Linked-Size"))
-        j->r.linked_size = strtoll(val, NULL, 10);
-    else if (HDR("Content-Length"))
-        j->r.content_length = strtoll(val, NULL, 10);
-    else if (HDR("X-Error-Code"))
-        copy_value(j->r.error_code, sizeof j->r.error_code, v, vn);
+    if (HDR("X-Repo-Commit")) copy_value(j->r.commit, sizeof j->r.commit, v, vn);
+    else if (HDR("X-Linked-Etag")) copy_value(j->r.linked_etag, sizeof j->r.linked_etag, v, vn);
+    else if (HDR("ETag")) copy_value(j->r.etag, sizeof j->r.etag, v, vn);
+    else if (HDR("X-Linked-Size")) j->r.linked_size = strtoll(val, NULL, 10);
+    else if (HDR("Content-Length")) j->r.content_length = strtoll(val, NULL, 10);
+    else if (HDR("X-Error-Code")) copy_value(j->r.error_code, sizeof j->r.error_code, v, vn);
     else if (HDR("X-Error-Message"))
         copy_value(j->r.error_message, sizeof j->r.error_message, v, vn);
     else if (HDR("Content-Range") && !strncasecmp(val, "bytes ", 6))
@@ -259,10 +253,8 @@ static void on_head_done(hub_fetch *f, hub_job *j, CURLcode c) {
     long st = j->r.status;
     if (c == CURLE_ABORTED_BY_CALLBACK) return; /* cancelled: the loop reports it */
     if (c != CURLE_OK) {
-        if (curl_transient(c))
-            hub_fetch_retry(f, j, HUB_J_HEAD, curl_easy_strerror(c));
-        else
-            hub_fetch_fail(f, STRATA_ENETWORK, "%s: %s", j->url, curl_easy_strerror(c));
+        if (curl_transient(c)) hub_fetch_retry(f, j, HUB_J_HEAD, curl_easy_strerror(c));
+        else hub_fetch_fail(f, STRATA_ENETWORK, "%s: %s", j->url, curl_easy_strerror(c));
         return;
     }
     if (st >= 300 && st < 400 && redirect[0] && hub_path_same_origin(j->url, redirect)) {
@@ -352,10 +344,8 @@ static void on_get_done(hub_fetch *f, hub_job *j, CURLcode c) {
         return;
     }
     if (c != CURLE_OK) {
-        if (curl_transient(c))
-            hub_fetch_retry(f, j, HUB_J_GET, curl_easy_strerror(c));
-        else
-            hub_fetch_fail(f, STRATA_ENETWORK, "%s: %s", j->location, curl_easy_strerror(c));
+        if (curl_transient(c)) hub_fetch_retry(f, j, HUB_J_GET, curl_easy_strerror(c));
+        else hub_fetch_fail(f, STRATA_ENETWORK, "%s: %s", j->location, curl_easy_strerror(c));
         return;
     }
     if (st == 200 || st == 206) {
@@ -433,10 +423,8 @@ static int fetch_run(hub_fetch *f, hub_job *jobs, int n, int probe, strata_err *
                 if (jobs[i].easy == m->easy_handle) j = &jobs[i];
             if (!j) continue;
             CURLcode c = m->data.result; /* m is invalid once the handle is removed */
-            if (j->state == HUB_J_HEAD_RUN)
-                on_head_done(f, j, c);
-            else
-                on_get_done(f, j, c);
+            if (j->state == HUB_J_HEAD_RUN) on_head_done(f, j, c);
+            else on_get_done(f, j, c);
         }
         if (f->failed) break;
         if (hub_mono() - f->last_tick >= 0.1) hub_fetch_emit(f, HUB_EV_TICK, NULL, NULL);
@@ -521,8 +509,7 @@ int hub_fetch_files(hub_fetch *f, const char *commit, const char *const *files, 
              * branch, which may have moved since; a CDN URL is content-addressed. */
             if (!strcmp(f->probe.location, f->probe.url))
                 memcpy(jobs[i].location, jobs[i].url, sizeof jobs[i].location);
-            else
-                memcpy(jobs[i].location, f->probe.location, sizeof jobs[i].location);
+            else memcpy(jobs[i].location, f->probe.location, sizeof jobs[i].location);
             jobs[i].size = f->probe.size;
             jobs[i].state = HUB_J_META;
         }

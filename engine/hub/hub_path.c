@@ -56,20 +56,14 @@ int hub_path_check_repo_id(const char *id, strata_err *err) {
 static int check_rel_path(const char *what, const char *s, size_t max, strata_err *err) {
     const char *why = NULL;
     size_t n = s ? strlen(s) : 0;
-    if (n == 0)
-        why = "is empty";
-    else if (n > max)
-        why = "is too long";
-    else if (s[0] == '/')
-        why = "is an absolute path";
-    else if (s[n - 1] == '/')
-        why = "ends with '/'";
+    if (n == 0) why = "is empty";
+    else if (n > max) why = "is too long";
+    else if (s[0] == '/') why = "is an absolute path";
+    else if (s[n - 1] == '/') why = "ends with '/'";
     for (size_t i = 0; !why && i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f)
-            why = "has a control character";
-        else if (c == '\\')
-            why = "has a '\\'";
+        if (c < 0x20 || c == 0x7f) why = "has a control character";
+        else if (c == '\\') why = "has a '\\'";
     }
     /* Each '/'-separated component must be a real name: "", "." and ".." would let the
      * path leave (or alias inside) its directory. */
@@ -122,12 +116,9 @@ int hub_path_normalize_etag(char *out, size_t len, const char *raw, strata_err *
     while (e > b && e[-1] == '"') e--;
     size_t n = (size_t)(e - b);
     const char *why = NULL;
-    if (n == 0)
-        why = "is empty";
-    else if (n >= HUB_ETAG_MAX || n >= len)
-        why = "is too long";
-    else if (b[0] == '.')
-        why = "starts with '.'";
+    if (n == 0) why = "is empty";
+    else if (n >= HUB_ETAG_MAX || n >= len) why = "is too long";
+    else if (b[0] == '.') why = "starts with '.'";
     for (size_t i = 0; !why && i < n; i++)
         if (!(isalnum((unsigned char)b[i]) || b[i] == '-' || b[i] == '_' || b[i] == '.'))
             why = "has characters that cannot name a file";

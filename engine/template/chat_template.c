@@ -44,13 +44,9 @@ void chat_template_set_limits(chat_template *ct, const chat_template_limits *lim
     ct->lim = *lim;
 }
 
-const char *chat_template_bos(const chat_template *ct) {
-    return ct->special[0];
-}
+const char *chat_template_bos(const chat_template *ct) { return ct->special[0]; }
 
-const char *chat_template_eos(const chat_template *ct) {
-    return ct->special[1];
-}
+const char *chat_template_eos(const chat_template *ct) { return ct->special[1]; }
 
 static int parse_into(chat_template *ct, jnodes *body, const char *src, size_t len,
                       strata_err *err) {
@@ -65,10 +61,8 @@ static int parse_into(chat_template *ct, jnodes *body, const char *src, size_t l
 
 static int ct_new(chat_template **out, const chat_template_limits *lim, strata_err *err) {
     chat_template_limits l;
-    if (!lim)
-        chat_template_limits_default(&l);
-    else
-        l = *lim;
+    if (!lim) chat_template_limits_default(&l);
+    else l = *lim;
     jarena *a = jinja_arena_create(l.max_memory, l.fail_alloc_at);
     chat_template *ct = a ? jinja_arena_alloc(a, sizeof *ct) : NULL;
     if (!ct) {
@@ -353,10 +347,8 @@ static int build_vars(jctx *c, const chat_template *ct, json_t *messages, json_t
         }
     }
     JTRY(set_var(c, "messages", msgs));
-    if (tools && !json_is_null(tools))
-        JTRY(from_json(c, tools, &v));
-    else
-        v = jinja_none();
+    if (tools && !json_is_null(tools)) JTRY(from_json(c, tools, &v));
+    else v = jinja_none();
     JTRY(set_var(c, "tools", v));
     JTRY(set_var(c, "documents", jinja_none()));
     return set_var(c, "add_generation_prompt", jinja_bool(add_generation_prompt));

@@ -51,9 +51,7 @@ void jinja_arena_destroy(jarena *a) {
     free(a);
 }
 
-int jinja_arena_over_budget(const jarena *a) {
-    return a->over_budget;
-}
+int jinja_arena_over_budget(const jarena *a) { return a->over_budget; }
 
 void *jinja_arena_alloc(jarena *a, size_t n) {
     /* The test hook counts every allocation, so each caller's NULL path gets exercised. */
@@ -187,4 +185,3 @@ size_t jinja_utf8_count(const char *s, size_t len) {
     for (size_t i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xC0) != 0x80;
     return n;
 }
-

@@ -109,30 +109,20 @@ static int py_attr(jctx *c, jv obj, const char *name, jv *out) {
     if (obj.kind == JV_LOOP) {
         const jloop *l = obj.u.lp;
         size_t len = l->items->n, i = l->idx;
-        if (!strcmp(name, "index"))
-            *out = jinja_int((int64_t)i + 1);
-        else if (!strcmp(name, "index0"))
-            *out = jinja_int((int64_t)i);
-        else if (!strcmp(name, "revindex"))
-            *out = jinja_int((int64_t)(len - i));
-        else if (!strcmp(name, "revindex0"))
-            *out = jinja_int((int64_t)(len - i - 1));
-        else if (!strcmp(name, "first"))
-            *out = jinja_bool(i == 0);
-        else if (!strcmp(name, "last"))
-            *out = jinja_bool(i + 1 == len);
-        else if (!strcmp(name, "length"))
-            *out = jinja_int((int64_t)len);
-        else if (!strcmp(name, "depth"))
-            *out = jinja_int(l->depth0 + 1);
-        else if (!strcmp(name, "depth0"))
-            *out = jinja_int(l->depth0);
+        if (!strcmp(name, "index")) *out = jinja_int((int64_t)i + 1);
+        else if (!strcmp(name, "index0")) *out = jinja_int((int64_t)i);
+        else if (!strcmp(name, "revindex")) *out = jinja_int((int64_t)(len - i));
+        else if (!strcmp(name, "revindex0")) *out = jinja_int((int64_t)(len - i - 1));
+        else if (!strcmp(name, "first")) *out = jinja_bool(i == 0);
+        else if (!strcmp(name, "last")) *out = jinja_bool(i + 1 == len);
+        else if (!strcmp(name, "length")) *out = jinja_int((int64_t)len);
+        else if (!strcmp(name, "depth")) *out = jinja_int(l->depth0 + 1);
+        else if (!strcmp(name, "depth0")) *out = jinja_int(l->depth0);
         else if (!strcmp(name, "previtem"))
             *out = i > 0 ? l->items->v[i - 1] : jinja_undef_hint(c, "there is no previous item");
         else if (!strcmp(name, "nextitem"))
             *out = i + 1 < len ? l->items->v[i + 1] : jinja_undef_hint(c, "there is no next item");
-        else
-            goto method;
+        else goto method;
         return 1;
     }
 method:;
@@ -338,8 +328,7 @@ static void float_divmod(double x, double y, double *floordiv, double *mod) {
 static int concat_str(jctx *c, int line, jv a, jv b, jv *out) {
     strbuf buf;
     jinja_buf_init(&buf, c->a, 0);
-    if (strbuf_add(&buf, a.u.s->p, a.u.s->len) < 0 ||
-        strbuf_add(&buf, b.u.s->p, b.u.s->len) < 0)
+    if (strbuf_add(&buf, a.u.s->p, a.u.s->len) < 0 || strbuf_add(&buf, b.u.s->p, b.u.s->len) < 0)
         return jinja_ctx_nomem(c, line);
     *out = jinja_str_cp(c, buf.p ? buf.p : "", buf.len, a.u.s->ncp + b.u.s->ncp);
     return jinja_is_oom(*out) ? jinja_ctx_nomem(c, line) : 0;
@@ -430,10 +419,8 @@ int jinja_eval_binop(jctx *c, int line, int op, jv a, jv b, jv *out) {
     if (op == JOP_ADD) {
         if (a.kind == JV_STR && b.kind == JV_STR) {
             if (a.markup != b.markup) { /* Markup.__add__ / __radd__ escape the plain side */
-                if (a.markup)
-                    b = jinja_escape(c, b);
-                else
-                    a = jinja_escape(c, a);
+                if (a.markup) b = jinja_escape(c, b);
+                else a = jinja_escape(c, a);
                 if (jinja_is_oom(a) || jinja_is_oom(b)) return jinja_ctx_nomem(c, line);
             }
             JTRY(concat_str(c, line, a, b, out));
@@ -556,10 +543,8 @@ int jinja_eval(jctx *c, jscope *s, const jnode *n, jv *out) {
         JTRY(eval_args(c, s, n, &args, &kwv));
         return jinja_call_value(c, n->line, a, args, n->args.n, n->kwn, kwv, n->kwv.n, out);
     case JN_FILTER:
-        if (n->a)
-            JTRY(jinja_eval(c, s, n->a, &a));
-        else
-            a = c->filter_input;
+        if (n->a) JTRY(jinja_eval(c, s, n->a, &a));
+        else a = c->filter_input;
         if (n->op)
             return jinja_ctx_fail(c, STRATA_EINVALID, n->line, "No filter named '%s' found.",
                                   n->name);
@@ -588,12 +573,9 @@ int jinja_eval(jctx *c, jscope *s, const jnode *n, jv *out) {
                                   "bad operand type for unary %c: '%s'",
                                   n->op == JOP_NEG ? '-' : '+', jinja_typename(a));
         if (n->op == JOP_NEG) {
-            if (a.kind == JV_FLOAT)
-                *out = jinja_float(-a.u.f);
-            else if (a.u.i == INT64_MIN)
-                return overflow(c, n->line);
-            else
-                *out = jinja_int(-a.u.i);
+            if (a.kind == JV_FLOAT) *out = jinja_float(-a.u.f);
+            else if (a.u.i == INT64_MIN) return overflow(c, n->line);
+            else *out = jinja_int(-a.u.i);
         } else {
             *out = a.kind == JV_FLOAT ? a : jinja_int(a.u.i);
         }

@@ -92,10 +92,8 @@ static int merge_sort(jctx *c, int line, jv *v, jv *keys, size_t n, int reverse)
                 int r;
                 JTRY(jinja_cmp(c, line, keys[j], keys[i], &r));
                 int take_right = reverse ? r > 0 : r < 0;
-                if (take_right)
-                    tv[k] = v[j], tk[k++] = keys[j++];
-                else
-                    tv[k] = v[i], tk[k++] = keys[i++];
+                if (take_right) tv[k] = v[j], tk[k++] = keys[j++];
+                else tv[k] = v[i], tk[k++] = keys[i++];
             }
             while (i < mid) tv[k] = v[i], tk[k++] = keys[i++];
             while (j < hi) tv[k] = v[j], tk[k++] = keys[j++];
@@ -220,8 +218,7 @@ FILTER(jfilter_dictsort) {
     int cs = jinja_given(a[0]) && jinja_truthy(a[0]), rev = jinja_given(a[2]) && jinja_truthy(a[2]),
         pos = 0;
     if (jinja_given(a[1])) {
-        if (a[1].kind == JV_STR && !strcmp(a[1].u.s->p, "value"))
-            pos = 1;
+        if (a[1].kind == JV_STR && !strcmp(a[1].u.s->p, "value")) pos = 1;
         else if (!(a[1].kind == JV_STR && !strcmp(a[1].u.s->p, "key")))
             return jinja_ctx_fail(c, STRATA_EINVALID, line,
                                   "You can only sort by either \"key\" or \"value\"");
@@ -314,12 +311,8 @@ static int min_max(jctx *c, int line, jv v, jv *args, size_t nargs, const char *
     return 0;
 }
 
-FILTER(jfilter_min) {
-    return min_max(c, line, v, args, nargs, kwn, kwv, nkw, 0, out);
-}
-FILTER(jfilter_max) {
-    return min_max(c, line, v, args, nargs, kwn, kwv, nkw, 1, out);
-}
+FILTER(jfilter_min) { return min_max(c, line, v, args, nargs, kwn, kwv, nkw, 0, out); }
+FILTER(jfilter_max) { return min_max(c, line, v, args, nargs, kwn, kwv, nkw, 1, out); }
 
 FILTER(jfilter_map) {
     jlist *items;
@@ -333,8 +326,7 @@ FILTER(jfilter_map) {
     if (by_attr) {
         int found = 0;
         for (size_t k = 0; k < nkw; k++) {
-            if (!strcmp(kwn[k], "attribute"))
-                attr = attr_arg(c, kwv[k]), found = 1;
+            if (!strcmp(kwn[k], "attribute")) attr = attr_arg(c, kwv[k]), found = 1;
             else if (!strcmp(kwn[k], "default"))
                 dflt = kwv[k], has_default = kwv[k].kind != JV_NONE;
             else

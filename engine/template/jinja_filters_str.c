@@ -25,8 +25,6 @@ int jinja_soft_str(jctx *c, int line, jv v, jv *out) {
     return jinja_is_oom(*out) ? jinja_ctx_nomem(c, line) : 0;
 }
 
-
-
 FILTER(jfilter_case) { /* upper / lower / capitalize / title share this; mode rides in *out */
     int mode = (int)out->u.i;
     NOARGS("do_case");
@@ -91,12 +89,9 @@ FILTER(jfilter_abs) {
         return jinja_ctx_fail(c, STRATA_EINVALID, line, "bad operand type for abs(): '%s'",
                               jinja_typename(v));
     }
-    if (v.kind == JV_FLOAT)
-        *out = jinja_float(fabs(v.u.f));
-    else if (v.u.i == INT64_MIN)
-        return jinja_ctx_fail(c, STRATA_ERANGE, line, "integer overflow");
-    else
-        *out = jinja_int(v.u.i < 0 ? -v.u.i : v.u.i);
+    if (v.kind == JV_FLOAT) *out = jinja_float(fabs(v.u.f));
+    else if (v.u.i == INT64_MIN) return jinja_ctx_fail(c, STRATA_ERANGE, line, "integer overflow");
+    else *out = jinja_int(v.u.i < 0 ? -v.u.i : v.u.i);
     return 0;
 }
 
@@ -135,12 +130,9 @@ FILTER(jfilter_float) {
     jv dflt = jinja_given(a[0]) ? a[0] : jinja_float(0.0);
     double f;
     if (v.kind == JV_UNDEF) return jinja_check_defined(c, line, v);
-    if (jinja_is_num(v))
-        *out = jinja_float(jinja_as_double(v));
-    else if (v.kind == JV_STR && jinja_py_float(v.u.s, &f))
-        *out = jinja_float(f);
-    else
-        *out = dflt;
+    if (jinja_is_num(v)) *out = jinja_float(jinja_as_double(v));
+    else if (v.kind == JV_STR && jinja_py_float(v.u.s, &f)) *out = jinja_float(f);
+    else *out = dflt;
     return 0;
 }
 
@@ -301,8 +293,8 @@ FILTER(jfilter_wordcount) {
     size_t i = 0;
     while (i < s.u.s->len) {
         uint32_t cp = jinja_utf8_next(s.u.s->p, s.u.s->len, &i);
-        int w =
-            cp == '_' || unicode_py_isalpha(cp) || unicode_py_isdigit(cp) || (cp >= '0' && cp <= '9');
+        int w = cp == '_' || unicode_py_isalpha(cp) || unicode_py_isdigit(cp) ||
+                (cp >= '0' && cp <= '9');
         n += w && !in_word;
         in_word = w;
     }
@@ -393,4 +385,3 @@ FILTER(jfilter_attr) {
     }
     return jinja_eval_getattr(c, line, v, a[0].u.s->p, out);
 }
-

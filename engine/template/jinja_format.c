@@ -33,10 +33,8 @@ static int put_padded(strbuf *b, const char *s, size_t n, size_t ncp, int64_t wi
 }
 
 static int as_int(jctx *c, int line, jv v, int64_t *out) {
-    if (v.kind == JV_INT || v.kind == JV_BOOL)
-        *out = v.u.i;
-    else if (v.kind == JV_FLOAT && v.u.f > -9.2e18 && v.u.f < 9.2e18)
-        *out = (int64_t)v.u.f;
+    if (v.kind == JV_INT || v.kind == JV_BOOL) *out = v.u.i;
+    else if (v.kind == JV_FLOAT && v.u.f > -9.2e18 && v.u.f < 9.2e18) *out = (int64_t)v.u.f;
     else {
         JTRY(jinja_check_defined(c, line, v));
         return jinja_ctx_fail(c, STRATA_EINVALID, line,
@@ -127,12 +125,9 @@ int jinja_format_percent(jctx *c, int line, jv fmt, jv args, jv *out) {
     const jlist *pos = NULL;
     jlist single = {1, 1, &args};
     const jdict *map = NULL;
-    if (args.kind == JV_TUPLE)
-        pos = args.u.l;
-    else if (args.kind == JV_DICT)
-        map = args.u.d, pos = &single;
-    else
-        pos = &single;
+    if (args.kind == JV_TUPLE) pos = args.u.l;
+    else if (args.kind == JV_DICT) map = args.u.d, pos = &single;
+    else pos = &single;
     size_t next = 0;
     int used_map = 0;
     strbuf b;
@@ -179,7 +174,8 @@ int jinja_format_percent(jctx *c, int line, jv fmt, jv args, jv *out) {
             width = width * 10 + (*p++ - '0');
             if (width > FMT_MAX_WIDTH) return fail_fmt(c, line, "width too big");
         }
-        if (width > FMT_MAX_WIDTH || width < -FMT_MAX_WIDTH) return fail_fmt(c, line, "width too big");
+        if (width > FMT_MAX_WIDTH || width < -FMT_MAX_WIDTH)
+            return fail_fmt(c, line, "width too big");
         if (p < end && *p == '.') {
             p++;
             prec = 0;
@@ -349,7 +345,8 @@ int jinja_format_brace(jctx *c, int line, jv fmt, jv *args, size_t nargs, const 
                     "cannot switch from automatic field numbering to manual field specification");
             manual = 1;
             size_t idx = 0;
-            for (const char *q = f; q < fe && idx <= nargs; q++) idx = idx * 10 + (size_t)(*q - '0');
+            for (const char *q = f; q < fe && idx <= nargs; q++)
+                idx = idx * 10 + (size_t)(*q - '0');
             if (idx >= nargs)
                 return jinja_ctx_fail(
                     c, STRATA_EINVALID, line,

@@ -51,7 +51,6 @@ int jinja_utf8_put(char *out, uint32_t cp);
 size_t jinja_utf8_valid_prefix(const char *s, size_t len);
 size_t jinja_utf8_count(const char *s, size_t len);
 
-
 /* ---- values ---------------------------------------------------------------------- */
 
 typedef enum {
@@ -339,7 +338,7 @@ struct jscope {
 
 typedef struct jctx {
     jarena *a;
-    strbuf *out;          /* where output goes now (captures swap it) */
+    strbuf *out;        /* where output goes now (captures swap it) */
     jscope *root;       /* the template's top-level scope */
     jdict *render_vars; /* messages, tools, ... */
     strata_err *err;
@@ -391,7 +390,7 @@ int64_t jinja_len(jv v); /* -1: no len() */
 int jinja_write_str(jctx *c, strbuf *b, jv v);
 int jinja_write_repr(jctx *c, strbuf *b, jv v);
 int jinja_write_float(strbuf *b, double f); /* float repr */
-jv jinja_to_str(jctx *c, jv v);           /* str(v) as a value (strings pass through) */
+jv jinja_to_str(jctx *c, jv v);             /* str(v) as a value (strings pass through) */
 /* Iterates v as Python's iter(): a list of items (dict: keys; str: chars). */
 int jinja_iterate(jctx *c, int line, jv v, jlist **out);
 
@@ -435,9 +434,7 @@ static inline jv jinja_missing(void) {
     v.fn = 2;
     return v;
 }
-static inline int jinja_given(jv v) {
-    return !(v.kind == JV_UNDEF && v.fn == 2);
-}
+static inline int jinja_given(jv v) { return !(v.kind == JV_UNDEF && v.fn == 2); }
 
 /* filters and tests (jinja_filters*.c, jinja_tests.c) */
 int jinja_filter_find(const char *name); /* -1 unknown */

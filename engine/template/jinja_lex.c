@@ -208,9 +208,7 @@ static int unescape(lexer *L, int line, const char *s, size_t n, jtok *t) {
     return 0;
 }
 
-static int is_digit(char c) {
-    return c >= '0' && c <= '9';
-}
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 /* float_re: (?<!\.)(\d+_)*\d+((\.(\d+_)*\d+)?e[+-]?(\d+_)*\d+|\.(\d+_)*\d+) */
 static size_t digits_run(const lexer *L, size_t i) {
@@ -267,10 +265,8 @@ static int lex_number(lexer *L, int line, size_t *i) {
             if (v >= base) break;
             q = r + 1;
         }
-        if (q > 2)
-            j = q;
-        else
-            base = 10;
+        if (q > 2) j = q;
+        else base = 10;
     }
     if (!j) {
         base = 10;

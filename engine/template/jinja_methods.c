@@ -14,15 +14,18 @@
 
 #include "engine/template/jinja_internal.h"
 
-#define STR_METHODS(X)                                                                             \
-    X(startswith)                                                                                  \
-    X(endswith) X(split) X(rsplit) X(strip) X(lstrip) X(rstrip) X(upper) X(lower) X(title)         \
-        X(capitalize) X(swapcase) X(casefold) X(replace) X(join) X(find) X(rfind) X(index)         \
-            X(rindex) X(count) X(isdigit) X(isdecimal) X(isnumeric) X(isalpha) X(isalnum)          \
-                X(isspace) X(isupper) X(islower) X(istitle) X(isascii) X(splitlines) X(format)     \
-                    X(removeprefix) X(removesuffix) X(zfill) X(ljust) X(rjust) X(center)           \
-                        X(partition) X(rpartition) X(encode) X(expandtabs) X(format_map)           \
-                            X(isidentifier) X(isprintable) X(maketrans) X(translate)
+/* a list laid out by hand: clang-format reflows X-macro lists differently each run */
+/* clang-format off */
+#define STR_METHODS(X)                                                         \
+    X(startswith) X(endswith) X(split) X(rsplit) X(strip) X(lstrip)            \
+    X(rstrip) X(upper) X(lower) X(title) X(capitalize) X(swapcase)             \
+    X(casefold) X(replace) X(join) X(find) X(rfind) X(index)                   \
+    X(rindex) X(count) X(isdigit) X(isdecimal) X(isnumeric) X(isalpha)         \
+    X(isalnum) X(isspace) X(isupper) X(islower) X(istitle) X(isascii)          \
+    X(splitlines) X(format) X(removeprefix) X(removesuffix) X(zfill) X(ljust)  \
+    X(rjust) X(center) X(partition) X(rpartition) X(encode) X(expandtabs)      \
+    X(format_map) X(isidentifier) X(isprintable) X(maketrans) X(translate)
+/* clang-format on */
 
 enum {
 #define X(m) JM_STR_##m,
@@ -158,17 +161,13 @@ int jinja_str_split(jctx *c, jv s, jv sep, int64_t maxsplit, int right, jv *out)
     if (!hits) return STRATA_ENOMEM;
     if (!right) {
         for (size_t i = 0; i + sl <= len && (maxsplit < 0 || (int64_t)nh < maxsplit);) {
-            if (!memcmp(p + i, q, sl))
-                hits[nh++] = i, i += sl;
-            else
-                i++;
+            if (!memcmp(p + i, q, sl)) hits[nh++] = i, i += sl;
+            else i++;
         }
     } else {
         for (size_t i = len; i >= sl && (maxsplit < 0 || (int64_t)nh < maxsplit);) {
-            if (!memcmp(p + i - sl, q, sl))
-                hits[nh++] = i - sl, i -= sl;
-            else
-                i--;
+            if (!memcmp(p + i - sl, q, sl)) hits[nh++] = i - sl, i -= sl;
+            else i--;
         }
         for (size_t a = 0, b = nh ? nh - 1 : 0; a < b; a++, b--) { /* ascending order */
             size_t t = hits[a];
@@ -397,14 +396,11 @@ static int str_method(jctx *c, int line, int id, jv self, jv *args, size_t nargs
                                   "%s() with start/end is not supported", name);
         if (id == JM_STR_count) {
             int64_t n = 0;
-            if (a[0].u.s->len == 0)
-                n = (int64_t)s->ncp + 1;
+            if (a[0].u.s->len == 0) n = (int64_t)s->ncp + 1;
             else
                 for (size_t i = 0; i + a[0].u.s->len <= s->len;)
-                    if (!memcmp(s->p + i, a[0].u.s->p, a[0].u.s->len))
-                        n++, i += a[0].u.s->len;
-                    else
-                        i++;
+                    if (!memcmp(s->p + i, a[0].u.s->p, a[0].u.s->len)) n++, i += a[0].u.s->len;
+                    else i++;
             *out = jinja_int(n);
             return 0;
         }

@@ -28,9 +28,7 @@ static int expect_type(jparser *p, int type, const char *what) {
     return 0;
 }
 
-static int failed(jparser *p) {
-    return p->err->code < 0 ? p->err->code : STRATA_EFORMAT;
-}
+static int failed(jparser *p) { return p->err->code < 0 ? p->err->code : STRATA_EFORMAT; }
 
 /* Parses statements until a block tag whose name is one of end (NULL-terminated);
  * leaves that name as the current token. */

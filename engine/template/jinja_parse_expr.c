@@ -9,9 +9,7 @@
 
 #include "engine/template/jinja_internal.h"
 
-jtok *jinja_parse_cur(jparser *p) {
-    return &p->t[p->pos];
-}
+jtok *jinja_parse_cur(jparser *p) { return &p->t[p->pos]; }
 
 jtok *jinja_parse_peek(jparser *p, size_t ahead) {
     size_t i = p->pos + ahead;

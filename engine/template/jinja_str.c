@@ -96,14 +96,10 @@ int jinja_str_case(jctx *c, jv s, int mode, jv *out) {
     while (i < s.u.s->len) {
         uint32_t cp = jinja_utf8_next(s.u.s->p, s.u.s->len, &i), m[3];
         int n;
-        if (mode == 0)
-            n = unicode_py_tolower(cp, m);
-        else if (mode == 1)
-            n = unicode_py_toupper(cp, m);
-        else if (mode == 2)
-            n = first ? unicode_py_totitle(cp, m) : unicode_py_tolower(cp, m);
-        else if (mode == 3)
-            n = prev_cased ? unicode_py_tolower(cp, m) : unicode_py_totitle(cp, m);
+        if (mode == 0) n = unicode_py_tolower(cp, m);
+        else if (mode == 1) n = unicode_py_toupper(cp, m);
+        else if (mode == 2) n = first ? unicode_py_totitle(cp, m) : unicode_py_tolower(cp, m);
+        else if (mode == 3) n = prev_cased ? unicode_py_tolower(cp, m) : unicode_py_totitle(cp, m);
         else if (mode == 4) { /* item[0].upper() + item[1:].lower() per _word_beginning_split_re */
             int sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' ||
                       unicode_py_isspace(cp);
@@ -114,7 +110,7 @@ int jinja_str_case(jctx *c, jv s, int mode, jv *out) {
         } else {
             n = unicode_py_isupper(cp)   ? unicode_py_tolower(cp, m)
                 : unicode_py_islower(cp) ? unicode_py_toupper(cp, m)
-                                        : (m[0] = cp, 1);
+                                         : (m[0] = cp, 1);
         }
         if (cp == 0x3A3 && n == 1 && m[0] == 0x3C3 && final_sigma(s.u.s, i - 2, i)) m[0] = 0x3C2;
         prev_cased = unicode_py_iscased(cp);
@@ -147,10 +143,8 @@ jv jinja_escape(jctx *c, jv v) {
             return jinja_str_cp(c, NULL, 0, 0);
         run = i + 1;
     }
-    if (strbuf_add(&b, p + run, s.u.s->len - run) < 0)
-        s = jinja_undef(), s.fn = 1;
-    else
-        s = jinja_str(c, b.p ? b.p : "", b.len);
+    if (strbuf_add(&b, p + run, s.u.s->len - run) < 0) s = jinja_undef(), s.fn = 1;
+    else s = jinja_str(c, b.p ? b.p : "", b.len);
     if (!jinja_is_oom(s)) s.markup = 1;
     return s;
 }
@@ -208,4 +202,3 @@ int jinja_py_float(const jstr *s, double *out) {
     *out = strtod(buf, &end);
     return *end == 0;
 }
-

@@ -22,10 +22,8 @@ int jinja_ctx_fail(jctx *c, int code, int line, const char *fmt, ...) {
     va_end(ap);
     c->err_set = 1;
     if (c->stmt_line > 0) line = c->stmt_line;
-    if (line > 0)
-        strata_err_set(c->err, code, "chat template line %d: %s", line, msg);
-    else
-        strata_err_set(c->err, code, "chat template: %s", msg);
+    if (line > 0) strata_err_set(c->err, code, "chat template line %d: %s", line, msg);
+    else strata_err_set(c->err, code, "chat template: %s", msg);
     return code;
 }
 
@@ -58,13 +56,9 @@ jv jinja_str(jctx *c, const char *s, size_t n) {
     return jinja_str_cp(c, s, n, jinja_utf8_count(s, n));
 }
 
-jv jinja_strz(jctx *c, const char *s) {
-    return jinja_str(c, s, strlen(s));
-}
+jv jinja_strz(jctx *c, const char *s) { return jinja_str(c, s, strlen(s)); }
 
-int jinja_is_oom(jv v) {
-    return v.kind == JV_UNDEF && v.fn == 1;
-}
+int jinja_is_oom(jv v) { return v.kind == JV_UNDEF && v.fn == 1; }
 
 jv jinja_list(jctx *c, size_t cap) {
     jlist *l = jinja_arena_alloc(c->a, sizeof *l);
@@ -231,12 +225,9 @@ const char *jinja_undef_message(jctx *c, jv v) {
     if (!p) return "undefined value";
     if (!u) return "undefined value";
     if (u->hint) return u->hint;
-    if (!u->has_obj)
-        snprintf(p, 400, "'%s' is undefined", u->name ? u->name : "");
-    else if (u->is_element)
-        snprintf(p, 400, "%s has no element %s", type_repr(c, u->obj), u->name);
-    else
-        snprintf(p, 400, "'%s' has no attribute '%s'", type_repr(c, u->obj), u->name);
+    if (!u->has_obj) snprintf(p, 400, "'%s' is undefined", u->name ? u->name : "");
+    else if (u->is_element) snprintf(p, 400, "%s has no element %s", type_repr(c, u->obj), u->name);
+    else snprintf(p, 400, "'%s' has no attribute '%s'", type_repr(c, u->obj), u->name);
     return p;
 }
 
@@ -270,13 +261,9 @@ const char *jinja_typename(jv v) {
     return "object";
 }
 
-int jinja_is_num(jv v) {
-    return v.kind == JV_BOOL || v.kind == JV_INT || v.kind == JV_FLOAT;
-}
+int jinja_is_num(jv v) { return v.kind == JV_BOOL || v.kind == JV_INT || v.kind == JV_FLOAT; }
 
-double jinja_as_double(jv v) {
-    return v.kind == JV_FLOAT ? v.u.f : (double)v.u.i;
-}
+double jinja_as_double(jv v) { return v.kind == JV_FLOAT ? v.u.f : (double)v.u.i; }
 
 int jinja_truthy(jv v) {
     switch ((jinja_kind)v.kind) {
@@ -355,8 +342,7 @@ int jinja_cmp(jctx *c, int line, jv a, jv b, int *res) {
         return jinja_ctx_fail(c, STRATA_EINVALID, line, "%s",
                               jinja_undef_message(c, a.kind == JV_UNDEF ? a : b));
     if (jinja_is_num(a) && jinja_is_num(b)) {
-        if (a.kind != JV_FLOAT && b.kind != JV_FLOAT)
-            *res = (a.u.i > b.u.i) - (a.u.i < b.u.i);
+        if (a.kind != JV_FLOAT && b.kind != JV_FLOAT) *res = (a.u.i > b.u.i) - (a.u.i < b.u.i);
         else {
             double x = jinja_as_double(a), y = jinja_as_double(b);
             *res = (x > y) - (x < y);
@@ -426,8 +412,7 @@ int jinja_write_float(strbuf *b, double f) {
         out[o++] = '.';
         if ((size_t)exp + 1 < nd)
             for (size_t i = (size_t)exp + 1; i < nd; i++) out[o++] = digits[i];
-        else
-            out[o++] = '0';
+        else out[o++] = '0';
     }
     return strbuf_add(b, out, o);
 }
@@ -453,12 +438,9 @@ static int write_str_repr(strbuf *b, const jstr *s) {
         } else if (cp < 0x20 || cp == 0x7F) {
             ne = snprintf(esc, sizeof esc, "\\x%02x", cp);
         } else if (cp >= 0x80 && !unicode_py_isprintable(cp)) {
-            if (cp <= 0xFF)
-                ne = snprintf(esc, sizeof esc, "\\x%02x", cp);
-            else if (cp <= 0xFFFF)
-                ne = snprintf(esc, sizeof esc, "\\u%04x", cp);
-            else
-                ne = snprintf(esc, sizeof esc, "\\U%08x", cp);
+            if (cp <= 0xFF) ne = snprintf(esc, sizeof esc, "\\x%02x", cp);
+            else if (cp <= 0xFFFF) ne = snprintf(esc, sizeof esc, "\\u%04x", cp);
+            else ne = snprintf(esc, sizeof esc, "\\U%08x", cp);
         }
         if (ne) {
             JTRY(strbuf_add(b, s->p + run, start - run));
@@ -520,22 +502,20 @@ static int write_common(jctx *c, strbuf *b, jv v, int repr) {
             JTRY(strbuf_adds(b, "'caller'"));
         }
         return strbuf_addc(b, '>');
-    case JV_LOOP:
-        return strbuf_addf(b, "<LoopContext %zu/%zu>", v.u.lp->idx + 1, v.u.lp->items->n);
+    case JV_LOOP: return strbuf_addf(b, "<LoopContext %zu/%zu>", v.u.lp->idx + 1, v.u.lp->items->n);
     case JV_FUNC: return strbuf_adds(b, "<function>");
     case JV_METHOD: return strbuf_adds(b, "<built-in method>");
     case JV_CYCLER: return strbuf_adds(b, "<jinja2.utils.Cycler object>");
     case JV_JOINER: return strbuf_adds(b, "<jinja2.utils.Joiner object>");
     case JV_ITER:
         return strbuf_adds(b, v.fn == JITER_GENERATOR ? "<generator object>"
-                                                         : "<reverse iterator object>");
+                                                      : "<reverse iterator object>");
     case JV_RANGE: {
         const jrange *r = (const jrange *)v.u.l;
         if (r->step == 1)
-            return strbuf_addf(b, "range(%lld, %lld)", (long long)r->start,
-                                    (long long)r->stop);
-        return strbuf_addf(b, "range(%lld, %lld, %lld)", (long long)r->start,
-                                (long long)r->stop, (long long)r->step);
+            return strbuf_addf(b, "range(%lld, %lld)", (long long)r->start, (long long)r->stop);
+        return strbuf_addf(b, "range(%lld, %lld, %lld)", (long long)r->start, (long long)r->stop,
+                           (long long)r->step);
     }
     case JV_VIEW:
         JTRY(strbuf_adds(b, jinja_typename(v)));
@@ -546,13 +526,9 @@ static int write_common(jctx *c, strbuf *b, jv v, int repr) {
     return 0;
 }
 
-int jinja_write_str(jctx *c, strbuf *b, jv v) {
-    return write_common(c, b, v, 0);
-}
+int jinja_write_str(jctx *c, strbuf *b, jv v) { return write_common(c, b, v, 0); }
 
-int jinja_write_repr(jctx *c, strbuf *b, jv v) {
-    return write_common(c, b, v, 1);
-}
+int jinja_write_repr(jctx *c, strbuf *b, jv v) { return write_common(c, b, v, 1); }
 
 jv jinja_to_str(jctx *c, jv v) {
     if (v.kind == JV_STR) return v;

@@ -31,26 +31,26 @@ struct detok {
     int mode, skip_special, join_space, fallback;
     const tok_step *pre[DETOK_MAX_PRE]; /* per-token decoder steps, in order */
     int n_pre;
-    size_t n_kept;          /* tokens decoded so far (after skipping) */
-    strbuf pend;           /* BYTES: bytes of an incomplete character */
-    strbuf run;            /* PIECES: the current run of fallback bytes */
+    size_t n_kept; /* tokens decoded so far (after skipping) */
+    strbuf pend;   /* BYTES: bytes of an incomplete character */
+    strbuf run;    /* PIECES: the current run of fallback bytes */
     strbuf tmp, tmp2;
-    tok_ids ids;            /* WINDOW: the ids of the window */
-    tok_decode_ws dws;      /* WINDOW: decodes of the window, buffers kept */
-    strbuf prev;           /* WINDOW: the text of ids[0..read) when prev_ok */
+    tok_ids ids;       /* WINDOW: the ids of the window */
+    tok_decode_ws dws; /* WINDOW: decodes of the window, buffers kept */
+    strbuf prev;       /* WINDOW: the text of ids[0..read) when prev_ok */
     int prev_ok;
-    size_t read;            /* WINDOW: ids[0..read) already emitted */
+    size_t read; /* WINDOW: ids[0..read) already emitted */
     OnigRegion *rg;
-    char **stop;            /* stop strings */
+    char **stop; /* stop strings */
     size_t *stop_len;
     int n_stop, stopped;
-    strbuf held;           /* decoded text not yet cleared by the stop check */
+    strbuf held; /* decoded text not yet cleared by the stop check */
     int split, in_reasoning;
-    char *tag[2];           /* open, close */
+    char *tag[2]; /* open, close */
     size_t tag_len[2];
-    int32_t tag_id[2];      /* special added token spelling a tag, -1 */
-    strbuf rheld;          /* text that may be the start of a tag */
-    strbuf step;           /* the text one push or finish decoded, before the stages */
+    int32_t tag_id[2]; /* special added token spelling a tag, -1 */
+    strbuf rheld;      /* text that may be the start of a tag */
+    strbuf step;       /* the text one push or finish decoded, before the stages */
     strbuf out_text, out_reason;
 };
 
@@ -92,7 +92,8 @@ static void classify(detok *d) {
 static int copy_str(const char *s, char **out, size_t *len, strata_err *err) {
     size_t n = strlen(s);
     if (!n || !unicode_utf8_valid(s, n))
-        return strata_err_set(err, STRATA_EINVALID, "stop strings and reasoning delimiters must be "
+        return strata_err_set(err, STRATA_EINVALID,
+                              "stop strings and reasoning delimiters must be "
                               "non-empty valid UTF-8");
     /* malloc, not strdup: ASan's strdup allocates past the failure hook of
      * tests/unit/test_tokenizer_alloc.c */

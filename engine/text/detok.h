@@ -18,22 +18,22 @@
 typedef struct detok detok;
 
 typedef struct detok_opts {
-    int skip_special;          /* drop special added tokens from the text */
+    int skip_special; /* drop special added tokens from the text */
     int n_stop;
-    const char *const *stop;   /* stop strings, copied at create */
-    int split_reasoning;       /* text inside <think>...</think> goes to reasoning */
-    int start_in_reasoning;    /* the prompt already opened <think> */
+    const char *const *stop;     /* stop strings, copied at create */
+    int split_reasoning;         /* text inside <think>...</think> goes to reasoning */
+    int start_in_reasoning;      /* the prompt already opened <think> */
     const char *reasoning_open;  /* delimiters; NULL: "<think>" / "</think>". A special */
     const char *reasoning_close; /* token spelling one is kept even with skip_special */
 } detok_opts;
 
 /* Output of one push: slices valid until the next call on the same detok. */
 typedef struct detok_out {
-    const char *text;          /* new content text */
+    const char *text; /* new content text */
     size_t text_len;
-    const char *reasoning;     /* new reasoning text */
+    const char *reasoning; /* new reasoning text */
     size_t reasoning_len;
-    int stopped;               /* a stop string matched: no further output */
+    int stopped; /* a stop string matched: no further output */
 } detok_out;
 
 /* t is borrowed and must outlive the detok. Caller frees with detok_free. Stop strings

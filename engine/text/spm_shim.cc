@@ -55,8 +55,8 @@ int spm_load(spm **out, const char *path, strata_err *err) {
         return strata_err_set(err, STRATA_ENOMEM, "%s: out of memory loading model", path);
     } catch (const std::exception &e) {
         delete s;
-        return strata_err_set(err, STRATA_EFORMAT, "%s: cannot load sentencepiece model: %s",
-                              path, e.what());
+        return strata_err_set(err, STRATA_EFORMAT, "%s: cannot load sentencepiece model: %s", path,
+                              e.what());
     } catch (...) {
         delete s;
         return strata_err_set(err, STRATA_EFORMAT, "%s: cannot load sentencepiece model", path);
@@ -71,13 +71,12 @@ int spm_encode(const spm *s, const char *text, size_t len, int32_t **ids, size_t
                strata_err *err) {
     try {
         std::vector<int> v;
-        const sentencepiece::util::Status st =
-            s->proc.Encode(std::string_view(text, len), &v);
+        const sentencepiece::util::Status st = s->proc.Encode(std::string_view(text, len), &v);
         if (!st.ok())
             return strata_err_set(err, spm_status_code(st), "sentencepiece encode: %s",
                                   st.ToString().c_str());
-        int32_t *buf = static_cast<int32_t *>(std::malloc((v.size() ? v.size() : 1) *
-                                                          sizeof(int32_t)));
+        int32_t *buf =
+            static_cast<int32_t *>(std::malloc((v.size() ? v.size() : 1) * sizeof(int32_t)));
         if (!buf) return strata_err_set(err, STRATA_ENOMEM, "sentencepiece encode: out of memory");
         for (size_t i = 0; i < v.size(); i++) buf[i] = v[i];
         *ids = buf;
@@ -105,7 +104,8 @@ int spm_decode_ws(const spm *s, const int32_t *ids, size_t n, spm_ws **w, const 
             if (ids[i] < 0 || ids[i] >= vocab)
                 return strata_err_set(err, STRATA_ERANGE,
                                       "sentencepiece decode: id %d at position %zu is outside "
-                                      "the vocabulary of %d", (int)ids[i], i, vocab);
+                                      "the vocabulary of %d",
+                                      (int)ids[i], i, vocab);
         }
         if (!*w) *w = new spm_ws;
         spm_ws *ws = *w;
@@ -138,8 +138,7 @@ int spm_decode(const spm *s, const int32_t *ids, size_t n, char **text, size_t *
             std::memcpy(buf, t, tl + 1);
             *text = buf;
             *len = tl;
-        } else
-            r = strata_err_set(err, STRATA_ENOMEM, "sentencepiece decode: out of memory");
+        } else r = strata_err_set(err, STRATA_ENOMEM, "sentencepiece decode: out of memory");
     }
     spm_ws_free(w);
     return r;

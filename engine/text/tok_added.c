@@ -84,9 +84,9 @@ int tok_added_build(tok_added *a, strata_err *err) {
         OnigEncoding enc = ONIG_ENCODING_UTF8;
         onig_initialize(&enc, 1);
         OnigErrorInfo einfo;
-        int r = onig_new(&a->word_re, (const OnigUChar *)pat,
-                         (const OnigUChar *)pat + sizeof pat - 1, ONIG_OPTION_NONE,
-                         ONIG_ENCODING_UTF8, ONIG_SYNTAX_ONIGURUMA, &einfo);
+        int r =
+            onig_new(&a->word_re, (const OnigUChar *)pat, (const OnigUChar *)pat + sizeof pat - 1,
+                     ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_ONIGURUMA, &einfo);
         if (r) {
             a->word_re = NULL;
             if (r == ONIGERR_MEMORY) return strata_err_set(err, STRATA_ENOMEM, "out of memory");

@@ -44,8 +44,10 @@ int tok_byte_token(const char *t, size_t n) {
     int v = 0;
     for (int i = 0; i < nd; i++) {
         char c = d[i];
-        int x = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int x = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
         if (x < 0) return -1;
         v = v * 16 + x;
     }
@@ -98,8 +100,7 @@ int tok_decode_token_step(const tok_step *s, const char *tok, size_t n, size_t i
     const uint8_t *p = (const uint8_t *)tok;
     int r = 0;
     switch (s->type) {
-    case TOK_STEP_REPLACE:
-        return tok_replace_all(s, tok, n, out, rg, err);
+    case TOK_STEP_REPLACE: return tok_replace_all(s, tok, n, out, rg, err);
     case TOK_STEP_METASPACE:
         /* Every replacement char becomes a space, except in the first token. */
         for (size_t i = 0; i < n && !r;) {
@@ -137,10 +138,8 @@ static int decode_one(const tok_step *s, const tok_strs *in, tok_strs *out, tok_
     int r = 0;
     strs_clear(out);
     switch (s->type) {
-    case TOK_STEP_BYTELEVEL:
-        return decode_bytelevel(in, out, ws);
-    case TOK_STEP_FUSE:
-        return tok_strs_add(out, in->text.p ? in->text.p : "", in->text.len);
+    case TOK_STEP_BYTELEVEL: return decode_bytelevel(in, out, ws);
+    case TOK_STEP_FUSE: return tok_strs_add(out, in->text.p ? in->text.p : "", in->text.len);
     case TOK_STEP_BYTEFALLBACK: {
         strbuf *bytes = &ws->bytes;
         bytes->len = 0;
@@ -157,8 +156,7 @@ static int decode_one(const tok_step *s, const tok_strs *in, tok_strs *out, tok_
         if (!r) r = flush_bytes(out, bytes);
         return r;
     }
-    default:
-        break;
+    default: break;
     }
     strbuf *tmp = &ws->tmp;
     for (size_t t = 0; t < in->n && !r; t++) {

@@ -115,21 +115,26 @@ enum {
     TOK_STEP_TEMPLATE,
 };
 
-enum { TOK_SPLIT_REMOVED, TOK_SPLIT_ISOLATED, TOK_SPLIT_MERGED_PREV, TOK_SPLIT_MERGED_NEXT,
-       TOK_SPLIT_CONTIGUOUS };
+enum {
+    TOK_SPLIT_REMOVED,
+    TOK_SPLIT_ISOLATED,
+    TOK_SPLIT_MERGED_PREV,
+    TOK_SPLIT_MERGED_NEXT,
+    TOK_SPLIT_CONTIGUOUS
+};
 enum { TOK_PREPEND_ALWAYS, TOK_PREPEND_FIRST, TOK_PREPEND_NEVER };
 
 typedef struct tok_step {
     int type;
-    tok_pattern pat;    /* Replace, Split; ByteLevel's GPT-2 regex when use_regex */
-    char *str;          /* Replace content, Prepend text, Metaspace/Strip char (UTF-8) */
+    tok_pattern pat; /* Replace, Split; ByteLevel's GPT-2 regex when use_regex */
+    char *str;       /* Replace content, Prepend text, Metaspace/Strip char (UTF-8) */
     size_t str_len;
-    uint32_t cp;        /* Metaspace replacement / Strip content as a code point */
-    int behavior, invert;              /* Split */
-    int add_prefix_space, use_regex;   /* ByteLevel */
-    int prepend_scheme, split;         /* Metaspace */
-    int start, stop;                   /* Strip */
-    int32_t *tmpl;      /* TemplateProcessing single: ids, -1 = the sequence ($A) */
+    uint32_t cp;                     /* Metaspace replacement / Strip content as a code point */
+    int behavior, invert;            /* Split */
+    int add_prefix_space, use_regex; /* ByteLevel */
+    int prepend_scheme, split;       /* Metaspace */
+    int start, stop;                 /* Strip */
+    int32_t *tmpl;                   /* TemplateProcessing single: ids, -1 = the sequence ($A) */
     size_t n_tmpl;
     struct tok_step *sub; /* Sequence */
     int n_sub;
@@ -162,23 +167,28 @@ typedef struct tok_cache_slot {
 } tok_cache_slot;
 
 typedef struct tok_bpe {
-    tok_map vocab;            /* model vocab: string -> id */
+    tok_map vocab;             /* model vocab: string -> id */
     uint32_t *id_off, *id_len; /* id -> key in vocab.keys (id_len UINT32_MAX: none) */
-    int32_t n_ids;            /* highest model id + 1 */
+    int32_t n_ids;             /* highest model id + 1 */
     tok_pairmap merges;
-    int32_t *bmp_id;          /* code point < 0x10000 -> id of that one-char token, or -1 */
-    int32_t byte_id[256];     /* <0xHH> ids, -1 when absent */
+    int32_t *bmp_id;      /* code point < 0x10000 -> id of that one-char token, or -1 */
+    int32_t byte_id[256]; /* <0xHH> ids, -1 when absent */
     int byte_fallback, fuse_unk, ignore_merges;
-    int32_t unk_id;           /* -1: no unk token */
+    int32_t unk_id; /* -1: no unk token */
     tok_cache_slot *cache;
     pthread_mutex_t cache_lock;
 } tok_bpe;
 
 /* Scratch for one encode call (one thread). */
 typedef struct tok_bpe_ws {
-    struct tok_sym { int32_t id, prev, next, len; } *sym;
+    struct tok_sym {
+        int32_t id, prev, next, len;
+    } * sym;
     size_t sym_cap;
-    struct tok_heap_ent { uint64_t key; int32_t id; } *heap;
+    struct tok_heap_ent {
+        uint64_t key;
+        int32_t id;
+    } * heap;
     size_t heap_cap;
 } tok_bpe_ws;
 
@@ -196,28 +206,28 @@ static inline const char *tok_bpe_piece(const tok_bpe *b, int32_t id, size_t *le
 /* ---- added tokens (tok_added.c) -------------------------------------------------- */
 
 typedef struct tok_added_token {
-    int32_t id;         /* as HF assigns it at load (not necessarily the JSON id) */
+    int32_t id; /* as HF assigns it at load (not necessarily the JSON id) */
     char *content;
     size_t len;
-    char *ncontent;     /* content after the normalizer (normalized tokens only) */
+    char *ncontent; /* content after the normalizer (normalized tokens only) */
     size_t nlen;
     int single_word, lstrip, rstrip, normalized, special;
 } tok_added_token;
 
 typedef struct tok_trie {
-    tok_map edges;      /* key: 4-byte node id + 1 byte -> child node */
-    int32_t *tok;       /* node -> added-token index, -1 */
+    tok_map edges; /* key: 4-byte node id + 1 byte -> child node */
+    int32_t *tok;  /* node -> added-token index, -1 */
     size_t n_nodes, cap_nodes;
-    uint8_t first[32];  /* bitset of first bytes */
+    uint8_t first[32]; /* bitset of first bytes */
 } tok_trie;
 
 typedef struct tok_added {
     tok_added_token *tok;
     size_t n;
-    tok_map by_content;  /* content -> id (HF added_tokens_map) */
-    tok_map by_id;       /* 4-byte id -> index of the token that owns it (added_tokens_map_r) */
-    tok_trie raw, norm;  /* normalized:false / normalized:true tokens */
-    OnigRegex word_re;   /* single_word: [\p{Alphabetic}\p{N}_], only when needed */
+    tok_map by_content; /* content -> id (HF added_tokens_map) */
+    tok_map by_id;      /* 4-byte id -> index of the token that owns it (added_tokens_map_r) */
+    tok_trie raw, norm; /* normalized:false / normalized:true tokens */
+    OnigRegex word_re;  /* single_word: [\p{Alphabetic}\p{N}_], only when needed */
 } tok_added;
 
 /* A span of text: either plain text [start,end) or an added token (idx >= 0). */
@@ -281,18 +291,18 @@ struct tokenizer;
  * detokenizer re-decodes a window of recent ids per token with one). One thread at a
  * time; zero-initialize, release with tok_decode_ws_free. */
 typedef struct tok_decode_ws {
-    strbuf out;          /* the result of the last tok_decode_into: NUL-terminated */
-    tok_strs a, b;        /* the token strings the decoder chain passes between stages */
-    strbuf bytes, tmp;   /* scratch of one decoder stage */
-    OnigRegion *rg;       /* made on first use */
-    tok_ids keep;         /* tokenizer.model: the ids left after skipping specials */
-    struct spm_ws *sp;    /* tokenizer.model: the shim's reusable buffers */
+    strbuf out;        /* the result of the last tok_decode_into: NUL-terminated */
+    tok_strs a, b;     /* the token strings the decoder chain passes between stages */
+    strbuf bytes, tmp; /* scratch of one decoder stage */
+    OnigRegion *rg;    /* made on first use */
+    tok_ids keep;      /* tokenizer.model: the ids left after skipping specials */
+    struct spm_ws *sp; /* tokenizer.model: the shim's reusable buffers */
 } tok_decode_ws;
 
 /* tok_decode into ws->out (same text, same errors); the text stays valid until the next
  * call with ws. On an error ws->out is empty and ws stays usable. */
-int tok_decode_into(const struct tokenizer *t, const int32_t *ids, size_t n_ids,
-                    int skip_special, tok_decode_ws *ws, strata_err *err);
+int tok_decode_into(const struct tokenizer *t, const int32_t *ids, size_t n_ids, int skip_special,
+                    tok_decode_ws *ws, strata_err *err);
 void tok_decode_ws_free(tok_decode_ws *ws);
 
 /* Runs decoder s on *cur (may swap with *tmp), with ws's scratch buffers and region. */
@@ -311,16 +321,16 @@ int tok_decode_token_step(const tok_step *s, const char *tok, size_t n, size_t i
 struct spm;
 
 struct tokenizer {
-    struct spm *sp;            /* set when loaded from tokenizer.model; the rest is unused */
+    struct spm *sp; /* set when loaded from tokenizer.model; the rest is unused */
     tok_bpe bpe;
     tok_added added;
     tok_step norm, pretok, dec, post; /* type 0: absent (null in the file) */
-    int32_t n_ids;             /* highest id + 1 over model and added tokens */
-    uint8_t *special;          /* [n_ids] 1 for added tokens flagged special */
-    char *bos, *eos;           /* from tokenizer_config.json */
+    int32_t n_ids;                    /* highest id + 1 over model and added tokens */
+    uint8_t *special;                 /* [n_ids] 1 for added tokens flagged special */
+    char *bos, *eos;                  /* from tokenizer_config.json */
     int32_t bos_id, eos_id;
-    int cleanup;               /* clean_up_tokenization_spaces */
-    int add_bos, add_eos;      /* tokenizer.model only: what add_special adds */
+    int cleanup;          /* clean_up_tokenization_spaces */
+    int add_bos, add_eos; /* tokenizer.model only: what add_special adds */
 };
 
 /* The token string of id (added content, else model vocab); NULL for an unknown id. */

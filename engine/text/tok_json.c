@@ -139,8 +139,10 @@ static int get_template(tok_step *s, const json_t *j, const char *ctx, strata_er
             const char *id =
                 json_string_value(json_object_get(json_object_get(item, "Sequence"), "id"));
             if (!id || strcmp(id, "A"))
-                return strata_err_set(err, STRATA_EFORMAT, "%s: single template item %zu must be "
-                                      "a SpecialToken or Sequence A", ctx, i);
+                return strata_err_set(err, STRATA_EFORMAT,
+                                      "%s: single template item %zu must be "
+                                      "a SpecialToken or Sequence A",
+                                      ctx, i);
         }
         size_t add = st ? json_array_size(ids) : 1;
         if (s->n_tmpl + add > cap) {

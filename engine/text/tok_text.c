@@ -122,9 +122,7 @@ static int split_piece(segs *m, int behavior, int invert, const char *s, int fir
         for (size_t i = 0; i < m->n; i++) m->v[i].match = 0;
         k = m->n;
         break;
-    case TOK_SPLIT_REMOVED:
-        k = m->n;
-        break;
+    case TOK_SPLIT_REMOVED: k = m->n; break;
     case TOK_SPLIT_CONTIGUOUS: {
         int prev = 0;
         for (size_t i = 0; i < m->n; i++) {
@@ -188,7 +186,7 @@ static int on_replace(void *ctx, size_t st, size_t e) {
 
 /* Replace every match of s->pat in in[0..n) by s->str, appending to out. */
 int tok_replace_all(const tok_step *s, const char *in, size_t n, strbuf *out, OnigRegion *rg,
-                       strata_err *err) {
+                    strata_err *err) {
     repl_ctx c = {in, 0, s, out};
     int r = tok_pattern_find(&s->pat, in, n, rg, on_replace, &c, err);
     if (r) return r;
@@ -204,8 +202,7 @@ int tok_normalize(const tok_step *s, const char *in, size_t n, strbuf *out, Onig
         if (unicode_nfc_is_quick(in, n)) return strbuf_add(out, in, n);
         if (unicode_nfc(&out->p, &out->len, &out->cap, in, n)) return STRATA_ENOMEM;
         return strbuf_add(out, "", 0); /* NUL-terminate, room guaranteed by reserve */
-    case TOK_STEP_REPLACE:
-        return tok_replace_all(s, in, n, out, rg, err);
+    case TOK_STEP_REPLACE: return tok_replace_all(s, in, n, out, rg, err);
     case TOK_STEP_PREPEND:
         if (n && (r = strbuf_add(out, s->str, s->str_len))) return r;
         return strbuf_add(out, in, n);
@@ -252,8 +249,8 @@ static int metaspace_piece(const tok_step *st, const char *s, size_t n, int firs
     if (n && s[0] == ' ') starts = 1;
     if (pre && !starts && strbuf_add(scratch, st->str, st->str_len)) return STRATA_ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        int r = s[i] == ' ' ? strbuf_add(scratch, st->str, st->str_len)
-                            : strbuf_add(scratch, s + i, 1);
+        int r =
+            s[i] == ' ' ? strbuf_add(scratch, st->str, st->str_len) : strbuf_add(scratch, s + i, 1);
         if (r) return r;
     }
     if (!st->split) return tok_pieces_add(dst, scratch->p, scratch->len, first);
@@ -294,11 +291,8 @@ static int pretok_one(const tok_step *s, const tok_pieces *in, tok_pieces *out, 
                                   out);
             break;
         }
-        case TOK_STEP_METASPACE:
-            r = metaspace_piece(s, p, n, first, out, m, scratch);
-            break;
-        default:
-            r = strata_err_set(err, STRATA_EUNSUPPORTED, "pre-tokenizer step %d", s->type);
+        case TOK_STEP_METASPACE: r = metaspace_piece(s, p, n, first, out, m, scratch); break;
+        default: r = strata_err_set(err, STRATA_EUNSUPPORTED, "pre-tokenizer step %d", s->type);
         }
     }
     return r;

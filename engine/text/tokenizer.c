@@ -430,8 +430,7 @@ static int cleanup_spaces(strbuf *b) {
                 memcpy(b->p + w, to[k], tl); /* tl < fl: never overtakes the read position */
                 w += tl;
                 i += fl;
-            } else
-                b->p[w++] = b->p[i++];
+            } else b->p[w++] = b->p[i++];
         }
         b->len = w;
         b->p[w] = 0;
@@ -490,7 +489,8 @@ int tok_decode_into(const tokenizer *t, const int32_t *ids, size_t n_ids, int sk
         if (!r) r = tok_decode_chain(&t->dec, &cur, &tmp, ws, err);
     }
     for (size_t i = 0; i < cur->n && !r; i++) {
-        if (!t->dec.type && i) r = strbuf_add(&ws->out, " ", 1); /* HF: no decoder joins with spaces */
+        if (!t->dec.type && i)
+            r = strbuf_add(&ws->out, " ", 1); /* HF: no decoder joins with spaces */
         if (!r) r = strbuf_add(&ws->out, cur->text.p + cur->off[i], cur->len[i]);
     }
     if (!r && !ws->out.p) r = strbuf_add(&ws->out, "", 0);

@@ -26,22 +26,22 @@ void tok_free(tokenizer *t);
  * text, so each maximal invalid UTF-8 subpart is first replaced by U+FFFD (as Python's
  * bytes.decode("utf-8", "replace") does). add_special: run the post-processor (BOS/EOS of TemplateProcessing).
  * *ids is malloc'ed, caller frees. */
-int tok_encode(const tokenizer *t, const char *text, size_t len, int add_special,
-               int32_t **ids, size_t *n_ids, strata_err *err);
+int tok_encode(const tokenizer *t, const char *text, size_t len, int add_special, int32_t **ids,
+               size_t *n_ids, strata_err *err);
 
 /* Decodes ids to text (malloc'ed, NUL-terminated, caller frees); skip_special drops
  * added tokens flagged special. Unknown ids are an error naming the id. */
-int tok_decode(const tokenizer *t, const int32_t *ids, size_t n_ids, int skip_special,
-               char **text, size_t *len, strata_err *err);
+int tok_decode(const tokenizer *t, const int32_t *ids, size_t n_ids, int skip_special, char **text,
+               size_t *len, strata_err *err);
 
-int tok_vocab_size(const tokenizer *t);               /* highest id + 1 */
+int tok_vocab_size(const tokenizer *t);                         /* highest id + 1 */
 int32_t tok_piece_to_id(const tokenizer *t, const char *piece); /* -1 when absent */
 const char *tok_id_to_piece(const tokenizer *t, int32_t id);    /* raw vocab string; NULL if none */
-int tok_is_special(const tokenizer *t, int32_t id);   /* added token with special:true */
+int tok_is_special(const tokenizer *t, int32_t id);             /* added token with special:true */
 /* From tokenizer_config.json (-1 when unset). */
 int32_t tok_bos_id(const tokenizer *t);
 int32_t tok_eos_id(const tokenizer *t);
-const char *tok_bos_token(const tokenizer *t);        /* NULL when unset */
+const char *tok_bos_token(const tokenizer *t); /* NULL when unset */
 const char *tok_eos_token(const tokenizer *t);
 
 #endif

@@ -12,9 +12,15 @@
 #include "engine/base/utf8.h"
 
 enum {
-    HANGUL_S = 0xAC00, HANGUL_L = 0x1100, HANGUL_V = 0x1161, HANGUL_T = 0x11A7,
-    HANGUL_LCOUNT = 19, HANGUL_VCOUNT = 21, HANGUL_TCOUNT = 28,
-    HANGUL_NCOUNT = HANGUL_VCOUNT * HANGUL_TCOUNT, HANGUL_SCOUNT = HANGUL_LCOUNT * HANGUL_NCOUNT,
+    HANGUL_S = 0xAC00,
+    HANGUL_L = 0x1100,
+    HANGUL_V = 0x1161,
+    HANGUL_T = 0x11A7,
+    HANGUL_LCOUNT = 19,
+    HANGUL_VCOUNT = 21,
+    HANGUL_TCOUNT = 28,
+    HANGUL_NCOUNT = HANGUL_VCOUNT * HANGUL_TCOUNT,
+    HANGUL_SCOUNT = HANGUL_LCOUNT * HANGUL_NCOUNT,
 };
 
 static uint16_t nfc_props(uint32_t cp) {
@@ -29,7 +35,10 @@ int unicode_nfc_is_quick(const char *s, size_t len) {
     const uint8_t *p = (const uint8_t *)s;
     size_t i = 0;
     while (i < len) {
-        if (p[i] < 0x80) { i++; continue; }
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
         int k;
         uint32_t cp = unicode_utf8_decode(p + i, &k);
         /* NFC_Quick_Check=Yes starters that cannot join a predecessor are stable; a

@@ -11,8 +11,8 @@
 #include <stdint.h>
 
 typedef struct unicode_prop {
-    const char *name;        /* "L", "Lu", "N", ... */
-    const uint32_t *ranges;  /* n_ranges pairs of inclusive [first, last] */
+    const char *name;       /* "L", "Lu", "N", ... */
+    const uint32_t *ranges; /* n_ranges pairs of inclusive [first, last] */
     size_t n_ranges;
 } unicode_prop;
 

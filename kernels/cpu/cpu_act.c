@@ -33,14 +33,12 @@ void cpu_act_gelu_tanh_mul_ref(float *out, const float *gate, const float *up, i
 /* One f32 factor, so x · alpha (s NULL) and x · s[0] (alpha 1) are single roundings. */
 void cpu_act_scale_ref(float *x, float alpha, const bk_weight *s, size_t n) {
     float f = alpha * (s ? cpu_weight_at(s, 0) : 1.0f);
-    for (size_t i = 0; i < n; i++)
-        x[i] *= f;
+    for (size_t i = 0; i < n; i++) x[i] *= f;
 }
 
 /* Division, not a multiply by 1/cap: the reference divides (spec gemma4 §3.9). */
 void cpu_act_softcap_ref(float *x, float cap, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        x[i] = cap * tanhf(x[i] / cap);
+    for (size_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
 }
 
 /* ---- parallel entries ---- */

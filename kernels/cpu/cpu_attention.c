@@ -30,8 +30,7 @@ static float cpu_att_score(const float *q, const float *kc, size_t slot_row0, in
                            int KV, int kvh, int D, float scale, float softcap) {
     const float *kr = kc + (slot_row0 + (size_t)(p % cap)) * KV * D + (size_t)kvh * D;
     float s = 0.0f;
-    for (int d = 0; d < D; d++)
-        s += q[d] * kr[d];
+    for (int d = 0; d < D; d++) s += q[d] * kr[d];
     s *= scale;
     if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
     return s;
@@ -56,15 +55,13 @@ void cpu_attention_ref(float *out, const float *q, const float *kc, const float 
             }
             for (int t = lo; t <= p; t++)
                 sum += expf(cpu_att_score(qh, kc, row0, t, cap, KV, kvh, D, scale, softcap) - mx);
-            for (int d = 0; d < D; d++)
-                oh[d] = 0.0f;
+            for (int d = 0; d < D; d++) oh[d] = 0.0f;
             for (int t = lo; t <= p; t++) {
                 float w =
                     expf(cpu_att_score(qh, kc, row0, t, cap, KV, kvh, D, scale, softcap) - mx) /
                     sum;
                 const float *vr = vc + (row0 + (size_t)(t % cap)) * KV * D + (size_t)kvh * D;
-                for (int d = 0; d < D; d++)
-                    oh[d] += w * vr[d];
+                for (int d = 0; d < D; d++) oh[d] += w * vr[d];
             }
         }
     }
@@ -118,8 +115,7 @@ static void cpu_att_one(const cpu_att_job *j, int i, int h) {
     }
     float *oh = j->out + ((size_t)i * j->H + h) * D;
     float r = 1.0f / l;
-    for (int d = 0; d < D; d++)
-        oh[d] = acc[d] * r;
+    for (int d = 0; d < D; d++) oh[d] = acc[d] * r;
 }
 
 static void cpu_att_task(void *ctx, int task, int worker) {
@@ -127,8 +123,7 @@ static void cpu_att_task(void *ctx, int task, int worker) {
     const cpu_att_job *j = ctx;
     int lo, hi;
     cpu_split_range(j->bt->n_tokens * j->H, j->n_tasks, task, 1, &lo, &hi);
-    for (int it = lo; it < hi; it++)
-        cpu_att_one(j, it / j->H, it % j->H);
+    for (int it = lo; it < hi; it++) cpu_att_one(j, it / j->H, it % j->H);
 }
 
 void cpu_attention(backend *b, float *out, const float *q, const float *kc, const float *vc,

@@ -224,4 +224,3 @@ fail:
 int backend_cpu_create(int n_threads, backend **out, strata_err *err) {
     return cpu_backend_create_isa(n_threads, CPU_ISA_AUTO, out, err);
 }
-

@@ -54,11 +54,9 @@ enum {
 static void cpu_conv_madd(float *restrict o, const float *restrict w, const float *restrict x,
                           int n) {
     if (n == CPU_CONV_CHUNK) {
-        for (int c = 0; c < CPU_CONV_CHUNK; c++)
-            o[c] += w[c] * x[c];
+        for (int c = 0; c < CPU_CONV_CHUNK; c++) o[c] += w[c] * x[c];
     } else {
-        for (int c = 0; c < n; c++)
-            o[c] += w[c] * x[c];
+        for (int c = 0; c < n; c++) o[c] += w[c] * x[c];
     }
 }
 
@@ -74,8 +72,7 @@ static void cpu_conv1d_fast(const cpu_kernels *kern, float *out, const float *x,
         int nc = c1 - cc < CPU_CONV_CHUNK ? c1 - cc : CPU_CONV_CHUNK;
         for (int c = 0; c < nc; c++) {
             bs[c] = bias ? cpu_weight_at(bias, cc + c) : 0.0f;
-            for (int j = 0; j < K; j++)
-                wt[j][c] = cpu_weight_at(w, (size_t)(cc + c) * K + j);
+            for (int j = 0; j < K; j++) wt[j][c] = cpu_weight_at(w, (size_t)(cc + c) * K + j);
         }
         for (int s = 0; s < bt->n_seqs; s++) {
             int t0 = bt->start[s], len = bt->len[s];

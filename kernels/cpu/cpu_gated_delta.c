@@ -14,20 +14,16 @@
 static void cpu_delta_token_ref(float *S, float *o, const float *q, const float *k, const float *v,
                                 float g, float beta, int dk, int dv) {
     float decay = expf(g);
-    for (size_t i = 0; i < (size_t)dk * dv; i++)
-        S[i] *= decay;
+    for (size_t i = 0; i < (size_t)dk * dv; i++) S[i] *= decay;
     for (int j = 0; j < dv; j++) {
         float kv = 0.0f;
-        for (int i = 0; i < dk; i++)
-            kv += S[(size_t)i * dv + j] * k[i];
+        for (int i = 0; i < dk; i++) kv += S[(size_t)i * dv + j] * k[i];
         float d = beta * (v[j] - kv);
-        for (int i = 0; i < dk; i++)
-            S[(size_t)i * dv + j] += k[i] * d;
+        for (int i = 0; i < dk; i++) S[(size_t)i * dv + j] += k[i] * d;
     }
     for (int j = 0; j < dv; j++) {
         float acc = 0.0f;
-        for (int i = 0; i < dk; i++)
-            acc += S[(size_t)i * dv + j] * q[i];
+        for (int i = 0; i < dk; i++) acc += S[(size_t)i * dv + j] * q[i];
         o[j] = acc;
     }
 }
@@ -53,10 +49,8 @@ static void cpu_delta_item(void *ctx, int item, int worker) {
         const float *v = j->v + (size_t)t * j->ld_v + (size_t)h * j->dv;
         float *o = j->out + ((size_t)t * j->Hv + h) * j->dv;
         float g = j->g[(size_t)t * j->Hv + h], beta = j->beta[(size_t)t * j->Hv + h];
-        if (j->kern)
-            j->kern->delta_step(S, o, q, k, v, expf(g), beta, j->dk, j->dv);
-        else
-            cpu_delta_token_ref(S, o, q, k, v, g, beta, j->dk, j->dv);
+        if (j->kern) j->kern->delta_step(S, o, q, k, v, expf(g), beta, j->dk, j->dv);
+        else cpu_delta_token_ref(S, o, q, k, v, g, beta, j->dk, j->dv);
     }
 }
 
@@ -64,8 +58,7 @@ void cpu_gated_delta_ref(float *out, const float *q, const float *k, int ld_qk, 
                          int ld_v, const float *g, const float *beta, float *state,
                          const bk_batch *bt, int Hk, int Hv, int dk, int dv) {
     cpu_delta_job j = {out, state, q, k, v, g, beta, bt, ld_qk, ld_v, Hk, Hv, dk, dv, NULL};
-    for (int it = 0; it < bt->n_seqs * Hv; it++)
-        cpu_delta_item(&j, it, 0);
+    for (int it = 0; it < bt->n_seqs * Hv; it++) cpu_delta_item(&j, it, 0);
 }
 
 void cpu_gated_delta(backend *b, float *out, const float *q, const float *k, int ld_qk,
@@ -79,8 +72,7 @@ void cpu_gated_delta(backend *b, float *out, const float *q, const float *k, int
     int n = cpu_backend_task_count(
         b, items, (int64_t)4 * dk * dv * (bt->n_tokens / (bt->n_seqs ? bt->n_seqs : 1) + 1));
     if (n == 1) {
-        for (int it = 0; it < items; it++)
-            cpu_delta_item(&j, it, 0);
+        for (int it = 0; it < items; it++) cpu_delta_item(&j, it, 0);
         return;
     }
     cpu_pool_run(cpu_impl_of(b)->pool, cpu_delta_item, &j, items);

@@ -71,8 +71,7 @@ extern const cpu_kernels cpu_kernels_scalar;
 extern const cpu_kernels cpu_kernels_avx2;
 extern const cpu_kernels cpu_kernels_avx512;
 void cpu_matmul_f32_avx512(float *restrict out, int ldo, const float *restrict x,
-                           const void *restrict w, dtype dt, int k, int m, int n0, int n1,
-                           int l1x);
+                           const void *restrict w, dtype dt, int k, int m, int n0, int n1, int l1x);
 void cpu_matmul_f32_avx2(float *restrict out, int ldo, const float *restrict x,
                          const void *restrict w, dtype dt, int k, int m, int n0, int n1, int l1x);
 void cpu_matmul_bf16_avx2(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,

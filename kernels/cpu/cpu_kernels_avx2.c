@@ -28,8 +28,7 @@ static float avx2_sum(const float *restrict x, size_t n) {
         a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + i + 24));
     }
     float s = avx2_hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; i++)
-        s += x[i];
+    for (; i < n; i++) s += x[i];
     return s;
 }
 
@@ -38,8 +37,7 @@ AI void avx2_delta_cols(float *s, float *out, const float *q, const float *k, co
                         float decay, float beta, int dk, int dv, int j, const int NV) {
     __m256 vdec = _mm256_set1_ps(decay), kv[4], d[4], o[4];
 #pragma GCC unroll 4
-    for (int u = 0; u < NV; u++)
-        kv[u] = o[u] = _mm256_setzero_ps();
+    for (int u = 0; u < NV; u++) kv[u] = o[u] = _mm256_setzero_ps();
     for (int i = 0; i < dk; i++) {
         float *row = s + (size_t)i * dv + j;
         __m256 kb = _mm256_set1_ps(k[i]);
@@ -65,18 +63,15 @@ AI void avx2_delta_cols(float *s, float *out, const float *q, const float *k, co
         }
     }
 #pragma GCC unroll 4
-    for (int u = 0; u < NV; u++)
-        _mm256_storeu_ps(out + j + 8 * u, o[u]);
+    for (int u = 0; u < NV; u++) _mm256_storeu_ps(out + j + 8 * u, o[u]);
 }
 
 static void avx2_delta_step(float *restrict s, float *restrict out, const float *restrict q,
                             const float *restrict k, const float *restrict v, float decay,
                             float beta, int dk, int dv) {
     int j = 0;
-    for (; j + 32 <= dv; j += 32)
-        avx2_delta_cols(s, out, q, k, v, decay, beta, dk, dv, j, 4);
-    for (; j + 8 <= dv; j += 8)
-        avx2_delta_cols(s, out, q, k, v, decay, beta, dk, dv, j, 1);
+    for (; j + 32 <= dv; j += 32) avx2_delta_cols(s, out, q, k, v, decay, beta, dk, dv, j, 4);
+    for (; j + 8 <= dv; j += 8) avx2_delta_cols(s, out, q, k, v, decay, beta, dk, dv, j, 1);
     for (; j < dv; j++) { /* scalar tail columns, same math */
         float kv = 0.0f, o = 0.0f;
         for (int i = 0; i < dk; i++) {
@@ -102,8 +97,7 @@ static float avx2_dot(const float *restrict a, const float *restrict b, int n) {
     for (; i + 8 <= n; i += 8)
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
     float s = avx2_hsum(_mm256_add_ps(a0, a1));
-    for (; i < n; i++)
-        s += a[i] * b[i];
+    for (; i < n; i++) s += a[i] * b[i];
     return s;
 }
 
@@ -113,8 +107,7 @@ static void avx2_axpby(float *restrict y, const float *restrict x, float a, floa
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i),
                                                 _mm256_mul_ps(_mm256_loadu_ps(y + i), vc)));
-    for (; i < n; i++)
-        y[i] = y[i] * c + a * x[i];
+    for (; i < n; i++) y[i] = y[i] * c + a * x[i];
 }
 
 /* e^x to ~1 ulp (see avx512_exp); 2^n is built in the exponent field, so x is clamped
@@ -162,8 +155,7 @@ static void avx2_sigmoid_mul(float *x, const float *g, size_t n) {
                                                                          _mm256_loadu_ps(g + i)))));
         _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), sg));
     }
-    for (; i < n; i++)
-        x[i] *= 1.0f / (1.0f + expf(-g[i]));
+    for (; i < n; i++) x[i] *= 1.0f / (1.0f + expf(-g[i]));
 }
 
 static float avx2_exp_sum(float *y, const float *x, float shift, int n) {
@@ -175,8 +167,7 @@ static float avx2_exp_sum(float *y, const float *x, float shift, int n) {
         acc = _mm256_add_ps(acc, e);
     }
     float s = avx2_hsum(acc);
-    for (; i < n; i++)
-        s += y[i] = expf(x[i] - shift);
+    for (; i < n; i++) s += y[i] = expf(x[i] - shift);
     return s;
 }
 

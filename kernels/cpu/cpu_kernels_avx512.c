@@ -19,8 +19,7 @@ static float avx512_sum(const float *restrict x, size_t n) {
         a3 = _mm512_add_ps(a3, _mm512_loadu_ps(x + i + 48));
     }
     float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-    for (; i < n; i++)
-        s += x[i];
+    for (; i < n; i++) s += x[i];
     return s;
 }
 
@@ -67,8 +66,7 @@ static void avx512_delta_step(float *restrict s, float *restrict out, const floa
             }
         }
 #pragma GCC unroll 4
-        for (int u = 0; u < 4; u++)
-            _mm512_mask_storeu_ps(out + j + 16 * u, mk[u], o[u]);
+        for (int u = 0; u < 4; u++) _mm512_mask_storeu_ps(out + j + 16 * u, mk[u], o[u]);
     }
 }
 

@@ -15,8 +15,7 @@ static void cpu_scalar_matmul(float *restrict out, int ldo, const float *restric
         for (int i = 0; i < m; i++) {
             const float *xr = x + (size_t)i * k;
             float s = 0.0f;
-            for (int l = 0; l < k; l++)
-                s += xr[l] * cpu_weight_at(&wt, (size_t)j * k + l);
+            for (int l = 0; l < k; l++) s += xr[l] * cpu_weight_at(&wt, (size_t)j * k + l);
             out[(size_t)i * ldo + j] = s;
         }
 }
@@ -30,15 +29,13 @@ static void cpu_scalar_matmul_bf16(float *restrict out, int ldo, const uint16_t 
         for (int i = 0; i < m; i++) {
             const uint16_t *xr = xb + (size_t)i * ldx, *wr = w + (size_t)j * k;
             float s = 0.0f;
-            for (int l = 0; l < k; l++)
-                s += dtype_bf16_to_f32(xr[l]) * dtype_bf16_to_f32(wr[l]);
+            for (int l = 0; l < k; l++) s += dtype_bf16_to_f32(xr[l]) * dtype_bf16_to_f32(wr[l]);
             out[(size_t)i * ldo + j] = s;
         }
 }
 
 static void cpu_scalar_pack_bf16(uint16_t *restrict out, const float *restrict x, int n) {
-    for (int i = 0; i < n; i++)
-        out[i] = cpu_pack_bf16_one(x[i]);
+    for (int i = 0; i < n; i++) out[i] = cpu_pack_bf16_one(x[i]);
 }
 
 static float cpu_scalar_sum(const float *restrict x, size_t n) {
@@ -51,8 +48,7 @@ static float cpu_scalar_sum(const float *restrict x, size_t n) {
         s2 += x[i + 2];
         s3 += x[i + 3];
     }
-    for (; i < n; i++)
-        s0 += x[i];
+    for (; i < n; i++) s0 += x[i];
     return (s0 + s1) + (s2 + s3);
 }
 
@@ -77,14 +73,12 @@ static void cpu_scalar_delta_step(float *restrict s, float *restrict out, const 
 
 static float cpu_scalar_dot(const float *restrict a, const float *restrict b, int n) {
     float s = 0.0f;
-    for (int i = 0; i < n; i++)
-        s += a[i] * b[i];
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
     return s;
 }
 
 static void cpu_scalar_axpby(float *restrict y, const float *restrict x, float a, float c, int n) {
-    for (int i = 0; i < n; i++)
-        y[i] = y[i] * c + a * x[i];
+    for (int i = 0; i < n; i++) y[i] = y[i] * c + a * x[i];
 }
 
 static void cpu_scalar_silu_mul(float *out, const float *g, const float *u, size_t n) {
@@ -95,14 +89,12 @@ static void cpu_scalar_silu_mul(float *out, const float *g, const float *u, size
 }
 
 static void cpu_scalar_sigmoid_mul(float *x, const float *g, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        x[i] *= 1.0f / (1.0f + expf(-g[i]));
+    for (size_t i = 0; i < n; i++) x[i] *= 1.0f / (1.0f + expf(-g[i]));
 }
 
 static float cpu_scalar_exp_sum(float *y, const float *x, float shift, int n) {
     float s = 0.0f;
-    for (int i = 0; i < n; i++)
-        s += y[i] = expf(x[i] - shift);
+    for (int i = 0; i < n; i++) s += y[i] = expf(x[i] - shift);
     return s;
 }
 

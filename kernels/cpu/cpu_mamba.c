@@ -27,15 +27,12 @@ void cpu_mamba_rmsnorm_gated_grouped_ref(float *out, const float *x, const float
     for (int i = 0; i < m; i++) {
         const float *xr = x + (size_t)i * width, *zr = z + (size_t)i * width;
         float *o = out + (size_t)i * width;
-        for (int j = 0; j < width; j++)
-            o[j] = xr[j] * (zr[j] / (1.0f + expf(-zr[j])));
+        for (int j = 0; j < width; j++) o[j] = xr[j] * (zr[j] / (1.0f + expf(-zr[j])));
         for (int g0 = 0; g0 < width; g0 += group) {
             float ss = 0.0f;
-            for (int j = g0; j < g0 + group; j++)
-                ss += o[j] * o[j];
+            for (int j = g0; j < g0 + group; j++) ss += o[j] * o[j];
             float r = 1.0f / sqrtf(ss / (float)group + eps);
-            for (int j = g0; j < g0 + group; j++)
-                o[j] = o[j] * r * cpu_weight_at(w, (size_t)j);
+            for (int j = g0; j < g0 + group; j++) o[j] = o[j] * r * cpu_weight_at(w, (size_t)j);
         }
     }
 }
@@ -63,11 +60,9 @@ static void cpu_mamba_norm_fast(const cpu_kernels *k, float *out, const float *x
         k->silu_mul(o, z + (size_t)i * width, x + (size_t)i * width, (size_t)width);
         for (int g0 = 0; g0 < width; g0 += group) {
             float ss = 0.0f;
-            for (int j = g0; j < g0 + group; j++)
-                ss += o[j] * o[j];
+            for (int j = g0; j < g0 + group; j++) ss += o[j] * o[j];
             float r = 1.0f / sqrtf(ss / (float)group + eps);
-            for (int j = g0; j < g0 + group; j++)
-                o[j] = o[j] * r * cpu_weight_at(w, (size_t)j);
+            for (int j = g0; j < g0 + group; j++) o[j] = o[j] * r * cpu_weight_at(w, (size_t)j);
         }
     }
 }

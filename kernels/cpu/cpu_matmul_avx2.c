@@ -51,8 +51,7 @@ AI void mm2_tile(float *out, int ldo, const void *x, dtype xt, int ldx, const vo
 #pragma GCC unroll 4
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 2
-        for (int r = 0; r < NR; r++)
-            a0[i][r] = a1[i][r] = _mm256_setzero_ps();
+        for (int r = 0; r < NR; r++) a0[i][r] = a1[i][r] = _mm256_setzero_ps();
     int l = 0;
     for (; l + 16 <= k; l += 16) {
         __m256 w0[2], w1[2];
@@ -66,7 +65,8 @@ AI void mm2_tile(float *out, int ldo, const void *x, dtype xt, int ldx, const vo
         }
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++) {
-            __m256 x0 = mm2_ld(x, (size_t)i * ldx + l, xt), x1 = mm2_ld(x, (size_t)i * ldx + l + 8, xt);
+            __m256 x0 = mm2_ld(x, (size_t)i * ldx + l, xt),
+                   x1 = mm2_ld(x, (size_t)i * ldx + l + 8, xt);
 #pragma GCC unroll 2
             for (int r = 0; r < NR; r++) {
                 a0[i][r] = _mm256_fmadd_ps(x0, w0[r], a0[i][r]);
@@ -90,14 +90,13 @@ AI void mm2_tile(float *out, int ldo, const void *x, dtype xt, int ldx, const vo
 AI void mm2_rows_m(float *out, int ldo, const void *x, dtype xt, int ldx, const void *w, dtype dt,
                    int k, int m, int j, const int NR, const int PF) {
     int i = 0;
-#define MM2_AT(I) out + (size_t)(I) * ldo, ldo, (const char *)x + (size_t)(I) * ldx * (xt == DTYPE_F32 ? 4 : 2)
+#define MM2_AT(I)                                                                                  \
+    out + (size_t)(I)*ldo, ldo, (const char *)x + (size_t)(I)*ldx *(xt == DTYPE_F32 ? 4 : 2)
     if (NR == 1) {
-        for (; i + 4 <= m; i += 4)
-            mm2_tile(MM2_AT(i), xt, ldx, w, dt, k, j, 4, 1, PF);
+        for (; i + 4 <= m; i += 4) mm2_tile(MM2_AT(i), xt, ldx, w, dt, k, j, 4, 1, PF);
         if (m - i == 3) mm2_tile(MM2_AT(i), xt, ldx, w, dt, k, j, 3, 1, PF);
     }
-    for (; i + 2 <= m; i += 2)
-        mm2_tile(MM2_AT(i), xt, ldx, w, dt, k, j, 2, NR, PF);
+    for (; i + 2 <= m; i += 2) mm2_tile(MM2_AT(i), xt, ldx, w, dt, k, j, 2, NR, PF);
     if (i < m) mm2_tile(MM2_AT(i), xt, ldx, w, dt, k, j, 1, NR, PF);
 #undef MM2_AT
 }
@@ -105,13 +104,11 @@ AI void mm2_rows_m(float *out, int ldo, const void *x, dtype xt, int ldx, const 
 AI void mm2_matmul(float *restrict out, int ldo, const void *restrict x, dtype xt, int ldx,
                    const void *restrict w, dtype dt, int k, int m, int n0, int n1) {
     if (m < 8) { /* decode: the weight stream bounds it */
-        for (int j = n0; j < n1; j++)
-            mm2_rows_m(out, ldo, x, xt, ldx, w, dt, k, m, j, 1, 1);
+        for (int j = n0; j < n1; j++) mm2_rows_m(out, ldo, x, xt, ldx, w, dt, k, m, j, 1, 1);
         return;
     }
     int j = n0;
-    for (; j + 2 <= n1; j += 2)
-        mm2_rows_m(out, ldo, x, xt, ldx, w, dt, k, m, j, 2, 0);
+    for (; j + 2 <= n1; j += 2) mm2_rows_m(out, ldo, x, xt, ldx, w, dt, k, m, j, 2, 0);
     if (j < n1) mm2_rows_m(out, ldo, x, xt, ldx, w, dt, k, m, j, 1, 0);
 }
 
@@ -120,12 +117,9 @@ void cpu_matmul_f32_avx2(float *restrict out, int ldo, const float *restrict x,
                          const void *restrict w, dtype dt, int k, int m, int n0, int n1, int l1x) {
     (void)l1x;
     /* one instantiation per weight dtype so the widening is resolved at compile time */
-    if (dt == DTYPE_BF16)
-        mm2_matmul(out, ldo, x, DTYPE_F32, k, w, DTYPE_BF16, k, m, n0, n1);
-    else if (dt == DTYPE_F16)
-        mm2_matmul(out, ldo, x, DTYPE_F32, k, w, DTYPE_F16, k, m, n0, n1);
-    else
-        mm2_matmul(out, ldo, x, DTYPE_F32, k, w, DTYPE_F32, k, m, n0, n1);
+    if (dt == DTYPE_BF16) mm2_matmul(out, ldo, x, DTYPE_F32, k, w, DTYPE_BF16, k, m, n0, n1);
+    else if (dt == DTYPE_F16) mm2_matmul(out, ldo, x, DTYPE_F32, k, w, DTYPE_F16, k, m, n0, n1);
+    else mm2_matmul(out, ldo, x, DTYPE_F32, k, w, DTYPE_F32, k, m, n0, n1);
 }
 
 void cpu_matmul_bf16_avx2(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
@@ -155,6 +149,5 @@ void cpu_pack_bf16_avx2(uint16_t *restrict out, const float *restrict x, int n) 
         __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
         _mm_storeu_si128((__m128i *)(out + i), p);
     }
-    for (; i < n; i++)
-        out[i] = cpu_pack_bf16_one(x[i]);
+    for (; i < n; i++) out[i] = cpu_pack_bf16_one(x[i]);
 }

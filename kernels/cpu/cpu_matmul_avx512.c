@@ -45,7 +45,8 @@ AI uint32_t mm_mask(int kind, int rem) {
 /* The block of W at element off, as the product takes it. */
 AI __m512 mm_ldw(int kind, const void *w, size_t off, dtype dt, uint32_t mk) {
     if (kind == MM_BF16X)
-        return _mm512_castsi512_ps(_mm512_maskz_loadu_epi16((__mmask32)mk, (const uint16_t *)w + off));
+        return _mm512_castsi512_ps(
+            _mm512_maskz_loadu_epi16((__mmask32)mk, (const uint16_t *)w + off));
     if (dt == DTYPE_BF16) {
         __m256i h = _mm256_maskz_loadu_epi16((__mmask16)mk, (const uint16_t *)w + off);
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -57,7 +58,8 @@ AI __m512 mm_ldw(int kind, const void *w, size_t off, dtype dt, uint32_t mk) {
 
 AI __m512 mm_ldx(int kind, const void *x, size_t off, uint32_t mk) {
     if (kind == MM_BF16X)
-        return _mm512_castsi512_ps(_mm512_maskz_loadu_epi16((__mmask32)mk, (const uint16_t *)x + off));
+        return _mm512_castsi512_ps(
+            _mm512_maskz_loadu_epi16((__mmask32)mk, (const uint16_t *)x + off));
     return _mm512_maskz_loadu_ps((__mmask16)mk, (const float *)x + off);
 }
 
@@ -78,8 +80,7 @@ AI void mm_tile(int kind, float *out, int ldo, const void *x, int ldx, const voi
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 3
-        for (int r = 0; r < NR; r++)
-            a0[i][r] = a1[i][r] = _mm512_setzero_ps();
+        for (int r = 0; r < NR; r++) a0[i][r] = a1[i][r] = _mm512_setzero_ps();
     int l = 0;
     for (; l + 2 * B <= k; l += 2 * B) {
         __m512 w0[3], w1[3];
@@ -113,7 +114,8 @@ AI void mm_tile(int kind, float *out, int ldo, const void *x, int ldx, const voi
             for (int i = 0; i < MR; i++) {
                 a0[i][r] = mm_madd(kind, a0[i][r], mm_ldx(kind, x, (size_t)i * ldx + l, m0), w0);
                 if (m1)
-                    a1[i][r] = mm_madd(kind, a1[i][r], mm_ldx(kind, x, (size_t)i * ldx + l + B, m1), w1);
+                    a1[i][r] =
+                        mm_madd(kind, a1[i][r], mm_ldx(kind, x, (size_t)i * ldx + l + B, m1), w1);
             }
         }
     }
@@ -125,7 +127,7 @@ AI void mm_tile(int kind, float *out, int ldo, const void *x, int ldx, const voi
 }
 
 /* Row i of x and of out. */
-#define MM_ROW(I) out + (size_t)(I) * ldo, ldo, (const char *)x + (size_t)(I) * ldx * xs, ldx
+#define MM_ROW(I) out + (size_t)(I)*ldo, ldo, (const char *)x + (size_t)(I)*ldx *xs, ldx
 
 /* Decode: one W row at a time for every x row, 8 x rows per pass. */
 AI void mm_stream(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
@@ -133,10 +135,8 @@ AI void mm_stream(int kind, float *out, int ldo, const void *x, int ldx, const v
     const int xs = kind == MM_BF16X ? 2 : 4;
     for (int j = n0; j < n1; j++) {
         int i = 0;
-        for (; i + 8 <= m; i += 8)
-            mm_tile(kind, MM_ROW(i), w, dt, k, j, 8, 1, 1);
-        for (; i + 4 <= m; i += 4)
-            mm_tile(kind, MM_ROW(i), w, dt, k, j, 4, 1, 1);
+        for (; i + 8 <= m; i += 8) mm_tile(kind, MM_ROW(i), w, dt, k, j, 8, 1, 1);
+        for (; i + 4 <= m; i += 4) mm_tile(kind, MM_ROW(i), w, dt, k, j, 4, 1, 1);
         switch (m - i) {
         case 3: mm_tile(kind, MM_ROW(i), w, dt, k, j, 3, 1, 1); break;
         case 2: mm_tile(kind, MM_ROW(i), w, dt, k, j, 2, 1, 1); break;
@@ -151,8 +151,7 @@ AI void mm_tiles_m(int kind, float *out, int ldo, const void *x, int ldx, const 
                    int k, int m, int j, const int NR, const int PF) {
     const int xs = kind == MM_BF16X ? 2 : 4;
     int i = 0;
-    for (; i + 4 <= m; i += 4)
-        mm_tile(kind, MM_ROW(i), w, dt, k, j, 4, NR, PF);
+    for (; i + 4 <= m; i += 4) mm_tile(kind, MM_ROW(i), w, dt, k, j, 4, NR, PF);
     switch (m - i) {
     case 3: mm_tile(kind, MM_ROW(i), w, dt, k, j, 3, NR, PF); break;
     case 2: mm_tile(kind, MM_ROW(i), w, dt, k, j, 2, NR, PF); break;
@@ -171,14 +170,12 @@ AI void mm_matmul(int kind, float *out, int ldo, const void *x, int ldx, const v
     }
     int j = n0;
     if (m < 16) { /* a decode batch: still bound by the weight stream, so prefetch it */
-        for (; j + 3 <= n1; j += 3)
-            mm_tiles_m(kind, out, ldo, x, ldx, w, dt, k, m, j, 3, 1);
+        for (; j + 3 <= n1; j += 3) mm_tiles_m(kind, out, ldo, x, ldx, w, dt, k, m, j, 3, 1);
         if (n1 - j == 2) mm_tiles_m(kind, out, ldo, x, ldx, w, dt, k, m, j, 2, 1);
         if (n1 - j == 1) mm_tiles_m(kind, out, ldo, x, ldx, w, dt, k, m, j, 1, 1);
         return;
     }
-    for (; j + 3 <= n1; j += 3)
-        mm_tiles_m(kind, out, ldo, x, ldx, w, dt, k, m, j, 3, 0);
+    for (; j + 3 <= n1; j += 3) mm_tiles_m(kind, out, ldo, x, ldx, w, dt, k, m, j, 3, 0);
     if (n1 - j == 2) mm_tiles_m(kind, out, ldo, x, ldx, w, dt, k, m, j, 2, 0);
     if (n1 - j == 1) mm_tiles_m(kind, out, ldo, x, ldx, w, dt, k, m, j, 1, 0);
 }
@@ -193,12 +190,9 @@ void cpu_matmul_bf16_avx512(float *restrict out, int ldo, const uint16_t *restri
 void cpu_matmul_f32_avx512(float *restrict out, int ldo, const float *restrict x,
                            const void *restrict w, dtype dt, int k, int m, int n0, int n1,
                            int l1x) {
-    if (dt == DTYPE_F16)
-        mm_matmul(MM_F32X, out, ldo, x, k, w, DTYPE_F16, k, m, n0, n1, l1x);
-    else if (dt == DTYPE_BF16)
-        mm_matmul(MM_F32X, out, ldo, x, k, w, DTYPE_BF16, k, m, n0, n1, l1x);
-    else
-        mm_matmul(MM_F32X, out, ldo, x, k, w, DTYPE_F32, k, m, n0, n1, l1x);
+    if (dt == DTYPE_F16) mm_matmul(MM_F32X, out, ldo, x, k, w, DTYPE_F16, k, m, n0, n1, l1x);
+    else if (dt == DTYPE_BF16) mm_matmul(MM_F32X, out, ldo, x, k, w, DTYPE_BF16, k, m, n0, n1, l1x);
+    else mm_matmul(MM_F32X, out, ldo, x, k, w, DTYPE_F32, k, m, n0, n1, l1x);
 }
 
 /* vcvtneps2bf16 rounds to nearest even and reads subnormal inputs as zero, which is the
@@ -206,7 +200,8 @@ void cpu_matmul_f32_avx512(float *restrict out, int ldo, const float *restrict x
 void cpu_pack_bf16_avx512(uint16_t *restrict out, const float *restrict x, int n) {
     int i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm256_storeu_si256((__m256i *)(out + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i)));
+        _mm256_storeu_si256((__m256i *)(out + i),
+                            (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i)));
     if (i < n) {
         __mmask16 mk = (__mmask16)((1u << (n - i)) - 1);
         __m256i v = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mk, x + i));

@@ -49,8 +49,7 @@ double cpu_membw_read_gbs(backend *b, size_t bytes) {
     float *buf = NULL;
     if (n == 0 || !(buf = cpu_membw_alloc(n * sizeof(float)))) return 0.0;
     /* Write every page first so the reads hit real memory, not the shared zero page. */
-    for (size_t i = 0; i < n; i++)
-        buf[i] = (float)(i & 7);
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
     /* Timed in 32 MiB windows (one pool run each, one contiguous range per thread, as a
      * matmul splits W), best window of three passes: a window is long next to a pool
      * wake-up (~1 ms vs ~10-20 us) and, visited in order through a buffer far larger than
@@ -109,16 +108,12 @@ int cpu_membw_matmul_gbs(backend *b, int n, int k, dtype dt, int m, int reps, do
         for (size_t i = 0; i < wn; i++) {
             s = s * 1664525u + 1013904223u;
             float v = ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.1f;
-            if (dt == DTYPE_BF16)
-                ((uint16_t *)wc)[i] = dtype_f32_to_bf16(v);
-            else if (dt == DTYPE_F16)
-                ((uint16_t *)wc)[i] = dtype_f32_to_f16(v);
-            else
-                ((float *)wc)[i] = v;
+            if (dt == DTYPE_BF16) ((uint16_t *)wc)[i] = dtype_f32_to_bf16(v);
+            else if (dt == DTYPE_F16) ((uint16_t *)wc)[i] = dtype_f32_to_f16(v);
+            else ((float *)wc)[i] = v;
         }
     }
-    for (size_t i = 0; i < (size_t)m * k; i++)
-        x[i] = (float)(i % 13) * 0.01f;
+    for (size_t i = 0; i < (size_t)m * k; i++) x[i] = (float)(i % 13) * 0.01f;
     bk_weight wt = {.data = w, .dt = dt, .ndim = 2, .shape = {n, k}};
     b->ops->matmul(b, out, x, &wt, m); /* warm-up: page tables, worker wake-up */
     /* Best of reps calls: on a shared machine the fastest call is the one least disturbed

@@ -31,8 +31,7 @@ void cpu_ops_rmsnorm_ref(float *out, const float *x, const bk_weight *w, int m, 
         const float *xr = x + (size_t)i * ld;
         float *o = out + (size_t)i * ld;
         float ss = 0.0f;
-        for (int j = 0; j < n; j++)
-            ss += xr[j] * xr[j];
+        for (int j = 0; j < n; j++) ss += xr[j] * xr[j];
         float r = 1.0f / sqrtf(ss / (float)n + eps);
         for (int j = 0; j < n; j++) {
             float g = mode == BK_NORM_PLAIN      ? cpu_weight_at(w, j)
@@ -49,11 +48,9 @@ void cpu_ops_rmsnorm_gated_ref(float *out, const float *x, const float *z, const
         const float *xr = x + (size_t)i * n, *zr = z + (size_t)i * n;
         float *o = out + (size_t)i * n;
         float ss = 0.0f;
-        for (int j = 0; j < n; j++)
-            ss += xr[j] * xr[j];
+        for (int j = 0; j < n; j++) ss += xr[j] * xr[j];
         float r = 1.0f / sqrtf(ss / (float)n + eps);
-        for (int j = 0; j < n; j++)
-            o[j] = xr[j] * r * cpu_weight_at(w, j) * cpu_silu(zr[j]);
+        for (int j = 0; j < n; j++) o[j] = xr[j] * r * cpu_weight_at(w, j) * cpu_silu(zr[j]);
     }
 }
 
@@ -61,27 +58,22 @@ void cpu_ops_l2norm_ref(float *x, int m, int n, int ld, float eps, float scale) 
     for (int i = 0; i < m; i++) {
         float *xr = x + (size_t)i * ld;
         float ss = 0.0f;
-        for (int j = 0; j < n; j++)
-            ss += xr[j] * xr[j];
+        for (int j = 0; j < n; j++) ss += xr[j] * xr[j];
         float r = scale / sqrtf(ss + eps);
-        for (int j = 0; j < n; j++)
-            xr[j] *= r;
+        for (int j = 0; j < n; j++) xr[j] *= r;
     }
 }
 
 void cpu_ops_add_ref(float *out, const float *a, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        out[i] = a[i] + x[i];
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + x[i];
 }
 
 void cpu_ops_silu_mul_ref(float *out, const float *gate, const float *up, int m, int n) {
-    for (size_t i = 0; i < (size_t)m * n; i++)
-        out[i] = cpu_silu(gate[i]) * up[i];
+    for (size_t i = 0; i < (size_t)m * n; i++) out[i] = cpu_silu(gate[i]) * up[i];
 }
 
 void cpu_ops_sigmoid_mul_ref(float *x, const float *gate, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        x[i] *= cpu_sigmoid(gate[i]);
+    for (size_t i = 0; i < n; i++) x[i] *= cpu_sigmoid(gate[i]);
 }
 
 void cpu_ops_split_halves_ref(float *a, float *g, const float *in, int rows, int half) {
@@ -149,11 +141,9 @@ static void cpu_rmsnorm_gated_fast(const cpu_kernels *k, float *out, const float
         const float *xr = x + (size_t)i * n;
         float *o = out + (size_t)i * n;
         float ss = 0.0f;
-        for (int j = 0; j < n; j++)
-            ss += xr[j] * xr[j];
+        for (int j = 0; j < n; j++) ss += xr[j] * xr[j];
         float r = 1.0f / sqrtf(ss / (float)n + eps);
-        for (int j = 0; j < n; j++)
-            o[j] = xr[j] * r * cpu_weight_at(w, j);
+        for (int j = 0; j < n; j++) o[j] = xr[j] * r * cpu_weight_at(w, j);
         k->silu_mul(o, z + (size_t)i * n, o, (size_t)n);
     }
 }

@@ -34,9 +34,9 @@ typedef struct {
 } cpu_pool_arg;
 
 struct cpu_pool {
-    int n_threads; /* workers + the caller */
-    int n_started; /* workers actually running (for destroy after a failed create) */
-    pthread_t *th; /* [n_threads - 1] */
+    int n_threads;      /* workers + the caller */
+    int n_started;      /* workers actually running (for destroy after a failed create) */
+    pthread_t *th;      /* [n_threads - 1] */
     cpu_pool_arg *args; /* [n_threads - 1], freed with the pool: a worker that starts late
                          * frees nothing, so no free can land inside a caller's step */
     pthread_mutex_t mu;
@@ -46,13 +46,13 @@ struct cpu_pool {
     _Atomic(cpu_pool_fn) fn;
     _Atomic(void *) ctx;
     atomic_int n_tasks;
-    atomic_uint gen;          /* bumped after each job is published (and at stop) */
-    _Atomic uint64_t claim;   /* gen << 32 | next task index */
-    atomic_int finished;      /* tasks of the current job that have returned */
-    atomic_int sleepers;      /* workers blocked on wake (changed under mu) */
-    atomic_int caller_waits;  /* the caller is blocked on done (changed under mu) */
+    atomic_uint gen;         /* bumped after each job is published (and at stop) */
+    _Atomic uint64_t claim;  /* gen << 32 | next task index */
+    atomic_int finished;     /* tasks of the current job that have returned */
+    atomic_int sleepers;     /* workers blocked on wake (changed under mu) */
+    atomic_int caller_waits; /* the caller is blocked on done (changed under mu) */
     atomic_int stop;
-    atomic_long spin_ns;      /* spin budget before sleeping */
+    atomic_long spin_ns; /* spin budget before sleeping */
 };
 
 static int64_t cpu_pool_now_ns(void) {
@@ -83,8 +83,7 @@ static unsigned cpu_pool_spin_gen(cpu_pool *p, unsigned old) {
 }
 
 /* Claims and runs tasks of generation g until none is left. */
-static void cpu_pool_drain(cpu_pool *p, unsigned g, cpu_pool_fn fn, void *ctx, int n,
-                           int worker) {
+static void cpu_pool_drain(cpu_pool *p, unsigned g, cpu_pool_fn fn, void *ctx, int n, int worker) {
     uint64_t c = atomic_load(&p->claim);
     for (;;) {
         if ((unsigned)(c >> 32) != g) return;
@@ -179,8 +178,7 @@ void cpu_pool_destroy(cpu_pool *p) {
     atomic_fetch_add(&p->gen, 1); /* ends the spins too */
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
-    for (int i = 0; i < p->n_started; i++)
-        pthread_join(p->th[i], NULL);
+    for (int i = 0; i < p->n_started; i++) pthread_join(p->th[i], NULL);
     pthread_cond_destroy(&p->done);
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->mu);
@@ -199,8 +197,7 @@ void cpu_pool_run(cpu_pool *p, cpu_pool_fn fn, void *ctx, int n_tasks) {
     if (n_tasks <= 0) return;
     if (n_tasks == 1 || p->n_started == 0) {
         /* Waking workers costs more than a lone task gains from them. */
-        for (int t = 0; t < n_tasks; t++)
-            fn(ctx, t, 0);
+        for (int t = 0; t < n_tasks; t++) fn(ctx, t, 0);
         return;
     }
     unsigned g = atomic_load(&p->gen) + 1;
@@ -234,8 +231,7 @@ void cpu_pool_run(cpu_pool *p, cpu_pool_fn fn, void *ctx, int n_tasks) {
     }
     pthread_mutex_lock(&p->mu);
     atomic_store(&p->caller_waits, 1);
-    while (atomic_load(&p->finished) < n_tasks)
-        pthread_cond_wait(&p->done, &p->mu);
+    while (atomic_load(&p->finished) < n_tasks) pthread_cond_wait(&p->done, &p->mu);
     atomic_store(&p->caller_waits, 0);
     pthread_mutex_unlock(&p->mu);
 }

@@ -70,10 +70,26 @@ void cpu_ssd_ref(float *y, const float *x, int ld_x, const float *B, const float
                  const float *dt, int ld_dt, const bk_weight *A_log, const bk_weight *dt_bias,
                  const bk_weight *D, float *state, const bk_batch *bt, int H, int P, int N, int G,
                  float dt_min) {
-    cpu_ssd_job j = {y, state, x, B, C, dt, A_log, dt_bias, D, bt,
-                     ld_x, ld_bc, ld_dt, H, P, N, G, dt_min, cpu_ssd_token_scalar};
-    for (int it = 0; it < bt->n_seqs * H; it++)
-        cpu_ssd_item(&j, it, 0);
+    cpu_ssd_job j = {y,
+                     state,
+                     x,
+                     B,
+                     C,
+                     dt,
+                     A_log,
+                     dt_bias,
+                     D,
+                     bt,
+                     ld_x,
+                     ld_bc,
+                     ld_dt,
+                     H,
+                     P,
+                     N,
+                     G,
+                     dt_min,
+                     cpu_ssd_token_scalar};
+    for (int it = 0; it < bt->n_seqs * H; it++) cpu_ssd_item(&j, it, 0);
 }
 
 /* The token step of the ISA the backend picked at create. */
@@ -90,14 +106,13 @@ void cpu_ssd(backend *b, float *y, const float *x, int ld_x, const float *B, con
              const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt, int H,
              int P, int N, int G, float dt_min) {
     assert(G > 0 && H % G == 0);
-    cpu_ssd_job j = {y, state, x, B, C, dt, A_log, dt_bias, D, bt,
-                     ld_x, ld_bc, ld_dt, H, P, N, G, dt_min, cpu_ssd_step_of(b)};
+    cpu_ssd_job j = {y,     state, x, B, C, dt, A_log,  dt_bias,           D, bt, ld_x,
+                     ld_bc, ld_dt, H, P, N, G,  dt_min, cpu_ssd_step_of(b)};
     int items = bt->n_seqs * H;
     /* Items are pulled one at a time, so sequences of unequal length still balance. */
     int64_t per_item = (int64_t)4 * P * N * (bt->n_tokens / (bt->n_seqs ? bt->n_seqs : 1) + 1);
     if (cpu_backend_task_count(b, items, per_item) == 1) {
-        for (int it = 0; it < items; it++)
-            cpu_ssd_item(&j, it, 0);
+        for (int it = 0; it < items; it++) cpu_ssd_item(&j, it, 0);
         return;
     }
     cpu_pool_run(cpu_impl_of(b)->pool, cpu_ssd_item, &j, items);

@@ -34,10 +34,10 @@ __global__ void att_kv_store(float *__restrict__ kc, float *__restrict__ vc,
 /* DL: floats of a head row per lane (D <= 32·DL); GB: query heads per block. */
 template <int DL, int GB>
 __global__ void __launch_bounds__(ATT_THREADS)
-att_split(float *__restrict__ out, float *__restrict__ part, const float *__restrict__ q,
-          const float *__restrict__ kc, const float *__restrict__ vc, const int32_t *tok_pos,
-          const int32_t *tok_seq, const int32_t *slot, int H, int KV, int D, int cap,
-          float scale, int window, float softcap, int n_hc, int n_split) {
+    att_split(float *__restrict__ out, float *__restrict__ part, const float *__restrict__ q,
+              const float *__restrict__ kc, const float *__restrict__ vc, const int32_t *tok_pos,
+              const int32_t *tok_seq, const int32_t *slot, int H, int KV, int D, int cap,
+              float scale, int window, float softcap, int n_hc, int n_split) {
     extern __shared__ float att_sm[]; /* [ATT_WARPS][GB][D + 2]: max, sum, output */
     const int i = blockIdx.x, kvh = blockIdx.y / n_hc, hc = blockIdx.y % n_hc, z = blockIdx.z;
     const int G = H / KV, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -163,8 +163,8 @@ void cuda_kv_store(backend *b, float *kc, float *vc, const float *k, const float
                     (const void *)v, m, kvw, cap))
         return;
     dim3 grid((unsigned)((kvw + 255) / 256), (unsigned)(m < 65535 ? m : 65535));
-    att_kv_store<<<grid, 256, 0, c->stream>>>(kc, vc, k, v, d->tok_pos, d->tok_seq, d->slot, m,
-                                              kvw, cap);
+    att_kv_store<<<grid, 256, 0, c->stream>>>(kc, vc, k, v, d->tok_pos, d->tok_seq, d->slot, m, kvw,
+                                              cap);
     cuda_check_launch(c, "kv_store");
 }
 
@@ -187,8 +187,8 @@ static void att_launch(cuda_impl *c, float *out, const float *q, const float *kc
     size_t smem = sizeof(float) * ATT_WARPS * GB * (size_t)(D + 2);
     dim3 grid((unsigned)m, (unsigned)(KV * n_hc), (unsigned)ns);
     att_split<DL, GB><<<grid, ATT_THREADS, smem, c->stream>>>(
-        out, c->att_part, q, kc, vc, d->tok_pos, d->tok_seq, d->slot, H, KV, D, cap, scale,
-        window, softcap, n_hc, ns);
+        out, c->att_part, q, kc, vc, d->tok_pos, d->tok_seq, d->slot, H, KV, D, cap, scale, window,
+        softcap, n_hc, ns);
     cuda_check_launch(c, "attention");
     if (ns > 1) {
         att_merge<<<(unsigned)((size_t)m * H), 128, 0, c->stream>>>(out, c->att_part, D, ns);
@@ -210,12 +210,10 @@ void cuda_attention(backend *b, float *out, const float *q, const float *kc, con
         cuda_fail(c, "attention", cudaErrorInvalidValue); /* no model has such heads */
         return;
     }
-    if (D <= 128)
-        att_launch<4, 8>(c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap);
+    if (D <= 128) att_launch<4, 8>(c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap);
     else if (D <= 256)
         att_launch<8, 4>(c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap);
     else if (D <= 512)
         att_launch<16, 2>(c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap);
-    else
-        att_launch<32, 1>(c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap);
+    else att_launch<32, 1>(c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap);
 }

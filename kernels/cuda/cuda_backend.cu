@@ -183,8 +183,8 @@ static void cuda_download(backend *b, void *dst, const void *src, size_t bytes) 
         c->bounce_off += (bytes + 255) & ~(size_t)255;
         c->pending[c->n_pending++] = cuda_pending{dst, off, bytes};
         if (launch) {
-            cudaError_t e = cudaMemcpyAsync(c->bounce + off, src, bytes, cudaMemcpyDeviceToHost,
-                                            c->stream);
+            cudaError_t e =
+                cudaMemcpyAsync(c->bounce + off, src, bytes, cudaMemcpyDeviceToHost, c->stream);
             if (e != cudaSuccess) cuda_fail(c, "download", e);
         }
         return;
@@ -240,7 +240,8 @@ static int cuda_weight_prepare(backend *b, bk_weight *w, strata_err *err) {
     if (e != cudaSuccess) {
         cuda_untrack(c, p);
         cudaFree(p);
-        return strata_err_set(err, STRATA_EDEVICE, "cuda: weight upload: %s", cudaGetErrorString(e));
+        return strata_err_set(err, STRATA_EDEVICE, "cuda: weight upload: %s",
+                              cudaGetErrorString(e));
     }
     w->data = p;
     return 0;
@@ -347,16 +348,16 @@ static void cuda_fill_ops(backend_ops *o) {
     o->embed_dev = cuda_embed_dev;
 }
 
-#define CUDA_TRY(call, what)                                                                   \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            cudaGetLastError();                                                                \
-            rc = strata_err_set(err, e_ == cudaErrorMemoryAllocation ? STRATA_ENOMEM           \
-                                                                     : STRATA_EDEVICE,         \
-                                "cuda: %s: %s", what, cudaGetErrorString(e_));                 \
-            goto fail;                                                                         \
-        }                                                                                      \
+#define CUDA_TRY(call, what)                                                                       \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            cudaGetLastError();                                                                    \
+            rc = strata_err_set(err,                                                               \
+                                e_ == cudaErrorMemoryAllocation ? STRATA_ENOMEM : STRATA_EDEVICE,  \
+                                "cuda: %s: %s", what, cudaGetErrorString(e_));                     \
+            goto fail;                                                                             \
+        }                                                                                          \
     } while (0)
 
 CUDA_EXPORT int strata_cuda_backend_create(int device, backend **out, strata_err *err) {
@@ -371,8 +372,9 @@ CUDA_EXPORT int strata_cuda_backend_create(int device, backend **out, strata_err
         return strata_err_set(err, STRATA_EDEVICE, "cuda: no usable GPU: %s (%s)",
                               e == cudaErrorInsufficientDriver
                                   ? "no NVIDIA driver, or one older than this CUDA runtime"
-                              : e == cudaErrorNoDevice || e == cudaSuccess ? "no CUDA device found"
-                                                                           : "the runtime did not start",
+                              : e == cudaErrorNoDevice || e == cudaSuccess
+                                  ? "no CUDA device found"
+                                  : "the runtime did not start",
                               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     }
     if (device < 0 || device >= n_dev)
@@ -399,14 +401,17 @@ CUDA_EXPORT int strata_cuda_backend_create(int device, backend **out, strata_err
     CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream");
     CUDA_TRY(cudaEventCreateWithFlags(&c->stage_ev, cudaEventDisableTiming), "event");
     CUDA_TRY(cudaMalloc(&c->blas_ws, CUDA_BLAS_WS_BYTES), "cuBLAS workspace");
-    CUDA_TRY(cudaMalloc((void **)&c->act16, sizeof(__nv_bfloat16) * CUDA_ACT16_ELEMS), "GEMM scratch");
-    CUDA_TRY(cudaMalloc((void **)&c->att_part, sizeof(float) * CUDA_ATT_PART_FLOATS), "attention scratch");
+    CUDA_TRY(cudaMalloc((void **)&c->act16, sizeof(__nv_bfloat16) * CUDA_ACT16_ELEMS),
+             "GEMM scratch");
+    CUDA_TRY(cudaMalloc((void **)&c->att_part, sizeof(float) * CUDA_ATT_PART_FLOATS),
+             "attention scratch");
     CUDA_TRY(cudaMalloc((void **)&c->stage_d, CUDA_STAGE_BYTES), "staging ring");
-    CUDA_TRY(cudaHostAlloc((void **)&c->stage_h, CUDA_STAGE_BYTES, cudaHostAllocDefault), "pinned staging");
-    CUDA_TRY(cudaHostAlloc((void **)&c->bounce, CUDA_BOUNCE_BYTES, cudaHostAllocDefault), "pinned bounce");
+    CUDA_TRY(cudaHostAlloc((void **)&c->stage_h, CUDA_STAGE_BYTES, cudaHostAllocDefault),
+             "pinned staging");
+    CUDA_TRY(cudaHostAlloc((void **)&c->bounce, CUDA_BOUNCE_BYTES, cudaHostAllocDefault),
+             "pinned bounce");
     c->scratch_bytes = CUDA_BLAS_WS_BYTES + sizeof(__nv_bfloat16) * CUDA_ACT16_ELEMS +
-                       sizeof(float) * CUDA_ATT_PART_FLOATS +
-                       CUDA_STAGE_BYTES;
+                       sizeof(float) * CUDA_ATT_PART_FLOATS + CUDA_STAGE_BYTES;
     bs = cublasCreate(&c->blas);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         c->blas = NULL;
@@ -416,7 +421,8 @@ CUDA_EXPORT int strata_cuda_backend_create(int device, backend **out, strata_err
     }
     /* A fixed workspace keeps cuBLAS from allocating inside a captured graph. */
     bs = cublasSetStream(c->blas, c->stream);
-    if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasSetWorkspace(c->blas, c->blas_ws, CUDA_BLAS_WS_BYTES);
+    if (bs == CUBLAS_STATUS_SUCCESS)
+        bs = cublasSetWorkspace(c->blas, c->blas_ws, CUDA_BLAS_WS_BYTES);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         rc = strata_err_set(err, STRATA_EDEVICE, "cuda: cuBLAS setup failed: %s",
                             cublasGetStatusString(bs));

@@ -11,8 +11,8 @@
 #include "kernels/cuda/cuda_internal.cuh"
 
 __global__ void conv_out(float *__restrict__ out, const float *__restrict__ x, int ld_x,
-                         const void *__restrict__ w, int wdt, const void *__restrict__ bias, int bdt,
-                         const float *__restrict__ state, const int32_t *tok_seq,
+                         const void *__restrict__ w, int wdt, const void *__restrict__ bias,
+                         int bdt, const float *__restrict__ state, const int32_t *tok_seq,
                          const int32_t *start, const int32_t *slot, int m, int C, int K, int act) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
@@ -32,8 +32,8 @@ __global__ void conv_out(float *__restrict__ out, const float *__restrict__ x, i
 }
 
 __global__ void conv_window(float *state, const float *__restrict__ x, int ld_x,
-                            const int32_t *start, const int32_t *len, const int32_t *slot,
-                            int C, int K) {
+                            const int32_t *start, const int32_t *len, const int32_t *slot, int C,
+                            int K) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     int s = blockIdx.y, W = K - 1;
     if (c >= C) return;
@@ -41,7 +41,8 @@ __global__ void conv_window(float *state, const float *__restrict__ x, int ld_x,
     float *st = state + (size_t)slot[s] * W * C;
     for (int r = 0; r < W; r++) {
         int src = n + r; /* index into [window (W rows); x (n rows)] */
-        st[(size_t)r * C + c] = src < W ? st[(size_t)src * C + c] : x[(size_t)(t0 + src - W) * ld_x + c];
+        st[(size_t)r * C + c] =
+            src < W ? st[(size_t)src * C + c] : x[(size_t)(t0 + src - W) * ld_x + c];
     }
 }
 

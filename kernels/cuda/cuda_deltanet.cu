@@ -16,10 +16,10 @@ enum { GD_WARPS = 4, GD_THREADS = 32 * GD_WARPS, GD_CH = 8 };
 
 template <int RPT>
 __global__ void __launch_bounds__(GD_THREADS)
-gd_seq(float *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k, int ld_qk,
-       const float *__restrict__ v, int ld_v, const float *__restrict__ g,
-       const float *__restrict__ beta, float *__restrict__ state, const int32_t *start,
-       const int32_t *len, const int32_t *slot, int Hk, int Hv, int dk, int dv) {
+    gd_seq(float *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k,
+           int ld_qk, const float *__restrict__ v, int ld_v, const float *__restrict__ g,
+           const float *__restrict__ beta, float *__restrict__ state, const int32_t *start,
+           const int32_t *len, const int32_t *slot, int Hk, int Hv, int dk, int dv) {
     constexpr int R = GD_WARPS * RPT; /* rows covered, >= dk */
     __shared__ float qs[GD_CH][R], ks[GD_CH][R], vs[GD_CH][32], gs[GD_CH], bs[GD_CH];
     __shared__ float red[2][GD_WARPS][32];
@@ -48,7 +48,8 @@ gd_seq(float *__restrict__ out, const float *__restrict__ q, const float *__rest
         }
         for (int e = threadIdx.x; e < GD_CH * 32; e += GD_THREADS) {
             int tt = e / 32, jj = blockIdx.y * 32 + e % 32;
-            vs[tt][e % 32] = tt < nc && jj < dv ? v[(size_t)(t0 + c0 + tt) * ld_v + (size_t)h * dv + jj] : 0.0f;
+            vs[tt][e % 32] =
+                tt < nc && jj < dv ? v[(size_t)(t0 + c0 + tt) * ld_v + (size_t)h * dv + jj] : 0.0f;
         }
         if ((int)threadIdx.x < nc) {
             size_t gi = (size_t)(t0 + c0 + threadIdx.x) * Hv + h;
@@ -127,8 +128,8 @@ void cuda_gated_delta(backend *b, float *out, const float *q, const float *k, in
     int ns = bt->n_seqs;
     if (ns <= 0 || Hv <= 0 || dk <= 0 || dv <= 0 ||
         !cuda_enter(c, CUDA_OP_DELTA, (const void *)out, (const void *)q, (const void *)k, ld_qk,
-                    (const void *)v, ld_v, (const void *)g, (const void *)beta,
-                    (const void *)state, ns, Hk, Hv, dk, dv))
+                    (const void *)v, ld_v, (const void *)g, (const void *)beta, (const void *)state,
+                    ns, Hk, Hv, dk, dv))
         return;
     if (Hk <= 0 || Hv % Hk) {
         cuda_fail(c, "gated_delta", cudaErrorInvalidValue);

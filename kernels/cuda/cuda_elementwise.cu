@@ -12,13 +12,15 @@ enum { EW_CAP = 65535 }; /* grid-stride: at most this many blocks */
 /* ---- kernels ---- */
 
 __global__ void ew_add(float *__restrict__ out, const float *a, const float *x, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
         out[i] = a[i] + x[i];
 }
 
 /* kind 0: silu(gate)·up; 1: gelu_tanh(gate)·up. out may alias gate (same index). */
 __global__ void ew_glu(float *out, const float *gate, const float *up, size_t n, int kind) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
         float g = gate[i], a;
         if (kind == 0) {
             a = cuda_silu(g);
@@ -31,12 +33,14 @@ __global__ void ew_glu(float *out, const float *gate, const float *up, size_t n,
 }
 
 __global__ void ew_sigmoid_mul(float *x, const float *gate, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
         x[i] *= cuda_sigmoid(gate[i]);
 }
 
 __global__ void ew_relu2(float *x, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
         float v = fmaxf(x[i], 0.0f);
         x[i] = v * v;
     }
@@ -45,19 +49,22 @@ __global__ void ew_relu2(float *x, size_t n) {
 /* s: a 1-element weight of dtype sdt, or NULL. */
 __global__ void ew_scale(float *x, float alpha, const void *s, int sdt, size_t n) {
     float f = s ? alpha * cuda_wget(s, sdt, 0) : alpha;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
         x[i] *= f;
 }
 
 __global__ void ew_softcap(float *x, float cap, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
         x[i] = cap * tanhf(x[i] / cap);
 }
 
 __global__ void ew_split(float *__restrict__ a, float *__restrict__ g, const float *__restrict__ in,
                          size_t rows, int half) {
     size_t n = rows * (size_t)half;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
         size_t r = i / (size_t)half, j = i % (size_t)half;
         a[i] = in[r * 2 * half + j];
         g[i] = in[r * 2 * half + half + j];
@@ -65,10 +72,11 @@ __global__ void ew_split(float *__restrict__ a, float *__restrict__ g, const flo
 }
 
 /* out[i,:] = x[rows[i],:] when out and x do not overlap. */
-__global__ void ew_gather(float *__restrict__ out, const float *__restrict__ x,
-                          const int32_t *rows, int n, int width) {
+__global__ void ew_gather(float *__restrict__ out, const float *__restrict__ x, const int32_t *rows,
+                          int n, int width) {
     size_t total = (size_t)n * width;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
         size_t r = i / (size_t)width, j = i % (size_t)width;
         out[i] = x[(size_t)rows[r] * width + j];
     }
@@ -76,7 +84,8 @@ __global__ void ew_gather(float *__restrict__ out, const float *__restrict__ x,
 
 /* Overlapping gather: one block, rows in order, each row a memmove through registers in
  * chunks of blockDim floats taken in the direction that never overwrites unread source. */
-__global__ void ew_gather_serial(float *out, const float *x, const int32_t *rows, int n, int width) {
+__global__ void ew_gather_serial(float *out, const float *x, const int32_t *rows, int n,
+                                 int width) {
     for (int r = 0; r < n; r++) {
         float *d = out + (size_t)r * width;
         const float *s = x + (size_t)rows[r] * width;
@@ -96,17 +105,19 @@ __global__ void ew_gather_serial(float *out, const float *x, const int32_t *rows
 __global__ void ew_embed(float *__restrict__ out, const void *__restrict__ table, int dt,
                          const int32_t *ids, int m, int n) {
     size_t total = (size_t)m * n;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
         size_t r = i / (size_t)n, j = i % (size_t)n;
         out[i] = cuda_wget(table, dt, (size_t)ids[r] * n + j);
     }
 }
 
 __global__ void ew_gates(float *__restrict__ g, float *__restrict__ beta, const float *a,
-                         const float *bb, const void *A_log, int adt, const void *dt_bias,
-                         int bdt, int m, int Hv) {
+                         const float *bb, const void *A_log, int adt, const void *dt_bias, int bdt,
+                         int m, int Hv) {
     size_t n = (size_t)m * Hv;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
         int h = (int)(i % (size_t)Hv);
         g[i] = -expf(cuda_wget(A_log, adt, h)) * cuda_softplus(a[i] + cuda_wget(dt_bias, bdt, h));
         beta[i] = cuda_sigmoid(bb[i]);
@@ -119,7 +130,8 @@ __global__ void ew_gates(float *__restrict__ g, float *__restrict__ beta, const 
 
 void cuda_add(backend *b, float *out, const float *a, const float *x, size_t n) {
     cuda_impl *c = cuda_impl_of(b);
-    if (!n || !cuda_enter(c, CUDA_OP_ADD, (const void *)out, (const void *)a, (const void *)x, n)) return;
+    if (!n || !cuda_enter(c, CUDA_OP_ADD, (const void *)out, (const void *)a, (const void *)x, n))
+        return;
     ew_add<<<EW_GRID(n)>>>(out, a, x, n);
     cuda_check_launch(c, "add");
 }
@@ -175,7 +187,8 @@ void cuda_softcap(backend *b, float *x, float cap, size_t n) {
 void cuda_split_halves(backend *b, float *a, float *g, const float *in, int rows, int half) {
     cuda_impl *c = cuda_impl_of(b);
     size_t t = (size_t)rows * half;
-    if (!t || !cuda_enter(c, CUDA_OP_SPLIT, (const void *)a, (const void *)g, (const void *)in, rows, half))
+    if (!t || !cuda_enter(c, CUDA_OP_SPLIT, (const void *)a, (const void *)g, (const void *)in,
+                          rows, half))
         return;
     ew_split<<<EW_GRID(t)>>>(a, g, in, (size_t)rows, half);
     cuda_check_launch(c, "split_halves");
@@ -192,13 +205,12 @@ void cuda_gather_rows(backend *b, float *out, const float *x, const int32_t *row
     for (int i = 0; i < n; i++) max_row = rows[i] > max_row ? rows[i] : max_row;
     const float *x_end = x + ((size_t)max_row + 1) * width;
     int overlap = out < x_end && x < out + t;
-    int launch = cuda_enter(c, CUDA_OP_GATHER, (const void *)out, (const void *)x, n, width, overlap);
+    int launch =
+        cuda_enter(c, CUDA_OP_GATHER, (const void *)out, (const void *)x, n, width, overlap);
     const int32_t *d = (const int32_t *)cuda_stage(c, rows, sizeof(int32_t) * (size_t)n);
     if (!launch) return;
-    if (overlap)
-        ew_gather_serial<<<1, CUDA_BLOCK, 0, c->stream>>>(out, x, d, n, width);
-    else
-        ew_gather<<<EW_GRID(t)>>>(out, x, d, n, width);
+    if (overlap) ew_gather_serial<<<1, CUDA_BLOCK, 0, c->stream>>>(out, x, d, n, width);
+    else ew_gather<<<EW_GRID(t)>>>(out, x, d, n, width);
     cuda_check_launch(c, "gather_rows");
 }
 
@@ -218,7 +230,8 @@ void cuda_embed_dev(backend *b, float *out, const bk_weight *table, const int32_
     cuda_impl *c = cuda_impl_of(b);
     int n = (int)table->shape[1];
     size_t t = (size_t)m * n;
-    if (!t || !cuda_enter(c, CUDA_OP_EMBED_DEV, (const void *)out, table->data, (const void *)ids, m))
+    if (!t ||
+        !cuda_enter(c, CUDA_OP_EMBED_DEV, (const void *)out, table->data, (const void *)ids, m))
         return;
     ew_embed<<<EW_GRID(t)>>>(out, table->data, (int)table->dt, ids, m, n);
     cuda_check_launch(c, "embed_dev");

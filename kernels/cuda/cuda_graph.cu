@@ -55,7 +55,8 @@ int cuda_graph_begin(backend *b, uint64_t key, strata_err *err) {
     e = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return strata_err_set(err, STRATA_EDEVICE, "cuda: cannot capture: %s", cudaGetErrorString(e));
+        return strata_err_set(err, STRATA_EDEVICE, "cuda: cannot capture: %s",
+                              cudaGetErrorString(e));
     }
     c->mode = CUDA_MODE_CAPTURE;
     return 0;

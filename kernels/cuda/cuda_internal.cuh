@@ -27,14 +27,14 @@ extern "C" {
 #define CUDA_EXPORT extern "C" __attribute__((visibility("default")))
 
 enum {
-    CUDA_BLOCK = 256,                      /* default threads per block */
-    CUDA_STAGE_BYTES = 8 << 20,            /* pinned staging ring for host-side op inputs */
-    CUDA_BOUNCE_BYTES = 32 << 20,          /* pinned bounce buffer for downloads */
-    CUDA_BLAS_WS_BYTES = 32 << 20,         /* cuBLAS workspace (graph capture needs one) */
-    CUDA_ACT16_ELEMS = 16 << 20,           /* bf16-rounded activations for cuBLAS */
-    CUDA_ATT_PART_FLOATS = 4 << 20,        /* flash-decoding split partials */
-    CUDA_GRAPH_MAX = 32,                   /* captured graphs kept (batch-size buckets) */
-    CUDA_PENDING_MAX = 64,                 /* downloads deferred to graph_end */
+    CUDA_BLOCK = 256,               /* default threads per block */
+    CUDA_STAGE_BYTES = 8 << 20,     /* pinned staging ring for host-side op inputs */
+    CUDA_BOUNCE_BYTES = 32 << 20,   /* pinned bounce buffer for downloads */
+    CUDA_BLAS_WS_BYTES = 32 << 20,  /* cuBLAS workspace (graph capture needs one) */
+    CUDA_ACT16_ELEMS = 16 << 20,    /* bf16-rounded activations for cuBLAS */
+    CUDA_ATT_PART_FLOATS = 4 << 20, /* flash-decoding split partials */
+    CUDA_GRAPH_MAX = 32,            /* captured graphs kept (batch-size buckets) */
+    CUDA_PENDING_MAX = 64,          /* downloads deferred to graph_end */
 };
 
 typedef enum { CUDA_MODE_EAGER = 0, CUDA_MODE_CAPTURE, CUDA_MODE_REPLAY } cuda_mode;
@@ -53,33 +53,33 @@ typedef struct cuda_alloc_rec {
 
 typedef struct cuda_graph_entry {
     uint64_t key;
-    uint64_t sig;  /* hash of the op sequence captured */
+    uint64_t sig; /* hash of the op sequence captured */
     int n_ops;
     cudaGraphExec_t exec;
 } cuda_graph_entry;
 
 typedef struct cuda_pending {
-    void *dst;       /* host destination (the caller's pointer of this replay) */
-    size_t off;      /* offset in the bounce buffer */
+    void *dst;  /* host destination (the caller's pointer of this replay) */
+    size_t off; /* offset in the bounce buffer */
     size_t bytes;
 } cuda_pending;
 
 typedef struct cuda_impl {
-    backend_ops ops;        /* the vtable b->ops points at */
+    backend_ops ops; /* the vtable b->ops points at */
     int device, n_sm;
-    char name[256];         /* device name */
+    char name[256]; /* device name */
     cudaStream_t stream;
     cublasHandle_t blas;
-    void *blas_ws;          /* [CUDA_BLAS_WS_BYTES] */
-    __nv_bfloat16 *act16;   /* [CUDA_ACT16_ELEMS] */
-    float *att_part;        /* [CUDA_ATT_PART_FLOATS] */
+    void *blas_ws;        /* [CUDA_BLAS_WS_BYTES] */
+    __nv_bfloat16 *act16; /* [CUDA_ACT16_ELEMS] */
+    float *att_part;      /* [CUDA_ATT_PART_FLOATS] */
     /* staging ring: host inputs copied H2D at op time (or refilled before a graph replay) */
     unsigned char *stage_h; /* pinned [CUDA_STAGE_BYTES] */
     unsigned char *stage_d; /* device mirror [CUDA_STAGE_BYTES] */
     size_t stage_off;
-    cudaEvent_t stage_ev;   /* after the last staging copy */
+    cudaEvent_t stage_ev; /* after the last staging copy */
     int stage_ev_live;
-    unsigned char *bounce;  /* pinned [CUDA_BOUNCE_BYTES] download bounce */
+    unsigned char *bounce; /* pinned [CUDA_BOUNCE_BYTES] download bounce */
     size_t bounce_off;
     cuda_bdev bdev;
     /* allocations made through ops->alloc and weight_prepare */
@@ -90,8 +90,8 @@ typedef struct cuda_impl {
     cuda_mode mode;
     uint64_t key, sig;
     int n_ops;
-    int graph_bad;          /* something in this capture/replay cannot be replayed */
-    char graph_msg[256];    /* why, when a CUDA call failed during the capture */
+    int graph_bad;       /* something in this capture/replay cannot be replayed */
+    char graph_msg[256]; /* why, when a CUDA call failed during the capture */
     cuda_graph_entry graphs[CUDA_GRAPH_MAX];
     int n_graphs;
     cuda_pending pending[CUDA_PENDING_MAX];
@@ -137,12 +137,34 @@ template <typename... A> static inline int cuda_enter(cuda_impl *c, int op, A...
     return c->mode == CUDA_MODE_CAPTURE;
 }
 enum {
-    CUDA_OP_UPLOAD = 1, CUDA_OP_DOWNLOAD, CUDA_OP_ZERO, CUDA_OP_BATCH, CUDA_OP_EMBED,
-    CUDA_OP_RMSNORM, CUDA_OP_RMSNORM_GATED, CUDA_OP_L2NORM, CUDA_OP_ADD, CUDA_OP_SILU_MUL,
-    CUDA_OP_SIGMOID_MUL, CUDA_OP_SPLIT, CUDA_OP_GATHER, CUDA_OP_MATMUL, CUDA_OP_ROPE,
-    CUDA_OP_KV_STORE, CUDA_OP_ATTENTION, CUDA_OP_CONV1D, CUDA_OP_GATES, CUDA_OP_DELTA,
-    CUDA_OP_GELU_MUL, CUDA_OP_RELU2, CUDA_OP_SCALE, CUDA_OP_SOFTCAP, CUDA_OP_NORM_GROUPED,
-    CUDA_OP_SSD, CUDA_OP_ARGMAX, CUDA_OP_EMBED_DEV,
+    CUDA_OP_UPLOAD = 1,
+    CUDA_OP_DOWNLOAD,
+    CUDA_OP_ZERO,
+    CUDA_OP_BATCH,
+    CUDA_OP_EMBED,
+    CUDA_OP_RMSNORM,
+    CUDA_OP_RMSNORM_GATED,
+    CUDA_OP_L2NORM,
+    CUDA_OP_ADD,
+    CUDA_OP_SILU_MUL,
+    CUDA_OP_SIGMOID_MUL,
+    CUDA_OP_SPLIT,
+    CUDA_OP_GATHER,
+    CUDA_OP_MATMUL,
+    CUDA_OP_ROPE,
+    CUDA_OP_KV_STORE,
+    CUDA_OP_ATTENTION,
+    CUDA_OP_CONV1D,
+    CUDA_OP_GATES,
+    CUDA_OP_DELTA,
+    CUDA_OP_GELU_MUL,
+    CUDA_OP_RELU2,
+    CUDA_OP_SCALE,
+    CUDA_OP_SOFTCAP,
+    CUDA_OP_NORM_GROUPED,
+    CUDA_OP_SSD,
+    CUDA_OP_ARGMAX,
+    CUDA_OP_EMBED_DEV,
 };
 
 /* ---- staging (cuda_backend.cu) ----
@@ -195,16 +217,16 @@ void cuda_gather_rows(backend *b, float *out, const float *x, const int32_t *row
 void cuda_gdn_gates(backend *b, float *g, float *beta, const float *a, const float *bb,
                     const bk_weight *A_log, const bk_weight *dt_bias, int m, int Hv);
 /* cuda_norm.cu */
-void cuda_rmsnorm(backend *b, float *out, const float *x, const bk_weight *w, int m, int n,
-                  int ld, float eps, int mode);
-void cuda_rmsnorm_gated(backend *b, float *out, const float *x, const float *z,
-                        const bk_weight *w, int m, int n, float eps);
+void cuda_rmsnorm(backend *b, float *out, const float *x, const bk_weight *w, int m, int n, int ld,
+                  float eps, int mode);
+void cuda_rmsnorm_gated(backend *b, float *out, const float *x, const float *z, const bk_weight *w,
+                        int m, int n, float eps);
 void cuda_rmsnorm_gated_grouped(backend *b, float *out, const float *x, const float *z,
                                 const bk_weight *w, int m, int width, int group, float eps);
 void cuda_l2norm(backend *b, float *x, int m, int n, int ld, float eps, float scale);
 /* cuda_rope.cu */
-void cuda_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads,
-               int hd, int rot, int ld);
+void cuda_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads, int hd,
+               int rot, int ld);
 /* cuda_matmul.cu */
 void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m);
 /* cuda_attention.cu */
@@ -223,8 +245,8 @@ void cuda_gated_delta(backend *b, float *out, const float *q, const float *k, in
 /* cuda_ssd.cu */
 void cuda_ssd(backend *b, float *y, const float *x, int ld_x, const float *B, const float *C,
               int ld_bc, const float *dt, int ld_dt, const bk_weight *A_log,
-              const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt,
-              int H, int P, int N, int G, float dt_min);
+              const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt, int H,
+              int P, int N, int G, float dt_min);
 /* cuda_membw.cu */
 double cuda_read_bandwidth(backend *b, size_t bytes);
 /* cuda_graph.cu: the graph slots of the ops table (kernels/backend.h) */

@@ -27,7 +27,9 @@ template <> struct mm_w<DTYPE_F32> {
         f[0] = __uint_as_float(u.x), f[1] = __uint_as_float(u.y);
         f[2] = __uint_as_float(u.z), f[3] = __uint_as_float(u.w);
     }
-    static __device__ __forceinline__ float get(const void *p, size_t i) { return ((const float *)p)[i]; }
+    static __device__ __forceinline__ float get(const void *p, size_t i) {
+        return ((const float *)p)[i];
+    }
 };
 template <> struct mm_w<DTYPE_BF16> {
     enum { VE = 8, SZ = 2 };
@@ -60,7 +62,8 @@ template <> struct mm_w<DTYPE_F16> {
 
 /* x as a BF16 matmul reads it: rounded to nearest even, subnormals to a signed zero. */
 __device__ __forceinline__ float mm_round_x(float v) {
-    if ((__float_as_uint(v) & 0x7f800000u) == 0) return __uint_as_float(__float_as_uint(v) & 0x80000000u);
+    if ((__float_as_uint(v) & 0x7f800000u) == 0)
+        return __uint_as_float(__float_as_uint(v) & 0x80000000u);
     return __bfloat162float(__float2bfloat16_rn(v));
 }
 
@@ -68,7 +71,8 @@ __device__ __forceinline__ float mm_round_x(float v) {
 
 /* xb = x rounded as mm_round_x does, for the GEMV and the bf16 GEMM. */
 __global__ void mm_to_bf16(__nv_bfloat16 *__restrict__ xb, const float *__restrict__ x, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
         xb[i] = __float2bfloat16_rn(mm_round_x(x[i]));
 }
 
@@ -76,8 +80,8 @@ __global__ void mm_to_bf16(__nv_bfloat16 *__restrict__ xb, const float *__restri
  * bf16 once by mm_to_bf16 (xb) and is read 8 at a time in one 16-byte load, half the bytes
  * of f32 x; for other weights it is the f32 x itself. */
 template <int DT>
-__device__ __forceinline__ void mm_load_x(const float *__restrict__ x, const uint16_t *__restrict__ xb,
-                                          size_t off, float *f) {
+__device__ __forceinline__ void mm_load_x(const float *__restrict__ x,
+                                          const uint16_t *__restrict__ xb, size_t off, float *f) {
     if (DT == DTYPE_BF16) {
         mm_w<DTYPE_BF16>::unpack(__ldg((const uint4 *)(xb + off)), f);
     } else {
@@ -89,8 +93,8 @@ __device__ __forceinline__ void mm_load_x(const float *__restrict__ x, const uin
     }
 }
 template <int DT>
-__device__ __forceinline__ float mm_get_x(const float *__restrict__ x, const uint16_t *__restrict__ xb,
-                                          size_t i) {
+__device__ __forceinline__ float mm_get_x(const float *__restrict__ x,
+                                          const uint16_t *__restrict__ xb, size_t i) {
     return DT == DTYPE_BF16 ? __uint_as_float((uint32_t)xb[i] << 16) : x[i];
 }
 
@@ -98,8 +102,8 @@ __device__ __forceinline__ float mm_get_x(const float *__restrict__ x, const uin
  * 16-byte aligned x (or xb) and W (then every row is aligned too). */
 template <int DT, int M>
 __global__ void __launch_bounds__(MM_THREADS)
-mm_gemv(float *__restrict__ out, const float *__restrict__ x, const uint16_t *__restrict__ xb,
-        const void *__restrict__ w, int n, int k, int wpr, int vec) {
+    mm_gemv(float *__restrict__ out, const float *__restrict__ x, const uint16_t *__restrict__ xb,
+            const void *__restrict__ w, int n, int k, int wpr, int vec) {
     typedef mm_w<DT> W;
     __shared__ float red[MM_WARPS][M];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -173,8 +177,8 @@ mm_gemv(float *__restrict__ out, const float *__restrict__ x, const uint16_t *__
  * block, k in steps of 16 through shared memory, 4 x 4 outputs per thread. */
 template <int DT>
 __global__ void __launch_bounds__(256)
-mm_tiled(float *__restrict__ out, const float *__restrict__ x, const void *__restrict__ w, int m,
-         int n, int k) {
+    mm_tiled(float *__restrict__ out, const float *__restrict__ x, const void *__restrict__ w,
+             int m, int n, int k) {
     __shared__ float xs[16][64 + 1], ws[16][64 + 1];
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int m0 = blockIdx.y * 64, n0 = blockIdx.x * 64;
@@ -185,7 +189,8 @@ mm_tiled(float *__restrict__ out, const float *__restrict__ x, const void *__res
             int e = tid + 256 * q, r = e / 16, kk = e % 16;
             float xv = m0 + r < m && k0 + kk < k ? x[(size_t)(m0 + r) * k + k0 + kk] : 0.0f;
             xs[kk][r] = DT == DTYPE_BF16 ? mm_round_x(xv) : xv;
-            ws[kk][r] = n0 + r < n && k0 + kk < k ? mm_w<DT>::get(w, (size_t)(n0 + r) * k + k0 + kk) : 0.0f;
+            ws[kk][r] =
+                n0 + r < n && k0 + kk < k ? mm_w<DT>::get(w, (size_t)(n0 + r) * k + k0 + kk) : 0.0f;
         }
         __syncthreads();
 #pragma unroll
@@ -229,8 +234,10 @@ static void mm_gemv_launch(cuda_impl *c, float *out, const float *x, const void 
      * still spreads over the GPU, while every lane keeps >= 2 chunks to stream. */
     while (wpr < MM_WARPS && (int64_t)n * wpr < 32LL * c->n_sm && chunks >= 64 * wpr) wpr *= 2;
     unsigned blocks = (unsigned)((n + MM_WARPS / wpr - 1) / (MM_WARPS / wpr));
-#define MM_CASE(M_)                                                                            \
-    case M_: mm_gemv<DT, M_><<<blocks, MM_THREADS, 0, c->stream>>>(out, x, xb, w, n, k, wpr, vec); break;
+#define MM_CASE(M_)                                                                                \
+    case M_:                                                                                       \
+        mm_gemv<DT, M_><<<blocks, MM_THREADS, 0, c->stream>>>(out, x, xb, w, n, k, wpr, vec);      \
+        break;
     switch (m) {
         MM_CASE(1) MM_CASE(2) MM_CASE(3) MM_CASE(4) MM_CASE(5) MM_CASE(6) MM_CASE(7) MM_CASE(8)
     }
@@ -245,8 +252,7 @@ static void mm_tiled_launch(cuda_impl *c, float *out, const float *x, const bk_w
         mm_tiled<DTYPE_F16><<<grid, 256, 0, c->stream>>>(out, x, w->data, m, n, k);
     else if (w->dt == DTYPE_BF16)
         mm_tiled<DTYPE_BF16><<<grid, 256, 0, c->stream>>>(out, x, w->data, m, n, k);
-    else
-        mm_tiled<DTYPE_F32><<<grid, 256, 0, c->stream>>>(out, x, w->data, m, n, k);
+    else mm_tiled<DTYPE_F32><<<grid, 256, 0, c->stream>>>(out, x, w->data, m, n, k);
     cuda_check_launch(c, "matmul tiled");
 }
 
@@ -254,9 +260,9 @@ static void mm_tiled_launch(cuda_impl *c, float *out, const float *x, const bk_w
 static int mm_gemm(cuda_impl *c, float *C, const void *B, cudaDataType bt, const void *W,
                    cudaDataType wt, int rows, int n, int k) {
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t s = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, W, wt, k,
-                                    B, bt, k, &zero, C, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t s =
+        cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, W, wt, k, B, bt, k, &zero,
+                     C, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS) cuda_fail(c, "cuBLAS GemmEx", cudaErrorUnknown);
     return s == CUBLAS_STATUS_SUCCESS ? 0 : -1;
 }
@@ -273,9 +279,11 @@ static void mm_blas_bf16(cuda_impl *c, float *out, const float *x, const void *w
     for (int r0 = 0; r0 < m; r0 += mc) {
         int rows = m - r0 < mc ? m - r0 : mc;
         size_t e = (size_t)rows * k;
-        mm_to_bf16<<<cuda_blocks(e, 256, 65535), 256, 0, c->stream>>>(c->act16, x + (size_t)r0 * k, e);
+        mm_to_bf16<<<cuda_blocks(e, 256, 65535), 256, 0, c->stream>>>(c->act16, x + (size_t)r0 * k,
+                                                                      e);
         cuda_check_launch(c, "matmul bf16 convert");
-        if (mm_gemm(c, out + (size_t)r0 * n, c->act16, CUDA_R_16BF, w, CUDA_R_16BF, rows, n, k)) return;
+        if (mm_gemm(c, out + (size_t)r0 * n, c->act16, CUDA_R_16BF, w, CUDA_R_16BF, rows, n, k))
+            return;
     }
 }
 
@@ -286,7 +294,8 @@ void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int
         !cuda_enter(c, CUDA_OP_MATMUL, (const void *)out, (const void *)x, w->data, m, n, k))
         return;
     if (m <= MM_GEMV_MAX_M) {
-        if (w->dt == DTYPE_BF16 && (size_t)m * k > CUDA_ACT16_ELEMS) /* x outgrows act16: no model */
+        if (w->dt == DTYPE_BF16 &&
+            (size_t)m * k > CUDA_ACT16_ELEMS) /* x outgrows act16: no model */
             mm_tiled_launch(c, out, x, w, m, n, k);
         else if (w->dt == DTYPE_BF16) mm_gemv_launch<DTYPE_BF16>(c, out, x, w->data, m, n, k);
         else if (w->dt == DTYPE_F16) mm_gemv_launch<DTYPE_F16>(c, out, x, w->data, m, n, k);

@@ -30,8 +30,8 @@ template <int TPR> __device__ __forceinline__ float norm_row_sum(float v, float 
  * offset (r%gpr)·n. */
 template <int TPR>
 __global__ void __launch_bounds__(NORM_BLOCK)
-norm_rows(float *out, const float *x, const float *z, const void *w, int wdt, int m, int n,
-          int ld, int gpr, float eps, float scale, int mode, int kind) {
+    norm_rows(float *out, const float *x, const float *z, const void *w, int wdt, int m, int n,
+              int ld, int gpr, float eps, float scale, int mode, int kind) {
     __shared__ float sm[NORM_BLOCK / 32];
     int row = blockIdx.x * (NORM_BLOCK / TPR) + threadIdx.x / TPR;
     int t = threadIdx.x % TPR;
@@ -73,9 +73,9 @@ norm_rows(float *out, const float *x, const float *z, const void *w, int wdt, in
 
 /* ---- launchers ---- */
 
-static void norm_launch(cuda_impl *c, const char *name, float *out, const float *x,
-                        const float *z, const bk_weight *w, int m, int n, int ld, int gpr,
-                        float eps, float scale, int mode, int kind) {
+static void norm_launch(cuda_impl *c, const char *name, float *out, const float *x, const float *z,
+                        const bk_weight *w, int m, int n, int ld, int gpr, float eps, float scale,
+                        int mode, int kind) {
     const void *wd = w ? w->data : NULL;
     int wdt = w ? (int)w->dt : 0;
     if (n >= 1024) {
@@ -83,25 +83,25 @@ static void norm_launch(cuda_impl *c, const char *name, float *out, const float 
                                                                eps, scale, mode, kind);
     } else {
         unsigned blocks = (unsigned)((m + NORM_BLOCK / 32 - 1) / (NORM_BLOCK / 32));
-        norm_rows<32><<<blocks, NORM_BLOCK, 0, c->stream>>>(out, x, z, wd, wdt, m, n, ld, gpr,
-                                                            eps, scale, mode, kind);
+        norm_rows<32><<<blocks, NORM_BLOCK, 0, c->stream>>>(out, x, z, wd, wdt, m, n, ld, gpr, eps,
+                                                            scale, mode, kind);
     }
     cuda_check_launch(c, name);
 }
 
-void cuda_rmsnorm(backend *b, float *out, const float *x, const bk_weight *w, int m, int n,
-                  int ld, float eps, int mode) {
+void cuda_rmsnorm(backend *b, float *out, const float *x, const bk_weight *w, int m, int n, int ld,
+                  float eps, int mode) {
     cuda_impl *c = cuda_impl_of(b);
     if (m <= 0 || n <= 0 ||
         !cuda_enter(c, CUDA_OP_RMSNORM, (const void *)out, (const void *)x, w ? w->data : NULL, m,
                     n, ld, eps, mode))
         return;
-    norm_launch(c, "rmsnorm", out, x, NULL, mode == BK_NORM_NONE ? NULL : w, m, n, ld, 1, eps,
-                1.0f, mode, 0);
+    norm_launch(c, "rmsnorm", out, x, NULL, mode == BK_NORM_NONE ? NULL : w, m, n, ld, 1, eps, 1.0f,
+                mode, 0);
 }
 
-void cuda_rmsnorm_gated(backend *b, float *out, const float *x, const float *z,
-                        const bk_weight *w, int m, int n, float eps) {
+void cuda_rmsnorm_gated(backend *b, float *out, const float *x, const float *z, const bk_weight *w,
+                        int m, int n, float eps) {
     cuda_impl *c = cuda_impl_of(b);
     if (m <= 0 || n <= 0 ||
         !cuda_enter(c, CUDA_OP_RMSNORM_GATED, (const void *)out, (const void *)x, (const void *)z,
@@ -112,8 +112,7 @@ void cuda_rmsnorm_gated(backend *b, float *out, const float *x, const float *z,
 
 void cuda_l2norm(backend *b, float *x, int m, int n, int ld, float eps, float scale) {
     cuda_impl *c = cuda_impl_of(b);
-    if (m <= 0 || n <= 0 ||
-        !cuda_enter(c, CUDA_OP_L2NORM, (const void *)x, m, n, ld, eps, scale))
+    if (m <= 0 || n <= 0 || !cuda_enter(c, CUDA_OP_L2NORM, (const void *)x, m, n, ld, eps, scale))
         return;
     norm_launch(c, "l2norm", x, x, NULL, NULL, m, n, ld, 1, eps, scale, 0, 2);
 }
@@ -126,6 +125,6 @@ void cuda_rmsnorm_gated_grouped(backend *b, float *out, const float *x, const fl
                     w->data, m, width, group, eps))
         return;
     int gpr = width / group;
-    norm_launch(c, "rmsnorm_gated_grouped", out, x, z, w, m * gpr, group, width, gpr, eps, 1.0f,
-                0, 3);
+    norm_launch(c, "rmsnorm_gated_grouped", out, x, z, w, m * gpr, group, width, gpr, eps, 1.0f, 0,
+                3);
 }

@@ -24,13 +24,14 @@ __global__ void rope_rotate(float *x, const int32_t *tok_pos, const float *inv_f
     }
 }
 
-void cuda_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads,
-               int hd, int rot, int ld) {
+void cuda_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads, int hd,
+               int rot, int ld) {
     cuda_impl *c = cuda_impl_of(b);
     const cuda_bdev *d = (const cuda_bdev *)bt->dev;
     int m = bt->n_tokens, half = rot / 2;
     if (m <= 0 || half <= 0 || heads <= 0 ||
-        !cuda_enter(c, CUDA_OP_ROPE, (const void *)x, (const void *)inv_freq, m, heads, hd, rot, ld))
+        !cuda_enter(c, CUDA_OP_ROPE, (const void *)x, (const void *)inv_freq, m, heads, hd, rot,
+                    ld))
         return;
     size_t total = (size_t)m * half;
     rope_rotate<<<cuda_blocks(total, CUDA_BLOCK, 65535), CUDA_BLOCK, 0, c->stream>>>(

@@ -17,7 +17,7 @@ __device__ __forceinline__ void am_pick(float &v, int &i, float w, int j) {
 }
 
 __global__ void __launch_bounds__(AM_THREADS)
-am_rows(int32_t *__restrict__ ids, const float *__restrict__ logits, int n) {
+    am_rows(int32_t *__restrict__ ids, const float *__restrict__ logits, int n) {
     __shared__ float sv[AM_THREADS / 32];
     __shared__ int si[AM_THREADS / 32];
     const float *row = logits + (size_t)blockIdx.x * n;

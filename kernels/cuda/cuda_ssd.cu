@@ -10,8 +10,13 @@
  * faster prefill to write next, README.md); S is read and written once per step. */
 #include "kernels/cuda/cuda_internal.cuh"
 
-enum { SSD_WARPS = 4, SSD_THREADS = 32 * SSD_WARPS, SSD_RP = 4, SSD_CH = 8,
-       SSD_ROWS = SSD_WARPS * SSD_RP };
+enum {
+    SSD_WARPS = 4,
+    SSD_THREADS = 32 * SSD_WARPS,
+    SSD_RP = 4,
+    SSD_CH = 8,
+    SSD_ROWS = SSD_WARPS * SSD_RP
+};
 
 typedef struct ssd_args {
     float *y;
@@ -26,17 +31,16 @@ typedef struct ssd_args {
 } ssd_args;
 
 /* Δ and the decay of token t, head h (backend.h ssd). */
-#define SSD_GATE(a, t, h, delta, decay)                                                        \
-    do {                                                                                       \
-        float dl_ = cuda_softplus((a).dt[(size_t)(t) * (a).ld_dt + (h)] +                      \
-                                  cuda_wget((a).dt_bias, (a).bdt, (h)));                       \
-        if ((a).dt_min > 0.0f) dl_ = fmaxf(dl_, (a).dt_min);                                   \
-        (delta) = dl_;                                                                         \
-        (decay) = expf(dl_ * -expf(cuda_wget((a).A_log, (a).adt, (h))));                       \
+#define SSD_GATE(a, t, h, delta, decay)                                                            \
+    do {                                                                                           \
+        float dl_ = cuda_softplus((a).dt[(size_t)(t) * (a).ld_dt + (h)] +                          \
+                                  cuda_wget((a).dt_bias, (a).bdt, (h)));                           \
+        if ((a).dt_min > 0.0f) dl_ = fmaxf(dl_, (a).dt_min);                                       \
+        (delta) = dl_;                                                                             \
+        (decay) = expf(dl_ * -expf(cuda_wget((a).A_log, (a).adt, (h))));                           \
     } while (0)
 
-template <int NPL>
-__global__ void __launch_bounds__(SSD_THREADS) ssd_seq(ssd_args a) {
+template <int NPL> __global__ void __launch_bounds__(SSD_THREADS) ssd_seq(ssd_args a) {
     constexpr int NR = 32 * NPL; /* columns covered, >= N */
     __shared__ float bsm[SSD_CH][NR], csm[SSD_CH][NR], xsm[SSD_CH][SSD_ROWS];
     __shared__ float dsm[SSD_CH], esm[SSD_CH];
@@ -70,9 +74,12 @@ __global__ void __launch_bounds__(SSD_THREADS) ssd_seq(ssd_args a) {
         }
         for (int e = threadIdx.x; e < SSD_CH * SSD_ROWS; e += SSD_THREADS) {
             int tt = e / SSD_ROWS, pr = e % SSD_ROWS, p = p0 + pr;
-            xsm[tt][pr] = tt < nc && p < a.P ? a.x[(size_t)(t0 + c0 + tt) * a.ld_x + (size_t)h * a.P + p] : 0.0f;
+            xsm[tt][pr] = tt < nc && p < a.P
+                              ? a.x[(size_t)(t0 + c0 + tt) * a.ld_x + (size_t)h * a.P + p]
+                              : 0.0f;
         }
-        if ((int)threadIdx.x < nc) SSD_GATE(a, t0 + c0 + (int)threadIdx.x, h, dsm[threadIdx.x], esm[threadIdx.x]);
+        if ((int)threadIdx.x < nc)
+            SSD_GATE(a, t0 + c0 + (int)threadIdx.x, h, dsm[threadIdx.x], esm[threadIdx.x]);
         __syncthreads();
         for (int tt = 0; tt < nc; tt++) {
             const float dl = dsm[tt], dec = esm[tt];
@@ -125,8 +132,8 @@ __global__ void ssd_generic(ssd_args a) {
 
 void cuda_ssd(backend *b, float *y, const float *x, int ld_x, const float *B, const float *C,
               int ld_bc, const float *dt, int ld_dt, const bk_weight *A_log,
-              const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt,
-              int H, int P, int N, int G, float dt_min) {
+              const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt, int H,
+              int P, int N, int G, float dt_min) {
     cuda_impl *c = cuda_impl_of(b);
     const cuda_bdev *d = (const cuda_bdev *)bt->dev;
     int ns = bt->n_seqs;
@@ -139,12 +146,34 @@ void cuda_ssd(backend *b, float *y, const float *x, int ld_x, const float *B, co
         cuda_fail(c, "ssd", cudaErrorInvalidValue);
         return;
     }
-    ssd_args a = {y, x, B, C, dt, ld_x, ld_bc, ld_dt, A_log->data, dt_bias->data, D->data,
-                  (int)A_log->dt, (int)dt_bias->dt, (int)D->dt, state, d->start, d->len,
-                  d->slot, H, P, N, G, dt_min};
+    ssd_args a = {y,
+                  x,
+                  B,
+                  C,
+                  dt,
+                  ld_x,
+                  ld_bc,
+                  ld_dt,
+                  A_log->data,
+                  dt_bias->data,
+                  D->data,
+                  (int)A_log->dt,
+                  (int)dt_bias->dt,
+                  (int)D->dt,
+                  state,
+                  d->start,
+                  d->len,
+                  d->slot,
+                  H,
+                  P,
+                  N,
+                  G,
+                  dt_min};
     dim3 grid((unsigned)(ns * H), (unsigned)((P + SSD_ROWS - 1) / SSD_ROWS));
     if (N <= 128) ssd_seq<4><<<grid, SSD_THREADS, 0, c->stream>>>(a);
     else if (N <= 256) ssd_seq<8><<<grid, SSD_THREADS, 0, c->stream>>>(a);
-    else ssd_generic<<<dim3((unsigned)(ns * H), (unsigned)((P + 127) / 128)), 128, 0, c->stream>>>(a);
+    else
+        ssd_generic<<<dim3((unsigned)(ns * H), (unsigned)((P + 127) / 128)), 128, 0, c->stream>>>(
+            a);
     cuda_check_launch(c, "ssd");
 }

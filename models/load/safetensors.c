@@ -28,20 +28,20 @@
 #define ST_INDEX_NAME "model.safetensors.index.json"
 
 typedef struct st_file {
-    char *path;           /* as opened; tensors point at it for messages */
-    const uint8_t *map;   /* whole file, PROT_READ, MAP_PRIVATE */
+    char *path;         /* as opened; tensors point at it for messages */
+    const uint8_t *map; /* whole file, PROT_READ, MAP_PRIVATE */
     size_t map_len;
-    size_t data_off;      /* 8 + header length: where data_offsets count from */
-    json_t *root;         /* header, only while st_open runs */
+    size_t data_off; /* 8 + header length: where data_offsets count from */
+    json_t *root;    /* header, only while st_open runs */
 } st_file;
 
 struct st_model {
-    st_file *files;       /* [n_files] */
+    st_file *files; /* [n_files] */
     int n_files;
-    st_tensor *tensors;   /* [n_tensors]: per file in offset order, files in index order */
+    st_tensor *tensors; /* [n_tensors]: per file in offset order, files in index order */
     int n_tensors;
-    uint32_t *slots;      /* open-addressing table of tensor index + 1; 0 = empty */
-    uint32_t n_slots;     /* power of two, >= 2 * n_tensors */
+    uint32_t *slots;  /* open-addressing table of tensor index + 1; 0 = empty */
+    uint32_t n_slots; /* power of two, >= 2 * n_tensors */
 };
 
 /* One validated header entry; name points into the parsed JSON. */
@@ -95,8 +95,9 @@ static char *st_join(const char *dir, const char *name) {
 }
 
 static int st_errno_code(int e) {
-    return e == ENOENT || e == ENOTDIR ? STRATA_ENOTFOUND : e == ENOMEM ? STRATA_ENOMEM
-                                                                        : STRATA_EIO;
+    return e == ENOENT || e == ENOTDIR ? STRATA_ENOTFOUND
+           : e == ENOMEM               ? STRATA_ENOMEM
+                                       : STRATA_EIO;
 }
 
 /* ---- header validation ------------------------------------------------------------ */
@@ -118,8 +119,8 @@ static int st_json_uint(const json_t *v, uint64_t *out) {
 static int st_parse_entry(st_entry *e, const char *name, const json_t *v, size_t data_len,
                           const char *file, strata_err *err) {
     if (!json_is_object(v))
-        return strata_err_set(err, STRATA_EFORMAT, "%s: tensor '%s': entry is not an object",
-                              file, name);
+        return strata_err_set(err, STRATA_EFORMAT, "%s: tensor '%s': entry is not an object", file,
+                              name);
     const json_t *jdt = json_object_get(v, "dtype");
     const json_t *jshape = json_object_get(v, "shape");
     const json_t *joff = json_object_get(v, "data_offsets");
@@ -127,8 +128,8 @@ static int st_parse_entry(st_entry *e, const char *name, const json_t *v, size_t
         return strata_err_set(err, STRATA_EFORMAT, "%s: tensor '%s': dtype missing or not a string",
                               file, name);
     if (dtype_parse(json_string_value(jdt), &e->dt) != 0)
-        return strata_err_set(err, STRATA_EUNSUPPORTED, "%s: tensor '%s': unknown dtype '%s'",
-                              file, name, json_string_value(jdt));
+        return strata_err_set(err, STRATA_EUNSUPPORTED, "%s: tensor '%s': unknown dtype '%s'", file,
+                              name, json_string_value(jdt));
     if (!json_is_array(jshape))
         return strata_err_set(err, STRATA_EFORMAT, "%s: tensor '%s': shape missing or not a list",
                               file, name);
@@ -147,8 +148,8 @@ static int st_parse_entry(st_entry *e, const char *name, const json_t *v, size_t
         uint64_t d;
         if (st_json_uint(json_array_get(jshape, i), &d) != 0)
             return strata_err_set(err, STRATA_EFORMAT,
-                                  "%s: tensor '%s': shape[%zu] is not a non-negative integer",
-                                  file, name, i);
+                                  "%s: tensor '%s': shape[%zu] is not a non-negative integer", file,
+                                  name, i);
         e->shape[i] = (int64_t)d;
         zero |= d == 0;
         overflow |= __builtin_mul_overflow(nbytes, d, &nbytes);
@@ -162,7 +163,8 @@ static int st_parse_entry(st_entry *e, const char *name, const json_t *v, size_t
         st_json_uint(json_array_get(joff, 1), &e->end) != 0)
         return strata_err_set(err, STRATA_EFORMAT,
                               "%s: tensor '%s': data_offsets is not a list of 2 non-negative "
-                              "integers", file, name);
+                              "integers",
+                              file, name);
     if (e->begin > e->end)
         return strata_err_set(err, STRATA_EFORMAT,
                               "%s: tensor '%s': data_offsets begin %" PRIu64 " > end %" PRIu64,
@@ -170,12 +172,13 @@ static int st_parse_entry(st_entry *e, const char *name, const json_t *v, size_t
     if (e->end > data_len)
         return strata_err_set(err, STRATA_EFORMAT,
                               "%s: tensor '%s': data_offsets end %" PRIu64
-                              " is past the data section (%zu bytes)", file, name, e->end, data_len);
+                              " is past the data section (%zu bytes)",
+                              file, name, e->end, data_len);
     if (e->end - e->begin != nbytes)
         return strata_err_set(err, STRATA_EFORMAT,
                               "%s: tensor '%s': shape x dtype size is %" PRIu64
-                              " bytes but data_offsets span %" PRIu64, file, name, nbytes,
-                              e->end - e->begin);
+                              " bytes but data_offsets span %" PRIu64,
+                              file, name, nbytes, e->end - e->begin);
     e->name = name;
     return 0;
 }
@@ -242,8 +245,9 @@ int st_check_header(const char *json, size_t json_len, size_t data_len, const ch
     st_entry *entries = NULL;
     int n, rc;
     if (json_len > ST_MAX_HEADER) {
-        rc = strata_err_set(err, STRATA_EFORMAT, "%s: header length %zu exceeds the %" PRIu64
-                            " byte limit", file, json_len, ST_MAX_HEADER);
+        rc = strata_err_set(err, STRATA_EFORMAT,
+                            "%s: header length %zu exceeds the %" PRIu64 " byte limit", file,
+                            json_len, ST_MAX_HEADER);
         goto fail;
     }
     if ((rc = st_parse_json(&root, json, json_len, file, err))) goto fail;
@@ -302,7 +306,8 @@ static int st_file_open(st_file *f, const char *path, strata_err *err) {
     if (hlen > f->map_len - 8) {
         rc = strata_err_set(err, STRATA_EFORMAT,
                             "%s: truncated: header length %" PRIu64 " runs past the end of the "
-                            "%zu-byte file", path, hlen, f->map_len);
+                            "%zu-byte file",
+                            path, hlen, f->map_len);
         goto fail;
     }
     f->data_off = 8 + (size_t)hlen;
@@ -408,8 +413,8 @@ static int st_index_shards(const char ***out, int *n_out, const json_t *wmap, co
 
 /* Checks that the index and the shards agree: each listed tensor is in its shard, and
  * no shard holds a tensor the index does not list. */
-static int st_index_check(const st_model *m, const json_t *wmap, const char *dir,
-                          const char *path, strata_err *err) {
+static int st_index_check(const st_model *m, const json_t *wmap, const char *dir, const char *path,
+                          strata_err *err) {
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)wmap, key, v) {
@@ -542,10 +547,8 @@ static int st_model_load_path(st_model *m, const char *path, strata_err *err) {
         goto fail;
     }
     /* Like transformers: a single model.safetensors wins over an index. */
-    if (access(single, F_OK) == 0)
-        rc = st_model_load(m, (const char *const *)&single, 1, err);
-    else if (access(index, F_OK) == 0)
-        rc = st_model_load_index(m, path, index, err);
+    if (access(single, F_OK) == 0) rc = st_model_load(m, (const char *const *)&single, 1, err);
+    else if (access(index, F_OK) == 0) rc = st_model_load_index(m, path, index, err);
     else
         rc = strata_err_set(err, STRATA_ENOTFOUND, "%s: no %s or %s in this directory", path,
                             ST_SINGLE_NAME, ST_INDEX_NAME);

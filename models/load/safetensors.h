@@ -18,13 +18,13 @@
 #define ST_MAX_DIMS 8
 
 typedef struct st_tensor {
-    const char *name;       /* owned by the st_model */
+    const char *name; /* owned by the st_model */
     dtype dt;
     int ndim;
     int64_t shape[ST_MAX_DIMS];
-    const void *data;       /* inside the mmap; nbytes long */
+    const void *data; /* inside the mmap; nbytes long */
     size_t nbytes;
-    const char *file;       /* path of the file holding it (for messages) */
+    const char *file; /* path of the file holding it (for messages) */
 } st_tensor;
 
 typedef struct st_model st_model;

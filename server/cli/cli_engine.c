@@ -36,10 +36,11 @@ void cli_result_free(cli_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-int cli_engine_open(cli_model *o, const tokenizer *tok, void (*on_step)(void *, const engine_step_info *),
-                    void *ud, engine **out) {
+int cli_engine_open(cli_model *o, const tokenizer *tok,
+                    void (*on_step)(void *, const engine_step_info *), void *ud, engine **out) {
     strata_err err = {0};
-    engine_opts eo = {.max_seqs = o->max_seqs, .prefill_chunk = o->chunk, .on_step = on_step, .ud = ud};
+    engine_opts eo = {
+        .max_seqs = o->max_seqs, .prefill_chunk = o->chunk, .on_step = on_step, .ud = ud};
     if (engine_create(out, o->m, tok, &eo, &err)) {
         fprintf(stderr, "strata: %s\n", err.msg);
         return -1;
@@ -73,10 +74,15 @@ int cli_run(engine *e, const cli_model *o, const int32_t *prompt, int n_prompt, 
     engine_chunk_init(&c);
     /* ids come with each token's sampler result; the sampler itself computes logprobs
      * only when asked (o->sp.logprobs), so timing is the server's */
-    engine_seq_params p = {.prompt = prompt, .n_prompt = n_prompt, .max_tokens = max_tokens,
-                           .sampling = o->sp, .logprobs = 1, .ignore_eos = o->ignore_eos,
+    engine_seq_params p = {.prompt = prompt,
+                           .n_prompt = n_prompt,
+                           .max_tokens = max_tokens,
+                           .sampling = o->sp,
+                           .logprobs = 1,
+                           .ignore_eos = o->ignore_eos,
                            .skip_special = 1};
-    if (engine_seq_create(e, &p, cli_wake, cli_released, &w, &s, &err) || engine_submit(e, s, &err)) {
+    if (engine_seq_create(e, &p, cli_wake, cli_released, &w, &s, &err) ||
+        engine_submit(e, s, &err)) {
         fprintf(stderr, "strata: %s\n", err.msg);
         goto out;
     }

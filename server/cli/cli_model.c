@@ -166,7 +166,8 @@ int cli_model_parse(cli_model *o, int argc, char **argv, const char *usage) {
 static void cli_print_device_memory(const backend *b, const char *when) {
     backend_mem dm;
     if (backend_memory(b, &dm)) return;
-    fprintf(stderr, "strata: %s device memory %s: %zu MiB held (peak %zu MiB), %zu MiB free of %zu MiB\n",
+    fprintf(stderr,
+            "strata: %s device memory %s: %zu MiB held (peak %zu MiB), %zu MiB free of %zu MiB\n",
             backend_name(b), when, dm.used >> 20, dm.peak >> 20, dm.free >> 20, dm.total >> 20);
 }
 
@@ -176,8 +177,12 @@ int cli_model_open(cli_model *o) {
         fprintf(stderr, "strata: %s\n", err.msg);
         return -1;
     }
-    model_opts mo = {.path = o->model, .load_dummy = o->dummy, .weight_dtype = o->dt,
-                     .max_seqs = o->max_seqs, .ctx_size = o->ctx_size, .step_tokens = o->chunk,
+    model_opts mo = {.path = o->model,
+                     .load_dummy = o->dummy,
+                     .weight_dtype = o->dt,
+                     .max_seqs = o->max_seqs,
+                     .ctx_size = o->ctx_size,
+                     .step_tokens = o->chunk,
                      .ple_on_device = o->ple_on_device};
     if (model_open(&o->m, &mo, o->b, &err)) {
         fprintf(stderr, "strata: %s\n", err.msg);

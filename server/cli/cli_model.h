@@ -9,20 +9,20 @@
 #include "engine/sampler.h"
 
 typedef struct cli_model {
-    const char *model;      /* --model DIR or preset name */
-    int dummy;              /* --load-format dummy */
-    dtype dt;               /* --dtype (DTYPE_COUNT = as stored) */
-    int threads;            /* --threads */
-    const char *device;     /* --device cpu|cuda|cuda:N|auto (default auto) */
-    int ctx_size;           /* --ctx-size */
-    int chunk;              /* --prefill-chunk: prompt tokens per forward */
+    const char *model;  /* --model DIR or preset name */
+    int dummy;          /* --load-format dummy */
+    dtype dt;           /* --dtype (DTYPE_COUNT = as stored) */
+    int threads;        /* --threads */
+    const char *device; /* --device cpu|cuda|cuda:N|auto (default auto) */
+    int ctx_size;       /* --ctx-size */
+    int chunk;          /* --prefill-chunk: prompt tokens per forward */
     int max_seqs;
-    const char *prompt_ids; /* --prompt-ids 1,2,3 */
-    const char *prompt;     /* --prompt TEXT (needs the checkpoint's tokenizer) */
-    int max_tokens;         /* --max-tokens */
-    int ignore_eos;         /* --ignore-eos */
-    int ple_on_device;      /* --ple-on-device: Gemma 4's PLE table with the weights */
-    const char *out;        /* --out FILE */
+    const char *prompt_ids;  /* --prompt-ids 1,2,3 */
+    const char *prompt;      /* --prompt TEXT (needs the checkpoint's tokenizer) */
+    int max_tokens;          /* --max-tokens */
+    int ignore_eos;          /* --ignore-eos */
+    int ple_on_device;       /* --ple-on-device: Gemma 4's PLE table with the weights */
+    const char *out;         /* --out FILE */
     int prompt_len, gen_len; /* bench */
     sampler_params sp;
     backend *b;

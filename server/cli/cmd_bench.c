@@ -29,13 +29,13 @@ enum { BENCH_SEGS_MAX = 4 };
 
 typedef struct bench_clock {
     backend *b;
-    int measuring;          /* the timed sequence runs (not the warm-up) */
+    int measuring; /* the timed sequence runs (not the warm-up) */
     int segs, gen_len, n_decode;
-    double prefill;         /* seconds of the timed prefill step */
-    double seg_start;       /* engine_now() when the current segment began */
+    double prefill;   /* seconds of the timed prefill step */
+    double seg_start; /* engine_now() when the current segment began */
     double probe[BENCH_SEGS_MAX + 1], t_seg[BENCH_SEGS_MAX];
     int n_seg[BENCH_SEGS_MAX];
-    int graph_steps;        /* decode steps that replayed a captured graph */
+    int graph_steps; /* decode steps that replayed a captured graph */
 } bench_clock;
 
 static double bench_probe(backend *b) {
@@ -92,7 +92,8 @@ int cmd_bench(int argc, char **argv) {
     tokenizer *tok = NULL;
     strata_err err = {0};
     if (!o.dummy && tok_load(&tok, o.model, &err)) tok = NULL; /* ids only: text is "[id]" */
-    bench_clock clk = {.b = o.b, .gen_len = o.gen_len, .segs = o.gen_len >= 40 ? BENCH_SEGS_MAX : 1};
+    bench_clock clk = {
+        .b = o.b, .gen_len = o.gen_len, .segs = o.gen_len >= 40 ? BENCH_SEGS_MAX : 1};
     engine *e = NULL;
     cli_result warm = {0}, res = {0};
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)o.prompt_len);
@@ -140,7 +141,8 @@ int cmd_bench(int argc, char **argv) {
     printf("load             %.3f s\n", t_load);
     printf("prefill          %d tokens in %.2f ms (%.1f tok/s)\n", o.prompt_len, clk.prefill * 1e3,
            o.prompt_len / clk.prefill);
-    printf("decode           %d tokens, %.2f tok/s (%.2f ms/token)\n", o.gen_len, tok_s, 1e3 / tok_s);
+    printf("decode           %d tokens, %.2f tok/s (%.2f ms/token)\n", o.gen_len, tok_s,
+           1e3 / tok_s);
     printf("bytes/token      %.1f MB (weights %.1f MB, state %.1f MB, kv %.2f MB)\n", bytes / 1e6,
            in->weight_bytes / 1e6, in->state_bytes / 1e6, in->kv_bytes_per_token * ctx_mean / 1e6);
     printf("read bandwidth   %.2f-%.2f GB/s (%d probes around %d decode segment%s)\n", bw_lo, bw_hi,

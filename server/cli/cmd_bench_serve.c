@@ -31,10 +31,10 @@ typedef struct bs_req {
     CURL *h;
     struct curl_slist *hdr;
     char *body;
-    strbuf in;             /* SSE bytes not yet split into events */
+    strbuf in; /* SSE bytes not yet split into events */
     double t_start, t_first, t_last, t_end;
     int out_tokens, chunks, ok, done_seen, prompt_tokens;
-    double *itl;         /* gaps between content chunks */
+    double *itl; /* gaps between content chunks */
     int n_itl, cap_itl;
     char err[160];
 } bs_req;
@@ -53,7 +53,9 @@ static unsigned long long bs_rand(unsigned long long *s) {
     return z ^ (z >> 31);
 }
 
-static double bs_uniform(unsigned long long *s) { return (double)(bs_rand(s) >> 11) / 9007199254740992.0; }
+static double bs_uniform(unsigned long long *s) {
+    return (double)(bs_rand(s) >> 11) / 9007199254740992.0;
+}
 
 static void bs_event(bs_req *r, const char *data, size_t n) {
     if (n == 6 && !memcmp(data, "[DONE]", 6)) {
@@ -64,7 +66,9 @@ static void bs_event(bs_req *r, const char *data, size_t n) {
     if (!j) return;
     json_t *e = json_object_get(j, "error"), *ch = json_object_get(j, "choices"),
            *u = json_object_get(j, "usage");
-    if (e) snprintf(r->err, sizeof r->err, "%s", json_string_value(json_object_get(e, "message")) ?: "error event");
+    if (e)
+        snprintf(r->err, sizeof r->err, "%s",
+                 json_string_value(json_object_get(e, "message")) ?: "error event");
     if (json_is_object(u)) {
         r->out_tokens = (int)json_integer_value(json_object_get(u, "completion_tokens"));
         r->prompt_tokens = (int)json_integer_value(json_object_get(u, "prompt_tokens"));
@@ -72,7 +76,8 @@ static void bs_event(bs_req *r, const char *data, size_t n) {
     json_t *c0 = json_array_get(ch, 0);
     if (c0) {
         json_t *d = json_object_get(c0, "delta");
-        const char *t = d ? json_string_value(json_object_get(d, "content")) : json_string_value(json_object_get(c0, "text"));
+        const char *t = d ? json_string_value(json_object_get(d, "content"))
+                          : json_string_value(json_object_get(c0, "text"));
         const char *rs = d ? json_string_value(json_object_get(d, "reasoning_content")) : NULL;
         if ((t && *t) || (rs && *rs)) {
             double now = bs_now();
@@ -112,25 +117,28 @@ static size_t bs_write(char *p, size_t sz, size_t nm, void *ud) {
 }
 
 static char *bs_make_body(const bs_opts *o, unsigned long long *seed) {
-    json_t *j = json_pack("{s:i, s:b, s:b, s:{s:b}, s:f}", "max_tokens", o->output_len, "ignore_eos", 1,
-                          "stream", 1, "stream_options", "include_usage", 1, "temperature", 0.0);
+    json_t *j =
+        json_pack("{s:i, s:b, s:b, s:{s:b}, s:f}", "max_tokens", o->output_len, "ignore_eos", 1,
+                  "stream", 1, "stream_options", "include_usage", 1, "temperature", 0.0);
     if (o->model) json_object_set_new(j, "model", json_string(o->model));
-    static const char *words[] = {"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog",
-                                  "hello", "world", "model", "server", "token", "stream"};
+    static const char *words[] = {"the", "quick", "brown", "fox",   "jumps",  "over",  "lazy",
+                                  "dog", "hello", "world", "model", "server", "token", "stream"};
     int chat = !strcmp(o->endpoint, "chat");
     if (o->text || chat) {
         strbuf t = {0};
         for (int i = 0; i < o->input_len; i++)
             strbuf_addf(&t, "%s%s", i ? " " : "", words[bs_rand(seed) % 14]);
         if (chat)
-            json_object_set_new(j, "messages", json_pack("[{s:s, s:s}]", "role", "user", "content", t.p ? t.p : ""));
-        else
-            json_object_set_new(j, "prompt", json_string(t.p ? t.p : ""));
+            json_object_set_new(
+                j, "messages",
+                json_pack("[{s:s, s:s}]", "role", "user", "content", t.p ? t.p : ""));
+        else json_object_set_new(j, "prompt", json_string(t.p ? t.p : ""));
         strbuf_free(&t);
     } else {
         json_t *ids = json_array();
         for (int i = 0; i < o->input_len; i++)
-            json_array_append_new(ids, json_integer((json_int_t)(100 + bs_rand(seed) % (unsigned)(o->vocab - 100))));
+            json_array_append_new(
+                ids, json_integer((json_int_t)(100 + bs_rand(seed) % (unsigned)(o->vocab - 100))));
         json_object_set_new(j, "prompt", ids);
     }
     char *s = json_dumps(j, JSON_COMPACT);
@@ -178,8 +186,10 @@ static bs_stat bs_stats(double *v, int n) {
     for (int i = 0; i < n; i++) sum += v[i];
     s.mean = sum / n;
     /* linear interpolation between closest ranks, as numpy.percentile */
-#define BS_PCT(p) (v[(int)floor((p) * (n - 1))] + ((p) * (n - 1) - floor((p) * (n - 1))) * \
-                   (v[(int)ceil((p) * (n - 1))] - v[(int)floor((p) * (n - 1))]))
+#define BS_PCT(p)                                                                                  \
+    (v[(int)floor((p) * (n - 1))] +                                                                \
+     ((p) * (n - 1) - floor((p) * (n - 1))) *                                                      \
+         (v[(int)ceil((p) * (n - 1))] - v[(int)floor((p) * (n - 1))]))
     s.p50 = BS_PCT(0.50);
     s.p90 = BS_PCT(0.90);
     s.p99 = BS_PCT(0.99);
@@ -253,7 +263,8 @@ static double bs_run(const bs_opts *o, bs_req *rs, int n, unsigned long long *se
             r->t_end = bs_now();
             r->ok = msg->data.result == CURLE_OK && code == 200 && r->done_seen && !r->err[0];
             if (!r->ok && !r->err[0])
-                snprintf(r->err, sizeof r->err, "HTTP %ld, %s", code, curl_easy_strerror(msg->data.result));
+                snprintf(r->err, sizeof r->err, "HTTP %ld, %s", code,
+                         curl_easy_strerror(msg->data.result));
             curl_multi_remove_handle(m, r->h);
             curl_easy_cleanup(r->h);
             curl_slist_free_all(r->hdr);
@@ -273,12 +284,20 @@ static double bs_run(const bs_opts *o, bs_req *rs, int n, unsigned long long *se
 }
 
 int cmd_bench_serve(int argc, char **argv) {
-    bs_opts o = {.url = "http://127.0.0.1:8080", .endpoint = "completions", .num_prompts = 64,
-                 .input_len = 128, .output_len = 64, .vocab = 5000, .rate = INFINITY};
+    bs_opts o = {.url = "http://127.0.0.1:8080",
+                 .endpoint = "completions",
+                 .num_prompts = 64,
+                 .input_len = 128,
+                 .output_len = 64,
+                 .vocab = 5000,
+                 .rate = INFINITY};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return bs_usage(0);
-        if (!strcmp(a, "--text")) { o.text = 1; continue; }
+        if (!strcmp(a, "--text")) {
+            o.text = 1;
+            continue;
+        }
         if (!v) return bs_usage(2);
         i++;
         if (!strcmp(a, "--url")) o.url = v;
@@ -332,22 +351,24 @@ int cmd_bench_serve(int argc, char **argv) {
         if (r->n_itl) memcpy(itl + n_itl, r->itl, (size_t)r->n_itl * sizeof(double));
         n_itl += r->n_itl;
     }
-    json_t *out = json_pack("{s:i, s:i, s:f, s:I, s:I, s:f, s:f, s:f, s:i, s:f}", "completed", ok, "failed",
-                            n - ok, "duration_s", dur, "total_input_tokens", (json_int_t)in_tok,
-                            "total_output_tokens", (json_int_t)out_tok, "request_throughput", ok / dur,
-                            "output_throughput", out_tok / dur, "total_token_throughput",
-                            (in_tok + out_tok) / dur, "concurrency", o.concurrency, "request_rate",
-                            isfinite(o.rate) ? o.rate : -1.0);
+    json_t *out = json_pack("{s:i, s:i, s:f, s:I, s:I, s:f, s:f, s:f, s:i, s:f}", "completed", ok,
+                            "failed", n - ok, "duration_s", dur, "total_input_tokens",
+                            (json_int_t)in_tok, "total_output_tokens", (json_int_t)out_tok,
+                            "request_throughput", ok / dur, "output_throughput", out_tok / dur,
+                            "total_token_throughput", (in_tok + out_tok) / dur, "concurrency",
+                            o.concurrency, "request_rate", isfinite(o.rate) ? o.rate : -1.0);
     printf("============ Serving Benchmark Result ============\n");
     printf("%-40s%10d\n%-40s%10d\n", "Successful requests:", ok, "Failed requests:", n - ok);
     printf("%-40s%10.2f\n%-40s%10lld\n%-40s%10lld\n", "Benchmark duration (s):", dur,
            "Total input tokens:", in_tok, "Total generated tokens:", out_tok);
     printf("%-40s%10.2f\n%-40s%10.2f\n%-40s%10.2f\n", "Request throughput (req/s):", ok / dur,
-           "Output token throughput (tok/s):", out_tok / dur, "Total token throughput (tok/s):",
-           (in_tok + out_tok) / dur);
+           "Output token throughput (tok/s):", out_tok / dur,
+           "Total token throughput (tok/s):", (in_tok + out_tok) / dur);
     bs_print("---------------Time to First Token----------------", "TTFT", bs_stats(ttft, ok), out);
-    bs_print("-----Time per Output Token (excl. 1st token)------", "TPOT", bs_stats(tpot, n_tpot), out);
-    bs_print("---------------Inter-token Latency----------------", "ITL", bs_stats(itl, n_itl), out);
+    bs_print("-----Time per Output Token (excl. 1st token)------", "TPOT", bs_stats(tpot, n_tpot),
+             out);
+    bs_print("---------------Inter-token Latency----------------", "ITL", bs_stats(itl, n_itl),
+             out);
     bs_print("----------------End-to-end Latency----------------", "E2EL", bs_stats(e2e, ok), out);
     printf("==================================================\n");
     if (o.json_out && json_dump_file(out, o.json_out, JSON_INDENT(1)))

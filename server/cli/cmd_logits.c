@@ -35,7 +35,8 @@ static int prefill(cli_model *o, const int32_t *ids, int n, float *logits, FILE 
         if (model_forward(o->m, &bb.bt, ids + pos, rows, n_out, logits, &err)) {
             fprintf(stderr, "strata: %s\n", err.msg);
             rc = -1;
-        } else if (fwrite(logits, sizeof(float) * (size_t)in->vocab, (size_t)len, fp) != (size_t)len) {
+        } else if (fwrite(logits, sizeof(float) * (size_t)in->vocab, (size_t)len, fp) !=
+                   (size_t)len) {
             fprintf(stderr, "strata: cannot write the logits\n");
             rc = -1;
         }
@@ -51,7 +52,8 @@ int cmd_logits(int argc, char **argv) {
     if (rc) return rc > 0 ? 0 : 2;
     int32_t *prompt = NULL;
     int n_prompt = 0;
-    if (!o.prompt_ids || cli_parse_ids(o.prompt_ids, &prompt, &n_prompt) || n_prompt == 0 || !o.out) {
+    if (!o.prompt_ids || cli_parse_ids(o.prompt_ids, &prompt, &n_prompt) || n_prompt == 0 ||
+        !o.out) {
         fprintf(stderr, "strata: logits needs --prompt-ids 1,2,3 and --out FILE\n");
         free(prompt);
         return 2;

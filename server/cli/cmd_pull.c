@@ -70,7 +70,7 @@ static void pull_usage(FILE *f) {
                "  --cache-dir DIR  cache root instead of HF_HUB_CACHE\n"
                "  --offline        use the cache only (as HF_HUB_OFFLINE=1)\n"
                "  --refresh        ask the hub even when the snapshot is cached\n"
-            "  --retries N      tries per file without progress before giving up (5)\n"
+               "  --retries N      tries per file without progress before giving up (5)\n"
                "  --quiet          no progress output\n");
 }
 

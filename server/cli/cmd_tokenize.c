@@ -8,14 +8,13 @@
 #include "engine/text/tokenizer.h"
 
 static void tokenize_usage(FILE *f) {
-    fprintf(f,
-            "usage: strata tokenize --model DIR [--text T] [--add-special]\n"
-            "       strata tokenize --model DIR --decode 1,2,3 [--skip-special]\n"
-            "       strata tokenize --model DIR --bench FILE [--lines] [--seconds S]\n"
-            "Encodes T (or stdin) and prints the ids as a JSON array; --add-special runs the\n"
-            "post-processor (BOS/EOS). --decode prints the text of the ids. --bench encodes\n"
-            "FILE whole (or each line with --lines), repeatedly for S seconds (default 2),\n"
-            "and prints the best encode speed in MB/s as JSON.\n");
+    fprintf(f, "usage: strata tokenize --model DIR [--text T] [--add-special]\n"
+               "       strata tokenize --model DIR --decode 1,2,3 [--skip-special]\n"
+               "       strata tokenize --model DIR --bench FILE [--lines] [--seconds S]\n"
+               "Encodes T (or stdin) and prints the ids as a JSON array; --add-special runs the\n"
+               "post-processor (BOS/EOS). --decode prints the text of the ids. --bench encodes\n"
+               "FILE whole (or each line with --lines), repeatedly for S seconds (default 2),\n"
+               "and prints the best encode speed in MB/s as JSON.\n");
 }
 
 static char *read_stream(FILE *f, size_t *len) {

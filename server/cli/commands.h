@@ -7,14 +7,14 @@
 
 #include "server/serve.h"
 
-#define STRATA_COMMAND_LIST(X)                                                        \
-    X("generate", cmd_generate, "run a prompt through a model and print the tokens") \
-    X("logits", cmd_logits, "write the f32 logits of every prompt position")         \
-    X("bench", cmd_bench, "measure prefill and decode against the memory roofline") \
-    X("pull", cmd_pull, "download a hub model into the Hugging Face cache")          \
-    X("tokenize", cmd_tokenize, "encode text to ids (or --decode ids) with a tokenizer") \
-    X("chat-template", cmd_chat_template, "render a model's chat template for a conversation") \
-    X("serve", cmd_serve, "run the OpenAI-compatible HTTP server")                    \
+#define STRATA_COMMAND_LIST(X)                                                                     \
+    X("generate", cmd_generate, "run a prompt through a model and print the tokens")               \
+    X("logits", cmd_logits, "write the f32 logits of every prompt position")                       \
+    X("bench", cmd_bench, "measure prefill and decode against the memory roofline")                \
+    X("pull", cmd_pull, "download a hub model into the Hugging Face cache")                        \
+    X("tokenize", cmd_tokenize, "encode text to ids (or --decode ids) with a tokenizer")           \
+    X("chat-template", cmd_chat_template, "render a model's chat template for a conversation")     \
+    X("serve", cmd_serve, "run the OpenAI-compatible HTTP server")                                 \
     X("bench-serve", cmd_bench_serve, "load-test a running server (vllm bench serve)")
 
 #define STRATA_COMMAND_DECL(name, fn, help) int fn(int argc, char **argv);

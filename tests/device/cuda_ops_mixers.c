@@ -39,8 +39,8 @@ static void att_one(const att_cfg *c) {
     tbatch tb;
     tb_make(&tb, c->n_seqs, c->len, c->pos0, c->slot);
     cpu->ops->kv_store(cpu, kc, vc, k, v, &tb.hb, kvw, c->cap);
-    cpu->ops->attention(cpu, out, q, kc, vc, &tb.hb, c->H, c->KV, c->D, c->cap, c->scale,
-                        c->window, c->softcap);
+    cpu->ops->attention(cpu, out, q, kc, vc, &tb.hb, c->H, c->KV, c->D, c->cap, c->scale, c->window,
+                        c->softcap);
     tb_dev(&tb);
     gpu->ops->kv_store(gpu, dkc, dvc, dk, dv, &tb.db, kvw, c->cap);
     gpu->ops->attention(gpu, dout, dq, dkc, dvc, &tb.db, c->H, c->KV, c->D, c->cap, c->scale,
@@ -54,12 +54,36 @@ static void att_one(const att_cfg *c) {
 
 void test_attention(void) {
     const att_cfg cfgs[] = {
-        {"qwen H8/2 D256, 3 seqs", 8, 2, 256, 64, 3, 0, 0.0625f, 0, 3, {5, 1, 3}, {0, 17, 40}, {2, 0, 1}},
+        {"qwen H8/2 D256, 3 seqs",
+         8,
+         2,
+         256,
+         64,
+         3,
+         0,
+         0.0625f,
+         0,
+         3,
+         {5, 1, 3},
+         {0, 17, 40},
+         {2, 0, 1}},
         {"H6/3 D20, 2 seqs", 6, 3, 20, 50, 2, 0, 0.2236f, 0, 2, {7, 2}, {3, 30}, {1, 0}},
         {"H8/1 D512 softcap 30, scale 1", 8, 1, 512, 32, 1, 0, 1.0f, 30.0f, 1, {4}, {10}, {0}},
         {"ring cap 10 window 8", 4, 2, 128, 10, 2, 8, 0.0884f, 0, 2, {3, 1}, {20, 50}, {0, 1}},
         {"nemotron H40/8 D128 decode", 40, 8, 128, 64, 1, 0, 0.0884f, 0, 1, {1}, {33}, {0}},
-        {"decode at 3000 and 4095 (splits)", 8, 2, 256, 4096, 2, 0, 0.0625f, 0, 2, {1, 1}, {3000, 4095}, {1, 0}},
+        {"decode at 3000 and 4095 (splits)",
+         8,
+         2,
+         256,
+         4096,
+         2,
+         0,
+         0.0625f,
+         0,
+         2,
+         {1, 1},
+         {3000, 4095},
+         {1, 0}},
         {"D1024 H2/1", 2, 1, 1024, 16, 1, 0, 0.03125f, 0, 1, {2}, {5}, {0}},
         {"prefill 513 tokens", 8, 2, 256, 600, 1, 0, 0.0625f, 0, 1, {513}, {0}, {0}},
         {"window 512 decode at 2000", 8, 1, 256, 2048, 1, 512, 0.0625f, 0, 1, {1}, {2000}, {0}},
@@ -87,9 +111,11 @@ void test_conv1d(void) {
         float *dx = gput(x, (size_t)m * ld), *dst = gput(st, ssz), *dout = gput(out, (size_t)m * C);
         tbatch tb;
         tb_make(&tb, cs[ci].n_seqs, cs[ci].len, cs[ci].pos0, cs[ci].slot);
-        cpu->ops->conv1d(cpu, out, x, ld, &w.h, cs[ci].bias ? &b.h : NULL, st, &tb.hb, C, K, cs[ci].act);
+        cpu->ops->conv1d(cpu, out, x, ld, &w.h, cs[ci].bias ? &b.h : NULL, st, &tb.hb, C, K,
+                         cs[ci].act);
         tb_dev(&tb);
-        gpu->ops->conv1d(gpu, dout, dx, ld, &w.d, cs[ci].bias ? &b.d : NULL, dst, &tb.db, C, K, cs[ci].act);
+        gpu->ops->conv1d(gpu, dout, dx, ld, &w.d, cs[ci].bias ? &b.d : NULL, dst, &tb.db, C, K,
+                         cs[ci].act);
         float *go = gget(dout, (size_t)m * C), *gs = gget(dst, ssz);
         char shape[64];
         snprintf(shape, sizeof shape, "C %d K %d act %d bias %d, %d tokens", C, K, cs[ci].act,
@@ -107,12 +133,12 @@ void test_gated_delta(void) {
     const struct {
         int Hk, Hv, dk, dv, n_seqs, len[3], pos0[3], slot[3];
     } cs[] = {
-        {2, 4, 16, 32, 3, {5, 1, 3}, {0, 9, 2}, {2, 0, 1}},  /* qwen35_tiny */
+        {2, 4, 16, 32, 3, {5, 1, 3}, {0, 9, 2}, {2, 0, 1}}, /* qwen35_tiny */
         {4, 4, 32, 32, 1, {2}, {0}, {0}},
-        {16, 32, 128, 128, 2, {1, 1}, {40, 7}, {1, 0}},     /* 4B / 9B decode */
-        {16, 16, 128, 128, 1, {37}, {0}, {2}},              /* 0.8B / 2B prefill */
-        {1, 3, 48, 40, 2, {9, 4}, {0, 3}, {0, 1}},          /* awkward */
-        {1, 1, 300, 20, 1, {3}, {0}, {1}},                  /* dk > 256: generic kernel */
+        {16, 32, 128, 128, 2, {1, 1}, {40, 7}, {1, 0}}, /* 4B / 9B decode */
+        {16, 16, 128, 128, 1, {37}, {0}, {2}},          /* 0.8B / 2B prefill */
+        {1, 3, 48, 40, 2, {9, 4}, {0, 3}, {0, 1}},      /* awkward */
+        {1, 1, 300, 20, 1, {3}, {0}, {1}},              /* dk > 256: generic kernel */
     };
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
         int Hk = cs[ci].Hk, Hv = cs[ci].Hv, dk = cs[ci].dk, dv = cs[ci].dv, m = 0, slots = 3;
@@ -121,22 +147,29 @@ void test_gated_delta(void) {
         float *q = hrand((size_t)m * ld_qk, 1.0f), *k = hrand((size_t)m * ld_qk, 1.0f);
         for (int t = 0; t < m; t++) /* l2-normalised heads, q scaled by dk^-1/2, as the model */
             for (int h = 0; h < Hk; h++) {
-                float *qh = q + (size_t)t * ld_qk + (size_t)h * dk, *kh = k + (size_t)t * ld_qk + (size_t)h * dk;
+                float *qh = q + (size_t)t * ld_qk + (size_t)h * dk,
+                      *kh = k + (size_t)t * ld_qk + (size_t)h * dk;
                 double sq = 0, sk = 0;
                 for (int i = 0; i < dk; i++) sq += qh[i] * qh[i], sk += kh[i] * kh[i];
-                for (int i = 0; i < dk; i++) qh[i] *= (float)(1.0 / sqrt(sq * dk)), kh[i] *= (float)(1.0 / sqrt(sk));
+                for (int i = 0; i < dk; i++)
+                    qh[i] *= (float)(1.0 / sqrt(sq * dk)), kh[i] *= (float)(1.0 / sqrt(sk));
             }
-        float *v = hrand((size_t)m * ld_v, 1.0f), *g = hvec((size_t)m * Hv), *be = hvec((size_t)m * Hv);
-        for (int i = 0; i < m * Hv; i++) g[i] = -(rnd() + 1.0f) * 0.5f, be[i] = (rnd() + 1.0f) * 0.5f;
+        float *v = hrand((size_t)m * ld_v, 1.0f), *g = hvec((size_t)m * Hv),
+              *be = hvec((size_t)m * Hv);
+        for (int i = 0; i < m * Hv; i++)
+            g[i] = -(rnd() + 1.0f) * 0.5f, be[i] = (rnd() + 1.0f) * 0.5f;
         size_t ssz = (size_t)slots * Hv * dk * dv, on = (size_t)m * Hv * dv;
         float *st = hrand(ssz, 0.1f), *out = hvec(on);
-        float *dq = gput(q, (size_t)m * ld_qk), *dk_ = gput(k, (size_t)m * ld_qk), *dv_ = gput(v, (size_t)m * ld_v);
-        float *dg = gput(g, (size_t)m * Hv), *dbe = gput(be, (size_t)m * Hv), *dst = gput(st, ssz), *dout = gput(out, on);
+        float *dq = gput(q, (size_t)m * ld_qk), *dk_ = gput(k, (size_t)m * ld_qk),
+              *dv_ = gput(v, (size_t)m * ld_v);
+        float *dg = gput(g, (size_t)m * Hv), *dbe = gput(be, (size_t)m * Hv), *dst = gput(st, ssz),
+              *dout = gput(out, on);
         tbatch tb;
         tb_make(&tb, cs[ci].n_seqs, cs[ci].len, cs[ci].pos0, cs[ci].slot);
         cpu->ops->gated_delta(cpu, out, q, k, ld_qk, v, ld_v, g, be, st, &tb.hb, Hk, Hv, dk, dv);
         tb_dev(&tb);
-        gpu->ops->gated_delta(gpu, dout, dq, dk_, ld_qk, dv_, ld_v, dg, dbe, dst, &tb.db, Hk, Hv, dk, dv);
+        gpu->ops->gated_delta(gpu, dout, dq, dk_, ld_qk, dv_, ld_v, dg, dbe, dst, &tb.db, Hk, Hv,
+                              dk, dv);
         float *go = gget(dout, on), *gs = gget(dst, ssz);
         char shape[64];
         snprintf(shape, sizeof shape, "Hk %d Hv %d dk %d dv %d, %d tokens", Hk, Hv, dk, dv, m);
@@ -156,27 +189,29 @@ void test_ssd(void) {
         float dt_min;
     } cs[] = {
         {6, 10, 20, 2, 2, {4, 1}, {0, 5}, {1, 0}, 0.0f},
-        {4, 80, 128, 1, 1, {1}, {9}, {2}, 1e-3f},    /* Nemotron heads, decode */
+        {4, 80, 128, 1, 1, {1}, {9}, {2}, 1e-3f}, /* Nemotron heads, decode */
         {4, 80, 128, 1, 2, {20, 3}, {0, 0}, {0, 1}, 0.0f},
-        {8, 16, 256, 4, 1, {6}, {0}, {0}, 0.5f},     /* N 256: 8 floats per lane */
-        {2, 5, 300, 1, 1, {3}, {0}, {1}, 0.0f},      /* N > 256: generic kernel */
+        {8, 16, 256, 4, 1, {6}, {0}, {0}, 0.5f}, /* N 256: 8 floats per lane */
+        {2, 5, 300, 1, 1, {3}, {0}, {1}, 0.0f},  /* N > 256: generic kernel */
     };
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
         int H = cs[ci].H, P = cs[ci].P, N = cs[ci].N, G = cs[ci].G, m = 0, slots = 3;
         for (int s = 0; s < cs[ci].n_seqs; s++) m += cs[ci].len[s];
         int ld_x = H * P + 2, ld_bc = G * N + 4, ld_dt = H + 1;
-        tw A = wmake(DTYPE_F32, H, 0, 1.0f), dtb = wmake(DTYPE_BF16, H, 0, 1.0f), D = wmake(DTYPE_F32, H, 0, 1.0f);
+        tw A = wmake(DTYPE_F32, H, 0, 1.0f), dtb = wmake(DTYPE_BF16, H, 0, 1.0f),
+           D = wmake(DTYPE_F32, H, 0, 1.0f);
         float *x = hrand((size_t)m * ld_x, 1.0f), *B = hrand((size_t)m * ld_bc, 1.0f);
         float *C = hrand((size_t)m * ld_bc, 1.0f), *dt = hrand((size_t)m * ld_dt, 2.0f);
         size_t ssz = (size_t)slots * H * P * N, yn = (size_t)m * H * P;
         float *st = hrand(ssz, 0.1f), *y = hvec(yn);
-        float *dx = gput(x, (size_t)m * ld_x), *dB = gput(B, (size_t)m * ld_bc), *dC = gput(C, (size_t)m * ld_bc);
+        float *dx = gput(x, (size_t)m * ld_x), *dB = gput(B, (size_t)m * ld_bc),
+              *dC = gput(C, (size_t)m * ld_bc);
         float *ddt = gput(dt, (size_t)m * ld_dt), *dst = gput(st, ssz), *dy = gput(y, yn);
         tbatch tb;
         tb_make(&tb, cs[ci].n_seqs, cs[ci].len, cs[ci].pos0, cs[ci].slot);
         if (cpu->ops->ssd)
-            cpu->ops->ssd(cpu, y, x, ld_x, B, C, ld_bc, dt, ld_dt, &A.h, &dtb.h, &D.h, st, &tb.hb, H,
-                          P, N, G, cs[ci].dt_min);
+            cpu->ops->ssd(cpu, y, x, ld_x, B, C, ld_bc, dt, ld_dt, &A.h, &dtb.h, &D.h, st, &tb.hb,
+                          H, P, N, G, cs[ci].dt_min);
         else
             ref_ssd(y, x, ld_x, B, C, ld_bc, dt, ld_dt, &A.h, &dtb.h, &D.h, st, &tb.hb, H, P, N, G,
                     cs[ci].dt_min);
@@ -237,7 +272,8 @@ void test_graph(void) {
         graph_forward(&f, ids[s], 5 + GT * s, got, 0);
         int rc = backend_graph_end(gpu, &ge);
         char what[64];
-        snprintf(what, sizeof what, "step %d: %s (begin %d, end %d)", s, s ? "replay" : "capture", mode, rc);
+        snprintf(what, sizeof what, "step %d: %s (begin %d, end %d)", s, s ? "replay" : "capture",
+                 mode, rc);
         if (mode != (s ? 1 : 0) || rc) {
             printf("graph %s: %s  FAIL\n", what, ge.msg);
             report("graph", what, got, ref[s], 0, -1);
@@ -265,7 +301,8 @@ void test_graph(void) {
         float gotf[GT], want[GT];
         for (int r = 0; r < GT; r++) {
             int best = 0;
-            for (int j = 1; j < GN; j++) if (ref[3][r * GN + j] > ref[3][r * GN + best]) best = j;
+            for (int j = 1; j < GN; j++)
+                if (ref[3][r * GN + j] > ref[3][r * GN + best]) best = j;
             want[r] = (float)best, gotf[r] = (float)hid[r];
         }
         report("argmax", "3 rows of 300", gotf, want, GT, 0);
@@ -286,7 +323,8 @@ void test_speed(void) {
     printf("speed: device copy bandwidth %.0f GB/s (read + write)\n", bw);
     int n = 8192, k = 8192, reps = 20;
     tw w = wmake(DTYPE_BF16, n, k, 0.05f);
-    float *x = hrand((size_t)8 * k, 1.0f), *dx = gput(x, (size_t)8 * k), *dy = gput(x, (size_t)8 * n);
+    float *x = hrand((size_t)8 * k, 1.0f), *dx = gput(x, (size_t)8 * k),
+          *dy = gput(x, (size_t)8 * n);
     for (int m = 1; m <= 8; m *= 2) {
         gpu->ops->matmul(gpu, dy, dx, &w.d, m);
         sync_gpu(dy);
@@ -309,14 +347,16 @@ void test_speed(void) {
     for (int r = 0; r < 10; r++) gpu->ops->matmul(gpu, dy, dx, &w.d, m);
     sync_gpu(dy);
     double t = (now_s() - t0) / 10;
-    printf("speed: bf16 GEMM m %d [%d x %d] (x rounded to bf16): %.3f ms, %.0f TFLOP/s of the product\n",
+    printf("speed: bf16 GEMM m %d [%d x %d] (x rounded to bf16): %.3f ms, %.0f TFLOP/s of the "
+           "product\n",
            m, n, k, t * 1e3, 2.0 * m * n * k / t / 1e12);
     free(x), gfree(dx), gfree(dy), wfree(&w);
     /* decode attention at position 4000 and the delta rule, one token */
     {
         int H = 8, KV = 2, D = 256, cap = 4096, len = 1, pos = 4000, slot = 0;
         size_t csz = (size_t)cap * KV * D;
-        float *dkc = gput(NULL, csz), *dvc = gput(NULL, csz), *dq = gput(NULL, (size_t)H * D), *dout = gput(NULL, (size_t)H * D);
+        float *dkc = gput(NULL, csz), *dvc = gput(NULL, csz), *dq = gput(NULL, (size_t)H * D),
+              *dout = gput(NULL, (size_t)H * D);
         tbatch tb;
         tb_make(&tb, 1, &len, &pos, &slot);
         tb_dev(&tb);
@@ -340,11 +380,13 @@ void test_speed(void) {
         tbatch tb;
         tb_make(&tb, 1, &T, &pos, &slot);
         tb_dev(&tb);
-        gpu->ops->gated_delta(gpu, dout, dq, dk_, Hk * dk, dv_, Hv * dv, dg, dbe, dst, &tb.db, Hk, Hv, dk, dv);
+        gpu->ops->gated_delta(gpu, dout, dq, dk_, Hk * dk, dv_, Hv * dv, dg, dbe, dst, &tb.db, Hk,
+                              Hv, dk, dv);
         sync_gpu(dout);
         t0 = now_s();
         for (int r = 0; r < 10; r++)
-            gpu->ops->gated_delta(gpu, dout, dq, dk_, Hk * dk, dv_, Hv * dv, dg, dbe, dst, &tb.db, Hk, Hv, dk, dv);
+            gpu->ops->gated_delta(gpu, dout, dq, dk_, Hk * dk, dv_, Hv * dv, dg, dbe, dst, &tb.db,
+                                  Hk, Hv, dk, dv);
         sync_gpu(dout);
         t = (now_s() - t0) / 10;
         printf("speed: gated_delta Hv 32 dk dv 128, %d tokens: %.1f us\n", T, t * 1e6);

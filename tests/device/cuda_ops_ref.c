@@ -18,7 +18,8 @@ static float ref_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 void ref_gelu_mul(float *out, const float *gate, const float *up, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float x = gate[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * up[i];
+        out[i] =
+            0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * up[i];
     }
 }
 

@@ -40,10 +40,10 @@ int report(const char *op, const char *shape, const float *got, const float *ref
            double tol);
 const char *dtn(dtype dt);
 /* The backend under test lacks op (only in --self runs, where it is the CPU backend). */
-#define SKIP_WITHOUT(op)                                                                       \
-    if (!gpu->ops->op) {                                                                       \
-        printf("%-24s SKIP: the backend under test has no %s\n", #op, #op);                    \
-        return;                                                                                \
+#define SKIP_WITHOUT(op)                                                                           \
+    if (!gpu->ops->op) {                                                                           \
+        printf("%-24s SKIP: the backend under test has no %s\n", #op, #op);                        \
+        return;                                                                                    \
     }
 
 /* A weight with a host copy (used in place by the CPU backend) and a device copy. */

@@ -67,7 +67,7 @@ float *gget(const float *d, size_t n) {
 void gfree(void *d) { gpu->ops->free(gpu, d); }
 
 int report(const char *op, const char *shape, const float *got, const float *ref, size_t n,
-                  double tol) {
+           double tol) {
     double mx = 0, md = 0;
     size_t at = 0;
     for (size_t i = 0; i < n; i++) {
@@ -80,7 +80,8 @@ int report(const char *op, const char *shape, const float *got, const float *ref
     }
     double rel = md / (mx > 1 ? mx : 1);
     int ok = rel <= tol;
-    printf("%-24s %-40s max rel err %.2e  tol %.0e  %s\n", op, shape, rel, tol, ok ? "PASS" : "FAIL");
+    printf("%-24s %-40s max rel err %.2e  tol %.0e  %s\n", op, shape, rel, tol,
+           ok ? "PASS" : "FAIL");
     if (!ok && n) printf("    worst at %zu: cuda %.9g cpu %.9g\n", at, got[at], ref[at]);
     if (ok) n_pass++;
     else n_fail++;
@@ -203,8 +204,7 @@ static void test_grouped(void) {
         float *dx = gput(x, t), *dz = gput(z, t);
         if (cpu->ops->rmsnorm_gated_grouped)
             cpu->ops->rmsnorm_gated_grouped(cpu, ref, x, z, &w.h, m, width, group, 1e-5f);
-        else
-            ref_grouped(ref, x, z, &w.h, m, width, group, 1e-5f);
+        else ref_grouped(ref, x, z, &w.h, m, width, group, 1e-5f);
         gpu->ops->rmsnorm_gated_grouped(gpu, dx, dx, dz, &w.d, m, width, group, 1e-5f);
         float *got = gget(dx, t);
         char shape[64];
@@ -237,7 +237,8 @@ static void test_elementwise(void) {
     report("add", "n 100003", got = gget(dout, n), ref, n, TOL_EW), free(got);
     cpu->ops->silu_mul(cpu, ref, a, b, 7, (int)(n / 7));
     gpu->ops->silu_mul(gpu, dout, da, db, 7, (int)(n / 7));
-    report("silu_mul", "m 7 n 14286", got = gget(dout, n / 7 * 7), ref, n / 7 * 7, TOL_EW), free(got);
+    report("silu_mul", "m 7 n 14286", got = gget(dout, n / 7 * 7), ref, n / 7 * 7, TOL_EW),
+        free(got);
     if (!gpu->ops->gelu_tanh_mul || !gpu->ops->relu2 || !gpu->ops->scale || !gpu->ops->softcap) {
         printf("%-24s SKIP: the backend under test lacks them\n", "gelu/relu2/scale/softcap");
         free(a), free(b), free(ref), gfree(da), gfree(db), gfree(dout), wfree(&s);
@@ -247,7 +248,8 @@ static void test_elementwise(void) {
     else ref_gelu_mul(ref, a, b, 3 * 1001);
     gpu->ops->gelu_tanh_mul(gpu, dout, da, db, 3, 1001);
     report("gelu_tanh_mul", cpu->ops->gelu_tanh_mul ? "m 3 n 1001" : "m 3 n 1001 (local ref)",
-           got = gget(dout, 3003), ref, 3003, TOL_EW), free(got);
+           got = gget(dout, 3003), ref, 3003, TOL_EW),
+        free(got);
     memcpy(ref, a, n * sizeof(float));
     gpu->ops->upload(gpu, dout, a, n * sizeof(float));
     cpu->ops->sigmoid_mul(cpu, ref, b, 4097);
@@ -266,7 +268,8 @@ static void test_elementwise(void) {
         else ref_scale(ref, 0.37f, with_s ? &s.h : NULL, n);
         gpu->ops->scale(gpu, dout, 0.37f, with_s ? &s.d : NULL, n);
         report("scale", with_s ? "n 100003, bf16 scalar" : "n 100003", got = gget(dout, n), ref, n,
-               TOL_EW), free(got);
+               TOL_EW),
+            free(got);
     }
     memcpy(ref, a, n * sizeof(float));
     for (size_t i = 0; i < n; i++) ref[i] *= 20.0f; /* reach the saturating part */
@@ -297,11 +300,13 @@ static void test_split_gather(void) {
     cpu->ops->gather_rows(cpu, ref, x, rws, 4, width);
     gpu->ops->gather_rows(gpu, dout, dx, rws, 4, width);
     report("gather_rows", "4 of 9 rows, width 301", got = gget(dout, 4 * (size_t)width), ref,
-           4 * (size_t)width, 0), free(got);
+           4 * (size_t)width, 0),
+        free(got);
     cpu->ops->gather_rows(cpu, x, x, comp, 4, width);
     gpu->ops->gather_rows(gpu, dx, dx, comp, 4, width);
     report("gather_rows in place", "rows {1,4,7,8} onto 0..3", got = gget(dx, 9 * (size_t)width), x,
-           9 * (size_t)width, 0), free(got);
+           9 * (size_t)width, 0),
+        free(got);
     free(in), free(ra), free(rg), free(x), free(ref);
     gfree(din), gfree(da), gfree(dg), gfree(dx), gfree(dout);
 }
@@ -345,7 +350,8 @@ static void test_matmul(void) {
     const dtype dts[] = {DTYPE_BF16, DTYPE_F16, DTYPE_F32};
     /* n, k: vector path; k % 8 != 0 (scalar path); few rows (split rows over warps);
      * a wide one; a tiny one; one whose bf16 GEMM runs in row chunks (2·m·n > scratch). */
-    const int shapes[][2] = {{1000, 1024}, {77, 130}, {16, 2048}, {3000, 520}, {5, 8}, {100000, 64}};
+    const int shapes[][2] = {{1000, 1024}, {77, 130}, {16, 2048},
+                             {3000, 520},  {5, 8},    {100000, 64}};
     const int ms[] = {1, 5, 8, 9, 37, 100};
     for (int di = 0; di < 3; di++)
         for (int si = 0; si < 6; si++)
@@ -382,8 +388,8 @@ static void test_oom(void) {
     gpu->ops->add(gpu, d, d, d, 1);
     got = gget(d, 1);
     float want = 2.0f;
-    report("alloc 1 PiB -> NULL", p ? "returned memory" : "NULL, then add still works", got,
-           &want, 1, p ? -1 : 0);
+    report("alloc 1 PiB -> NULL", p ? "returned memory" : "NULL, then add still works", got, &want,
+           1, p ? -1 : 0);
     free(got), gfree(d);
 }
 

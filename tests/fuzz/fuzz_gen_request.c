@@ -35,45 +35,104 @@ static unsigned take(rd *r, unsigned mod) {
     return mod ? v % mod : v;
 }
 
-enum { K_BOOL, K_INT, K_NUM, K_STR, K_PROMPT, K_MESSAGES, K_STOP, K_IDS, K_BIAS, K_STREAM_OPT, K_KWARGS,
-       K_FORMAT, K_TOOLS, K_ANY };
+enum {
+    K_BOOL,
+    K_INT,
+    K_NUM,
+    K_STR,
+    K_PROMPT,
+    K_MESSAGES,
+    K_STOP,
+    K_IDS,
+    K_BIAS,
+    K_STREAM_OPT,
+    K_KWARGS,
+    K_FORMAT,
+    K_TOOLS,
+    K_ANY
+};
 
 static const struct {
     const char *name;
     int kind;
 } fields[] = {
-    {"prompt", K_PROMPT}, {"messages", K_MESSAGES}, {"model", K_STR}, {"max_tokens", K_INT},
-    {"max_completion_tokens", K_INT}, {"temperature", K_NUM}, {"top_p", K_NUM}, {"min_p", K_NUM},
-    {"top_k", K_INT}, {"presence_penalty", K_NUM}, {"frequency_penalty", K_NUM},
-    {"repetition_penalty", K_NUM}, {"seed", K_INT}, {"n", K_INT}, {"stop", K_STOP},
-    {"stop_token_ids", K_IDS}, {"logit_bias", K_BIAS}, {"logprobs", K_INT}, {"top_logprobs", K_INT},
-    {"echo", K_BOOL}, {"stream", K_BOOL}, {"stream_options", K_STREAM_OPT}, {"ignore_eos", K_BOOL},
-    {"skip_special_tokens", K_BOOL}, {"add_generation_prompt", K_BOOL},
-    {"continue_final_message", K_BOOL}, {"chat_template_kwargs", K_KWARGS},
-    {"response_format", K_FORMAT}, {"tools", K_TOOLS}, {"tool_choice", K_STR}, {"user", K_STR},
-    {"suffix", K_STR}, {"best_of", K_INT}, {"guided_json", K_ANY}, {"grammar", K_STR},
-    {"min_tokens", K_INT}, {"use_beam_search", K_BOOL}, {"typical_p", K_NUM}, {"modalities", K_ANY},
-    {"functions", K_TOOLS}, {"top_n_sigma", K_NUM}, {"spaces_between_special_tokens", K_BOOL},
-    {"metadata", K_ANY}, {"store", K_BOOL}, {"no_such_field", K_ANY},
+    {"prompt", K_PROMPT},
+    {"messages", K_MESSAGES},
+    {"model", K_STR},
+    {"max_tokens", K_INT},
+    {"max_completion_tokens", K_INT},
+    {"temperature", K_NUM},
+    {"top_p", K_NUM},
+    {"min_p", K_NUM},
+    {"top_k", K_INT},
+    {"presence_penalty", K_NUM},
+    {"frequency_penalty", K_NUM},
+    {"repetition_penalty", K_NUM},
+    {"seed", K_INT},
+    {"n", K_INT},
+    {"stop", K_STOP},
+    {"stop_token_ids", K_IDS},
+    {"logit_bias", K_BIAS},
+    {"logprobs", K_INT},
+    {"top_logprobs", K_INT},
+    {"echo", K_BOOL},
+    {"stream", K_BOOL},
+    {"stream_options", K_STREAM_OPT},
+    {"ignore_eos", K_BOOL},
+    {"skip_special_tokens", K_BOOL},
+    {"add_generation_prompt", K_BOOL},
+    {"continue_final_message", K_BOOL},
+    {"chat_template_kwargs", K_KWARGS},
+    {"response_format", K_FORMAT},
+    {"tools", K_TOOLS},
+    {"tool_choice", K_STR},
+    {"user", K_STR},
+    {"suffix", K_STR},
+    {"best_of", K_INT},
+    {"guided_json", K_ANY},
+    {"grammar", K_STR},
+    {"min_tokens", K_INT},
+    {"use_beam_search", K_BOOL},
+    {"typical_p", K_NUM},
+    {"modalities", K_ANY},
+    {"functions", K_TOOLS},
+    {"top_n_sigma", K_NUM},
+    {"spaces_between_special_tokens", K_BOOL},
+    {"metadata", K_ANY},
+    {"store", K_BOOL},
+    {"no_such_field", K_ANY},
 };
 #define N_FIELDS (sizeof fields / sizeof fields[0])
 
 static json_t *gen_value(rd *r, int kind, int depth);
 
 static json_t *gen_int(rd *r) {
-    static const long long pool[] = {0, 1, 2, 3, 4, 5, 8, 16, 20, 21, 63, 64, 65, 127, 128, 4095, 4096,
-                                     -1, -2, 2147483647LL, 2147483648LL, 1000000000000000LL};
+    static const long long pool[] = {
+        0,  1,  2,   3,   4,    5,    8,  16, 20,           21,           63,
+        64, 65, 127, 128, 4095, 4096, -1, -2, 2147483647LL, 2147483648LL, 1000000000000000LL};
     return json_integer(pool[take(r, sizeof pool / sizeof pool[0])]);
 }
 
 static json_t *gen_num(rd *r) {
-    static const double pool[] = {0, 0.5, 1, 1.5, 2, 2.5, -0.5, -2, -3, 10, 11, 1e300, 1e-300, 0.05};
+    static const double pool[] = {0,  0.5, 1,  1.5, 2,     2.5,    -0.5,
+                                  -2, -3,  10, 11,  1e300, 1e-300, 0.05};
     return json_real(pool[take(r, sizeof pool / sizeof pool[0])]);
 }
 
 static json_t *gen_str(rd *r) {
-    static const char *pool[] = {"", "x", "And the LORD said", "<|im_end|>", "<think>", "</think>",
-                                 "\xc3\xa9", "\n", "none", "auto", "required", "text", "models/demo",
+    static const char *pool[] = {"",
+                                 "x",
+                                 "And the LORD said",
+                                 "<|im_end|>",
+                                 "<think>",
+                                 "</think>",
+                                 "\xc3\xa9",
+                                 "\n",
+                                 "none",
+                                 "auto",
+                                 "required",
+                                 "text",
+                                 "models/demo",
                                  "json_object"};
     unsigned k = take(r, 16);
     if (k < sizeof pool / sizeof pool[0]) return json_string(pool[k]);
@@ -95,12 +154,14 @@ static json_t *gen_ids(rd *r) {
     json_t *a = json_array();
     unsigned n = take(r, 9);
     for (unsigned i = 0; i < n; i++)
-        json_array_append_new(a, take(r, 8) ? json_integer(take(r, 0) * 16 + take(r, 16)) : gen_int(r));
+        json_array_append_new(a, take(r, 8) ? json_integer(take(r, 0) * 16 + take(r, 16))
+                                            : gen_int(r));
     return a;
 }
 
 static json_t *gen_message(rd *r, int depth) {
-    static const char *roles[] = {"user", "assistant", "system", "tool", "developer", "function", "god"};
+    static const char *roles[] = {"user",      "assistant", "system", "tool",
+                                  "developer", "function",  "god"};
     json_t *m = json_object();
     if (take(r, 8)) json_object_set_new(m, "role", json_string(roles[take(r, 7)]));
     else json_object_set_new(m, "role", gen_value(r, K_ANY, depth + 1));
@@ -181,15 +242,17 @@ static json_t *gen_value(rd *r, int kind, int depth) {
     }
     case K_FORMAT: {
         json_t *o = json_object();
-        json_object_set_new(o, "type", take(r, 3) ? json_string(take(r, 2) ? "text" : "json_object") : gen_int(r));
+        json_object_set_new(
+            o, "type", take(r, 3) ? json_string(take(r, 2) ? "text" : "json_object") : gen_int(r));
         return o;
     }
     case K_TOOLS: {
         json_t *a = json_array();
         unsigned n = take(r, 3);
         for (unsigned i = 0; i < n; i++)
-            json_array_append_new(a, json_pack("{s:s, s:{s:s, s:{s:s}}}", "type", "function", "function",
-                                               "name", "f", "parameters", "type", "object"));
+            json_array_append_new(a, json_pack("{s:s, s:{s:s, s:{s:s}}}", "type", "function",
+                                               "function", "name", "f", "parameters", "type",
+                                               "object"));
         return a;
     }
     default:

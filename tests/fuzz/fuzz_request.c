@@ -24,7 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!j) __builtin_trap();
         json_decref(j);
     } else {
-        if (r.n < 1 || r.n > lim.max_n || r.top_logprobs > OPENAI_MAX_TOP_LOGPROBS) __builtin_trap();
+        if (r.n < 1 || r.n > lim.max_n || r.top_logprobs > OPENAI_MAX_TOP_LOGPROBS)
+            __builtin_trap();
         for (int i = 0; i < r.n_prompts; i++)
             for (int k = 0; k < r.prompts[i].n_ids; k++)
                 if (r.prompts[i].ids[k] < 0 || r.prompts[i].ids[k] >= lim.vocab) __builtin_trap();

@@ -58,8 +58,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         uint64_t hlen = 0;
         for (int i = 7; i >= 0; i--) hlen = hlen << 8 | data[i];
         if (hlen <= size - 8)
-            st_check_header((const char *)data + 8, (size_t)hlen, size - 8 - (size_t)hlen,
-                            "fuzz", &err);
+            st_check_header((const char *)data + 8, (size_t)hlen, size - 8 - (size_t)hlen, "fuzz",
+                            &err);
     }
     st_check_header((const char *)data, size, size, "fuzz", &err);
     fuzz_open(data, size);

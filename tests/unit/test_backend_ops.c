@@ -15,12 +15,37 @@
 typedef void (*slot_fn)(void);
 
 /* The mandatory slots, in order, for the messages. */
-static const char *const mandatory[] = {
-    "destroy", "alloc", "free", "upload", "download", "zero", "weight_prepare", "weight_release",
-    "batch_prepare", "embed", "rmsnorm", "rmsnorm_gated", "l2norm", "add", "silu_mul",
-    "sigmoid_mul", "split_halves", "gather_rows", "matmul", "rope", "kv_store", "attention",
-    "conv1d", "gdn_gates", "gated_delta", "gelu_tanh_mul", "relu2", "scale", "softcap",
-    "rmsnorm_gated_grouped", "ssd"};
+static const char *const mandatory[] = {"destroy",
+                                        "alloc",
+                                        "free",
+                                        "upload",
+                                        "download",
+                                        "zero",
+                                        "weight_prepare",
+                                        "weight_release",
+                                        "batch_prepare",
+                                        "embed",
+                                        "rmsnorm",
+                                        "rmsnorm_gated",
+                                        "l2norm",
+                                        "add",
+                                        "silu_mul",
+                                        "sigmoid_mul",
+                                        "split_halves",
+                                        "gather_rows",
+                                        "matmul",
+                                        "rope",
+                                        "kv_store",
+                                        "attention",
+                                        "conv1d",
+                                        "gdn_gates",
+                                        "gated_delta",
+                                        "gelu_tanh_mul",
+                                        "relu2",
+                                        "scale",
+                                        "softcap",
+                                        "rmsnorm_gated_grouped",
+                                        "ssd"};
 
 static void check_backend(const backend *b, const char *what) {
     const backend_ops *o = b->ops;

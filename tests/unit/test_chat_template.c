@@ -127,16 +127,13 @@ static void test_conformance(void) {
                                       json_object_get(c, "tools"),
                                       json_is_true(json_object_get(c, "add_generation_prompt")),
                                       json_object_get(c, "kwargs"), &got, &err);
-        else if (t)
-            err = t->err;
+        else if (t) err = t->err;
         ncases++;
         if (want) {
             int ok = rc == 0 && !strcmp(want, got);
             if (!ok && failed < 10) {
-                if (rc)
-                    fprintf(stderr, "case %s: unexpected error: %s\n", id, err.msg);
-                else
-                    show_diff(id, want, got);
+                if (rc) fprintf(stderr, "case %s: unexpected error: %s\n", id, err.msg);
+                else show_diff(id, want, got);
             }
             failed += !ok;
             CHECK(ok);

@@ -71,16 +71,17 @@ static void test_sse_keepalive(void) {
 static void test_precedence(void) {
     config c;
     strata_err err = {0};
-    const char *path = write_tmp("// comment\n{ \"port\": 9000, /* c */ \"max-seqs\": 3,\n"
-                                 "  \"served_model_name\": \"file\", \"host\": \"0.0.0.0\",\n"
-                                 "  \"log-requests\": true, \"api-key\": \"k // not a comment\" }\n");
+    const char *path =
+        write_tmp("// comment\n{ \"port\": 9000, /* c */ \"max-seqs\": 3,\n"
+                  "  \"served_model_name\": \"file\", \"host\": \"0.0.0.0\",\n"
+                  "  \"log-requests\": true, \"api-key\": \"k // not a comment\" }\n");
     char cfg_arg[128];
     snprintf(cfg_arg, sizeof cfg_arg, "--config=%s", path);
     char *env[] = {"STRATA_PORT=9100", "STRATA_MAX_SEQS=5", "OTHER=1", "STRATA_NOPE=1", NULL};
     char *argv[] = {"serve", cfg_arg, "--port", "9200", "--no-log-requests", "--model=/m", NULL};
     CHECK_MSG(load(&c, 6, argv, env, &err) == 0, "%s", err.msg);
-    CHECK_EQ_INT(c.port, 9200);                 /* CLI beats env and file */
-    CHECK_EQ_INT(c.max_seqs, 5);                /* env beats file */
+    CHECK_EQ_INT(c.port, 9200);                  /* CLI beats env and file */
+    CHECK_EQ_INT(c.max_seqs, 5);                 /* env beats file */
     CHECK(!strcmp(c.served_model_name, "file")); /* file beats default, snake_case key */
     CHECK(!strcmp(c.host, "0.0.0.0"));
     CHECK(!strcmp(c.api_key, "k // not a comment"));
@@ -104,10 +105,14 @@ static void test_errors(void) {
     struct {
         const char *arg, *want;
     } bad[] = {
-        {"--bogus", "unknown option"},      {"--port=abc", "integer"},
-        {"--port=70000", "port"},           {"--max-seqs=0", "max-seqs"},
-        {"--log-requests=maybe", "true or false"}, {"--load-format=gguf", "load-format"},
-        {"--api-key=", "api-key"},          {"stray", "unexpected argument"},
+        {"--bogus", "unknown option"},
+        {"--port=abc", "integer"},
+        {"--port=70000", "port"},
+        {"--max-seqs=0", "max-seqs"},
+        {"--log-requests=maybe", "true or false"},
+        {"--load-format=gguf", "load-format"},
+        {"--api-key=", "api-key"},
+        {"stray", "unexpected argument"},
         {"--device=tpu", "device"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -125,7 +130,8 @@ static void test_errors(void) {
     CHECK_EQ_INT(load(&c, 1, argv1, env, &err), STRATA_EINVALID);
     CHECK(strstr(err.msg, "STRATA_THREADS") != NULL);
     config_deinit(&c);
-    const char *files[] = {"{\"port\": \"80\"}", "{\"nope\": 1}", "[1]", "{\"port\": 1,}", "{\"config\": \"x\"}"};
+    const char *files[] = {"{\"port\": \"80\"}", "{\"nope\": 1}", "[1]", "{\"port\": 1,}",
+                           "{\"config\": \"x\"}"};
     for (size_t i = 0; i < 5; i++) {
         char arg[128];
         snprintf(arg, sizeof arg, "--config=%s", write_tmp(files[i]));

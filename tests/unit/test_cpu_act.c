@@ -111,8 +111,7 @@ static void test_scale(void) {
     for (int si = 0; si < N_SIZES; si++) {
         int n = sizes[si];
         float *x = fvec((size_t)n), *y = fvec((size_t)n);
-        for (int i = 0; i < n; i++)
-            x[i] = 100.0f * rng_f();
+        for (int i = 0; i < n; i++) x[i] = 100.0f * rng_f();
         struct {
             float alpha;
             const bk_weight *w;
@@ -124,15 +123,13 @@ static void test_scale(void) {
             memcpy(y, x, sizeof(float) * (size_t)n);
             cpu_act_scale_ref(y, cases[c].alpha, cases[c].w, (size_t)n);
             int ok = 1;
-            for (int i = 0; i < n; i++)
-                ok &= y[i] == x[i] * cases[c].f;
+            for (int i = 0; i < n; i++) ok &= y[i] == x[i] * cases[c].f;
             CHECK_MSG(ok, "scale ref case %zu n=%d", c, n);
             for (int b = 0; b < n_be; b++) {
                 memcpy(y, x, sizeof(float) * (size_t)n);
                 be[b]->ops->scale(be[b], y, cases[c].alpha, cases[c].w, (size_t)n);
                 ok = 1;
-                for (int i = 0; i < n; i++)
-                    ok &= y[i] == x[i] * cases[c].f;
+                for (int i = 0; i < n; i++) ok &= y[i] == x[i] * cases[c].f;
                 CHECK_MSG(ok, "%s scale case %zu n=%d", be_name[b], c, n);
             }
         }
@@ -151,13 +148,11 @@ static void test_softcap(void) {
     for (int si = 0; si < N_SIZES; si++) {
         int n = sizes[si];
         float *x = fvec((size_t)n), *y = fvec((size_t)n), *r = fvec((size_t)n);
-        for (int i = 0; i < n; i++)
-            x[i] = 120.0f * rng_f();
+        for (int i = 0; i < n; i++) x[i] = 120.0f * rng_f();
         memcpy(r, x, sizeof(float) * (size_t)n);
         cpu_act_softcap_ref(r, cap, (size_t)n);
         int ok = 1;
-        for (int i = 0; i < n; i++)
-            ok &= fabs(r[i] - cap * tanh((double)x[i] / cap)) <= cap * 4e-7;
+        for (int i = 0; i < n; i++) ok &= fabs(r[i] - cap * tanh((double)x[i] / cap)) <= cap * 4e-7;
         CHECK_MSG(ok, "softcap ref n=%d", n);
         for (int b = 0; b < n_be; b++) {
             memcpy(y, x, sizeof(float) * (size_t)n);
@@ -196,7 +191,6 @@ int main(void) {
     RUN(test_gelu_tanh_mul);
     RUN(test_scale);
     RUN(test_softcap);
-    for (int b = 0; b < n_be; b++)
-        backend_destroy(be[b]);
+    for (int b = 0; b < n_be; b++) backend_destroy(be[b]);
     TEST_DONE();
 }

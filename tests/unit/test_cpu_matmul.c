@@ -29,11 +29,10 @@ static float f32_of_bits(uint32_t u) {
  * ulp either side, subnormals, zeros of both signs, infinities, NaNs, the largest finite
  * values (which round up to infinity) and ordinary random values. */
 static float pack_probe(uint32_t i) {
-    static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu,
-                                       0x00400000u, 0x7f800000u, 0xff800000u, 0x7fc00000u,
-                                       0x7f800001u, 0xffffffffu, 0x7f7fffffu, 0x7f7f8000u,
-                                       0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u,
-                                       0x00800000u, 0x80800000u};
+    static const uint32_t special[] = {
+        0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00400000u, 0x7f800000u,
+        0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffffffffu, 0x7f7fffffu, 0x7f7f8000u,
+        0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u, 0x00800000u, 0x80800000u};
     uint32_t n_special = sizeof special / sizeof *special;
     if (i < n_special) return f32_of_bits(special[i]);
     uint32_t r = rng_u32();
@@ -49,16 +48,14 @@ static void test_pack_bits(void) {
     enum { N = 4099 };
     float *x = fvec(N);
     uint16_t *got = calloc(N, 2), *want = calloc(N, 2);
-    for (uint32_t i = 0; i < N; i++)
-        x[i] = pack_probe(i);
-    for (int i = 0; i < N; i++)
-        want[i] = cpu_pack_bf16_one(x[i]);
+    for (uint32_t i = 0; i < N; i++) x[i] = pack_probe(i);
+    for (int i = 0; i < N; i++) want[i] = cpu_pack_bf16_one(x[i]);
     /* The scalar rule itself, on cases worked out by hand. */
     CHECK_EQ_INT(cpu_pack_bf16_one(f32_of_bits(0x3f808000u)), 0x3f80); /* tie to even: down */
     CHECK_EQ_INT(cpu_pack_bf16_one(f32_of_bits(0x3f818000u)), 0x3f82); /* tie to even: up */
     CHECK_EQ_INT(cpu_pack_bf16_one(f32_of_bits(0x3f808001u)), 0x3f81);
-    CHECK_EQ_INT(cpu_pack_bf16_one(f32_of_bits(0x807fffffu)), 0x8000); /* subnormal: -0 */
-    CHECK_EQ_INT(cpu_pack_bf16_one(f32_of_bits(0x7f7fffffu)), 0x7f80); /* rounds to inf */
+    CHECK_EQ_INT(cpu_pack_bf16_one(f32_of_bits(0x807fffffu)), 0x8000);       /* subnormal: -0 */
+    CHECK_EQ_INT(cpu_pack_bf16_one(f32_of_bits(0x7f7fffffu)), 0x7f80);       /* rounds to inf */
     CHECK((cpu_pack_bf16_one(f32_of_bits(0x7f800001u)) & 0x7fc0) == 0x7fc0); /* quiet NaN */
     for (int bi = 0; bi < n_be; bi++) {
         const cpu_kernels *k = cpu_impl_of(be[bi])->k;
@@ -68,7 +65,8 @@ static void test_pack_bits(void) {
             k->pack_bf16(got, x + 7, n);
             CHECK_MSG(memcmp(got, want + 7, (size_t)n * 2) == 0, "%s: pack n=%d differs",
                       be_name[bi], n);
-            CHECK_MSG(n == N || got[n] == 0xa5a5, "%s: pack n=%d wrote past the end", be_name[bi], n);
+            CHECK_MSG(n == N || got[n] == 0xa5a5, "%s: pack n=%d wrote past the end", be_name[bi],
+                      n);
         }
         k->pack_bf16(got, x, N);
         for (int i = 0; i < N; i++)
@@ -121,11 +119,18 @@ static void test_batch_invariance(void) {
     }
     /* k: multiples of 64, of 32 only, tails of 1..63, and wide rows; m: decode batches,
      * a batch whose x overflows the L1 budget (the tile path), prefill blocks. */
-    static const int shapes[][3] = {{8, 70, 1024}, {8, 37, 3136}, {5, 19, 1000}, {3, 33, 33},
-                                    {7, 29, 95},   {16, 10, 12544}, {37, 67, 130},
-                                    {261, 7, 515}, {2, 3, 1},
+    static const int shapes[][3] = {{8, 70, 1024},
+                                    {8, 37, 3136},
+                                    {5, 19, 1000},
+                                    {3, 33, 33},
+                                    {7, 29, 95},
+                                    {16, 10, 12544},
+                                    {37, 67, 130},
+                                    {261, 7, 515},
+                                    {2, 3, 1},
                                     /* either side of a 48 KiB L1's stream budget (40 KiB) */
-                                    {8, 13, 2560}, {8, 13, 2600}};
+                                    {8, 13, 2560},
+                                    {8, 13, 2600}};
     static const dtype dts[] = {DTYPE_BF16, DTYPE_F32, DTYPE_F16};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes * 3; si++) {
         int m = shapes[si / 3][0], n = shapes[si / 3][1], k = shapes[si / 3][2];

@@ -36,8 +36,7 @@ static void att_case_init(att_case *c) {
     size_t csz = (size_t)c->slots * c->cap * kvw;
     c->kc0 = fvec(csz);
     c->vc0 = fvec(csz);
-    for (size_t i = 0; i < csz; i++)
-        c->kc0[i] = c->vc0[i] = 1e6f; /* poison: never attended */
+    for (size_t i = 0; i < csz; i++) c->kc0[i] = c->vc0[i] = 1e6f; /* poison: never attended */
     int m = 0;
     for (int s = 0; s < c->n_seqs; s++) {
         int np = c->pos0[s] + c->len[s];
@@ -52,8 +51,7 @@ static void att_case_init(att_case *c) {
         m += c->len[s];
     }
     c->q = frand((size_t)m * c->H * c->D);
-    for (size_t i = 0; i < (size_t)m * c->H * c->D; i++)
-        c->q[i] *= 2.0f;
+    for (size_t i = 0; i < (size_t)m * c->H * c->D; i++) c->q[i] *= 2.0f;
 }
 
 static void att_case_free(att_case *c) {
@@ -76,8 +74,7 @@ static void att_run(const att_case *c, int bi, int s0, int s1, float *out) {
     tbatch tb;
     make_batch(&tb, s1 - s0, c->len + s0, c->pos0 + s0, c->slot + s0);
     int m = tb.b.n_tokens, skip = 0;
-    for (int s = 0; s < s0; s++)
-        skip += c->len[s];
+    for (int s = 0; s < s0; s++) skip += c->len[s];
     float *k = fvec((size_t)m * kvw), *v = fvec((size_t)m * kvw);
     for (int s = s0, t = 0; s < s1; s++)
         for (int i = 0; i < c->len[s]; i++, t++) {
@@ -110,22 +107,18 @@ static void att_ref(const att_case *c, double *out) {
                 for (int u = lo; u <= p; u++) {
                     const float *kr = c->hist_k[s] + (size_t)u * kvw + (size_t)kvh * c->D;
                     double d = 0;
-                    for (int e = 0; e < c->D; e++)
-                        d += (double)q[e] * kr[e];
+                    for (int e = 0; e < c->D; e++) d += (double)q[e] * kr[e];
                     d *= c->scale;
                     if (c->softcap > 0) d = c->softcap * tanh(d / c->softcap);
                     sc[u] = d;
                     mx = d > mx ? d : mx;
                 }
-                for (int u = lo; u <= p; u++)
-                    sum += exp(sc[u] - mx);
+                for (int u = lo; u <= p; u++) sum += exp(sc[u] - mx);
                 double *o = out + ((size_t)t * c->H + h) * c->D;
-                for (int e = 0; e < c->D; e++)
-                    o[e] = 0;
+                for (int e = 0; e < c->D; e++) o[e] = 0;
                 for (int u = lo; u <= p; u++) {
                     const float *vr = c->hist_v[s] + (size_t)u * kvw + (size_t)kvh * c->D;
-                    for (int e = 0; e < c->D; e++)
-                        o[e] += exp(sc[u] - mx) / sum * vr[e];
+                    for (int e = 0; e < c->D; e++) o[e] += exp(sc[u] - mx) / sum * vr[e];
                 }
                 free(sc);
             }
@@ -189,8 +182,7 @@ static void test_kv_attention(void) {
         att_case c = att_cases[ci];
         att_case_init(&c);
         int m = 0;
-        for (int s = 0; s < c.n_seqs; s++)
-            m += c.len[s];
+        for (int s = 0; s < c.n_seqs; s++) m += c.len[s];
         size_t n = (size_t)m * c.H * c.D;
         double *want = dvec(n);
         att_ref(&c, want);
@@ -239,8 +231,7 @@ static void conv_ref(double *out, const float *x, int ld_x, const float *w, cons
         float *st = state + (size_t)tb->slot[s] * W * C;
         double *hist = dvec((size_t)(W + len) * C);
         for (int r = 0; r < W; r++)
-            for (int c = 0; c < C; c++)
-                hist[r * C + c] = st[r * C + c];
+            for (int c = 0; c < C; c++) hist[r * C + c] = st[r * C + c];
         for (int t = 0; t < len; t++)
             for (int c = 0; c < C; c++)
                 hist[(size_t)(W + t) * C + c] = x[(size_t)(t0 + t) * ld_x + c];
@@ -252,8 +243,7 @@ static void conv_ref(double *out, const float *x, int ld_x, const float *w, cons
                 out[(size_t)(t0 + t) * C + c] = act ? a / (1.0 + exp(-a)) : a;
             }
         for (int r = 0; r < W; r++)
-            for (int c = 0; c < C; c++)
-                st[r * C + c] = (float)hist[(size_t)(len + r) * C + c];
+            for (int c = 0; c < C; c++) st[r * C + c] = (float)hist[(size_t)(len + r) * C + c];
         free(hist);
     }
 }
@@ -281,8 +271,7 @@ static void test_conv1d(void) {
                 memcpy(st_ref, st0, (size_t)3 * W * C * sizeof(float));
                 double *want = dvec((size_t)m * C), *wst = dvec((size_t)3 * W * C);
                 conv_ref(want, x, ld_x, wv, use_bias ? bv : NULL, st_ref, &tb, C, K, act);
-                for (int i = 0; i < 3 * W * C; i++)
-                    wst[i] = st_ref[i];
+                for (int i = 0; i < 3 * W * C; i++) wst[i] = st_ref[i];
                 for (int bi = 0; bi < n_be; bi++) {
                     float *out = fvec((size_t)m * C), *st = fvec((size_t)3 * W * C);
                     memcpy(st, st0, (size_t)3 * W * C * sizeof(float));
@@ -363,8 +352,7 @@ static void delta_chunked(double *o, double *S, const double *q, const double *k
         /* rows past T are the zero padding: q = k = v = beta = g = 0 */
 #define CH(arr, r, w, i) ((c0 + (r)) < T ? (arr)[(size_t)(c0 + (r)) * (w) + (i)] : 0.0)
         double acc = 0;
-        for (int r = 0; r < cs; r++)
-            G[r] = acc += CH(g, r, 1, 0);
+        for (int r = 0; r < cs; r++) G[r] = acc += CH(g, r, 1, 0);
         for (int r = 0; r < cs; r++)
             for (int s = 0; s < cs; s++) {
                 double kk = 0, qk = 0;
@@ -378,39 +366,33 @@ static void delta_chunked(double *o, double *S, const double *q, const double *k
         for (int r = 0; r < cs; r++) { /* forward substitution with unit lower (I + L) */
             for (int j = 0; j < dv; j++) {
                 double a = CH(beta, r, 1, 0) * CH(v, r, dv, j);
-                for (int s = 0; s < r; s++)
-                    a -= L[r * cs + s] * U[s * dv + j];
+                for (int s = 0; s < r; s++) a -= L[r * cs + s] * U[s * dv + j];
                 U[r * dv + j] = a;
             }
             for (int i = 0; i < dk; i++) {
                 double a = CH(beta, r, 1, 0) * exp(G[r]) * CH(k, r, dk, i);
-                for (int s = 0; s < r; s++)
-                    a -= L[r * cs + s] * Wm[s * dk + i];
+                for (int s = 0; s < r; s++) a -= L[r * cs + s] * Wm[s * dk + i];
                 Wm[r * dk + i] = a;
             }
         }
         for (int r = 0; r < cs; r++)
             for (int j = 0; j < dv; j++) {
                 double a = U[r * dv + j];
-                for (int i = 0; i < dk; i++)
-                    a -= Wm[r * dk + i] * S[i * dv + j];
+                for (int i = 0; i < dk; i++) a -= Wm[r * dk + i] * S[i * dv + j];
                 Ut[r * dv + j] = a;
             }
         for (int r = 0; r < cs && c0 + r < T; r++)
             for (int j = 0; j < dv; j++) {
                 double a = 0;
-                for (int i = 0; i < dk; i++)
-                    a += exp(G[r]) * CH(q, r, dk, i) * S[i * dv + j];
-                for (int s = 0; s < cs; s++)
-                    a += P[r * cs + s] * Ut[s * dv + j];
+                for (int i = 0; i < dk; i++) a += exp(G[r]) * CH(q, r, dk, i) * S[i * dv + j];
+                for (int s = 0; s < cs; s++) a += P[r * cs + s] * Ut[s * dv + j];
                 o[(size_t)(c0 + r) * dv + j] = a;
             }
         double Gl = G[cs - 1];
         for (int i = 0; i < dk; i++)
             for (int j = 0; j < dv; j++) {
                 double a = exp(Gl) * S[i * dv + j];
-                for (int r = 0; r < cs; r++)
-                    a += exp(Gl - G[r]) * CH(k, r, dk, i) * Ut[r * dv + j];
+                for (int r = 0; r < cs; r++) a += exp(Gl - G[r]) * CH(k, r, dk, i) * Ut[r * dv + j];
                 Sn[i * dv + j] = a;
             }
         memcpy(S, Sn, (size_t)dk * dv * sizeof(double));
@@ -443,15 +425,12 @@ static void delta_inputs(const delta_case *dc, int m, float *c, float *g, float 
     int C = 2 * dc->Hk * dc->dk + dc->Hv * dc->dv;
     for (int t = 0; t < m; t++) {
         float *row = c + (size_t)t * C;
-        for (int i = 0; i < C; i++)
-            row[i] = rng_f();
+        for (int i = 0; i < C; i++) row[i] = rng_f();
         for (int h = 0; h < 2 * dc->Hk; h++) {
             float *x = row + (size_t)h * dc->dk, ss = 0;
-            for (int i = 0; i < dc->dk; i++)
-                ss += x[i] * x[i];
+            for (int i = 0; i < dc->dk; i++) ss += x[i] * x[i];
             float sc = (h < dc->Hk ? 1.0f / sqrtf((float)dc->dk) : 1.0f) / sqrtf(ss + 1e-6f);
-            for (int i = 0; i < dc->dk; i++)
-                x[i] *= sc;
+            for (int i = 0; i < dc->dk; i++) x[i] *= sc;
         }
         for (int h = 0; h < dc->Hv; h++) {
             g[t * dc->Hv + h] = -(rng_f() + 1.0f);
@@ -472,18 +451,15 @@ static void test_gated_delta(void) {
         tbatch tb;
         make_batch(&tb, dc->n_seqs, dc->len, pos0, dc->slot);
         int m = tb.b.n_tokens, C = 2 * dc->Hk * dk + Hv * dv, Tmax = 0;
-        for (int s = 0; s < dc->n_seqs; s++)
-            Tmax = dc->len[s] > Tmax ? dc->len[s] : Tmax;
+        for (int s = 0; s < dc->n_seqs; s++) Tmax = dc->len[s] > Tmax ? dc->len[s] : Tmax;
         float *c = fvec((size_t)m * C), *g = fvec((size_t)m * Hv), *beta = fvec((size_t)m * Hv);
         delta_inputs(dc, m, c, g, beta);
         size_t ss = (size_t)Hv * dk * dv;
         float *st0 = frand(3 * ss);
-        for (size_t i = 0; i < 3 * ss; i++)
-            st0[i] *= 0.1f;
+        for (size_t i = 0; i < 3 * ss; i++) st0[i] *= 0.1f;
         /* reference: per (sequence, value head), chunked with chunk 4 in double */
         double *want = dvec((size_t)m * Hv * dv), *wst = dvec(3 * ss);
-        for (size_t i = 0; i < 3 * ss; i++)
-            wst[i] = st0[i];
+        for (size_t i = 0; i < 3 * ss; i++) wst[i] = st0[i];
         for (int s = 0; s < dc->n_seqs; s++)
             for (int h = 0; h < Hv; h++) {
                 int T = dc->len[s], t0 = tb.start[s], hk = h / (Hv / dc->Hk);
@@ -496,8 +472,7 @@ static void test_gated_delta(void) {
                         q[t * dk + i] = row[hk * dk + i];
                         k[t * dk + i] = row[dc->Hk * dk + hk * dk + i];
                     }
-                    for (int j = 0; j < dv; j++)
-                        v[t * dv + j] = row[2 * dc->Hk * dk + h * dv + j];
+                    for (int j = 0; j < dv; j++) v[t * dv + j] = row[2 * dc->Hk * dk + h * dv + j];
                     gg[t] = g[(t0 + t) * Hv + h];
                     bb[t] = beta[(t0 + t) * Hv + h];
                 }

@@ -26,7 +26,6 @@ static float rng_grid(int lim, float den) {
     return (float)((int)(rng_u32() % (2 * lim + 1)) - lim) / den;
 }
 
-
 /* A weight in dtype dt holding vals, which are rewritten to the values the weight really
  * holds (rounded to bf16 / f16), so references use exactly what the op reads. */
 static bk_weight make_weight(float *vals, int64_t rows, int64_t cols, dtype dt) {
@@ -76,10 +75,8 @@ static void test_matmul_exact(void) {
                     if (k == 8209 && m > 2) continue;
                     float *wv = fvec((size_t)n * k), *x = fvec((size_t)m * k),
                           *out = fvec((size_t)m * n);
-                    for (size_t i = 0; i < (size_t)n * k; i++)
-                        wv[i] = rng_grid(4, 4.0f);
-                    for (size_t i = 0; i < (size_t)m * k; i++)
-                        x[i] = rng_grid(8, 8.0f);
+                    for (size_t i = 0; i < (size_t)n * k; i++) wv[i] = rng_grid(4, 4.0f);
+                    for (size_t i = 0; i < (size_t)m * k; i++) x[i] = rng_grid(8, 8.0f);
                     bk_weight w = make_weight(wv, n, k, all_dt[di]);
                     double *want = dvec((size_t)m * n);
                     for (int i = 0; i < m; i++)
@@ -87,8 +84,7 @@ static void test_matmul_exact(void) {
                             for (int l = 0; l < k; l++)
                                 want[i * n + j] += (double)x[i * k + l] * wv[j * k + l];
                     for (int bi = 0; bi < n_be; bi++) {
-                        for (size_t i = 0; i < (size_t)m * n; i++)
-                            out[i] = NAN;
+                        for (size_t i = 0; i < (size_t)m * n; i++) out[i] = NAN;
                         be[bi]->ops->matmul(be[bi], out, x, &w, m);
                         CHECK_CLOSE(out, want, (size_t)m * n, 0.0, "matmul exact m=%d n=%d k=%d %s",
                                     m, n, k, dtype_name(all_dt[di]));
@@ -106,9 +102,8 @@ static void test_matmul_exact(void) {
  * k·2^-24·Σ|x·w|; 8·sqrt(k)·FLT_EPSILON·Σ|x·w| sits above what any order gives at these
  * sizes yet far below a dropped or doubled term (~Σ|x·w|/k). */
 static void test_matmul_real(void) {
-    static const int shapes[][3] = {{1, 300, 1024}, {3, 129, 4099}, {8, 64, 257},
-                                    {37, 67, 130},  {260, 19, 33},  {12, 2, 515},
-                                    {1, 50, 12301}, {2, 7, 9001}};
+    static const int shapes[][3] = {{1, 300, 1024}, {3, 129, 4099}, {8, 64, 257},   {37, 67, 130},
+                                    {260, 19, 33},  {12, 2, 515},   {1, 50, 12301}, {2, 7, 9001}};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
         for (int di = 0; di < 3; di++) {
             int m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
@@ -120,7 +115,8 @@ static void test_matmul_real(void) {
             /* BF16 weights meet x rounded to bf16 (cpu_matmul.c): the reference does too. */
             float *xr = fvec((size_t)m * k);
             for (size_t i = 0; i < (size_t)m * k; i++)
-                xr[i] = all_dt[di] == DTYPE_BF16 ? dtype_bf16_to_f32(cpu_pack_bf16_one(x[i])) : x[i];
+                xr[i] =
+                    all_dt[di] == DTYPE_BF16 ? dtype_bf16_to_f32(cpu_pack_bf16_one(x[i])) : x[i];
             for (int i = 0; i < m; i++)
                 for (int j = 0; j < n; j++) {
                     for (int l = 0; l < k; l++) {
@@ -138,8 +134,7 @@ static void test_matmul_real(void) {
                 if (bi == 0) memcpy(out0, out, (size_t)m * n * sizeof(float));
                 /* ISA vs scalar (backend 0): both within the bound of the exact value. */
                 double *o0 = dvec((size_t)m * n);
-                for (size_t i = 0; i < (size_t)m * n; i++)
-                    o0[i] = out0[i];
+                for (size_t i = 0; i < (size_t)m * n; i++) o0[i] = out0[i];
                 CHECK_CLOSE(out, o0, (size_t)m * n, 2 * tolmax,
                             "matmul vs scalar m=%d n=%d k=%d %s", m, n, k, dtype_name(all_dt[di]));
                 free(o0);
@@ -165,8 +160,7 @@ static void test_embed(void) {
         int32_t ids[5] = {10, 0, 3, 3, 7};
         double *want = dvec(5 * (size_t)n);
         for (int i = 0; i < 5; i++)
-            for (int j = 0; j < n; j++)
-                want[i * n + j] = tv[ids[i] * n + j];
+            for (int j = 0; j < n; j++) want[i * n + j] = tv[ids[i] * n + j];
         float *out = fvec(5 * (size_t)n);
         for (int bi = 0; bi < n_be; bi++) {
             be[bi]->ops->embed(be[bi], out, &t, ids, 5);
@@ -195,8 +189,7 @@ static void test_rmsnorm(void) {
                 double *want = dvec((size_t)m * ld);
                 for (int i = 0; i < m; i++) {
                     double ss = 0;
-                    for (int j = 0; j < n; j++)
-                        ss += (double)x[i * ld + j] * x[i * ld + j];
+                    for (int j = 0; j < n; j++) ss += (double)x[i * ld + j] * x[i * ld + j];
                     double r = 1.0 / sqrt(ss / n + 1e-6);
                     for (int j = 0; j < ld; j++) {
                         double g = mode == BK_NORM_PLAIN      ? wv[j % n]
@@ -218,13 +211,11 @@ static void test_rmsnorm(void) {
                     be[bi]->ops->rmsnorm(be[bi], y, y, mode == BK_NORM_NONE ? NULL : &w, m, n, ld,
                                          1e-6f, mode);
                     for (int i = 0; i < m; i++) /* in place, padding keeps x */
-                        for (int j = n; j < ld; j++)
-                            want[i * ld + j] = x[i * ld + j];
+                        for (int j = n; j < ld; j++) want[i * ld + j] = x[i * ld + j];
                     CHECK_CLOSE(y, want, (size_t)m * ld, 2e-5 * 4, "rmsnorm in place n=%d mode=%d",
                                 n, mode);
                     for (int i = 0; i < m; i++)
-                        for (int j = n; j < ld; j++)
-                            want[i * ld + j] = 0.0;
+                        for (int j = n; j < ld; j++) want[i * ld + j] = 0.0;
                     free(y);
                 }
                 free(want);
@@ -240,14 +231,12 @@ static void test_rmsnorm_gated(void) {
     for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
         int n = ns[ni], m = 6;
         float *x = frand((size_t)m * n), *z = frand((size_t)m * n), *wv = frand((size_t)n);
-        for (size_t i = 0; i < (size_t)m * n; i++)
-            z[i] *= 6.0f;
+        for (size_t i = 0; i < (size_t)m * n; i++) z[i] *= 6.0f;
         bk_weight w = make_weight(wv, 1, n, DTYPE_BF16);
         double *want = dvec((size_t)m * n);
         for (int i = 0; i < m; i++) {
             double ss = 0;
-            for (int j = 0; j < n; j++)
-                ss += (double)x[i * n + j] * x[i * n + j];
+            for (int j = 0; j < n; j++) ss += (double)x[i * n + j] * x[i * n + j];
             double r = 1.0 / sqrt(ss / n + 1e-6);
             for (int j = 0; j < n; j++) {
                 double zz = z[i * n + j];
@@ -279,8 +268,7 @@ static void test_l2norm(void) {
         float scale = 0.0883883476f;
         for (int i = 0; i < m; i++) {
             double ss = 0;
-            for (int j = 0; j < n; j++)
-                ss += (double)x[i * ld + j] * x[i * ld + j];
+            for (int j = 0; j < n; j++) ss += (double)x[i * ld + j] * x[i * ld + j];
             for (int j = 0; j < ld; j++)
                 want[i * ld + j] = j < n ? x[i * ld + j] * scale / sqrt(ss + 1e-6) : x[i * ld + j];
         }
@@ -309,21 +297,17 @@ static void test_elementwise(void) {
     for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
         size_t n = ns[ni];
         float *a = frand(n), *g = frand(n), *out = fvec(n);
-        for (size_t i = 0; i < n; i++)
-            g[i] *= 8.0f;
+        for (size_t i = 0; i < n; i++) g[i] *= 8.0f;
         double *want = dvec(n);
         for (int bi = 0; bi < n_be; bi++) {
-            for (size_t i = 0; i < n; i++)
-                want[i] = (double)a[i] + g[i];
+            for (size_t i = 0; i < n; i++) want[i] = (double)a[i] + g[i];
             be[bi]->ops->add(be[bi], out, a, g, n);
             CHECK_CLOSE(out, want, n, 1e-6 * 8, "add n=%zu", n);
-            for (size_t i = 0; i < n; i++)
-                want[i] = g[i] / (1.0 + exp(-(double)g[i])) * a[i];
+            for (size_t i = 0; i < n; i++) want[i] = g[i] / (1.0 + exp(-(double)g[i])) * a[i];
             be[bi]->ops->silu_mul(be[bi], out, g, a, 1, (int)n);
             CHECK_CLOSE(out, want, n, 1e-6 * 8, "silu_mul n=%zu", n);
             memcpy(out, a, n * sizeof(float));
-            for (size_t i = 0; i < n; i++)
-                want[i] = a[i] / (1.0 + exp(-(double)g[i]));
+            for (size_t i = 0; i < n; i++) want[i] = a[i] / (1.0 + exp(-(double)g[i]));
             be[bi]->ops->sigmoid_mul(be[bi], out, g, n);
             CHECK_CLOSE(out, want, n, 1e-6, "sigmoid_mul n=%zu", n);
         }
@@ -344,8 +328,7 @@ static void test_elementwise(void) {
         }
         for (int bi = 0; bi < n_be; bi++) {
             float o[19], one[19];
-            for (int i = 0; i < 19; i++)
-                one[i] = 1.0f;
+            for (int i = 0; i < 19; i++) one[i] = 1.0f;
             be[bi]->ops->silu_mul(be[bi], o, ext, one, 1, 19);
             /* relative 1e-6 of the value (|x| up to 1000) */
             for (int i = 0; i < 19; i++)
@@ -361,8 +344,7 @@ static void test_elementwise(void) {
     int m = 3, n = 9;
     float *gate = frand(27), *up = frand(27);
     double want[27];
-    for (int i = 0; i < 27; i++)
-        want[i] = gate[i] / (1.0 + exp(-(double)gate[i])) * up[i];
+    for (int i = 0; i < 27; i++) want[i] = gate[i] / (1.0 + exp(-(double)gate[i])) * up[i];
     for (int bi = 0; bi < n_be; bi++) {
         float tmp[27];
         memcpy(tmp, gate, sizeof tmp);
@@ -387,8 +369,7 @@ static void test_split_gather(void) {
     float *gout = fvec(4 * 14);
     double gwant[4 * 14];
     for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 14; j++)
-            gwant[i * 14 + j] = in[idx[i] * 14 + j];
+        for (int j = 0; j < 14; j++) gwant[i * 14 + j] = in[idx[i] * 14 + j];
     for (int bi = 0; bi < n_be; bi++) {
         be[bi]->ops->split_halves(be[bi], a, g, in, rows, half);
         CHECK_CLOSE(a, wa, (size_t)rows * half, 0.0, "split a%s", "");
@@ -413,13 +394,11 @@ static void test_rope(void) {
     make_batch(&tb, 2, len, pos0, slot);
     int m = tb.b.n_tokens;
     float inv_freq[4];
-    for (int j = 0; j < 4; j++)
-        inv_freq[j] = powf(10000.0f, -2.0f * j / rot);
+    for (int j = 0; j < 4; j++) inv_freq[j] = powf(10000.0f, -2.0f * j / rot);
     float *x = frand((size_t)m * ld);
     double *want = dvec((size_t)m * ld);
     for (int i = 0; i < m; i++)
-        for (int c = 0; c < ld; c++)
-            want[i * ld + c] = x[i * ld + c];
+        for (int c = 0; c < ld; c++) want[i * ld + c] = x[i * ld + c];
     for (int i = 0; i < m; i++)
         for (int h = 0; h < heads; h++)
             for (int j = 0; j < rot / 2; j++) {
@@ -514,8 +493,7 @@ static void test_create_and_memory(void) {
     float *p = b->ops->alloc(b, 1000 * sizeof(float));
     CHECK(p != NULL && ((uintptr_t)p & 63) == 0);
     int zero = 1;
-    for (int i = 0; p && i < 1000; i++)
-        zero &= p[i] == 0.0f;
+    for (int i = 0; p && i < 1000; i++) zero &= p[i] == 0.0f;
     CHECK(zero);
     float src[4] = {1, 2, 3, 4}, dst[4] = {0};
     b->ops->upload(b, p, src, sizeof src);

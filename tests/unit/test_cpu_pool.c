@@ -68,8 +68,7 @@ static void meet_task(void *ctx, int task, int worker) {
     atomic_fetch_add(&j->used_worker[worker], 1);
     atomic_fetch_add(&j->started, 1);
     struct timespec ms = {0, 1000000};
-    for (int i = 0; i < 10000 && atomic_load(&j->started) < j->n; i++)
-        nanosleep(&ms, NULL);
+    for (int i = 0; i < 10000 && atomic_load(&j->started) < j->n; i++) nanosleep(&ms, NULL);
     if (atomic_load(&j->started) < j->n) atomic_fetch_add(&j->timed_out, 1);
 }
 
@@ -83,8 +82,7 @@ static void test_concurrent(void) {
     j.n = 4;
     cpu_pool_run(p, meet_task, &j, 4);
     CHECK_EQ_INT(atomic_load(&j.timed_out), 0);
-    for (int w = 0; w < 4; w++)
-        CHECK_EQ_INT(atomic_load(&j.used_worker[w]), 1);
+    for (int w = 0; w < 4; w++) CHECK_EQ_INT(atomic_load(&j.used_worker[w]), 1);
     cpu_pool_destroy(p);
 }
 
@@ -149,14 +147,12 @@ static void test_late_workers(void) {
             j.id = r;
             j.current = &current;
             j.stale = &stale;
-            for (int t = 0; t < 16; t++)
-                atomic_init(&j.count[t], 0);
+            for (int t = 0; t < 16; t++) atomic_init(&j.count[t], 0);
             int n = 2 + r % 15;
             atomic_store(&current, r);
             cpu_pool_run(p, stale_task, &j, n);
             atomic_store(&current, -1);
-            for (int t = 0; t < 16; t++)
-                wrong += atomic_load(&j.count[t]) != (t < n);
+            for (int t = 0; t < 16; t++) wrong += atomic_load(&j.count[t]) != (t < n);
         }
         CHECK_EQ_INT(wrong, 0);
         CHECK_EQ_INT(atomic_load(&stale), 0);
@@ -178,13 +174,11 @@ static void test_idle_sleeps(void) {
     cpu_pool *p = NULL;
     CHECK_EQ_INT(cpu_pool_create(3, &p, &err), 0);
     if (!p) return;
-    for (int r = 0; r < 100; r++)
-        cpu_pool_run(p, sum_task, NULL, 4);
+    for (int r = 0; r < 100; r++) cpu_pool_run(p, sum_task, NULL, 4);
     struct timespec ms = {0, 20000000};
     nanosleep(&ms, NULL); /* past every spin */
     double c0 = cpu_seconds();
-    for (int i = 0; i < 15; i++)
-        nanosleep(&ms, NULL);
+    for (int i = 0; i < 15; i++) nanosleep(&ms, NULL);
     double used = cpu_seconds() - c0;
     CHECK_MSG(used < 0.05, "idle pool used %.3f s of CPU in 0.3 s", used);
     cpu_pool_destroy(p);

@@ -71,21 +71,19 @@ typedef struct {
     int H, P, N, G, n_seqs, slots, ld;
     int len[3], slot[3];
     float dt_min;
-    float *in;                /* [m, ld] */
-    float *alog, *dtb, *dsk;  /* [H], rounded to what the weights hold */
+    float *in;               /* [m, ld] */
+    float *alog, *dtb, *dsk; /* [H], rounded to what the weights hold */
     bk_weight A_log, dt_bias, D;
     void *st_a, *st_b, *st_d;
-    float *S0;                /* [slots, H, P, N] initial states */
+    float *S0; /* [slots, H, P, N] initial states */
 } ssd_case;
 
 static void ssd_case_init(ssd_case *c) {
     int m = 0;
-    for (int s = 0; s < c->n_seqs; s++)
-        m += c->len[s];
+    for (int s = 0; s < c->n_seqs; s++) m += c->len[s];
     c->ld = c->H * c->P + 2 * c->G * c->N + c->H + 3;
     c->in = fvec((size_t)m * c->ld);
-    for (size_t i = 0; i < (size_t)m * c->ld; i++)
-        c->in[i] = rng_f();
+    for (size_t i = 0; i < (size_t)m * c->ld; i++) c->in[i] = rng_f();
     c->alog = fvec((size_t)c->H);
     c->dtb = fvec((size_t)c->H);
     c->dsk = fvec((size_t)c->H);
@@ -100,8 +98,7 @@ static void ssd_case_init(ssd_case *c) {
     c->D = make_weight(c->dsk, (size_t)c->H, DTYPE_BF16, &c->st_d);
     size_t ss = (size_t)c->slots * c->H * c->P * c->N;
     c->S0 = fvec(ss);
-    for (size_t i = 0; i < ss; i++)
-        c->S0[i] = 0.5f * rng_f();
+    for (size_t i = 0; i < ss; i++) c->S0[i] = 0.5f * rng_f();
 }
 
 static void ssd_case_free(ssd_case *c) {
@@ -180,19 +177,24 @@ static void ssd_run(const ssd_case *c, ssd_fn fn, backend *b, int s0, int s1, co
 
 static void test_ssd(void) {
     static const int dims[][4] = {/* H, P, N, G */
-                                  {6, 3, 4, 2},  {4, 17, 33, 4}, {3, 5, 16, 1},  {2, 1, 1, 1},
+                                  {6, 3, 4, 2},    {4, 17, 33, 4}, {3, 5, 16, 1}, {2, 1, 1, 1},
                                   {8, 16, 129, 2}, {12, 7, 31, 3}, {4, 8, 15, 2}, {2, 80, 128, 1}};
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
         for (int fl = 0; fl < 2; fl++) {
-            ssd_case c = {.H = dims[di][0], .P = dims[di][1], .N = dims[di][2], .G = dims[di][3],
-                          .n_seqs = 3, .slots = 3, .len = {5, 1, 13}, .slot = {2, 0, 1},
+            ssd_case c = {.H = dims[di][0],
+                          .P = dims[di][1],
+                          .N = dims[di][2],
+                          .G = dims[di][3],
+                          .n_seqs = 3,
+                          .slots = 3,
+                          .len = {5, 1, 13},
+                          .slot = {2, 0, 1},
                           .dt_min = fl ? 1e-3f : 0.0f};
             ssd_case_init(&c);
             int m = 19, HP = c.H * c.P;
             size_t ss = (size_t)c.slots * HP * c.N;
             double *yw = dvec((size_t)m * HP), *Sw = dvec(ss);
-            for (size_t i = 0; i < ss; i++)
-                Sw[i] = c.S0[i];
+            for (size_t i = 0; i < ss; i++) Sw[i] = c.S0[i];
             ssd_dref(&c, yw, Sw);
             float *y = fvec((size_t)m * HP), *S = fvec(ss);
             const char *bname = "reference";
@@ -219,8 +221,15 @@ static void test_ssd(void) {
 /* One call == odd pieces == token by token == batched with other sequences, bit for bit:
  * every token runs the same step on the same state, whatever the step's shape. */
 static void test_ssd_pieces(void) {
-    ssd_case c = {.H = 6, .P = 12, .N = 16, .G = 2, .n_seqs = 3, .slots = 3, .len = {23, 4, 9},
-                  .slot = {1, 2, 0}, .dt_min = 0.0f};
+    ssd_case c = {.H = 6,
+                  .P = 12,
+                  .N = 16,
+                  .G = 2,
+                  .n_seqs = 3,
+                  .slots = 3,
+                  .len = {23, 4, 9},
+                  .slot = {1, 2, 0},
+                  .dt_min = 0.0f};
     ssd_case_init(&c);
     int T = c.len[0], HP = c.H * c.P;
     size_t ss = (size_t)c.slots * HP * c.N;
@@ -295,15 +304,12 @@ static void norm_dref(double *out, const float *x, const float *z, const float *
     for (int i = 0; i < m; i++) {
         const float *xr = x + (size_t)i * width, *zr = z + (size_t)i * width;
         double *o = out + (size_t)i * width;
-        for (int j = 0; j < width; j++)
-            o[j] = xr[j] * (zr[j] / (1.0 + exp(-(double)zr[j])));
+        for (int j = 0; j < width; j++) o[j] = xr[j] * (zr[j] / (1.0 + exp(-(double)zr[j])));
         for (int g0 = 0; g0 < width; g0 += group) {
             double ss = 0;
-            for (int j = g0; j < g0 + group; j++)
-                ss += o[j] * o[j];
+            for (int j = g0; j < g0 + group; j++) ss += o[j] * o[j];
             double r = 1.0 / sqrt(ss / group + eps);
-            for (int j = g0; j < g0 + group; j++)
-                o[j] *= r * w[j];
+            for (int j = g0; j < g0 + group; j++) o[j] *= r * w[j];
         }
     }
 }
@@ -314,7 +320,7 @@ static void norm_dref(double *out, const float *x, const float *z, const float *
 
 static void test_norm_grouped(void) {
     static const int shapes[][3] = {/* m, width, group */
-                                    {1, 7, 7},  {3, 72, 36}, {2, 51, 17}, {5, 33, 11},
+                                    {1, 7, 7},      {3, 72, 36}, {2, 51, 17}, {5, 33, 11},
                                     {1, 1920, 960}, {4, 16, 16}, {2, 34, 17}, {1, 8209, 8209}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int wd = 0; wd < 2; wd++) {
@@ -325,8 +331,7 @@ static void test_norm_grouped(void) {
                 x[i] = 3.0f * rng_f();
                 z[i] = 6.0f * rng_f();
             }
-            for (int j = 0; j < width; j++)
-                wv[j] = 1.0f + 0.5f * rng_f();
+            for (int j = 0; j < width; j++) wv[j] = 1.0f + 0.5f * rng_f();
             void *st;
             bk_weight w = make_weight(wv, (size_t)width, wd ? DTYPE_BF16 : DTYPE_F32, &st);
             w.shape[0] = width;
@@ -363,8 +368,7 @@ static void test_relu2(void) {
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         size_t n = sizes[si];
         float *x = fvec(n), *a = fvec(n);
-        for (size_t i = 0; i < n; i++)
-            x[i] = i % 7 == 0 ? 0.0f : 4.0f * rng_f();
+        for (size_t i = 0; i < n; i++) x[i] = i % 7 == 0 ? 0.0f : 4.0f * rng_f();
         for (int bi = 0; bi < n_be; bi++) {
             memcpy(a, x, n * 4);
             be[bi]->ops->relu2(be[bi], a, n);
@@ -378,8 +382,7 @@ static void test_relu2(void) {
         memcpy(a, x, n * 4);
         cpu_mamba_relu2_ref(a, n);
         int ok = 1;
-        for (size_t i = 0; i < n; i++)
-            ok &= a[i] == (x[i] > 0 ? x[i] * x[i] : 0.0f) && a[i] >= 0;
+        for (size_t i = 0; i < n; i++) ok &= a[i] == (x[i] > 0 ? x[i] * x[i] : 0.0f) && a[i] >= 0;
         CHECK_MSG(ok, "reference relu2 n %zu", n);
         free(x);
         free(a);

@@ -38,18 +38,21 @@
 #include "tests/test.h"
 
 enum {
-    N_SEQ = 4,      /* slots, sequences of the batched steps */
+    N_SEQ = 4, /* slots, sequences of the batched steps */
     CTX = 256,
     MAX_TOKENS = 64,
-    WARM = 3,       /* warm-up steps before counting */
-    STEPS = 16,     /* counted steps */
+    WARM = 3,   /* warm-up steps before counting */
+    STEPS = 16, /* counted steps */
 };
 
 static model *open_model(backend *b, const char *dir) {
     model *m = NULL;
     strata_err err = {0};
-    model_opts o = {.path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = N_SEQ,
-                    .ctx_size = CTX, .step_tokens = MAX_TOKENS};
+    model_opts o = {.path = dir,
+                    .weight_dtype = DTYPE_COUNT,
+                    .max_seqs = N_SEQ,
+                    .ctx_size = CTX,
+                    .step_tokens = MAX_TOKENS};
     int rc = model_open(&m, &o, b, &err);
     CHECK_MSG(rc == 0, "%s: %s", dir, err.msg);
     return m;
@@ -80,7 +83,7 @@ typedef struct dec {
     model *m;
     int vocab;
     batch_buf bb;
-    float *logits;          /* [N_SEQ + MAX_TOKENS, vocab] */
+    float *logits; /* [N_SEQ + MAX_TOKENS, vocab] */
     int32_t tokens[MAX_TOKENS], rows[MAX_TOKENS];
     sampler *smp[N_SEQ];
     int32_t last[N_SEQ];
@@ -267,8 +270,11 @@ static void check_engine(const char *dir, const char *tok_dir) {
     for (int i = 0; i < N_SEQ; i++) {
         int32_t prompt[32];
         make_prompt(prompt, i, vocab);
-        engine_seq_params p = {.prompt = prompt, .n_prompt = n_prompt(i), .max_tokens = 200,
-                               .ignore_eos = 1, .logprobs = i % 2};
+        engine_seq_params p = {.prompt = prompt,
+                               .n_prompt = n_prompt(i),
+                               .max_tokens = 200,
+                               .ignore_eos = 1,
+                               .logprobs = i % 2};
         sampler_params_default(&p.sampling);
         if (i % 2) {
             p.sampling.temperature = 0.9f;
@@ -306,8 +312,8 @@ static void check_engine(const char *dir, const char *tok_dir) {
     count_end(what);
     for (int i = 0; i < N_SEQ; i++) {
         engine_seq_take(seq[i], &out[i]);
-        CHECK_MSG(out[i].finish == ENGINE_FINISH_NONE, "%s: sequence %d ended early (%s)", what,
-                  i, engine_finish_name(out[i].finish));
+        CHECK_MSG(out[i].finish == ENGINE_FINISH_NONE, "%s: sequence %d ended early (%s)", what, i,
+                  engine_finish_name(out[i].finish));
         CHECK(out[i].n_generated >= 64 * 2);
     }
 done:
@@ -409,8 +415,9 @@ static void test_detok_window(void) {
     long ours = detok_window_allocs("spm_tiny", ALLOC_HOOK_EXE);
     all = detok_window_allocs("spm_tiny", ALLOC_HOOK_ALL);
     if (alloc_hook_on()) {
-        fprintf(stderr, "  spm_tiny detok (WINDOW): %ld allocation calls in %d tokens from our "
-                        "code, %.1f per token in all (libsentencepiece's Decode, see spm.h)\n",
+        fprintf(stderr,
+                "  spm_tiny detok (WINDOW): %ld allocation calls in %d tokens from our "
+                "code, %.1f per token in all (libsentencepiece's Decode, see spm.h)\n",
                 ours, DETOK_COUNT, (double)all / DETOK_COUNT);
         CHECK_MSG(ours == 0, "spm_tiny detok: %ld allocation calls from our code", ours);
     }

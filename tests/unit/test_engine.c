@@ -47,7 +47,7 @@ typedef struct run {
     char text[4096];
     size_t len;
     int finish, n_gen;
-    sampler_result plp[32];    /* prompt logprobs, when asked for */
+    sampler_result plp[32]; /* prompt logprobs, when asked for */
     int n_plp, prompt_done, prompt_takes;
 } run;
 
@@ -76,7 +76,8 @@ static void wait_all(run *r, int n) {
                     /* the first token arrives with or after the prompt, never before */
                     CHECK(r[i].n_gen <= (int)(r[i].c.n_new));
                     if (r[i].n_plp <= 32)
-                        memcpy(r[i].plp, r[i].c.prompt_tok, sizeof(sampler_result) * (size_t)r[i].n_plp);
+                        memcpy(r[i].plp, r[i].c.prompt_tok,
+                               sizeof(sampler_result) * (size_t)r[i].n_plp);
                 }
             }
             if (!r[i].finish) open++;
@@ -109,7 +110,9 @@ static backend *B;
 static engine *make_engine_rows(int max_seqs, int chunk, int plp_rows) {
     strata_err err = {0};
     engine *e = NULL;
-    engine_opts o = {.max_seqs = max_seqs, .prefill_chunk = chunk, .on_slot_free = on_wake,
+    engine_opts o = {.max_seqs = max_seqs,
+                     .prefill_chunk = chunk,
+                     .on_slot_free = on_wake,
                      .prompt_logprob_rows = plp_rows};
     int rc = engine_create(&e, M, NULL, &o, &err);
     CHECK_MSG(rc == 0, "%s", err.msg);
@@ -419,8 +422,11 @@ int main(void) {
     strata_err err = {0};
     int rc = backend_cpu_create(2, &B, &err);
     CHECK_MSG(rc == 0, "%s", err.msg);
-    model_opts mo = {.path = MODEL_DIR, .weight_dtype = DTYPE_COUNT, .max_seqs = 4,
-                     .ctx_size = 512, .step_tokens = 4 + 512};
+    model_opts mo = {.path = MODEL_DIR,
+                     .weight_dtype = DTYPE_COUNT,
+                     .max_seqs = 4,
+                     .ctx_size = 512,
+                     .step_tokens = 4 + 512};
     rc = model_open(&M, &mo, B, &err);
     CHECK_MSG(rc == 0, "%s", err.msg);
     if (rc) TEST_DONE();

@@ -303,7 +303,8 @@ static json_t *types(const char *a) { /* "ssf" -> layer_types, s = sliding, f = 
 static void test_bad_configs(void) {
     expect_open_error("hidden_size", json_integer(64), "embed_tokens.weight");
     expect_open_error("some_new_field", json_true(), "some_new_field");
-    expect_open_error("eos_token_id", json_pack("[i,s]", 1, "x"), "eos_token_id[1] must be an integer");
+    expect_open_error("eos_token_id", json_pack("[i,s]", 1, "x"),
+                      "eos_token_id[1] must be an integer");
     expect_open_error("eos_token_id", json_integer(1 << 20), "outside the vocabulary");
     expect_open_error("query_pre_attn_scalar", json_integer(256), "query_pre_attn_scalar");
     expect_open_error("hidden_activation", json_string("gelu"), "hidden_activation");
@@ -325,17 +326,16 @@ static void test_bad_configs(void) {
     /* full layers with another head dim than the checkpoint's */
     expect_open_error("per_layer_config", json_pack("{s:{s:i}}", "2", "head_dim", 16), "q_proj");
     /* layer 5 left at head_dim 16 while layer 2 (also full) gets 32: one RoPE per type */
-    expect_open_error("per_layer_config", json_pack("{s:{s:i}}", "2", "head_dim", 32),
-                      "head dim");
+    expect_open_error("per_layer_config", json_pack("{s:{s:i}}", "2", "head_dim", 32), "head dim");
     expect_open_error("rope_parameters",
                       json_pack("{s:{s:s,s:f},s:{s:s,s:f}}", "sliding_attention", "rope_type",
-                                "default", "rope_theta", 1e4, "full_attention", "rope_type",
-                                "yarn", "rope_theta", 1e6),
+                                "default", "rope_theta", 1e4, "full_attention", "rope_type", "yarn",
+                                "rope_theta", 1e6),
                       "rope_type");
-    expect_open_error("rope_parameters",
-                      json_pack("{s:{s:s,s:f}}", "sliding_attention", "rope_type", "default",
-                                "rope_theta", 1e4),
-                      "full_attention");
+    expect_open_error(
+        "rope_parameters",
+        json_pack("{s:{s:s,s:f}}", "sliding_attention", "rope_type", "default", "rope_theta", 1e4),
+        "full_attention");
 }
 
 /* ---- the real-size E2B preset with dummy weights ---- */

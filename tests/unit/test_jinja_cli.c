@@ -48,8 +48,7 @@ static json_t *find_case(const char *model, int with_tools) {
             json_is_array(json_object_get(c, "tools")) == with_tools &&
             json_object_size(json_object_get(c, "kwargs")) == 1)
             found = c;
-        else
-            json_decref(c);
+        else json_decref(c);
     }
     free(line);
     if (f) fclose(f);

@@ -188,8 +188,8 @@ static int open_edited(const char *fixture, const char *key, json_t *value, cons
     model *m = NULL;
     backend_cpu_create(1, &b, err);
     if (env) setenv(FLOOR_ENV, env, 1);
-    model_opts o = {.path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = 1, .ctx_size = 64,
-                    .step_tokens = 16};
+    model_opts o = {
+        .path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = 1, .ctx_size = 64, .step_tokens = 16};
     int rc = model_open(&m, &o, b, err);
     unsetenv(FLOOR_ENV);
     model_close(m);
@@ -263,8 +263,12 @@ static void test_dummy_preset(void) {
     strata_err err = {0};
     CHECK(backend_cpu_create(2, &b, &err) == 0);
     unsetenv(FLOOR_ENV);
-    model_opts o = {.path = "nvidia/NVIDIA-Nemotron-3-Nano-4B-BF16", .load_dummy = 1,
-                    .weight_dtype = DTYPE_BF16, .max_seqs = 1, .ctx_size = 8, .step_tokens = 4,
+    model_opts o = {.path = "nvidia/NVIDIA-Nemotron-3-Nano-4B-BF16",
+                    .load_dummy = 1,
+                    .weight_dtype = DTYPE_BF16,
+                    .max_seqs = 1,
+                    .ctx_size = 8,
+                    .step_tokens = 4,
                     .seed = 7};
     CHECK_MSG(model_open(&m, &o, b, &err) == 0, "%s", err.msg);
     if (m) {

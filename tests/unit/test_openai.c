@@ -26,29 +26,40 @@ static void test_completion_forms(void) {
     CHECK(r.skip_special_tokens == 1 && !r.stream && r.model == NULL);
     openai_request_free(&r);
 
-    CHECK_EQ_INT(parse(&r, OPENAI_COMPLETION, "{\"prompt\": [\"a\", \"b\"], \"n\": 2, \"model\": \"m\"}", &e), 0);
+    CHECK_EQ_INT(parse(&r, OPENAI_COMPLETION,
+                       "{\"prompt\": [\"a\", \"b\"], \"n\": 2, \"model\": \"m\"}", &e),
+                 0);
     CHECK(r.n_prompts == 2 && !strcmp(r.prompts[1].text, "b") && r.n == 2 && !strcmp(r.model, "m"));
     openai_request_free(&r);
 
     CHECK_EQ_INT(parse(&r, OPENAI_COMPLETION, "{\"prompt\": [1, 2, 511]}", &e), 0);
-    CHECK(r.n_prompts == 1 && r.prompts[0].n_ids == 3 && r.prompts[0].ids[2] == 511 && !r.prompts[0].text);
+    CHECK(r.n_prompts == 1 && r.prompts[0].n_ids == 3 && r.prompts[0].ids[2] == 511 &&
+          !r.prompts[0].text);
     openai_request_free(&r);
 
-    CHECK_EQ_INT(parse(&r, OPENAI_COMPLETION, "{\"prompt\": [[1], [2, 3]], \"echo\": true, \"logprobs\": 3,"
-                                           "\"stop\": [\"x\", \"\", \"yz\"], \"seed\": -5, \"max_tokens\": 9,"
-                                           "\"logit_bias\": {\"7\": -100, \"8\": 2.5}, \"stream\": true,"
-                                           "\"stream_options\": {\"include_usage\": true},"
-                                           "\"stop_token_ids\": [4], \"top_k\": -1}", &e), 0);
-    CHECK(r.n_prompts == 2 && r.prompts[1].n_ids == 2 && r.echo && r.logprobs && r.top_logprobs == 3);
+    CHECK_EQ_INT(parse(&r, OPENAI_COMPLETION,
+                       "{\"prompt\": [[1], [2, 3]], \"echo\": true, \"logprobs\": 3,"
+                       "\"stop\": [\"x\", \"\", \"yz\"], \"seed\": -5, \"max_tokens\": 9,"
+                       "\"logit_bias\": {\"7\": -100, \"8\": 2.5}, \"stream\": true,"
+                       "\"stream_options\": {\"include_usage\": true},"
+                       "\"stop_token_ids\": [4], \"top_k\": -1}",
+                       &e),
+                 0);
+    CHECK(r.n_prompts == 2 && r.prompts[1].n_ids == 2 && r.echo && r.logprobs &&
+          r.top_logprobs == 3);
     CHECK(r.n_stop == 2 && !strcmp(r.stop[1], "yz")); /* the empty stop string is dropped */
     CHECK(r.has_seed && r.seed == (uint64_t)-5 && r.max_tokens == 9);
-    CHECK(r.n_bias == 2 && r.bias_ids[0] == 7 && r.bias_vals[0] == -100.0f && r.bias_vals[1] == 2.5f);
+    CHECK(r.n_bias == 2 && r.bias_ids[0] == 7 && r.bias_vals[0] == -100.0f &&
+          r.bias_vals[1] == 2.5f);
     CHECK(r.stream && r.include_usage && r.n_stop_ids == 1 && r.stop_ids[0] == 4 && r.top_k == 0);
     openai_request_free(&r);
 
     /* max_tokens 0 with echo: score the prompt only (OpenAI, vLLM); echo may come after */
-    CHECK_EQ_INT(parse(&r, OPENAI_COMPLETION, "{\"max_tokens\": 0, \"prompt\": \"a\", \"echo\": true,"
-                                           " \"logprobs\": 0}", &e), 0);
+    CHECK_EQ_INT(parse(&r, OPENAI_COMPLETION,
+                       "{\"max_tokens\": 0, \"prompt\": \"a\", \"echo\": true,"
+                       " \"logprobs\": 0}",
+                       &e),
+                 0);
     CHECK(r.max_tokens == 0 && r.echo && r.logprobs && r.top_logprobs == 0);
     openai_request_free(&r);
 }
@@ -62,7 +73,8 @@ static void test_chat_forms(void) {
         "   {\"type\": \"text\", \"text\": \"b\"}], \"name\": \"n\"},"
         " {\"role\": \"assistant\", \"content\": null}],"
         " \"max_completion_tokens\": 5, \"max_tokens\": 9, \"logprobs\": true, \"top_logprobs\": 2,"
-        " \"chat_template_kwargs\": {\"enable_thinking\": false}, \"tools\": [{\"type\": \"function\"}],"
+        " \"chat_template_kwargs\": {\"enable_thinking\": false}, \"tools\": [{\"type\": "
+        "\"function\"}],"
         " \"tool_choice\": \"auto\", \"response_format\": {\"type\": \"text\"}, \"user\": \"u\"}";
     CHECK_EQ_INT(parse(&r, OPENAI_CHAT, body, &e), 0);
     CHECK_EQ_INT(json_array_size(r.messages), 3);
@@ -74,9 +86,13 @@ static void test_chat_forms(void) {
     CHECK(json_is_false(json_object_get(r.template_kwargs, "enable_thinking")));
     CHECK(r.tools && json_array_size(r.tools) == 1);
     openai_request_free(&r);
-    CHECK_EQ_INT(parse(&r, OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}],"
-                                     "\"continue_final_message\": true}", &e), 0);
-    CHECK(r.continue_final_message && !r.add_generation_prompt && json_object_size(r.template_kwargs) == 0);
+    CHECK_EQ_INT(parse(&r, OPENAI_CHAT,
+                       "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}],"
+                       "\"continue_final_message\": true}",
+                       &e),
+                 0);
+    CHECK(r.continue_final_message && !r.add_generation_prompt &&
+          json_object_size(r.template_kwargs) == 0);
     openai_request_free(&r);
 }
 
@@ -95,19 +111,27 @@ static void test_invalid(void) {
         {OPENAI_COMPLETION, "{\"prompt\": [512]}", "prompt", 400},
         {OPENAI_COMPLETION, "{\"prompt\": [[]]}", "prompt", 400},
         {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 0}", "max_tokens", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 0, \"echo\": false}", "max_tokens", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": -1, \"echo\": true}", "max_tokens", 400},
-        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 0}", "max_tokens", 400},
-        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"echo\": true}", "echo", 400},
+        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 0, \"echo\": false}", "max_tokens",
+         400},
+        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": -1, \"echo\": true}", "max_tokens",
+         400},
+        {OPENAI_CHAT,
+         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 0}",
+         "max_tokens", 400},
+        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"echo\": true}",
+         "echo", 400},
         {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 1.5}", "max_tokens", 400},
         {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"temperature\": 2.5}", "temperature", 400},
         {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"temperature\": \"1\"}", "temperature", 400},
         {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"top_p\": 0}", "top_p", 400},
         {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"min_p\": 2}", "min_p", 400},
         {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"top_k\": -2}", "top_k", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"presence_penalty\": 3}", "presence_penalty", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"frequency_penalty\": -3}", "frequency_penalty", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"repetition_penalty\": 0}", "repetition_penalty", 400},
+        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"presence_penalty\": 3}", "presence_penalty",
+         400},
+        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"frequency_penalty\": -3}", "frequency_penalty",
+         400},
+        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"repetition_penalty\": 0}", "repetition_penalty",
+         400},
         {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"seed\": 1.5}", "seed", 400},
         {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"n\": 5}", "n", 400},
         {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"stop\": 1}", "stop", 400},
@@ -130,13 +154,29 @@ static void test_invalid(void) {
         {OPENAI_CHAT, "{\"messages\": [{\"content\": \"x\"}]}", "messages", 400},
         {OPENAI_CHAT, "{\"messages\": [{\"role\": \"god\", \"content\": \"x\"}]}", "messages", 400},
         {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", "messages", 400},
-        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}", "messages", 400},
-        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}", "messages", 400},
-        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 1}", "top_logprobs", 400},
-        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_object\"}}", "response_format", 400},
-        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": \"required\"}", "tool_choice", 400},
-        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": []}", "chat_template_kwargs", 400},
-        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"add_generation_prompt\": true, \"continue_final_message\": true}", "continue_final_message", 400},
+        {OPENAI_CHAT,
+         "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}",
+         "messages", 400},
+        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}",
+         "messages", 400},
+        {OPENAI_CHAT,
+         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 1}",
+         "top_logprobs", 400},
+        {OPENAI_CHAT,
+         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": "
+         "{\"type\": \"json_object\"}}",
+         "response_format", 400},
+        {OPENAI_CHAT,
+         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": "
+         "\"required\"}",
+         "tool_choice", 400},
+        {OPENAI_CHAT,
+         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": []}",
+         "chat_template_kwargs", 400},
+        {OPENAI_CHAT,
+         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"add_generation_prompt\": "
+         "true, \"continue_final_message\": true}",
+         "continue_final_message", 400},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         openai_request r;
@@ -152,11 +192,14 @@ static void test_invalid(void) {
 
 static void test_error_json(void) {
     openai_error e;
-    openai_error_set(&e, 400, "invalid_request_error", "prompt", "context_length_exceeded", "too %s", "long");
+    openai_error_set(&e, 400, "invalid_request_error", "prompt", "context_length_exceeded",
+                     "too %s", "long");
     json_t *j = openai_error_json(&e);
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-    CHECK_MSG(!strcmp(s, "{\"error\":{\"code\":\"context_length_exceeded\",\"message\":\"too long\","
-                         "\"param\":\"prompt\",\"type\":\"invalid_request_error\"}}"), "%s", s);
+    CHECK_MSG(!strcmp(s,
+                      "{\"error\":{\"code\":\"context_length_exceeded\",\"message\":\"too long\","
+                      "\"param\":\"prompt\",\"type\":\"invalid_request_error\"}}"),
+              "%s", s);
     free(s);
     json_decref(j);
     strata_err se = {0};
@@ -178,9 +221,11 @@ static int fail_at, n_allocs;
 static void *counting_malloc(size_t n) { return ++n_allocs == fail_at ? NULL : malloc(n); }
 
 static void test_alloc_failures(void) {
-    const char *body = "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}]},"
-                       " {\"role\": \"assistant\", \"content\": \"b\"}],"
-                       " \"stop\": [\"x\"], \"logit_bias\": {\"3\": 1}, \"chat_template_kwargs\": {\"a\": 1}}";
+    const char *body =
+        "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": "
+        "\"a\"}]},"
+        " {\"role\": \"assistant\", \"content\": \"b\"}],"
+        " \"stop\": [\"x\"], \"logit_bias\": {\"3\": 1}, \"chat_template_kwargs\": {\"a\": 1}}";
     json_error_t je;
     fail_at = -1;
     n_allocs = 0;

@@ -33,7 +33,8 @@ static const int golden_batch_chunks[8] = {5, 1, 17, 2, 9, 3, 1, 4};
  * logits are not compared; greedy choices are, wherever T's top-2 gap is >= 1.0. */
 #define BF16_MIN_GAP 1.0f
 
-static void check_case_f32(const char *name, model *m, const golden_case *gc, int vocab, int is_bf16) {
+static void check_case_f32(const char *name, model *m, const golden_case *gc, int vocab,
+                           int is_bf16) {
     float *a = malloc(sizeof(float) * (size_t)gc->n * vocab);
     float *c = malloc(sizeof(float) * (size_t)gc->n * vocab);
     int one_shot[] = {512}, odd[] = {3, 1, 7, 13, 64}, step[] = {1};
@@ -97,15 +98,16 @@ static void expect_open_error(const char *config_edit_key, json_t *value, const 
     snprintf(dst, sizeof dst, "%s/config.json", dir);
     json_dump_file(cfg, dst, 0);
     json_decref(cfg);
-    snprintf(src, sizeof src, "%s/tests/golden/qwen35_tiny/model.safetensors", getcwd(cwd, sizeof cwd) ? cwd : ".");
+    snprintf(src, sizeof src, "%s/tests/golden/qwen35_tiny/model.safetensors",
+             getcwd(cwd, sizeof cwd) ? cwd : ".");
     snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
     CHECK(symlink(src, dst) == 0);
     backend *b = NULL;
     model *m = NULL;
     strata_err err = {0};
     backend_cpu_create(1, &b, &err);
-    model_opts o = {.path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = 1, .ctx_size = 64,
-                    .step_tokens = 16};
+    model_opts o = {
+        .path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = 1, .ctx_size = 64, .step_tokens = 16};
     int rc = model_open(&m, &o, b, &err);
     CHECK_MSG(rc < 0 && strstr(err.msg, needle), "expected an error naming '%s', got rc %d: %s",
               needle, rc, err.msg);
@@ -138,8 +140,13 @@ static void test_dummy_preset(void) {
     model *m = NULL;
     strata_err err = {0};
     CHECK(backend_cpu_create(2, &b, &err) == 0);
-    model_opts o = {.path = "Qwen/Qwen3.5-0.8B", .load_dummy = 1, .weight_dtype = DTYPE_BF16,
-                    .max_seqs = 1, .ctx_size = 8, .step_tokens = 4, .seed = 7};
+    model_opts o = {.path = "Qwen/Qwen3.5-0.8B",
+                    .load_dummy = 1,
+                    .weight_dtype = DTYPE_BF16,
+                    .max_seqs = 1,
+                    .ctx_size = 8,
+                    .step_tokens = 4,
+                    .seed = 7};
     CHECK_MSG(model_open(&m, &o, b, &err) == 0, "%s", err.msg);
     if (m) {
         const model_info *in = model_get_info(m);
@@ -154,7 +161,8 @@ static void test_dummy_preset(void) {
         float *lg = malloc(sizeof(float) * 248320);
         CHECK(model_forward(m, &bb.bt, ids, &row, 1, lg, &err) == 0);
         int finite = 1;
-        for (int i = 0; i < 248320; i++) finite &= lg[i] == lg[i] && lg[i] < 1e30f && lg[i] > -1e30f;
+        for (int i = 0; i < 248320; i++)
+            finite &= lg[i] == lg[i] && lg[i] < 1e30f && lg[i] > -1e30f;
         CHECK(finite);
         /* out-of-vocabulary ids and positions past the context are refused, not run */
         ids[1] = 248320;

@@ -79,8 +79,8 @@ static void expect_fail(const char *path, int code, ...) {
     st_model *m = NULL;
     strata_err err = {0};
     int rc = st_open(&m, path, &err);
-    CHECK_MSG(rc == code, "%s: rc %d (%s), want %d; msg: %s", path, rc, strata_err_name(rc),
-              code, err.msg);
+    CHECK_MSG(rc == code, "%s: rc %d (%s), want %d; msg: %s", path, rc, strata_err_name(rc), code,
+              err.msg);
     CHECK(m == NULL);
     CHECK_EQ_INT(err.code, code);
     va_list ap;
@@ -211,8 +211,7 @@ static void test_check_header(void) {
     CHECK_EQ_INT(st_check_header(dup, strlen(dup), 8, "mem", &err), STRATA_EFORMAT);
     CHECK(strstr(err.msg, "mem") && strstr(err.msg, "a"));
     /* The size limit is checked before parsing, so no 100 MB buffer is needed. */
-    CHECK_EQ_INT(st_check_header(ok, (size_t)200 * 1000 * 1000, 8, "mem", &err),
-                 STRATA_EFORMAT);
+    CHECK_EQ_INT(st_check_header(ok, (size_t)200 * 1000 * 1000, 8, "mem", &err), STRATA_EFORMAT);
     CHECK(strstr(err.msg, "limit"));
 }
 
@@ -241,43 +240,42 @@ static const bad_case bad_cases[] = {
      STRATA_EFORMAT, "t_shape_str"},
     {"{\"t_shape_elem\":{\"dtype\":\"U8\",\"shape\":[[1]],\"data_offsets\":[0,1]}}", 1,
      STRATA_EFORMAT, "t_shape_elem"},
-    {"{\"t_noshape\":{\"dtype\":\"U8\",\"data_offsets\":[0,1]}}", 1, STRATA_EFORMAT,
-     "t_noshape"},
+    {"{\"t_noshape\":{\"dtype\":\"U8\",\"data_offsets\":[0,1]}}", 1, STRATA_EFORMAT, "t_noshape"},
     /* too many dims */
     {"{\"t_dims\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1,
      STRATA_EUNSUPPORTED, "t_dims"},
     /* shape x dtype size overflow, and a mismatch with the offsets */
-    {"{\"t_ovf\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,0]}}",
-     0, STRATA_EFORMAT, "t_ovf"},
-    {"{\"t_ovf2\":{\"dtype\":\"BF16\",\"shape\":[9223372036854775807],\"data_offsets\":[0,2]}}",
-     2, STRATA_EFORMAT, "t_ovf2"},
+    {"{\"t_ovf\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,0]}}", 0,
+     STRATA_EFORMAT, "t_ovf"},
+    {"{\"t_ovf2\":{\"dtype\":\"BF16\",\"shape\":[9223372036854775807],\"data_offsets\":[0,2]}}", 2,
+     STRATA_EFORMAT, "t_ovf2"},
     {"{\"t_len\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 8, STRATA_EFORMAT,
      "t_len"},
     /* offsets past the end, begin > end, not integers, wrong arity */
-    {"{\"t_past\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 8,
-     STRATA_EFORMAT, "t_past"},
+    {"{\"t_past\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 8, STRATA_EFORMAT,
+     "t_past"},
     {"{\"t_back\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,2]}}", 8, STRATA_EFORMAT,
      "t_back"},
-    {"{\"t_offreal\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0.0,2]}}", 8,
-     STRATA_EFORMAT, "t_offreal"},
-    {"{\"t_offneg\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[-2,0]}}", 8,
-     STRATA_EFORMAT, "t_offneg"},
-    {"{\"t_off3\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2,4]}}", 8,
-     STRATA_EFORMAT, "t_off3"},
-    {"{\"t_offstr\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":\"0,2\"}}", 8,
-     STRATA_EFORMAT, "t_offstr"},
+    {"{\"t_offreal\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0.0,2]}}", 8, STRATA_EFORMAT,
+     "t_offreal"},
+    {"{\"t_offneg\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[-2,0]}}", 8, STRATA_EFORMAT,
+     "t_offneg"},
+    {"{\"t_off3\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2,4]}}", 8, STRATA_EFORMAT,
+     "t_off3"},
+    {"{\"t_offstr\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":\"0,2\"}}", 8, STRATA_EFORMAT,
+     "t_offstr"},
     {"{\"t_entry\":[1,2]}", 0, STRATA_EFORMAT, "t_entry"},
     /* overlapping ranges between tensors (the second starts inside the first) */
     {"{\"t_a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-     "\"t_b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, STRATA_EFORMAT,
-     "t_b"},
+     "\"t_b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+     12, STRATA_EFORMAT, "t_b"},
     {"{\"t_c\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
-     "\"t_d\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 16, STRATA_EFORMAT,
-     "t_c"},
+     "\"t_d\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+     16, STRATA_EFORMAT, "t_c"},
     /* duplicate name inside one header */
     {"{\"t_dup\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
-     "\"t_dup\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2, STRATA_EFORMAT,
-     "t_dup"},
+     "\"t_dup\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+     2, STRATA_EFORMAT, "t_dup"},
 };
 
 static void test_corrupt_headers(void) {
@@ -322,10 +320,12 @@ static void test_corrupt_files(void) {
     write_st(file, "{\"cut\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", NULL, 10);
     expect_fail(file, STRATA_EFORMAT, file, "cut", NULL);
     /* an empty header with zero-size tensors only is fine */
-    write_st(file, "{\"z\":{\"dtype\":\"BF16\",\"shape\":[0],\"data_offsets\":[0,0]},"
-                   "\"y\":{\"dtype\":\"BF16\",\"shape\":[3,0],\"data_offsets\":[0,0]},"
-                   "\"x\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,0],"
-                   "\"data_offsets\":[0,0]}}", NULL, 0);
+    write_st(file,
+             "{\"z\":{\"dtype\":\"BF16\",\"shape\":[0],\"data_offsets\":[0,0]},"
+             "\"y\":{\"dtype\":\"BF16\",\"shape\":[3,0],\"data_offsets\":[0,0]},"
+             "\"x\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,0],"
+             "\"data_offsets\":[0,0]}}",
+             NULL, 0);
     st_model *m = NULL;
     strata_err err = {0};
     CHECK_MSG(st_open(&m, file, &err) == 0, "%s", err.msg);
@@ -347,12 +347,11 @@ static const char *shard1 =
 static const char *shard2 =
     "{\"lm_head\":{\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
     "\"bias\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}}";
-static const char *good_index =
-    "{\"metadata\":{\"total_size\":32},\"weight_map\":{"
-    "\"embed\":\"model-00001-of-00002.safetensors\","
-    "\"norm\":\"model-00001-of-00002.safetensors\","
-    "\"lm_head\":\"model-00002-of-00002.safetensors\","
-    "\"bias\":\"model-00002-of-00002.safetensors\"}}";
+static const char *good_index = "{\"metadata\":{\"total_size\":32},\"weight_map\":{"
+                                "\"embed\":\"model-00001-of-00002.safetensors\","
+                                "\"norm\":\"model-00001-of-00002.safetensors\","
+                                "\"lm_head\":\"model-00002-of-00002.safetensors\","
+                                "\"bias\":\"model-00002-of-00002.safetensors\"}}";
 
 static void write_shards(void) {
     write_st(tpath("model-00001-of-00002.safetensors"), shard1, NULL, 24);
@@ -434,8 +433,9 @@ static void test_sharded_errors(void) {
     write_text(idx, "{\"weight_map\":{\"embed\":\"a\",");
     expect_fail(tmp_dir, STRATA_EFORMAT, idx, NULL);
     /* the same name in two shards */
-    write_st(tpath(s2), "{\"lm_head\":{\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
-                        "\"norm\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}}",
+    write_st(tpath(s2),
+             "{\"lm_head\":{\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
+             "\"norm\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}}",
              NULL, 8);
     write_text(idx, good_index);
     expect_fail(tmp_dir, STRATA_EFORMAT, "norm", s1, s2, NULL);

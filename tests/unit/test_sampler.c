@@ -70,8 +70,8 @@ static void test_seed_reproducible(void) {
 static void test_top_k_top_p_min_p(void) {
     float l[V];
     for (int i = 0; i < V; i++) l[i] = -10.0f;
-    l[3] = 2.0f; /* p ~ 0.64 */
-    l[8] = 1.0f; /* p ~ 0.24 */
+    l[3] = 2.0f;  /* p ~ 0.64 */
+    l[8] = 1.0f;  /* p ~ 0.24 */
     l[20] = 0.0f; /* p ~ 0.09 */
     sampler_params p;
     sampler_params_default(&p);

@@ -23,7 +23,8 @@ static json_t *load_fixture(const char *path) {
 
 static size_t ids_from_json(const json_t *arr, int32_t *out, size_t cap) {
     size_t n = json_array_size(arr);
-    for (size_t i = 0; i < n && i < cap; i++) out[i] = (int32_t)json_integer_value(json_array_get(arr, i));
+    for (size_t i = 0; i < n && i < cap; i++)
+        out[i] = (int32_t)json_integer_value(json_array_get(arr, i));
     return n;
 }
 
@@ -62,15 +63,13 @@ static void check_model(const char *name) {
     for (int i = 0; i < vocab; i++) {
         const char *want = json_string_value(json_array_get(pieces, (size_t)i));
         const char *got = spm_id_to_piece(s, i);
-        if (!want || !got || strcmp(want, got) != 0 || spm_piece_to_id(s, want) != i)
-            bad_pieces++;
+        if (!want || !got || strcmp(want, got) != 0 || spm_piece_to_id(s, want) != i) bad_pieces++;
     }
     CHECK_EQ_INT(bad_pieces, 0);
     CHECK(spm_id_to_piece(s, -1) == NULL && spm_id_to_piece(s, vocab) == NULL);
     CHECK_EQ_INT(spm_piece_to_id(s, "definitely-not-a-piece"), -1);
     CHECK_EQ_INT(spm_piece_to_id(s, ""), -1);
-    CHECK_EQ_INT(spm_piece_to_id(s, "<unk>"),
-                 json_integer_value(json_object_get(ref, "unk_id")));
+    CHECK_EQ_INT(spm_piece_to_id(s, "<unk>"), json_integer_value(json_object_get(ref, "unk_id")));
 
     /* Encode each string, then decode the ids back. */
     const json_t *cases = json_object_get(ref, "encode");
@@ -95,8 +94,7 @@ static void check_model(const char *name) {
         size_t len = 0;
         rc = spm_decode(s, ids, n, &out, &len, &err);
         CHECK_MSG(rc == 0, "%s", err.msg);
-        if (rc == 0 && (len != n_decoded || memcmp(out, decoded, len) != 0 ||
-                        out[len] != '\0')) {
+        if (rc == 0 && (len != n_decoded || memcmp(out, decoded, len) != 0 || out[len] != '\0')) {
             fprintf(stderr, "decode of \"%s\": \"%s\" vs \"%s\"\n", text, out, decoded);
             dec_bad++;
         }

@@ -62,8 +62,7 @@ static void check_fixtures(const char *name, const tokenizer *t, int min_cases) 
             }
             free(a);
             free(b);
-        } else
-            n_dec++;
+        } else n_dec++;
         for (int skip = 0; skip < 2 && ok; skip++) {
             const int32_t *ids = c.kind == 'E' ? c.ids_sp : c.ids;
             size_t n = c.kind == 'E' ? c.n_ids_sp : c.n_ids;
@@ -112,8 +111,7 @@ static void *mt_worker(void *arg) {
             if (tok_encode(j->t, j->texts[i], strlen(j->texts[i]), 0, &ids, &n, &err) ||
                 !ids_equal(ids, n, j->want[i], j->n_want[i]))
                 j->bad++;
-            else
-                free(ids);
+            else free(ids);
         }
     return NULL;
 }
@@ -307,8 +305,10 @@ static void test_errors(void) {
     snprintf(buf, sizeof buf, "{\"normalizer\":{\"type\":\"Lowercase\"},%s}", model);
     CHECK_EQ_INT(load_str(buf, &err), STRATA_EUNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "Lowercase") && strstr(err.msg, "normalizer"), "%s", err.msg);
-    snprintf(buf, sizeof buf, "{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":"
-             "[{\"type\":\"Whitespace\"}]},%s}", model);
+    snprintf(buf, sizeof buf,
+             "{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":"
+             "[{\"type\":\"Whitespace\"}]},%s}",
+             model);
     CHECK_EQ_INT(load_str(buf, &err), STRATA_EUNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "Whitespace"), "%s", err.msg);
     snprintf(buf, sizeof buf, "{\"decoder\":{\"type\":\"WordPiece\"},%s}", model);

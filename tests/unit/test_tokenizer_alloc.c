@@ -62,13 +62,13 @@ typedef struct job job;
 struct job {
     const char *what;
     int (*run)(const job *j, result *out, strata_err *err);
-    const char *dir;        /* run_load: the tokenizer directory */
-    tokenizer *t;           /* the others: a loaded tokenizer */
-    const char *text;       /* run_load, run_encode */
+    const char *dir;  /* run_load: the tokenizer directory */
+    tokenizer *t;     /* the others: a loaded tokenizer */
+    const char *text; /* run_load, run_encode */
     size_t len;
-    const int32_t *ids;     /* run_decode, run_detok */
+    const int32_t *ids; /* run_decode, run_detok */
     size_t n_ids;
-    int flags;              /* run_decode: skip_special; run_detok: 1 = stops + reasoning */
+    int flags; /* run_decode: skip_special; run_detok: 1 = stops + reasoning */
 };
 
 static int put_ids(result *o, const int32_t *ids, size_t n) {
@@ -211,8 +211,10 @@ static void fail_loop(const job *j, int scope, long max_runs) {
             ok = 0;
         }
         if (!hit) {
-            CHECK_MSG(rc == 0 && same(&got, &want), "%s: the run past the last allocation "
-                      "(%ld) differs from a normal run (rc %d: %s)", j->what, n, rc, err.msg);
+            CHECK_MSG(rc == 0 && same(&got, &want),
+                      "%s: the run past the last allocation "
+                      "(%ld) differs from a normal run (rc %d: %s)",
+                      j->what, n, rc, err.msg);
             CHECK_MSG(n > total, "%s: only %ld of %ld allocation calls this time", j->what, n - 1,
                       total);
             CHECK(ok);
@@ -228,8 +230,10 @@ static void fail_loop(const job *j, int scope, long max_runs) {
                     j->what, n, total, rc, STRATA_ENOMEM, err.msg);
             ok = 0;
         } else if (!rc && !same(&got, &want)) {
-            fprintf(stderr, "  %s: failing allocation %ld of %ld: succeeded with another "
-                    "result\n", j->what, n, total);
+            fprintf(stderr,
+                    "  %s: failing allocation %ld of %ld: succeeded with another "
+                    "result\n",
+                    j->what, n, total);
             ok = 0;
         }
         if (!ok) {
@@ -249,10 +253,19 @@ static const char SHORT[] = "Hello world! <|im_start|>user\nna\xC3\xAFve e\xCC\x
 static char long_text[3000];
 
 static void make_long(void) {
-    static const char *parts[] = {"The LORD said unto Moses, ", "Stra\xC3\x9F" "e ",
-                                  "\xD0\xBA\xD0\xBE\xD1\x88\xD0\xBA\xD0\xB0 ", "<|im_end|>",
-                                  "  \n", "don't ", "3.14159 ", "\xE2\x80\x94", "<think>",
-                                  "</think>", "\xF0\x9F\x98\x80\xF0\x9F\x98\x81", "ZQ"};
+    static const char *parts[] = {"The LORD said unto Moses, ",
+                                  "Stra\xC3\x9F"
+                                  "e ",
+                                  "\xD0\xBA\xD0\xBE\xD1\x88\xD0\xBA\xD0\xB0 ",
+                                  "<|im_end|>",
+                                  "  \n",
+                                  "don't ",
+                                  "3.14159 ",
+                                  "\xE2\x80\x94",
+                                  "<think>",
+                                  "</think>",
+                                  "\xF0\x9F\x98\x80\xF0\x9F\x98\x81",
+                                  "ZQ"};
     unsigned seed = 11;
     size_t len = 0;
     while (len < sizeof long_text - 64) {
@@ -272,16 +285,16 @@ static void check_ops(const char *name, tokenizer *t, int scope) {
         int32_t *ids = NULL;
         size_t n = 0;
         strata_err err = {0};
-        CHECK_MSG(tok_encode(t, texts[k], strlen(texts[k]), 1, &ids, &n, &err) == 0, "%s: %s",
-                  name, err.msg);
+        CHECK_MSG(tok_encode(t, texts[k], strlen(texts[k]), 1, &ids, &n, &err) == 0, "%s: %s", name,
+                  err.msg);
         snprintf(what, sizeof what, "%s: encode text %d", name, k);
-        job j = {.what = what, .run = run_encode, .t = t, .text = texts[k],
-                 .len = strlen(texts[k])};
+        job j = {
+            .what = what, .run = run_encode, .t = t, .text = texts[k], .len = strlen(texts[k])};
         fail_loop(&j, scope, OPS_MAX_RUNS);
         for (int skip = 0; skip < 2; skip++) {
             snprintf(what, sizeof what, "%s: decode text %d, skip_special %d", name, k, skip);
-            job d = {.what = what, .run = run_decode, .t = t, .ids = ids, .n_ids = n,
-                     .flags = skip};
+            job d = {
+                .what = what, .run = run_decode, .t = t, .ids = ids, .n_ids = n, .flags = skip};
             fail_loop(&d, scope, OPS_MAX_RUNS);
         }
         for (int opt = 0; opt < 2; opt++) {

@@ -50,12 +50,12 @@ static void tokfx_cleanup(tokfx_dir *d) {
 }
 
 typedef struct tokfx_case {
-    char kind;                  /* 'E' encode case, 'D' decode case */
-    char *text;                 /* E: input bytes */
+    char kind;  /* 'E' encode case, 'D' decode case */
+    char *text; /* E: input bytes */
     size_t text_len;
-    int32_t *ids, *ids_sp;      /* E: without / with special tokens; D: ids (ids_sp unused) */
+    int32_t *ids, *ids_sp; /* E: without / with special tokens; D: ids (ids_sp unused) */
     size_t n_ids, n_ids_sp;
-    char *dec, *dec_skip;       /* decode of ids_sp (E) or ids (D), without / with skipping */
+    char *dec, *dec_skip; /* decode of ids_sp (E) or ids (D), without / with skipping */
     size_t dec_len, dec_skip_len;
 } tokfx_case;
 
@@ -143,8 +143,7 @@ static int tokfx_next(tokfx_reader *r, tokfx_case *out) {
         bad |= tokfx_ids(&c->ids, &r->cap_ids, &c->n_ids, f[1], fl[1]);
         bad |= tokfx_hex(&c->dec, &r->cap_dec, &c->dec_len, f[2], fl[2]);
         bad |= tokfx_hex(&c->dec_skip, &r->cap_skip, &c->dec_skip_len, f[3], fl[3]);
-    } else
-        bad = 1;
+    } else bad = 1;
     if (bad) return -1;
     *out = *c;
     return 1;
