@@ -20,7 +20,7 @@ done
 debs=(build-essential pkg-config
       libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev libssl-dev
       libonig-dev libsentencepiece-dev sentencepiece
-      clang llvm libclang-rt-14-dev zstd curl python3 python3-pip python3-venv)
+      clang llvm libclang-rt-14-dev clang-format zstd curl python3 python3-pip python3-venv)
 # tests/http/test_metrics.sh: promtool (in Debian's prometheus package) checks /metrics
 debs+=(prometheus)
 
