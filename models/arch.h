@@ -89,7 +89,8 @@ int cfg_read(json_t *obj, const char *where, const cfg_field *fields, size_t n, 
              int optional, strata_err *err);
 #define CFG_READ(obj, where, table, dst, optional, err)                                            \
     cfg_read(obj, where, table, sizeof(table) / sizeof((table)[0]), dst, optional, err)
-/* cfg_check_keys, with the keys of the tables counted as known. */
+/* cfg_check_keys, with the keys of the tables and transformers' generic
+ * PretrainedConfig keys counted as known. */
 int cfg_check_keys_tables(json_t *obj, const char *where, const cfg_field *const *tables,
                           const size_t *sizes, size_t n_tables, const char *const *known,
                           const char *const *ignored, strata_err *err);

@@ -110,7 +110,7 @@ static const char *const g4_known_keys[] = {
     "per_layer_config",
     "rope_parameters",
     "tie_word_embeddings",
-    "num_global_key_value_heads", /* used only with attention_k_eq_v, which is refused */
+    "num_global_key_value_heads",
     "use_bidirectional_attention",
     "num_experts",
     "top_k_experts",
@@ -118,7 +118,8 @@ static const char *const g4_known_keys[] = {
     "eos_token_id",
     "bos_token_id",
     "pad_token_id",
-    NULL};
+    NULL,
+};
 
 /* What a few fields read into before g4_parse derives the per-layer config from them. */
 typedef struct g4_raw {
@@ -152,49 +153,21 @@ static const cfg_field g4_raw_fields[] = {
 };
 
 /* Fields with no effect on the text forward. */
-static const char *const g4_ignored_keys[] = {"architectures",
-                                              "attention_dropout",
-                                              "dtype",
-                                              "torch_dtype",
-                                              "initializer_range",
-                                              "use_cache",
-                                              "transformers_version",
-                                              "output_attentions",
-                                              "output_hidden_states",
-                                              "return_dict",
-                                              "use_return_dict",
-                                              "id2label",
-                                              "label2id",
-                                              "problem_type",
-                                              "chunk_size_feed_forward",
-                                              "is_encoder_decoder",
-                                              "tokenizer_class",
-                                              "decoder_start_token_id",
-                                              "sep_token_id",
-                                              "task_specific_params",
-                                              "finetuning_task",
-                                              "tf_legacy_loss",
-                                              "pruned_heads",
-                                              "cross_attention_hidden_size",
-                                              "add_cross_attention",
-                                              "is_decoder",
-                                              "prefix",
-                                              "_name_or_path",
-                                              "text_config",
-                                              "vision_config",
-                                              "audio_config",
-                                              "image_token_id",
-                                              "audio_token_id",
-                                              "video_token_id",
-                                              "boi_token_id",
-                                              "eoi_token_id",
-                                              "boa_token_id",
-                                              "eoa_token_id",
-                                              "eoa_token_index",
-                                              "vision_soft_tokens_per_image",
-                                              "quantization_config",
-                                              "base_config_key",
-                                              NULL};
+static const char *const g4_ignored_keys[] = {
+    "text_config",
+    "vision_config",
+    "audio_config",
+    "image_token_id",
+    "audio_token_id",
+    "video_token_id",
+    "boi_token_id",
+    "eoi_token_id",
+    "boa_token_id",
+    "eoa_token_id",
+    "eoa_token_index",
+    "vision_soft_tokens_per_image",
+    NULL,
+};
 
 static const char *const g4_rope_keys[] = {"rope_type", "rope_theta", "partial_rotary_factor",
                                            "factor", NULL};

@@ -81,6 +81,42 @@ int cfg_read(json_t *obj, const char *where, const cfg_field *fields, size_t n, 
     return 0;
 }
 
+/* Keys every transformers PretrainedConfig may write that change nothing of a text
+ * forward (bookkeeping, training and export switches): accepted by every architecture. */
+static const char *const cfg_pretrained_keys[] = {
+    "architectures",
+    "attention_dropout",
+    "dtype",
+    "torch_dtype",
+    "initializer_range",
+    "use_cache",
+    "transformers_version",
+    "output_attentions",
+    "output_hidden_states",
+    "return_dict",
+    "use_return_dict",
+    "id2label",
+    "label2id",
+    "problem_type",
+    "chunk_size_feed_forward",
+    "is_encoder_decoder",
+    "tokenizer_class",
+    "decoder_start_token_id",
+    "sep_token_id",
+    "task_specific_params",
+    "finetuning_task",
+    "tf_legacy_loss",
+    "pruned_heads",
+    "cross_attention_hidden_size",
+    "add_cross_attention",
+    "is_decoder",
+    "prefix",
+    "_name_or_path",
+    "quantization_config",
+    "base_config_key",
+    NULL,
+};
+
 int cfg_check_keys_tables(json_t *obj, const char *where, const cfg_field *const *tables,
                           const size_t *sizes, size_t n_tables, const char *const *known,
                           const char *const *ignored, strata_err *err) {
@@ -91,6 +127,8 @@ int cfg_check_keys_tables(json_t *obj, const char *where, const cfg_field *const
         int found = 0;
         for (const char *const *k = known; !found && k && *k; k++) found = !strcmp(*k, key);
         for (const char *const *k = ignored; !found && k && *k; k++) found = !strcmp(*k, key);
+        for (const char *const *k = cfg_pretrained_keys; !found && *k; k++)
+            found = !strcmp(*k, key);
         for (size_t t = 0; !found && t < n_tables; t++)
             for (size_t i = 0; !found && i < sizes[t]; i++) {
                 const char *a = tables[t][i].keys;
