@@ -113,16 +113,23 @@ int arch_check_batch(const char *arch, const bk_batch *bt, int step_tokens, int 
                      strata_err *err);
 /* The logits head: the final norm, the head matmul and (softcap > 0) the softcap, only on
  * the rows whose logits are wanted, chunk rows at a time through xo [chunk, h] and
- * lg [chunk, vocab], downloaded into logits [n_out, vocab]. */
+ * lg [chunk, vocab], downloaded into logits [n_out, vocab]. A model fills the first
+ * seven fields and calls arch_head_init from its alloc, arch_head_free from its close. */
 typedef struct arch_head {
     const bk_weight *norm;
     int norm_mode; /* BK_NORM_* */
     float eps;
     const bk_weight *head; /* [vocab, h] */
     float softcap;         /* 0: none */
-    int h, vocab, chunk;
+    int h, vocab;
+    int chunk; /* set by arch_head_init */
     float *xo, *lg;
 } arch_head;
+/* A chunk as wide as a decode step of every slot (at least 16, at most step_tokens) and
+ * its two buffers; in an alloc function with b, err and ARCH_NAME defined. */
+int arch_head_init(backend *b, arch_head *hd, const char *arch, int slots, int step_tokens,
+                   strata_err *err);
+void arch_head_free(backend *b, arch_head *hd);
 void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t *out_rows,
                  int n_out, float *logits);
 

@@ -75,7 +75,7 @@ typedef struct g4_layer {
 typedef struct g4 {
     g4_config c;
     backend *b;
-    int slots, ctx, step_tokens, out_chunk;
+    int slots, ctx, step_tokens;
     int ple_host;         /* PLE rows gathered on the host (§5) */
     bk_weight embed;      /* [vocab, h] */
     bk_weight ple_table;  /* embed_tokens_per_layer [vocab, L·P] */
@@ -94,8 +94,7 @@ typedef struct g4 {
     float *ple;          /* [T, L, P] PLE inputs, token-major */
     float *plt;          /* [L, T, P] the same, layer-major */
     float *pg;           /* [T, P] PLE gate */
-    float *xo;           /* [out_chunk, h] */
-    float *lg;           /* [out_chunk, vocab] */
+    arch_head head;      /* final norm, head matmul, softcap; its chunk buffers */
     /* host memory */
     float *stage;     /* [step_tokens, L·P] PLE rows gathered on the host */
     int32_t *ple_idx; /* [step_tokens·L] rows of the layer-major relayout */
@@ -467,8 +466,14 @@ static int g4_alloc(g4 *m, strata_err *err) {
     ARCH_ALLOC(m->v, T * kw);
     ARCH_ALLOC(m->big1, T * wide);
     ARCH_ALLOC(m->big2, T * wide);
-    ARCH_ALLOC(m->xo, (size_t)m->out_chunk * c->h);
-    ARCH_ALLOC(m->lg, (size_t)m->out_chunk * c->vocab);
+    m->head = (arch_head){.norm = &m->final_norm,
+                          .norm_mode = BK_NORM_PLAIN,
+                          .eps = c->eps,
+                          .head = &m->lm_head,
+                          .softcap = c->softcap,
+                          .h = c->h,
+                          .vocab = c->vocab};
+    if (arch_head_init(b, &m->head, ARCH_NAME, m->slots, m->step_tokens, err)) return err->code;
     if (c->P) {
         ARCH_ALLOC(m->ple, T * LP);
         ARCH_ALLOC(m->plt, T * LP);
@@ -512,11 +517,12 @@ static void g4_close(void *impl) {
     g4 *m = impl;
     if (!m) return;
     backend *b = m->b;
-    float **bufs[] = {&m->x,  &m->xn,   &m->mix,         &m->q,          &m->att, &m->k,
-                      &m->v,  &m->big1, &m->big2,        &m->ple,        &m->plt, &m->pg,
-                      &m->xo, &m->lg,   &m->inv_freq[0], &m->inv_freq[1]};
+    float **bufs[] = {&m->x,   &m->xn, &m->mix,         &m->q,          &m->att,
+                      &m->k,   &m->v,  &m->big1,        &m->big2,       &m->ple,
+                      &m->plt, &m->pg, &m->inv_freq[0], &m->inv_freq[1]};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) b->ops->free(b, *bufs[i]);
+    arch_head_free(b, &m->head);
     for (int i = 0; m->layers && i < m->c.n_layer; i++) {
         if (m->layers[i].kc) b->ops->free(b, m->layers[i].kc);
         if (m->layers[i].vc) b->ops->free(b, m->layers[i].vc);
@@ -566,8 +572,6 @@ static int g4_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     m->ctx =
         ctx->opts->ctx_size > 0 ? ctx->opts->ctx_size : (c->max_pos < 4096 ? c->max_pos : 4096);
     m->step_tokens = ctx->opts->step_tokens > 0 ? ctx->opts->step_tokens : 512;
-    m->out_chunk = m->slots > 16 ? m->slots : 16;
-    if (m->out_chunk > m->step_tokens) m->out_chunk = m->step_tokens;
     m->ple_host = !ctx->opts->ple_on_device;
     if (g4_bind(m, ctx, err) || g4_alloc(m, err)) goto fail;
 
@@ -711,17 +715,7 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
         o->scale(b, m->x, 1.0f, &L->scalar, Th); /* the whole stream */
     }
     /* Final norm, tied head and softcap (§3.9) only on the rows whose logits are wanted. */
-    arch_head hd = {.norm = &m->final_norm,
-                    .norm_mode = BK_NORM_PLAIN,
-                    .eps = c->eps,
-                    .head = &m->lm_head,
-                    .softcap = c->softcap,
-                    .h = h,
-                    .vocab = c->vocab,
-                    .chunk = m->out_chunk,
-                    .xo = m->xo,
-                    .lg = m->lg};
-    arch_logits(b, &hd, m->x, out_rows, n_out, logits);
+    arch_logits(b, &m->head, m->x, out_rows, n_out, logits);
     return 0;
 }
 

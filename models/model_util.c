@@ -6,14 +6,23 @@
 
 #include "models/arch.h"
 
+/* 1 with *v set when the field has a value; 0 when it is absent or null and has a default;
+ * an error when it has none. */
+static int cfg_present(json_t *obj, const char *where, const char *key, int has_def, json_t **v,
+                       strata_err *err) {
+    *v = obj ? json_object_get(obj, key) : NULL;
+    if (*v && !json_is_null(*v)) return 1;
+    if (has_def) return 0;
+    return strata_err_set(err, STRATA_EFORMAT, "%s: missing field \"%s\"", where, key);
+}
+
 int cfg_int(json_t *obj, const char *where, const char *key, int has_def, long long def,
             long long lo, long long hi, long long *out, strata_err *err) {
-    json_t *v = obj ? json_object_get(obj, key) : NULL;
-    if (!v || json_is_null(v)) {
-        if (!has_def)
-            return strata_err_set(err, STRATA_EFORMAT, "%s: missing field \"%s\"", where, key);
-        *out = def;
-        return 0;
+    json_t *v;
+    int r = cfg_present(obj, where, key, has_def, &v, err);
+    if (r <= 0) {
+        if (!r) *out = def;
+        return r;
     }
     long long x;
     if (json_is_integer(v)) {
@@ -34,12 +43,11 @@ int cfg_int(json_t *obj, const char *where, const char *key, int has_def, long l
 
 int cfg_real(json_t *obj, const char *where, const char *key, int has_def, double def, double *out,
              strata_err *err) {
-    json_t *v = obj ? json_object_get(obj, key) : NULL;
-    if (!v || json_is_null(v)) {
-        if (!has_def)
-            return strata_err_set(err, STRATA_EFORMAT, "%s: missing field \"%s\"", where, key);
-        *out = def;
-        return 0;
+    json_t *v;
+    int r = cfg_present(obj, where, key, has_def, &v, err);
+    if (r <= 0) {
+        if (!r) *out = def;
+        return r;
     }
     if (!json_is_number(v))
         return strata_err_set(err, STRATA_EFORMAT, "%s: field \"%s\" must be a number", where, key);
@@ -51,12 +59,11 @@ int cfg_real(json_t *obj, const char *where, const char *key, int has_def, doubl
 
 int cfg_bool(json_t *obj, const char *where, const char *key, int has_def, int def, int *out,
              strata_err *err) {
-    json_t *v = obj ? json_object_get(obj, key) : NULL;
-    if (!v || json_is_null(v)) {
-        if (!has_def)
-            return strata_err_set(err, STRATA_EFORMAT, "%s: missing field \"%s\"", where, key);
-        *out = def;
-        return 0;
+    json_t *v;
+    int r = cfg_present(obj, where, key, has_def, &v, err);
+    if (r <= 0) {
+        if (!r) *out = def;
+        return r;
     }
     if (!json_is_boolean(v))
         return strata_err_set(err, STRATA_EFORMAT, "%s: field \"%s\" must be true or false", where,
@@ -165,6 +172,22 @@ int arch_check_batch(const char *arch, const bk_batch *bt, int step_tokens, int 
                                   "size %d",
                                   arch, bt->slot[s], bt->pos0[s] + bt->len[s], ctx);
     return 0;
+}
+
+int arch_head_init(backend *b, arch_head *hd, const char *arch, int slots, int step_tokens,
+                   strata_err *err) {
+    hd->chunk = slots > 16 ? slots : 16;
+    if (hd->chunk > step_tokens) hd->chunk = step_tokens;
+    if (arch_alloc(b, &hd->xo, (size_t)hd->chunk * hd->h, arch, "head.xo", err) ||
+        arch_alloc(b, &hd->lg, (size_t)hd->chunk * hd->vocab, arch, "head.lg", err))
+        return err->code;
+    return 0;
+}
+
+void arch_head_free(backend *b, arch_head *hd) {
+    if (hd->xo) b->ops->free(b, hd->xo);
+    if (hd->lg) b->ops->free(b, hd->lg);
+    hd->xo = hd->lg = NULL;
 }
 
 void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t *out_rows,

@@ -75,7 +75,7 @@ typedef struct nh_layer {
 typedef struct nh {
     nh_config c;
     backend *b;
-    int slots, cap, step_tokens, out_chunk;
+    int slots, cap, step_tokens;
     int floor_mode;    /* NH_FLOOR_* */
     bk_weight embed;   /* [vocab, h] */
     bk_weight norm_f;  /* [h] plain */
@@ -87,8 +87,7 @@ typedef struct nh {
     float *pre, *post;   /* [T, max(CD, KV·D)]: xBC before / after the conv; k, v */
     float *y;            /* [T, max(I, H·D)]: scan output, attention context */
     float *dtr;          /* [T, mH] dt_raw */
-    float *xo;           /* [out_chunk, h] */
-    float *lg;           /* [out_chunk, vocab] */
+    arch_head head;      /* final norm, head matmul, softcap; its chunk buffers */
 } nh;
 
 /* ---- config (§2) ---- */
@@ -415,8 +414,14 @@ static int nh_alloc(nh *m, strata_err *err) {
     ARCH_ALLOC(m->post, T * nh_max(CD, kw));
     ARCH_ALLOC(m->y, T * nh_max(I, qw));
     ARCH_ALLOC(m->dtr, T * nh_max((size_t)c->mH, 1));
-    ARCH_ALLOC(m->xo, (size_t)m->out_chunk * c->h);
-    ARCH_ALLOC(m->lg, (size_t)m->out_chunk * c->vocab);
+    m->head = (arch_head){.norm = &m->norm_f,
+                          .norm_mode = BK_NORM_PLAIN,
+                          .eps = c->eps,
+                          .head = &m->lm_head,
+                          .softcap = 0,
+                          .h = c->h,
+                          .vocab = c->vocab};
+    if (arch_head_init(b, &m->head, ARCH_NAME, m->slots, m->step_tokens, err)) return err->code;
     for (int i = 0; i < c->n_layer; i++) {
         nh_layer *L = &m->layers[i];
         if (c->kind[i] == '*') {
@@ -434,9 +439,10 @@ static void nh_close(void *impl) {
     nh *m = impl;
     if (!m) return;
     backend *b = m->b;
-    float *bufs[] = {m->x, m->xn, m->mix, m->wide, m->pre, m->post, m->y, m->dtr, m->xo, m->lg};
+    float *bufs[] = {m->x, m->xn, m->mix, m->wide, m->pre, m->post, m->y, m->dtr};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) b->ops->free(b, bufs[i]);
+    arch_head_free(b, &m->head);
     for (int i = 0; m->layers && i < m->c.n_layer; i++) {
         nh_layer *L = &m->layers[i];
         float *p[] = {L->kc, L->vc, L->conv_state, L->S};
@@ -481,8 +487,6 @@ static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     m->cap =
         ctx->opts->ctx_size > 0 ? ctx->opts->ctx_size : (c->max_pos < 4096 ? c->max_pos : 4096);
     m->step_tokens = ctx->opts->step_tokens > 0 ? ctx->opts->step_tokens : 512;
-    m->out_chunk = m->slots > 16 ? m->slots : 16;
-    if (m->out_chunk > m->step_tokens) m->out_chunk = m->step_tokens;
     if (nh_bind(m, ctx, err) || nh_alloc(m, err)) goto fail;
 
     if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"),
@@ -610,17 +614,7 @@ static int nh_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
         o->add(b, m->x, m->x, m->mix, (size_t)T * c->h);
     }
     /* norm_f and the head only on the rows whose logits are wanted, a chunk at a time. */
-    arch_head hd = {.norm = &m->norm_f,
-                    .norm_mode = BK_NORM_PLAIN,
-                    .eps = c->eps,
-                    .head = &m->lm_head,
-                    .softcap = 0,
-                    .h = c->h,
-                    .vocab = c->vocab,
-                    .chunk = m->out_chunk,
-                    .xo = m->xo,
-                    .lg = m->lg};
-    arch_logits(b, &hd, m->x, out_rows, n_out, logits);
+    arch_logits(b, &m->head, m->x, out_rows, n_out, logits);
     return 0;
 }
 

@@ -58,7 +58,7 @@ typedef struct q35_layer {
 typedef struct q35 {
     q35_config c;
     backend *b;
-    int slots, cap, step_tokens, out_chunk;
+    int slots, cap, step_tokens;
     bk_weight embed;      /* [vocab, h] */
     bk_weight final_norm; /* [h] zero-centred */
     bk_weight lm_head;    /* [vocab, h]; the embedding when tied */
@@ -70,8 +70,7 @@ typedef struct q35 {
     float *qa, *ga;      /* [T, max(H·D, Hv·dv)] */
     float *ka, *va;      /* [T, max(KV·D, Hk·dk, Hv·dv)] */
     float *gg, *beta;    /* [T, Hv] */
-    float *xo;           /* [out_chunk, h] */
-    float *lg;           /* [out_chunk, vocab] */
+    arch_head head;      /* final norm, head matmul, softcap; its chunk buffers */
 } q35;
 
 /* ---- config (§2.1) ---- */
@@ -333,8 +332,14 @@ static int q35_alloc(q35 *m, strata_err *err) {
     ARCH_ALLOC(m->va, T * ka);
     ARCH_ALLOC(m->gg, T * c->Hv);
     ARCH_ALLOC(m->beta, T * c->Hv);
-    ARCH_ALLOC(m->xo, (size_t)m->out_chunk * c->h);
-    ARCH_ALLOC(m->lg, (size_t)m->out_chunk * c->vocab);
+    m->head = (arch_head){.norm = &m->final_norm,
+                          .norm_mode = BK_NORM_ONE_PLUS,
+                          .eps = c->eps,
+                          .head = &m->lm_head,
+                          .softcap = 0,
+                          .h = c->h,
+                          .vocab = c->vocab};
+    if (arch_head_init(b, &m->head, ARCH_NAME, m->slots, m->step_tokens, err)) return err->code;
     ARCH_ALLOC(m->inv_freq, c->rot / 2);
     for (int i = 0; i < c->n_layer; i++) {
         q35_layer *L = &m->layers[i];
@@ -360,10 +365,11 @@ static void q35_close(void *impl) {
     q35 *m = impl;
     if (!m) return;
     backend *b = m->b;
-    float **bufs[] = {&m->x,  &m->xn, &m->mix, &m->big1, &m->big2, &m->qa, &m->ga,
-                      &m->ka, &m->va, &m->gg,  &m->beta, &m->xo,   &m->lg, &m->inv_freq};
+    float **bufs[] = {&m->x,  &m->xn, &m->mix, &m->big1, &m->big2, &m->qa,
+                      &m->ga, &m->ka, &m->va,  &m->gg,   &m->beta, &m->inv_freq};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) b->ops->free(b, *bufs[i]);
+    arch_head_free(b, &m->head);
     for (int i = 0; m->layers && i < m->c.n_layer; i++) {
         q35_layer *L = &m->layers[i];
         float *p[] = {L->kc, L->vc, L->conv_state[0], L->conv_state[1], L->conv_state[2], L->S};
@@ -390,8 +396,6 @@ static int q35_open(void **impl, const model_arch_ctx *ctx, model_info *info, st
     m->cap =
         ctx->opts->ctx_size > 0 ? ctx->opts->ctx_size : (c->max_pos < 4096 ? c->max_pos : 4096);
     m->step_tokens = ctx->opts->step_tokens > 0 ? ctx->opts->step_tokens : 512;
-    m->out_chunk = m->slots > 16 ? m->slots : 16;
-    if (m->out_chunk > m->step_tokens) m->out_chunk = m->step_tokens;
     if (q35_bind(m, ctx, err) || q35_alloc(m, err)) goto fail;
 
     json_t *tc = json_object_get(ctx->config, "text_config");
@@ -523,17 +527,7 @@ static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const in
         o->add(b, m->x, m->x, m->mix, (size_t)T * c->h);
     }
     /* Final norm and head only on the rows whose logits are wanted, a chunk at a time. */
-    arch_head hd = {.norm = &m->final_norm,
-                    .norm_mode = BK_NORM_ONE_PLUS,
-                    .eps = c->eps,
-                    .head = &m->lm_head,
-                    .softcap = 0,
-                    .h = c->h,
-                    .vocab = c->vocab,
-                    .chunk = m->out_chunk,
-                    .xo = m->xo,
-                    .lg = m->lg};
-    arch_logits(b, &hd, m->x, out_rows, n_out, logits);
+    arch_logits(b, &m->head, m->x, out_rows, n_out, logits);
     return 0;
 }
 

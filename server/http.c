@@ -104,18 +104,7 @@ static enum MHD_Result http_dispatch(srv *S, struct MHD_Connection *c, srv_conn 
         openai_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed",
                          "Method %.16s is not allowed on %s; use %s", method, http_routes[r].path,
                          http_routes[r].method);
-        json_t *j = openai_error_json(&e);
-        char *s = json_dumps(j, JSON_COMPACT);
-        json_decref(j);
-        if (!s) return MHD_NO;
-        struct MHD_Response *resp =
-            MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
-        if (!resp) return free(s), MHD_NO;
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, http_routes[r].method);
-        enum MHD_Result rc = MHD_queue_response(c, 405, resp);
-        MHD_destroy_response(resp);
-        return rc;
+        return http_respond_error_hdr(c, &e, MHD_HTTP_HEADER_ALLOW, http_routes[r].method);
     }
     /* a connection taken beyond --max-connections serves the probes only */
     if (guard_is_reserve(c) && r != R_HEALTH && r != R_METRICS)

@@ -204,6 +204,9 @@ enum MHD_Result http_respond_json(struct MHD_Connection *c, int status, json_t *
 enum MHD_Result http_respond_error(struct MHD_Connection *c, const openai_error *e);
 enum MHD_Result http_respond_text(struct MHD_Connection *c, int status, const char *type,
                                   const char *body, size_t len);
+/* The error object with one more header (Allow on a 405, Connection: close). */
+enum MHD_Result http_respond_error_hdr(struct MHD_Connection *c, const openai_error *e,
+                                       const char *name, const char *value);
 /* An error after which the connection must not be reused: its body was not read (so
  * its bytes cannot be told from the next request's), or its framing was bad. */
 enum MHD_Result http_respond_error_close(struct MHD_Connection *c, int status, const char *type,

@@ -31,6 +31,46 @@ static model *golden_open(backend *b, const char *dir, int max_seqs, int ctx, in
     return m;
 }
 
+/* Opens a real-shape preset with dummy bf16 weights, a context of 8, 4 tokens a step. */
+static model *golden_open_dummy(backend *b, const char *preset) {
+    model *m = NULL;
+    strata_err err = {0};
+    model_opts o = {.path = preset,
+                    .load_dummy = 1,
+                    .weight_dtype = DTYPE_BF16,
+                    .max_seqs = 1,
+                    .ctx_size = 8,
+                    .step_tokens = 4,
+                    .seed = 7};
+    if (model_open(&m, &o, b, &err)) fprintf(stderr, "%s: %s\n", preset, err.msg);
+    return m;
+}
+
+/* On a golden_open_dummy model: the last row's logits of ids at positions 0..2 into lg
+ * (the refused calls below must leave them as they are);
+ * then an id outside the vocabulary and positions past the context of 8 must be refused
+ * with STRATA_ERANGE, not run. 0 when all three hold. */
+static int golden_dummy_forward(model *m, const int32_t ids_in[3], float *lg) {
+    int vocab = model_get_info(m)->vocab;
+    strata_err err = {0};
+    batch_buf bb;
+    if (batch_buf_init(&bb, 4, 1, &err)) return -1;
+    int32_t ids[3] = {ids_in[0], ids_in[1], ids_in[2]}, row = 2;
+    batch_buf_add(&bb, 0, 0, 3);
+    int rc = model_forward(m, &bb.bt, ids, &row, 1, lg, &err);
+    if (rc) fprintf(stderr, "dummy forward: %s\n", err.msg);
+    ids[1] = vocab;
+    if (!rc && model_forward(m, &bb.bt, ids, &row, 1, lg, &err) != STRATA_ERANGE)
+        rc = -1, fprintf(stderr, "id %d outside the vocabulary was not refused\n", vocab);
+    batch_buf_clear(&bb);
+    batch_buf_add(&bb, 0, 6, 3);
+    ids[1] = ids_in[1];
+    if (!rc && model_forward(m, &bb.bt, ids, &row, 1, lg, &err) != STRATA_ERANGE)
+        rc = -1, fprintf(stderr, "positions 6..8 past the context of 8 were not refused\n");
+    batch_buf_deinit(&bb);
+    return rc;
+}
+
 /* Runs prompt through slot with forwards of the given chunk sizes (cycled, capped at
  * the model's step_tokens), writing every position's logits into out [n, V]. */
 static int golden_run_chunked(model *m, int slot, const int32_t *ids, int n, const int *chunks,

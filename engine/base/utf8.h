@@ -101,6 +101,9 @@ static inline int unicode_utf8_valid(const char *s, size_t n) {
 /* Appends s[0..n) to out with every ill-formed maximal subpart replaced by one
  * U+FFFD (an incomplete tail counts as one). 0 or STRATA_ENOMEM. */
 int unicode_utf8_lossy(strbuf *out, const char *s, size_t n);
+/* The same for one piece of a stream: unless final, an incomplete character at the end is
+ * not consumed (it may be completed by the next piece). *used: the bytes consumed. */
+int unicode_utf8_lossy_part(strbuf *out, const char *s, size_t n, int final, size_t *used);
 
 /* Unicode White_Space (what Rust's char::is_whitespace tests). */
 static inline int unicode_is_space(uint32_t c) {

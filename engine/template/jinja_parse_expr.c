@@ -283,6 +283,14 @@ static jnode *parse_pow(jparser *p) {
 
 static jnode *parse_test(jparser *p, jnode *node);
 
+/* callee "(" args ")": the call node, or NULL with the error set. */
+static jnode *parse_call(jparser *p, jnode *callee, int line) {
+    jnode *call = jinja_parse_node(p, JN_CALL, line);
+    if (!call) return NULL;
+    call->a = callee;
+    return jinja_parse_call_args(p, call) < 0 ? NULL : call;
+}
+
 static jnode *parse_filter_expr(jparser *p, jnode *node) {
     while (node) {
         jtok *t = jinja_parse_cur(p);
@@ -291,11 +299,7 @@ static jnode *parse_filter_expr(jparser *p, jnode *node) {
         } else if (jinja_parse_is_name(t, "is")) {
             node = parse_test(p, node);
         } else if (jinja_parse_is_op(t, "(")) {
-            jnode *call = jinja_parse_node(p, JN_CALL, t->line);
-            if (!call) return NULL;
-            call->a = node;
-            if (jinja_parse_call_args(p, call) < 0) return NULL;
-            node = call;
+            node = parse_call(p, node, t->line);
         } else {
             break;
         }
@@ -507,11 +511,7 @@ jnode *jinja_parse_postfix(jparser *p, jnode *node) {
             if (expect_op(p, "]") < 0) return NULL;
             node = n;
         } else if (jinja_parse_is_op(t, "(")) {
-            jnode *call = jinja_parse_node(p, JN_CALL, t->line);
-            if (!call) return NULL;
-            call->a = node;
-            if (jinja_parse_call_args(p, call) < 0) return NULL;
-            node = call;
+            node = parse_call(p, node, t->line);
         } else {
             break;
         }

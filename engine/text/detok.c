@@ -172,29 +172,11 @@ void detok_free(detok *d) {
 /* BYTES: moves every decidable prefix of pend to out; at the end, an incomplete tail is
  * one maximal subpart, hence one U+FFFD. */
 static int drain_bytes(detok *d, strbuf *out, int final) {
-    const uint8_t *p = (const uint8_t *)d->pend.p;
-    size_t n = d->pend.len, i = 0, start = 0;
-    int r = 0;
-    while (i < n && !r) {
-        if (p[i] < 0x80) {
-            i++;
-            continue;
-        }
-        int k = unicode_utf8_check(p + i, n - i);
-        if (k > 0) {
-            i += (size_t)k;
-            continue;
-        }
-        if (k == 0 && !final) break;
-        r = strbuf_add(out, p + start, i - start);
-        if (!r) r = strbuf_add(out, "\xEF\xBF\xBD", 3);
-        i += k < 0 ? (size_t)-k : n - i;
-        start = i;
-    }
-    if (!r && i > start) r = strbuf_add(out, p + start, i - start);
-    if (!r && i) {
-        memmove(d->pend.p, d->pend.p + i, n - i);
-        d->pend.len = n - i;
+    size_t used;
+    int r = unicode_utf8_lossy_part(out, d->pend.p ? d->pend.p : "", d->pend.len, final, &used);
+    if (!r && used) {
+        memmove(d->pend.p, d->pend.p + used, d->pend.len - used);
+        d->pend.len -= used;
     }
     return r;
 }

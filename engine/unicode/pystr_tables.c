@@ -1,12 +1,7 @@
 /* pystr_tables.c - Python str character tables (GENERATED, do not edit).
  * Written by tools/unicode/gen_pystr.py from Python 3.11.7
  * unicodedata 14.0.0, so str methods in templates match CPython. */
-#include <stddef.h>
-
-#include "engine/unicode/pystr.h"
-
-typedef struct { uint32_t start; uint16_t count, stride; int32_t delta; } jcase_run;
-typedef struct { uint32_t cp; uint32_t to[3]; } jcase_multi;
+#include "engine/unicode/pystr_tables.h"
 
 static const uint32_t nonprint_tab[][2] = {
     {0x0, 0x1F}, {0x7F, 0xA0}, {0xAD, 0xAD}, {0x378, 0x379}, {0x380, 0x383}, {0x38B, 0x38B},
@@ -720,80 +715,11 @@ static const jcase_multi tit_multi[] = {
 };
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+#define RANGES(t) {t, NELEM(t)}
+#define CASE(p) {p##_runs, NELEM(p##_runs), p##_multi, NELEM(p##_multi)}
 
-static int in_ranges(const uint32_t (*t)[2], size_t n, uint32_t c) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (c < t[mid][0]) hi = mid;
-        else if (c > t[mid][1]) lo = mid + 1;
-        else return 1;
-    }
-    return 0;
-}
-
-static int map_case(const jcase_run *runs, size_t nruns, const jcase_multi *multi, size_t nmulti,
-                    uint32_t c, uint32_t out[3]) {
-    for (size_t i = 0; i < nmulti; i++) {
-        if (multi[i].cp == c) {
-            int k = 0;
-            while (k < 3 && multi[i].to[k]) out[k] = multi[i].to[k], k++;
-            return k;
-        }
-    }
-    size_t lo = 0, hi = nruns;
-    while (lo < hi) { /* last run with start <= c */
-        size_t mid = (lo + hi) / 2;
-        if (runs[mid].start <= c) lo = mid + 1;
-        else hi = mid;
-    }
-    if (lo > 0) {
-        const jcase_run *r = &runs[lo - 1];
-        uint32_t off = c - r->start;
-        if (off % r->stride == 0 && off / r->stride < r->count) {
-            out[0] = (uint32_t)((int64_t)c + r->delta);
-            return 1;
-        }
-    }
-    out[0] = c;
-    return 1;
-}
-
-int unicode_py_isprintable(uint32_t c) { return !in_ranges(nonprint_tab, NELEM(nonprint_tab), c); }
-int unicode_py_isalpha(uint32_t c) { return in_ranges(alpha_tab, NELEM(alpha_tab), c); }
-int unicode_py_isdigit(uint32_t c) { return in_ranges(digit_tab, NELEM(digit_tab), c); }
-int unicode_py_iscased(uint32_t c) { return in_ranges(cased_tab, NELEM(cased_tab), c); }
-int unicode_py_istitle(uint32_t c) { return in_ranges(title_tab, NELEM(title_tab), c); }
-
-int unicode_py_toupper(uint32_t c, uint32_t out[3]) {
-    if (c < 0x80) {
-        out[0] = c >= 'a' && c <= 'z' ? c - 32 : c;
-        return 1;
-    }
-    return map_case(up_runs, NELEM(up_runs), up_multi, NELEM(up_multi), c, out);
-}
-
-int unicode_py_tolower(uint32_t c, uint32_t out[3]) {
-    if (c < 0x80) {
-        out[0] = c >= 'A' && c <= 'Z' ? c + 32 : c;
-        return 1;
-    }
-    return map_case(low_runs, NELEM(low_runs), low_multi, NELEM(low_multi), c, out);
-}
-
-int unicode_py_totitle(uint32_t c, uint32_t out[3]) {
-    if (c < 0x80) return unicode_py_toupper(c, out);
-    return map_case(tit_runs, NELEM(tit_runs), tit_multi, NELEM(tit_multi), c, out);
-}
-
-int unicode_py_islower(uint32_t c) {
-    uint32_t m[3];
-    int has_up = unicode_py_toupper(c, m) != 1 || m[0] != c;
-    return has_up ^ in_ranges(lower_x_tab, NELEM(lower_x_tab), c);
-}
-
-int unicode_py_isupper(uint32_t c) {
-    uint32_t m[3];
-    int has_low = unicode_py_tolower(c, m) != 1 || m[0] != c;
-    return has_low ^ in_ranges(upper_x_tab, NELEM(upper_x_tab), c);
-}
+const pystr_ranges pystr_nonprint = RANGES(nonprint_tab), pystr_alpha = RANGES(alpha_tab),
+                   pystr_digit = RANGES(digit_tab), pystr_cased = RANGES(cased_tab),
+                   pystr_title = RANGES(title_tab), pystr_lower_x = RANGES(lower_x_tab),
+                   pystr_upper_x = RANGES(upper_x_tab);
+const pystr_case pystr_up = CASE(up), pystr_low = CASE(low), pystr_tit = CASE(tit);

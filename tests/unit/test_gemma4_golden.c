@@ -342,11 +342,10 @@ static void test_bad_configs(void) {
 
 static void test_dummy_preset(void) {
     backend *b = NULL;
-    model *m = NULL;
     strata_err err = {0};
     CHECK(backend_cpu_create(2, &b, &err) == 0);
-    model_opts o = {"google/gemma-4-E2B-it", 1, DTYPE_BF16, 1, 8, 4, 7, 0};
-    CHECK_MSG(model_open(&m, &o, b, &err) == 0, "%s", err.msg);
+    model *m = golden_open_dummy(b, "google/gemma-4-E2B-it");
+    CHECK(m != NULL);
     if (m) {
         const model_info *in = model_get_info(m);
         CHECK_EQ_INT(in->vocab, 262144);
@@ -357,24 +356,14 @@ static void test_dummy_preset(void) {
         /* kv rows of the 15 owning layers: 12 sliding · 2·256 + 3 full · 2·512, f32 */
         CHECK_EQ_INT(in->kv_bytes_per_token, (12LL * 2 * 256 + 3LL * 2 * 512) * 4);
         CHECK(in->n_eos >= 2);
-        batch_buf bb;
-        batch_buf_init(&bb, 4, 1, &err);
-        batch_buf_add(&bb, 0, 0, 3);
-        int32_t ids[3] = {2, 262143, 106}, row = 2;
+        int32_t ids[3] = {2, 262143, 106};
         float *lg = malloc(sizeof(float) * 262144);
-        CHECK(model_forward(m, &bb.bt, ids, &row, 1, lg, &err) == 0);
+        CHECK(lg && golden_dummy_forward(m, ids, lg) == 0);
         int ok = 1;
-        for (int i = 0; i < 262144; i++) ok &= lg[i] >= -30.0f && lg[i] <= 30.0f; /* softcap */
+        for (int i = 0; lg && i < 262144; i++)
+            ok &= lg[i] >= -30.0f && lg[i] <= 30.0f; /* softcap */
         CHECK_MSG(ok, "dummy logits not finite or outside the softcap");
-        /* out-of-vocabulary ids and positions past the context are refused, not run */
-        ids[1] = 262144;
-        CHECK(model_forward(m, &bb.bt, ids, &row, 1, lg, &err) == STRATA_ERANGE);
-        batch_buf_clear(&bb);
-        batch_buf_add(&bb, 0, 6, 3);
-        ids[1] = 7;
-        CHECK(model_forward(m, &bb.bt, ids, &row, 1, lg, &err) == STRATA_ERANGE);
         free(lg);
-        batch_buf_deinit(&bb);
         model_close(m);
     }
     backend_destroy(b);
