@@ -99,6 +99,20 @@ int cfg_check_keys_tables(json_t *obj, const char *where, const cfg_field *const
  * integer in [0, vocab). */
 int cfg_eos(json_t *val, const char *where, int vocab, model_info *info, strata_err *err);
 
+/* The object holding a model's text fields: config.json's text_config when there is one
+ * (it must be an object), else config.json itself; *where names it for messages. */
+int cfg_text_config(json_t *root, json_t **tc, const char **where, strata_err *err);
+
+/* The sizes a model runs with: slots (default 1), context (default the model's max_pos,
+ * capped at 4096) and tokens a step (default 512), unless the options set them. */
+void arch_sizes(const model_arch_ctx *ctx, int max_pos, int *slots, int *ctx_size,
+                int *step_tokens);
+/* What every open reports: arch, vocab, the sizes, and the eos ids of
+ * generation_config.json, then config.json's text_config, then config.json's top level
+ * (only where there is no text_config, unless top_too). */
+int arch_info(const model_arch_ctx *ctx, const char *arch, int vocab, int slots, int ctx_size,
+              int step_tokens, int top_too, model_info *info, strata_err *err);
+
 /* ---- the pieces every forward shares (models/model_util.c) ---- */
 /* Backend memory for n floats; the error names arch and what. */
 int arch_alloc(backend *b, float **out, size_t n, const char *arch, const char *what,

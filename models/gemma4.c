@@ -256,16 +256,9 @@ static int g4_parse_overrides(g4_config *c, json_t *plc, const char *where0, str
 }
 
 static int g4_parse(g4_config *c, json_t *root, strata_err *err) {
-    const char *where = "config.json";
-    json_t *tc = json_object_get(root, "text_config");
-    if (tc) {
-        where = "config.json text_config";
-        if (!json_is_object(tc))
-            return strata_err_set(err, STRATA_EFORMAT,
-                                  "config.json: text_config must be an object");
-    } else {
-        tc = root;
-    }
+    const char *where;
+    json_t *tc;
+    if (cfg_text_config(root, &tc, &where, err)) return err->code;
     memset(c, 0, sizeof *c);
     g4_raw raw;
     const cfg_field *const tables[] = {g4_fields, g4_raw_fields};
@@ -568,25 +561,12 @@ static int g4_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
         strata_err_set(err, STRATA_ENOMEM, "gemma4: out of memory");
         goto fail;
     }
-    m->slots = ctx->opts->max_seqs > 0 ? ctx->opts->max_seqs : 1;
-    m->ctx =
-        ctx->opts->ctx_size > 0 ? ctx->opts->ctx_size : (c->max_pos < 4096 ? c->max_pos : 4096);
-    m->step_tokens = ctx->opts->step_tokens > 0 ? ctx->opts->step_tokens : 512;
+    arch_sizes(ctx, c->max_pos, &m->slots, &m->ctx, &m->step_tokens);
     m->ple_host = !ctx->opts->ple_on_device;
     if (g4_bind(m, ctx, err) || g4_alloc(m, err)) goto fail;
 
-    json_t *tc = json_object_get(ctx->config, "text_config");
-    if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"),
-                                    "generation_config.json", c->vocab, info, err)) ||
-        (tc && cfg_eos(json_object_get(tc, "eos_token_id"), "config.json text_config", c->vocab,
-                       info, err)) ||
-        cfg_eos(json_object_get(ctx->config, "eos_token_id"), "config.json", c->vocab, info, err))
+    if (arch_info(ctx, ARCH_NAME, c->vocab, m->slots, m->ctx, m->step_tokens, 1, info, err))
         goto fail;
-    info->arch = "gemma4";
-    info->vocab = c->vocab;
-    info->ctx_size = m->ctx;
-    info->max_seqs = m->slots;
-    info->step_tokens = m->step_tokens;
     info->weight_bytes = g4_weight_bytes(m);
     for (int i = 0; i < c->first_shared; i++)
         info->kv_bytes_per_token += 2LL * c->kvh[i] * c->hd[i] * (int64_t)sizeof(float);

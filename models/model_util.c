@@ -136,6 +136,44 @@ int cfg_eos(json_t *val, const char *where, int vocab, model_info *info, strata_
     return 0;
 }
 
+int cfg_text_config(json_t *root, json_t **tc, const char **where, strata_err *err) {
+    *tc = json_object_get(root, "text_config");
+    *where = "config.json";
+    if (!*tc) {
+        *tc = root;
+        return 0;
+    }
+    *where = "config.json text_config";
+    if (json_is_object(*tc)) return 0;
+    return strata_err_set(err, STRATA_EFORMAT, "config.json: text_config must be an object");
+}
+
+void arch_sizes(const model_arch_ctx *ctx, int max_pos, int *slots, int *ctx_size,
+                int *step_tokens) {
+    const model_opts *o = ctx->opts;
+    *slots = o->max_seqs > 0 ? o->max_seqs : 1;
+    *ctx_size = o->ctx_size > 0 ? o->ctx_size : (max_pos < 4096 ? max_pos : 4096);
+    *step_tokens = o->step_tokens > 0 ? o->step_tokens : 512;
+}
+
+int arch_info(const model_arch_ctx *ctx, const char *arch, int vocab, int slots, int ctx_size,
+              int step_tokens, int top_too, model_info *info, strata_err *err) {
+    json_t *tc = json_object_get(ctx->config, "text_config");
+    if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"),
+                                    "generation_config.json", vocab, info, err)) ||
+        (tc && cfg_eos(json_object_get(tc, "eos_token_id"), "config.json text_config", vocab, info,
+                       err)) ||
+        ((!tc || top_too) &&
+         cfg_eos(json_object_get(ctx->config, "eos_token_id"), "config.json", vocab, info, err)))
+        return err->code;
+    info->arch = arch;
+    info->vocab = vocab;
+    info->ctx_size = ctx_size;
+    info->max_seqs = slots;
+    info->step_tokens = step_tokens;
+    return 0;
+}
+
 int arch_bind(const model_arch_ctx *ctx, bk_weight *w, int optional, int ndim, const int64_t *shape,
               strata_err *err, const char *fmt, ...) {
     char name[256];

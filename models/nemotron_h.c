@@ -483,21 +483,11 @@ static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
         strata_err_set(err, STRATA_ENOMEM, "nemotron_h: out of memory");
         goto fail;
     }
-    m->slots = ctx->opts->max_seqs > 0 ? ctx->opts->max_seqs : 1;
-    m->cap =
-        ctx->opts->ctx_size > 0 ? ctx->opts->ctx_size : (c->max_pos < 4096 ? c->max_pos : 4096);
-    m->step_tokens = ctx->opts->step_tokens > 0 ? ctx->opts->step_tokens : 512;
+    arch_sizes(ctx, c->max_pos, &m->slots, &m->cap, &m->step_tokens);
     if (nh_bind(m, ctx, err) || nh_alloc(m, err)) goto fail;
 
-    if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"),
-                                    "generation_config.json", c->vocab, info, err)) ||
-        cfg_eos(json_object_get(ctx->config, "eos_token_id"), "config.json", c->vocab, info, err))
+    if (arch_info(ctx, ARCH_NAME, c->vocab, m->slots, m->cap, m->step_tokens, 0, info, err))
         goto fail;
-    info->arch = "nemotron_h";
-    info->vocab = c->vocab;
-    info->ctx_size = m->cap;
-    info->max_seqs = m->slots;
-    info->step_tokens = m->step_tokens;
     /* Decode reads every weight but the embedding table (one row is gathered, §14); in_proj
      * counts once, not per view. */
     int64_t wb = arch_weight_bytes(&m->norm_f) + arch_weight_bytes(&m->lm_head);

@@ -129,16 +129,9 @@ static const char *const q35_ignored_keys[] = {
 };
 
 static int q35_parse(q35_config *c, json_t *root, strata_err *err) {
-    const char *where = "config.json";
-    json_t *tc = json_object_get(root, "text_config");
-    if (tc) {
-        where = "config.json text_config";
-        if (!json_is_object(tc))
-            return strata_err_set(err, STRATA_EFORMAT,
-                                  "config.json: text_config must be an object");
-    } else {
-        tc = root;
-    }
+    const char *where;
+    json_t *tc;
+    if (cfg_text_config(root, &tc, &where, err)) return err->code;
     memset(c, 0, sizeof *c);
     const cfg_field *const tables[] = {q35_fields};
     const size_t sizes[] = {sizeof q35_fields / sizeof q35_fields[0]};
@@ -392,23 +385,11 @@ static int q35_open(void **impl, const model_arch_ctx *ctx, model_info *info, st
         strata_err_set(err, STRATA_ENOMEM, "qwen3_5: out of memory");
         goto fail;
     }
-    m->slots = ctx->opts->max_seqs > 0 ? ctx->opts->max_seqs : 1;
-    m->cap =
-        ctx->opts->ctx_size > 0 ? ctx->opts->ctx_size : (c->max_pos < 4096 ? c->max_pos : 4096);
-    m->step_tokens = ctx->opts->step_tokens > 0 ? ctx->opts->step_tokens : 512;
+    arch_sizes(ctx, c->max_pos, &m->slots, &m->cap, &m->step_tokens);
     if (q35_bind(m, ctx, err) || q35_alloc(m, err)) goto fail;
 
-    json_t *tc = json_object_get(ctx->config, "text_config");
-    if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"),
-                                    "generation_config.json", c->vocab, info, err)) ||
-        cfg_eos(json_object_get(tc ? tc : ctx->config, "eos_token_id"), "config.json", c->vocab,
-                info, err))
+    if (arch_info(ctx, ARCH_NAME, c->vocab, m->slots, m->cap, m->step_tokens, 0, info, err))
         goto fail;
-    info->arch = "qwen3_5";
-    info->vocab = c->vocab;
-    info->ctx_size = m->cap;
-    info->max_seqs = m->slots;
-    info->step_tokens = m->step_tokens;
     int64_t wb = arch_weight_bytes(&m->final_norm) + arch_weight_bytes(&m->lm_head);
     for (int i = 0; i < c->n_layer; i++) {
         q35_layer *L = &m->layers[i];
