@@ -92,11 +92,10 @@ int openai_refuse_fields(json_t *root, int kind, openai_error *e) {
         size_t j;
         json_t *m;
         if (!json_is_array(v)) return BAD(e, "modalities", "'modalities' must be a list");
-        json_array_foreach(v, j,
-                           m) if (!json_is_string(m) ||
-                                  strcmp(json_string_value(m),
-                                         "text")) return BAD(e, "modalities",
-                                                             "'modalities' may only hold \"text\"");
+        json_array_foreach(v, j, m) {
+            if (!json_is_string(m) || strcmp(json_string_value(m), "text"))
+                return BAD(e, "modalities", "'modalities' may only hold \"text\"");
+        }
     }
     if (kind == OPENAI_CHAT && (v = json_object_get(root, "echo")) && !is_neutral(v, NEUTRAL_FALSE))
         return BAD(e, "echo", "'echo' is only supported on /v1/completions");

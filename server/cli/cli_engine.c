@@ -14,20 +14,21 @@ typedef struct cli_wait {
     int released; /* the sequence is freed: no callback will come again */
 } cli_wait;
 
-static void cli_wake(void *ud) {
-    cli_wait *w = ud;
+static void cli_signal(cli_wait *w, int *flag) {
     pthread_mutex_lock(&w->mu);
-    w->woken = 1;
+    *flag = 1;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
 }
 
+static void cli_wake(void *ud) {
+    cli_wait *w = ud;
+    cli_signal(w, &w->woken);
+}
+
 static void cli_released(void *ud) {
     cli_wait *w = ud;
-    pthread_mutex_lock(&w->mu);
-    w->released = 1;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    cli_signal(w, &w->released);
 }
 
 void cli_result_free(cli_result *r) {
