@@ -10,19 +10,14 @@
 
 /* The first alias of keys ("a|b|c") present and not null, else the first one. */
 static const char *cfg_pick(json_t *obj, const char *keys, char *buf, size_t len) {
-    const char *k = keys;
-    const char *first = NULL;
-    while (*k) {
-        const char *bar = strchr(k, '|');
-        size_t n = bar ? (size_t)(bar - k) : strlen(k);
+    for (const char *k = keys; *k;) {
+        size_t n = strcspn(k, "|");
         snprintf(buf, len, "%.*s", (int)n, k);
         json_t *v = json_object_get(obj, buf);
         if (v && !json_is_null(v)) return buf;
-        if (!first) first = k;
-        k += n + (bar ? 1 : 0);
+        k += n + (k[n] == '|');
     }
-    size_t n = strcspn(first ? first : keys, "|");
-    snprintf(buf, len, "%.*s", (int)n, keys);
+    snprintf(buf, len, "%.*s", (int)strcspn(keys, "|"), keys);
     return buf;
 }
 
@@ -117,33 +112,51 @@ static const char *const cfg_pretrained_keys[] = {
     NULL,
 };
 
-int cfg_check_keys_tables(json_t *obj, const char *where, const cfg_field *const *tables,
-                          const size_t *sizes, size_t n_tables, const char *const *known,
-                          const char *const *ignored, strata_err *err) {
+static int in_list(const char *key, const char *const *list) {
+    for (; list && *list; list++)
+        if (!strcmp(key, *list)) return 1;
+    return 0;
+}
+
+/* key is one of the "a|b" aliases of a table row */
+static int in_tables(const char *key, const cfg_field *const *tables, const size_t *sizes,
+                     size_t n_tables) {
+    size_t kl = strlen(key);
+    for (size_t t = 0; t < n_tables; t++)
+        for (size_t i = 0; i < sizes[t]; i++)
+            for (const char *s = tables[t][i].keys; *s;) {
+                size_t l = strcspn(s, "|");
+                if (l == kl && !memcmp(s, key, l)) return 1;
+                s += l + (s[l] == '|');
+            }
+    return 0;
+}
+
+static int check_keys(json_t *obj, const char *where, const cfg_field *const *tables,
+                      const size_t *sizes, size_t n_tables, const char *const *known,
+                      const char *const *ignored, const char *const *generic, strata_err *err) {
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
         (void)v;
-        int found = 0;
-        for (const char *const *k = known; !found && k && *k; k++) found = !strcmp(*k, key);
-        for (const char *const *k = ignored; !found && k && *k; k++) found = !strcmp(*k, key);
-        for (const char *const *k = cfg_pretrained_keys; !found && *k; k++)
-            found = !strcmp(*k, key);
-        for (size_t t = 0; !found && t < n_tables; t++)
-            for (size_t i = 0; !found && i < sizes[t]; i++) {
-                const char *a = tables[t][i].keys;
-                size_t kl = strlen(key);
-                for (const char *s = a; !found && *s;) {
-                    size_t l = strcspn(s, "|");
-                    found = l == kl && !memcmp(s, key, l);
-                    s += l + (s[l] == '|');
-                }
-            }
-        if (!found)
+        if (!in_list(key, known) && !in_list(key, ignored) && !in_list(key, generic) &&
+            !in_tables(key, tables, sizes, n_tables))
             return strata_err_set(err, STRATA_EUNSUPPORTED,
                                   "%s: unknown field \"%s\" (this build does not know what it "
                                   "changes, so it refuses to guess)",
                                   where, key);
     }
     return 0;
+}
+
+int cfg_check_keys(json_t *obj, const char *where, const char *const *known,
+                   const char *const *ignored, strata_err *err) {
+    return check_keys(obj, where, NULL, NULL, 0, known, ignored, NULL, err);
+}
+
+int cfg_check_keys_tables(json_t *obj, const char *where, const cfg_field *const *tables,
+                          const size_t *sizes, size_t n_tables, const char *const *known,
+                          const char *const *ignored, strata_err *err) {
+    return check_keys(obj, where, tables, sizes, n_tables, known, ignored, cfg_pretrained_keys,
+                      err);
 }

@@ -85,27 +85,6 @@ int cfg_str(json_t *obj, const char *where, const char *key, const char *def, co
     return 0;
 }
 
-static int in_list(const char *key, const char *const *list) {
-    for (; list && *list; list++)
-        if (!strcmp(key, *list)) return 1;
-    return 0;
-}
-
-int cfg_check_keys(json_t *obj, const char *where, const char *const *known,
-                   const char *const *ignored, strata_err *err) {
-    const char *key;
-    json_t *v;
-    json_object_foreach(obj, key, v) {
-        (void)v;
-        if (!in_list(key, known) && !in_list(key, ignored))
-            return strata_err_set(err, STRATA_EUNSUPPORTED,
-                                  "%s: unknown field \"%s\" (this build does not know what it "
-                                  "changes, so it refuses to guess)",
-                                  where, key);
-    }
-    return 0;
-}
-
 static void eos_add(model_info *info, long long id) {
     for (int i = 0; i < info->n_eos; i++)
         if (info->eos[i] == id) return;
@@ -132,7 +111,8 @@ int cfg_eos(json_t *val, const char *where, int vocab, model_info *info, strata_
     if (!json_is_array(val)) return eos_one(val, where, 0, 0, vocab, info, err);
     size_t i;
     json_t *e;
-    json_array_foreach(val, i, e) if (eos_one(e, where, i, 1, vocab, info, err)) return err->code;
+    json_array_foreach(val, i, e)
+        if (eos_one(e, where, i, 1, vocab, info, err)) return err->code;
     return 0;
 }
 

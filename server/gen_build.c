@@ -139,16 +139,8 @@ static int gen_make_choices(srv *S, srv_req *r, int32_t **ids, const int *n, ope
     for (int i = 0; i < o->n_stop_ids; i++) stop_ids[n_stop_ids++] = o->stop_ids[i];
     if (o->kind == OPENAI_CHAT && S->im_end >= 0 && !o->ignore_eos)
         stop_ids[n_stop_ids++] = S->im_end;
-    /* the parser refuses this already; a second look keeps the slots' promise local */
+    /* at most --max-seqs: openai_request_parse refused more (lim.max_n in gen_build) */
     long long n_choices = (long long)n_prompts * o->n;
-    if (n_choices > S->max_seqs) {
-        openai_error_set(
-            e, 400, "invalid_request_error", "n", NULL,
-            "%d prompts x n=%d choices exceed the %d sequences this server runs at once "
-            "(--max-seqs)",
-            n_prompts, o->n, S->max_seqs);
-        return -1;
-    }
     if (!(r->ch = calloc((size_t)n_choices, sizeof *r->ch))) return gen_nomem(e);
     r->n_choices = (int)n_choices;
     for (int p = 0; p < n_prompts; p++) {
