@@ -26,7 +26,7 @@ import time
 import urllib.parse
 
 # tests/http/client.py (tools/soak.sh puts tests/http on PYTHONPATH)
-from client import dechunk
+from client import dechunk, parse_metrics, rss_kb
 
 
 class Stats:
@@ -179,11 +179,7 @@ def client_main(cli, seed, a, stats, deadline):
 
 
 def proc_rss_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return 0.0
+    return rss_kb(pid) / 1024.0
 
 
 def proc_fds(pid):
@@ -192,12 +188,7 @@ def proc_fds(pid):
 
 def gauges(cli):
     resp = cli.raw(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout=10)
-    vals = {}
-    for line in resp.partition(b"\r\n\r\n")[2].decode().splitlines():
-        if line.startswith("strata:"):
-            name, _, v = line.partition(" ")
-            vals[name.split("{")[0][7:]] = float(v)
-    return vals
+    return parse_metrics(resp.partition(b"\r\n\r\n")[2].decode())
 
 
 def report(minute, a, cli, stats, t_start):

@@ -114,3 +114,22 @@ def dechunk(payload):
         out += rest[:size]
         payload = rest[size + 2:]
     return out
+
+
+def parse_metrics(text):
+    """The strata:* samples of a /metrics body by name, labels dropped (last one wins)."""
+    vals = {}
+    for line in text.splitlines():
+        if line.startswith("strata:"):
+            name, _, v = line.partition(" ")
+            vals[name.split("{")[0][len("strata:"):]] = float(v)
+    return vals
+
+
+def rss_kb(pid):
+    """The resident set of process pid, in KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for pid {pid}")

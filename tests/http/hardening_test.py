@@ -26,7 +26,7 @@ import threading
 import time
 import urllib.parse
 
-from client import check_error, get_json, post_json, request
+from client import check_error, get_json, parse_metrics, post_json, request, rss_kb
 
 U = urllib.parse.urlparse(os.environ["BASE"])
 CMPL = "/v1/completions"
@@ -88,12 +88,7 @@ def responses(raw):
 def metrics():
     s, _, b = request("GET", "/metrics")
     assert s == 200
-    vals = {}
-    for line in b.decode().splitlines():
-        if line.startswith("strata:"):
-            name, _, v = line.partition(" ")
-            vals[name.split("{")[0][len("strata:"):]] = float(v)
-    return vals
+    return parse_metrics(b.decode())
 
 
 def case_framing():
@@ -320,14 +315,6 @@ def case_refused():
                             "use_beam_search": False})
     assert s == 200, b
     print("refused: ok")
-
-
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def case_memory(pid):
