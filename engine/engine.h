@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/base/clock.h" /* engine_seq_times and engine_step_info are strata_now() */
 #include "engine/base/err.h"
 #include "engine/base/strbuf.h"
 #include "models/model.h"
@@ -50,7 +51,7 @@ typedef struct engine_step_info {
     int n_seqs;            /* sequences in it */
     int n_decode;          /* of them, sequences that fed one sampled token */
     int graph;             /* 1 replayed a captured graph, 0 captured one, -1 ran eagerly */
-    double t_start, t_end; /* engine_now() around batch, forward, sampling and output */
+    double t_start, t_end; /* strata_now() around batch, forward, sampling and output */
 } engine_step_info;
 
 typedef struct engine_opts {
@@ -170,7 +171,5 @@ typedef struct engine_stats {
 } engine_stats;
 void engine_get_stats(engine *e, engine_stats *st);
 int engine_free_slots(engine *e);
-
-double engine_now(void); /* CLOCK_MONOTONIC in seconds */
 
 #endif

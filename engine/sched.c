@@ -159,7 +159,7 @@ static void sched_sample(engine *e, engine_seq *s, float *row) {
     s->last = res.token;
     s->n_gen++;
     atomic_fetch_add(&e->gen_tokens, 1);
-    double now = engine_now();
+    double now = strata_now();
     if (s->n_gen > 1 && e->on_token_gap) e->on_token_gap(e->ud, now - s->t_last_tok);
     s->t_last_tok = now;
 
@@ -229,7 +229,7 @@ static int sched_forward(engine *e, bk_batch *bt, int n_out, int decode_only, in
 
 void sched_step(engine *e) {
     int nt = 0, nout = 0, n_decode = 0;
-    double t_start = engine_now();
+    double t_start = strata_now();
     batch_buf_clear(&e->bb);
     /* decode tokens first: one per sequence whose prompt is in the cache */
     for (int i = 0; i < e->n_run; i++) {
@@ -321,7 +321,7 @@ void sched_step(engine *e) {
                                .n_decode = n_decode,
                                .graph = graph,
                                .t_start = t_start,
-                               .t_end = engine_now()};
+                               .t_end = strata_now()};
         e->on_step(e->ud, &si);
     }
     sched_compact(e);

@@ -27,12 +27,6 @@ const char *engine_finish_name(int finish) {
     return engine_finish_names[finish];
 }
 
-double engine_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* ---- output buffers ---- */
 
 void engine_chunk_init(engine_chunk *c) { memset(c, 0, sizeof *c); }
@@ -195,12 +189,12 @@ int engine_seq_emit(engine_seq *s, const char *text, size_t text_len, const char
         p->n_new++;
         p->n_generated++;
         if (s->logprobs) rc |= engine_chunk_add_tok(p, tok);
-        if (!s->times.first_token) s->times.first_token = engine_now();
+        if (!s->times.first_token) s->times.first_token = strata_now();
     }
     if (finish && !p->finish) {
         p->finish = finish;
         if (error) snprintf(p->error, sizeof p->error, "%s", error);
-        s->times.finished = engine_now();
+        s->times.finished = strata_now();
     }
     pthread_mutex_unlock(&s->mu);
     return rc ? STRATA_ENOMEM : 0;
@@ -217,6 +211,6 @@ void engine_seq_emit_prompt(engine_seq *s) {
 
 void engine_seq_set_scheduled(engine_seq *s) {
     pthread_mutex_lock(&s->mu);
-    s->times.scheduled = engine_now();
+    s->times.scheduled = strata_now();
     pthread_mutex_unlock(&s->mu);
 }

@@ -49,7 +49,7 @@ static ssize_t gen_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             memcpy(buf, r->out.p + r->out_off, k);
             r->out_off += k;
             if (r->out_off == r->out.len) strbuf_reset(&r->out), r->out_off = 0;
-            r->t_out = engine_now(), r->ka_due = 0; /* the loop's keep-alive clock */
+            r->t_out = strata_now(), r->ka_due = 0; /* the loop's keep-alive clock */
             pthread_mutex_unlock(&r->mu);
             return (ssize_t)k;
         }

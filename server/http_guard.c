@@ -34,7 +34,7 @@ struct guard_conn {
     int fd;
     int in_head; /* a request (or the wait for one) is being received */
     int reserve;
-    double deadline; /* engine_now() seconds, while in_head */
+    double deadline; /* strata_now() seconds, while in_head */
     guard_conn *prev, *next;
 };
 
@@ -72,7 +72,7 @@ void guard_on_connection(void *cls, struct MHD_Connection *c, void **socket_cont
         g->in_head = 1;
         pthread_mutex_lock(&S->guard_mu);
         g->reserve = S->n_conns >= S->cfg->max_connections;
-        g->deadline = engine_now() + guard_limit(S, g);
+        g->deadline = strata_now() + guard_limit(S, g);
         S->n_conns++;
         g->next = S->guard_head;
         if (S->guard_head) S->guard_head->prev = g;
@@ -98,7 +98,7 @@ void *guard_on_request_line(void *cls, const char *uri, struct MHD_Connection *c
     (void)uri;
     if (g) {
         pthread_mutex_lock(&S->guard_mu);
-        double d = engine_now() + guard_limit(S, g);
+        double d = strata_now() + guard_limit(S, g);
         /* the first request's clock started with the connection */
         if (!g->in_head || d < g->deadline) g->deadline = d;
         g->in_head = 1;
@@ -122,7 +122,7 @@ void guard_request_done(srv *S, struct MHD_Connection *c) {
     /* a kept-alive connection may idle for --idle-timeout (MHD's timer), then its
      * next request line must come at the usual pace */
     g->in_head = 1;
-    g->deadline = engine_now() + (double)S->cfg->idle_timeout + guard_limit(S, g);
+    g->deadline = strata_now() + (double)S->cfg->idle_timeout + guard_limit(S, g);
     pthread_mutex_unlock(&S->guard_mu);
 }
 
@@ -143,7 +143,7 @@ static void guard_sweep(uv_timer_t *t) {
                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
                      sizeof GUARD_408_BODY - 1, GUARD_408_BODY);
     srv *S = t->data;
-    double now = engine_now();
+    double now = strata_now();
     pthread_mutex_lock(&S->guard_mu);
     for (guard_conn *g = S->guard_head; g; g = g->next) {
         if (!g->in_head || now < g->deadline || g->fd < 0) continue;

@@ -125,7 +125,7 @@ static void loop_admit(srv *S) {
         pthread_mutex_lock(&r->mu);
         /* RUNNING before submit: the first wake may come before we return */
         r->phase = REQ_RUNNING;
-        r->t_admit = engine_now();
+        r->t_admit = strata_now();
         pthread_mutex_unlock(&r->mu);
         int failed = 0;
         for (int i = 0; i < r->n_choices; i++) {
@@ -171,7 +171,7 @@ static void loop_on_keepalive(uv_timer_t *t) {
         pthread_mutex_unlock(&r->mu); /* ends here; untracking closes the timer */
         return;
     }
-    double idle = engine_now() - r->t_out;
+    double idle = strata_now() - r->t_out;
     if (idle >= k - 0.005) {
         r->ka_due = 1;
         req_resume_locked(r);
@@ -247,7 +247,7 @@ static void loop_on_new(srv *S, srv_req *r) {
         uv_timer_start(&r->timer, loop_on_timeout, (uint64_t)S->cfg->request_timeout * 1000, 0);
     }
     if (r->oai.stream && S->cfg->sse_keepalive > 0 && !uv_timer_init(&S->loop, &r->ka_timer)) {
-        double left = (double)S->cfg->sse_keepalive - (engine_now() - r->t_arrival);
+        double left = (double)S->cfg->sse_keepalive - (strata_now() - r->t_arrival);
         r->ka_timer.data = r;
         req_ref(r);
         r->handles |= 4;

@@ -39,7 +39,7 @@ srv_req *req_new(srv *S, int job) {
     r->job = job;
     r->sock = -1;
     r->phase = REQ_PREPARING;
-    r->t_arrival = engine_now();
+    r->t_arrival = strata_now();
     return r;
 }
 

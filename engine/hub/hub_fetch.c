@@ -397,7 +397,7 @@ static int fetch_run(hub_fetch *f, hub_job *jobs, int n, int probe, strata_err *
                 f->repo_id);
             break;
         }
-        double now = hub_mono(), wait = 0.1;
+        double now = strata_now(), wait = 0.1;
         int open = 0;
         for (int i = 0; i < n && !f->failed; i++) {
             hub_job *j = &jobs[i];
@@ -427,7 +427,7 @@ static int fetch_run(hub_fetch *f, hub_job *jobs, int n, int probe, strata_err *
             else on_get_done(f, j, c);
         }
         if (f->failed) break;
-        if (hub_mono() - f->last_tick >= 0.1) hub_fetch_emit(f, HUB_EV_TICK, NULL, NULL);
+        if (strata_now() - f->last_tick >= 0.1) hub_fetch_emit(f, HUB_EV_TICK, NULL, NULL);
         /* A finished transfer has a next step to take now, not after the poll. */
         if (!finished) curl_multi_poll(f->multi, NULL, 0, (int)(wait * 1000) + 1, NULL);
     }
@@ -456,7 +456,7 @@ int hub_fetch_create(hub_fetch **out, const hub_opts *o, const char *repo_id, co
     f->ud = ud;
     f->max_parallel = o->max_parallel > 0 ? o->max_parallel : 8;
     f->max_retries = o->max_retries > 0 ? o->max_retries : 5;
-    f->t0 = f->last_tick = hub_mono();
+    f->t0 = f->last_tick = strata_now();
     if (hub_path_fmt(f->repo_id, sizeof f->repo_id, "%s", repo_id) ||
         hub_path_fmt(f->revision, sizeof f->revision, "%s", revision) ||
         hub_path_fmt(f->repo_dir, sizeof f->repo_dir, "%s", repo_dir) ||

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/err.h"
 #include "engine/hub/hub.h"
 
@@ -206,7 +207,6 @@ void hub_fetch_release(hub_fetch *f, hub_job *j);
 /* Ends j's curl transfer (if any), keeping its files. */
 void hub_job_stop_transfer(hub_fetch *f, hub_job *j);
 /* CLOCK_MONOTONIC seconds. */
-double hub_mono(void);
 
 /* hub_blob.c: the blob store side of a job. meta: metadata known -> done (cached) or
  * HUB_J_LOCK; lock: take the blob lock, open and check the partial file -> HUB_J_GET or

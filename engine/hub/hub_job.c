@@ -12,12 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-double hub_mono(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Records the first fatal error; later ones are consequences and dropped. */
 int hub_fetch_fail(hub_fetch *f, int code, const char *fmt, ...) {
     if (f->failed) return code;
@@ -36,7 +30,7 @@ int hub_fetch_fail_sys(hub_fetch *f, const char *what, const char *path) {
 }
 
 void hub_fetch_emit(hub_fetch *f, int ev, const char *file, const char *msg) {
-    double now = hub_mono();
+    double now = strata_now();
     if (f->rate_n == 0 || now - f->rate_t[(f->rate_n - 1) % HUB_RATE_SAMPLES] >= 0.5) {
         f->rate_t[f->rate_n % HUB_RATE_SAMPLES] = now;
         f->rate_b[f->rate_n % HUB_RATE_SAMPLES] = f->session_bytes;
@@ -97,6 +91,6 @@ void hub_fetch_retry(hub_fetch *f, hub_job *j, int next, const char *why) {
              delay);
     j->state = HUB_J_WAIT;
     j->after_wait = next;
-    j->wake_at = hub_mono() + delay;
+    j->wake_at = strata_now() + delay;
     hub_fetch_emit(f, HUB_EV_RETRY, j->file, msg);
 }

@@ -8,13 +8,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "engine/base/clock.h"
 #include "kernels/cpu/cpu_internal.h"
-
-static double cpu_membw_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Memory of the kind decode reads: weights (models/load/wsrc.c) and big caches (cpu_alloc)
  * are 2 MiB aligned and asked for transparent huge pages, so the probes are too; with
@@ -64,9 +59,9 @@ double cpu_membw_read_gbs(backend *b, size_t bytes) {
     for (int pass = 0; pass < 3; pass++) {
         for (size_t off = 0; off + win <= n; off += win) {
             j.buf = buf + off;
-            double t0 = cpu_membw_now();
+            double t0 = strata_now();
             cpu_pool_run(c->pool, cpu_membw_task, &j, j.n_tasks);
-            double gbs = (double)(win * sizeof(float)) / (cpu_membw_now() - t0) * 1e-9;
+            double gbs = (double)(win * sizeof(float)) / (strata_now() - t0) * 1e-9;
             if (gbs > best) best = gbs;
             sink += j.partial[0];
         }
@@ -121,9 +116,9 @@ int cpu_membw_matmul_gbs(backend *b, int n, int k, dtype dt, int m, int reps, do
     double dt_s = 1e30;
     for (int r = 0; r < reps; r++) {
         wt.data = (char *)w + (size_t)((r + 1) % copies) * wbytes;
-        double t0 = cpu_membw_now();
+        double t0 = strata_now();
         b->ops->matmul(b, out, x, &wt, m);
-        double t = cpu_membw_now() - t0;
+        double t = strata_now() - t0;
         dt_s = t < dt_s ? t : dt_s;
     }
     *gbs = (double)(wn * es) / dt_s * 1e-9;

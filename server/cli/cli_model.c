@@ -10,12 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-double cli_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int cli_parse_ids(const char *s, int32_t **ids, int *n) {
     int cap = 16, cnt = 0;
     int32_t *v = malloc(sizeof(int32_t) * (size_t)cap);

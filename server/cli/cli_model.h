@@ -37,6 +37,5 @@ int cli_model_open(cli_model *o);
 void cli_model_close(cli_model *o);
 /* Parses "1,2,3" into a malloc'ed array; -1 on a malformed list. */
 int cli_parse_ids(const char *s, int32_t **ids, int *n);
-double cli_now(void);
 
 #endif

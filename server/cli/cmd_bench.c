@@ -32,7 +32,7 @@ typedef struct bench_clock {
     int measuring; /* the timed sequence runs (not the warm-up) */
     int segs, gen_len, n_decode;
     double prefill;   /* seconds of the timed prefill step */
-    double seg_start; /* engine_now() when the current segment began */
+    double seg_start; /* strata_now() when the current segment began */
     double probe[BENCH_SEGS_MAX + 1], t_seg[BENCH_SEGS_MAX];
     int n_seg[BENCH_SEGS_MAX];
     int graph_steps; /* decode steps that replayed a captured graph */
@@ -58,7 +58,7 @@ static void bench_on_step(void *ud, const engine_step_info *si) {
     if (c->n_decode == (int)((int64_t)c->gen_len * (sg + 1) / c->segs)) {
         c->t_seg[sg] = si->t_end - c->seg_start;
         c->probe[sg + 1] = bench_probe(c->b);
-        c->seg_start = engine_now();
+        c->seg_start = strata_now();
     }
 }
 
@@ -85,9 +85,9 @@ int cmd_bench(int argc, char **argv) {
     /* greedy, to the length asked for: a decode of fixed work */
     o.sp.temperature = 0;
     o.ignore_eos = 1;
-    double t_load = cli_now();
+    double t_load = strata_now();
     if (cli_model_open(&o)) return 1;
-    t_load = cli_now() - t_load;
+    t_load = strata_now() - t_load;
     const model_info *in = model_get_info(o.m);
     tokenizer *tok = NULL;
     strata_err err = {0};

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "server/cli/commands.h"
+#include "engine/base/clock.h"
 #include "engine/base/strbuf.h"
 
 typedef struct bs_opts {
@@ -38,12 +39,6 @@ typedef struct bs_req {
     int n_itl, cap_itl;
     char err[160];
 } bs_req;
-
-static double bs_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static unsigned long long bs_rand(unsigned long long *s) {
     /* splitmix64: reproducible prompts and arrival times for a given --seed */
@@ -80,7 +75,7 @@ static void bs_event(bs_req *r, const char *data, size_t n) {
                           : json_string_value(json_object_get(c0, "text"));
         const char *rs = d ? json_string_value(json_object_get(d, "reasoning_content")) : NULL;
         if ((t && *t) || (rs && *rs)) {
-            double now = bs_now();
+            double now = strata_now();
             if (!r->t_first) r->t_first = now;
             else {
                 if (r->n_itl == r->cap_itl) {
@@ -163,7 +158,7 @@ static void bs_start(CURLM *m, bs_req *r, const bs_opts *o, const char *path) {
     curl_easy_setopt(r->h, CURLOPT_PRIVATE, r);
     curl_easy_setopt(r->h, CURLOPT_TIMEOUT, 3600L);
     curl_easy_setopt(r->h, CURLOPT_TCP_NODELAY, 1L);
-    r->t_start = bs_now();
+    r->t_start = strata_now();
     curl_multi_add_handle(m, r->h);
 }
 
@@ -243,9 +238,9 @@ static double bs_run(const bs_opts *o, bs_req *rs, int n, unsigned long long *se
     }
     CURLM *m = curl_multi_init();
     int next = 0, active = 0, finished = 0;
-    double t0 = bs_now();
+    double t0 = strata_now();
     while (finished < n) {
-        double now = bs_now() - t0;
+        double now = strata_now() - t0;
         while (next < n && arrive[next] <= now && (!o->concurrency || active < o->concurrency)) {
             bs_start(m, &rs[next++], o, path);
             active++;
@@ -260,7 +255,7 @@ static double bs_run(const bs_opts *o, bs_req *rs, int n, unsigned long long *se
             long code = 0;
             curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&r);
             curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
-            r->t_end = bs_now();
+            r->t_end = strata_now();
             r->ok = msg->data.result == CURLE_OK && code == 200 && r->done_seen && !r->err[0];
             if (!r->ok && !r->err[0])
                 snprintf(r->err, sizeof r->err, "HTTP %ld, %s", code,
@@ -273,14 +268,14 @@ static double bs_run(const bs_opts *o, bs_req *rs, int n, unsigned long long *se
         }
         int wait_ms = 100;
         if (next < n && (!o->concurrency || active < o->concurrency)) {
-            double dt = arrive[next] - (bs_now() - t0);
+            double dt = arrive[next] - (strata_now() - t0);
             wait_ms = dt <= 0 ? 0 : dt < 0.1 ? (int)(dt * 1000) + 1 : 100;
         }
         curl_multi_poll(m, NULL, 0, wait_ms, NULL);
     }
     curl_multi_cleanup(m);
     free(arrive);
-    return bs_now() - t0;
+    return strata_now() - t0;
 }
 
 int cmd_bench_serve(int argc, char **argv) {

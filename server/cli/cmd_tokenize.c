@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/text/tokenizer.h"
 
 static void tokenize_usage(FILE *f) {
@@ -57,12 +58,6 @@ static int parse_ids(const char *s, int32_t **ids, size_t *n) {
     return *s ? -1 : 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Encodes text whole, or line by line (each line with its '\n', one call each). */
 static int bench_once(const tokenizer *t, const char *text, size_t len, int lines, size_t *n_ids,
                       strata_err *err) {
@@ -95,17 +90,17 @@ static int bench(const tokenizer *t, const char *file, double seconds, int lines
     fclose(f);
     if (!text) return 1;
     strata_err err = {0};
-    double best = 1e30, start = now_s();
+    double best = 1e30, start = strata_now();
     size_t n_ids = 0;
     int runs = 0;
-    while (runs < 3 || now_s() - start < seconds) {
-        double t0 = now_s();
+    while (runs < 3 || strata_now() - start < seconds) {
+        double t0 = strata_now();
         if (bench_once(t, text, len, lines, &n_ids, &err)) {
             fprintf(stderr, "strata tokenize: %s\n", err.msg);
             free(text);
             return 1;
         }
-        double dt = now_s() - t0;
+        double dt = strata_now() - t0;
         if (dt < best) best = dt;
         runs++;
     }

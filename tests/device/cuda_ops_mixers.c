@@ -7,14 +7,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/base/clock.h"
 #include "kernels/backend_select.h"
 #include "tests/device/cuda_ops_test.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- kv_store + attention ---- */
 
@@ -328,10 +323,10 @@ void test_speed(void) {
     for (int m = 1; m <= 8; m *= 2) {
         gpu->ops->matmul(gpu, dy, dx, &w.d, m);
         sync_gpu(dy);
-        double t0 = now_s();
+        double t0 = strata_now();
         for (int r = 0; r < reps; r++) gpu->ops->matmul(gpu, dy, dx, &w.d, m);
         sync_gpu(dy);
-        double t = (now_s() - t0) / reps, gbs = (double)n * k * 2 / t / 1e9;
+        double t = (strata_now() - t0) / reps, gbs = (double)n * k * 2 / t / 1e9;
         printf("speed: gemv bf16 [8192 x 8192] m %d: %.1f us, %.0f GB/s = %.2f of copy bandwidth\n",
                m, t * 1e6, gbs, bw > 0 ? gbs / bw : 0);
     }
@@ -343,10 +338,10 @@ void test_speed(void) {
     x = hrand((size_t)m * k, 1.0f), dx = gput(x, (size_t)m * k), dy = gput(NULL, (size_t)m * n);
     gpu->ops->matmul(gpu, dy, dx, &w.d, m);
     sync_gpu(dy);
-    double t0 = now_s();
+    double t0 = strata_now();
     for (int r = 0; r < 10; r++) gpu->ops->matmul(gpu, dy, dx, &w.d, m);
     sync_gpu(dy);
-    double t = (now_s() - t0) / 10;
+    double t = (strata_now() - t0) / 10;
     printf("speed: bf16 GEMM m %d [%d x %d] (x rounded to bf16): %.3f ms, %.0f TFLOP/s of the "
            "product\n",
            m, n, k, t * 1e3, 2.0 * m * n * k / t / 1e12);
@@ -362,11 +357,11 @@ void test_speed(void) {
         tb_dev(&tb);
         gpu->ops->attention(gpu, dout, dq, dkc, dvc, &tb.db, H, KV, D, cap, 0.0625f, 0, 0);
         sync_gpu(dout);
-        t0 = now_s();
+        t0 = strata_now();
         for (int r = 0; r < 50; r++)
             gpu->ops->attention(gpu, dout, dq, dkc, dvc, &tb.db, H, KV, D, cap, 0.0625f, 0, 0);
         sync_gpu(dout);
-        t = (now_s() - t0) / 50;
+        t = (strata_now() - t0) / 50;
         printf("speed: decode attention H8/2 D256 at position 4000: %.1f us (%.0f GB/s of cache)\n",
                t * 1e6, 2.0 * 4001 * KV * D * 4 / t / 1e9);
         gfree(dkc), gfree(dvc), gfree(dq), gfree(dout);
@@ -383,12 +378,12 @@ void test_speed(void) {
         gpu->ops->gated_delta(gpu, dout, dq, dk_, Hk * dk, dv_, Hv * dv, dg, dbe, dst, &tb.db, Hk,
                               Hv, dk, dv);
         sync_gpu(dout);
-        t0 = now_s();
+        t0 = strata_now();
         for (int r = 0; r < 10; r++)
             gpu->ops->gated_delta(gpu, dout, dq, dk_, Hk * dk, dv_, Hv * dv, dg, dbe, dst, &tb.db,
                                   Hk, Hv, dk, dv);
         sync_gpu(dout);
-        t = (now_s() - t0) / 10;
+        t = (strata_now() - t0) / 10;
         printf("speed: gated_delta Hv 32 dk dv 128, %d tokens: %.1f us\n", T, t * 1e6);
         gfree(dq), gfree(dk_), gfree(dv_), gfree(dg), gfree(dbe), gfree(dst), gfree(dout);
     }
