@@ -74,10 +74,11 @@ RUN apt-get update \
  && mkdir -p /data/hf && chown strata:strata /data/hf
 COPY --from=build-cpu /src/build/strata /usr/local/bin/strata
 COPY models/demo /opt/strata/models/demo
-# MALLOC_ARENA_MAX=2: glibc otherwise keeps a peak-sized arena per thread after a
-# burst of large requests (strata serve sets the same when it is unset)
+# MALLOC_ARENA_MAX=1: glibc otherwise keeps a peak-sized arena per thread after a
+# burst of large requests, and malloc_trim cannot return a thread arena's top
+# (strata serve sets the same when it is unset)
 ENV HF_HOME=/data/hf \
-    MALLOC_ARENA_MAX=2 \
+    MALLOC_ARENA_MAX=1 \
     STRATA_HOST=0.0.0.0 \
     STRATA_PORT=8080 \
     STRATA_MODEL=/opt/strata/models/demo
@@ -107,7 +108,7 @@ COPY --from=build-cuda /src/build/strata /usr/local/bin/strata
 COPY --from=build-cuda /src/build/libstrata_cuda.so /usr/local/lib/strata/libstrata_cuda.so
 COPY models/demo /opt/strata/models/demo
 ENV HF_HOME=/data/hf \
-    MALLOC_ARENA_MAX=2 \
+    MALLOC_ARENA_MAX=1 \
     STRATA_HOST=0.0.0.0 \
     STRATA_PORT=8080 \
     STRATA_MODEL=/opt/strata/models/demo \

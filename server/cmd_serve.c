@@ -47,12 +47,15 @@ static void serve_close_handle(uv_handle_t *h, void *arg) {
 /* glibc gives every thread that allocates under contention an arena of its own and
  * never hands back the top of a thread arena (malloc_trim releases only the main
  * one), so a burst of huge bodies left each HTTP / worker thread holding its peak:
- * RSS went from 87 to 609 MB after 12 bodies of 100k chat messages. Two arenas, and
- * a fixed mmap threshold (the adaptive one serves ever larger blocks from the heap
- * after each large free), keep RSS at its baseline after a burst. The operator's
+ * RSS went from 87 to 609 MB after 12 bodies of 100k chat messages. With even one
+ * thread arena besides the main one, a body parsed there left ~50 MB resident at
+ * that arena's top now and then. The main arena alone (the threads' caches keep most
+ * small allocations off its lock), and a fixed mmap threshold (the adaptive one
+ * serves ever larger blocks from the heap after each large free), keep RSS at its
+ * baseline after a burst. The operator's
  * MALLOC_ARENA_MAX / MALLOC_MMAP_THRESHOLD_ win. Before any thread exists. */
 static void serve_tune_malloc(void) {
-    if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, 2);
+    if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, 1);
     if (!getenv("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 }
 

@@ -7,7 +7,7 @@
  * value is raised, so neither the HTTP threads nor the engine's step thread wait
  * behind them. Bodies beyond the running ones wait in a FIFO of at most --max-queue
  * entries (429 past it). After a large body the worker hands free heap pages back
- * to the system (malloc_trim), since glibc keeps a thread's arena at its peak.
+ * to the system (malloc_trim), since glibc keeps freed heap pages mapped otherwise.
  * Every request that entered goes to S->on_prepared exactly once (prepared, answered
  * or failed), so this file knows nothing of admission. Thread: the loop thread,
  * except prep_work. */
