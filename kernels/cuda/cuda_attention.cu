@@ -210,10 +210,25 @@ void cuda_attention(backend *b, float *out, const float *q, const float *kc, con
         cuda_fail(c, "attention", cudaErrorInvalidValue); /* no model has such heads */
         return;
     }
-    if (D <= 128) att_launch<4, 8>(c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap);
-    else if (D <= 256)
-        att_launch<8, 4>(c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap);
-    else if (D <= 512)
-        att_launch<16, 2>(c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap);
-    else att_launch<32, 1>(c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap);
+    /* GB: query heads a block takes, as many as share a kv head (G) up to what the row's
+     * registers allow (DL·GB <= 32 floats per lane for q, as many for the output): a
+     * larger GB than G would only spend shuffles on heads that do not exist. */
+    const int G = H / KV;
+#define ATT_ARGS c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap
+    if (D <= 128) {
+        if (G <= 1) att_launch<4, 1>(ATT_ARGS);
+        else if (G <= 2) att_launch<4, 2>(ATT_ARGS);
+        else if (G <= 4) att_launch<4, 4>(ATT_ARGS);
+        else att_launch<4, 8>(ATT_ARGS);
+    } else if (D <= 256) {
+        if (G <= 1) att_launch<8, 1>(ATT_ARGS);
+        else if (G <= 2) att_launch<8, 2>(ATT_ARGS);
+        else att_launch<8, 4>(ATT_ARGS);
+    } else if (D <= 512) {
+        if (G <= 1) att_launch<16, 1>(ATT_ARGS);
+        else att_launch<16, 2>(ATT_ARGS);
+    } else {
+        att_launch<32, 1>(ATT_ARGS);
+    }
+#undef ATT_ARGS
 }

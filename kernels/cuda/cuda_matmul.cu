@@ -245,14 +245,14 @@ static void mm_gemv_launch(cuda_impl *c, float *out, const float *x, const void 
     cuda_check_launch(c, "matmul gemv");
 }
 
+/* F16 weights at m > 8, and BF16 ones whose x outgrows the act16 scratch; F32 weights
+ * always have cuBLAS or the GEMV. */
 static void mm_tiled_launch(cuda_impl *c, float *out, const float *x, const bk_weight *w, int m,
                             int n, int k) {
     dim3 grid((unsigned)((n + 63) / 64), (unsigned)((m + 63) / 64));
     if (w->dt == DTYPE_F16)
         mm_tiled<DTYPE_F16><<<grid, 256, 0, c->stream>>>(out, x, w->data, m, n, k);
-    else if (w->dt == DTYPE_BF16)
-        mm_tiled<DTYPE_BF16><<<grid, 256, 0, c->stream>>>(out, x, w->data, m, n, k);
-    else mm_tiled<DTYPE_F32><<<grid, 256, 0, c->stream>>>(out, x, w->data, m, n, k);
+    else mm_tiled<DTYPE_BF16><<<grid, 256, 0, c->stream>>>(out, x, w->data, m, n, k);
     cuda_check_launch(c, "matmul tiled");
 }
 
