@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# tests/cuda-host/mutants.sh - do the CUDA op tests catch typical kernel bugs? Plants one
+# bug at a time into a copy of kernels/cuda (a dropped barrier, an off-by-one tail, wrong
+# GQA head mappings, a short warp reduction, an off-by-one conv window), builds the host
+# library from it and runs that kernel's op test (test_cuda_ops --only), which must fail
+# on every one: comparisons that fail, or the runtime aborting on a fault. A mutant whose
+# pattern is no longer in the source is an error too: the list must follow the kernels.
+# Env (make cuda-host-check passes them): BUILD, CXX, HC_FLAGS. Exit 0 when all are caught.
+set -u
+BUILD=${BUILD:-build}
+CXX=${CXX:-g++}
+D=$BUILD/cuda-host
+M=$D/mutant
+HC_FLAGS=${HC_FLAGS:-"-std=c++17 -O2 -fPIC -Wall -Wextra -Wno-unknown-pragmas -pthread -Itests/cuda-host/include -I$D/src -I."}
+
+# name | file | the op test that must fail | text in the file | its mutant
+MUTANTS=(
+    "dropped barrier|cuda_norm.cu|rmsnorm|    if (lane == 0) sm[w] = v;
+    __syncthreads();|    if (lane == 0) sm[w] = v;"
+    "off-by-one tail|cuda_elementwise.cu|elementwise|i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = a[i] + x[i];|i + 1 < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = a[i] + x[i];"
+    "attention GQA head mapping|cuda_attention.cu|attention|(size_t)kvh * G + hg) * D;|(size_t)hg * KV + kvh) * D;"
+    "delta rule GQA head mapping|cuda_deltanet.cu|gated_delta|hk = h / (Hv / Hk);
+    const int warp|hk = h % Hk;
+    const int warp"
+    "short warp reduction|cuda_internal.cuh|rmsnorm|o = 16; o > 0; o >>= 1) v += |o = 16; o > 1; o >>= 1) v += "
+    "conv window off by one|cuda_conv.cu|conv1d|src < W ? st|src <= W ? st"
+)
+
+caught=0; missed=0
+for entry in "${MUTANTS[@]}"; do
+    IFS='|' read -r -d '' name file only from to <<<"$entry" || true
+    to=${to%$'\n'}
+    rm -rf "$M" && mkdir -p "$M/src/kernels/cuda" "$M/obj"
+    if ! python3 - "kernels/cuda/$file" "$M/$file" "$from" "$to" <<'EOF'; then
+import sys
+src, dst, old, new = sys.argv[1:5]
+text = open(src, encoding="utf-8").read()
+if text.count(old) != 1:
+    sys.exit(f"mutant pattern found {text.count(old)} times in {src}")
+open(dst, "w", encoding="utf-8").write(text.replace(old, new))
+EOF
+        echo "ERROR  $name: the pattern is not (once) in kernels/cuda/$file"
+        missed=$((missed + 1))
+        continue
+    fi
+    python3 tests/cuda-host/hc_rewrite.py "$M/$file" "$M/src/kernels/cuda/$file"
+    # a header changes every kernel file; a .cu only itself
+    objs=()
+    ok=1
+    for cu in kernels/cuda/*.cu; do
+        base=$(basename "$cu" .cu)
+        if [ "${file##*.}" = cuh ] || [ "$file" = "$base.cu" ]; then
+            gen=$M/src/kernels/cuda/$base.cu
+            [ -e "$gen" ] || gen=$D/src/kernels/cuda/$base.cu
+            $CXX -I"$M/src" $HC_FLAGS -x c++ -c "$gen" -o "$M/obj/$base.o" 2>"$M/build.log" || ok=0
+            objs+=("$M/obj/$base.o")
+        else
+            objs+=("$D/src/kernels/cuda/$base.o")
+        fi
+    done
+    if [ $ok = 0 ] || ! $CXX -shared -o "$M/libstrata_cuda.so" "${objs[@]}" "$D"/rt/*.o -pthread -ldl \
+        2>>"$M/build.log"; then
+        echo "ERROR  $name: the mutant did not build"; tail -5 "$M/build.log"
+        missed=$((missed + 1))
+        continue
+    fi
+    start=$SECONDS
+    STRATA_CUDA_LIB=$PWD/$M/libstrata_cuda.so HC_COVERAGE= timeout 300 "$D/test_cuda_ops" --no-speed \
+        --only "$only" >"$M/ops.log" 2>&1
+    rc=$?
+    nfail=$(grep -c ' FAIL$' "$M/ops.log")
+    # caught: comparisons failed, or the runtime aborted naming a fault
+    if { [ $rc -eq 1 ] && [ "$nfail" -gt 0 ]; } || [ $rc -eq 134 ]; then
+        caught=$((caught + 1))
+        first=$(grep -m1 ' FAIL$' "$M/ops.log" | awk '{print $1}')
+        echo "caught $name ($file): rc $rc, $nfail comparisons failed (first: ${first:-abort}), $((SECONDS - start)) s"
+    else
+        missed=$((missed + 1))
+        echo "MISSED $name ($file): test_cuda_ops --only $only rc $rc"; tail -3 "$M/ops.log"
+    fi
+done
+rm -rf "$M"
+echo "mutants: $caught caught, $missed missed"
+[ $missed -eq 0 ]
