@@ -64,7 +64,8 @@ deps:
 	@tools/install-deps.sh
 
 # The one test command: installs what is missing, builds, runs unit + golden tests,
-# the CUDA compile check, the sanitizer run and the bounded fuzz runs.
+# the CUDA compile check, the CUDA kernels on the CPU (tests/cuda-host), the sanitizer
+# run and the bounded fuzz runs.
 # Every suite runs even when an earlier one failed; the summary counts a suite that
 # recorded nothing (say, a build error) as failed and sets the exit status.
 test: deps
@@ -72,9 +73,10 @@ test: deps
 	-$(MAKE) house-check
 	-$(MAKE) check
 	-$(MAKE) cuda-check
+	-$(MAKE) cuda-host-check
 	-$(MAKE) asan-check
 	-$(MAKE) fuzz
-	@tests/summary.sh house build cuda-check build-asan fuzz
+	@tests/summary.sh house build cuda-check cuda-host build-asan fuzz
 
 check: $(BUILD)/strata $(TEST_BIN)
 	@BUILD=$(BUILD) tests/run.sh
@@ -105,7 +107,7 @@ asan-check:
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" check
 
 cuda-check:
-	@tests/cuda_check.sh $(CU_SRC)
+	@tests/cuda_check.sh $(CU_SRC) tests/cuda-host/test_runtime.cu
 
 fuzz:
 	@tests/fuzz/run.sh
@@ -132,7 +134,7 @@ CUDA_HOME  ?= /usr/local/cuda
 CUDA_NVCC  := $(shell command -v $(NVCC) 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
 CUDA_ARCH   = -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 CUDA_FLAGS  = -std=c++17 -I. -O2 -Werror all-warnings -Xcompiler -Wall,-Wextra,-fPIC,-fvisibility=hidden $(CUDA_ARCH)
-CUDA_OBJ    = $(CU_SRC:%.cu=$(BUILD)/%.o) $(BUILD)/cuda-host/err.o $(BUILD)/cuda-host/dtype.o
+CUDA_OBJ    = $(CU_SRC:%.cu=$(BUILD)/%.o) $(BUILD)/cuda-lib/err.o $(BUILD)/cuda-lib/dtype.o
 CUDA_DEPS   = $(wildcard kernels/cuda/*.cuh kernels/cuda/*.h) kernels/backend.h engine/base/err.h engine/base/dtype.h
 
 cuda: $(BUILD)/libstrata_cuda.so
@@ -141,13 +143,66 @@ $(BUILD)/kernels/cuda/%.o: kernels/cuda/%.cu $(CUDA_DEPS)
 	@mkdir -p $(dir $@)
 	$(CUDA_NVCC) $(CUDA_FLAGS) -c $< -o $@
 
-$(BUILD)/cuda-host/%.o: engine/base/%.c
+$(BUILD)/cuda-lib/%.o: engine/base/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -I. -fPIC -fvisibility=hidden -c $< -o $@
 
 $(BUILD)/libstrata_cuda.so: $(CUDA_OBJ)
 	$(CUDA_NVCC) -shared $(CUDA_ARCH) -cudart static -o $@ $^ -lcublas -Xlinker --exclude-libs,ALL -Xlinker -z,defs \
 	    -Xlinker -rpath,'$$ORIGIN':$(CUDA_HOME)/lib64 -lrt -ldl -lpthread
+
+# kernels/cuda compiled for the CPU with the host runtime (tests/cuda-host/README.md):
+# build/cuda-host/libstrata_cuda.so, loaded through STRATA_CUDA_LIB by the CUDA op and
+# golden tests, which `make cuda-host-check` runs (part of make test).
+HC_DIR     = $(BUILD)/cuda-host
+HC_GEN     = $(HC_DIR)/src/kernels/cuda
+HC_CU      = $(CU_SRC:kernels/cuda/%.cu=$(HC_GEN)/%.cu)
+HC_CUH     = $(patsubst kernels/cuda/%,$(HC_GEN)/%,$(wildcard kernels/cuda/*.cuh))
+HC_RT      = $(wildcard tests/cuda-host/*.cc)
+HC_OBJ     = $(HC_CU:%.cu=%.o) $(HC_RT:tests/cuda-host/%.cc=$(HC_DIR)/rt/%.o) \
+             $(HC_DIR)/rt/err.o $(HC_DIR)/rt/dtype.o
+HC_FLAGS   = -std=c++17 -O2 -g -fPIC -Wall -Wextra -Werror -Wno-unknown-pragmas -pthread \
+             -Itests/cuda-host/include -I$(HC_DIR)/src -I.
+HC_TESTS   = $(HC_DIR)/test_cuda_ops $(HC_DIR)/test_runtime \
+             $(patsubst %,$(HC_DIR)/test_cuda_golden_%,qwen35 gemma4 nemotron_h)
+
+.PHONY: cuda-host cuda-host-check
+.SECONDARY: $(HC_CU) $(HC_CUH)
+cuda-host: $(HC_DIR)/libstrata_cuda.so $(HC_TESTS)
+
+cuda-host-check: cuda-host
+	@BUILD=$(BUILD) CXX="$(CXX)" HC_FLAGS="$(HC_FLAGS)" tests/cuda-host/run.sh
+
+$(HC_GEN)/%: kernels/cuda/% tests/cuda-host/hc_rewrite.py
+	@mkdir -p $(dir $@)
+	python3 tests/cuda-host/hc_rewrite.py $< $@
+
+$(HC_GEN)/%.o: $(HC_GEN)/%.cu $(HC_CUH)
+	$(CXX) $(HC_FLAGS) -MMD -MP -x c++ -c $< -o $@
+
+$(HC_DIR)/rt/%.o: tests/cuda-host/%.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(HC_FLAGS) -MMD -MP -c $< -o $@
+
+$(HC_DIR)/rt/%.o: engine/base/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -I. -fPIC -c $< -o $@
+
+$(HC_DIR)/libstrata_cuda.so: $(HC_OBJ)
+	$(CXX) -shared -o $@ $^ -pthread -ldl
+
+$(HC_DIR)/test_cuda_ops: $(wildcard tests/device/*ops*.c tests/device/*.h) $(BUILD)/libstrata.a
+	$(CC) $(CFLAGS) -o $@ $(filter %.c,$^) $(BUILD)/libstrata.a $(LDLIBS)
+
+$(HC_DIR)/test_cuda_golden_%: tests/device/test_cuda_golden.c tests/unit/test_%_golden.c $(BUILD)/libstrata.a
+	$(CC) $(CFLAGS) -Wno-missing-field-initializers -DGOLDEN_UNIT='"tests/unit/test_$*_golden.c"' \
+	    -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)
+
+$(HC_DIR)/test_runtime: tests/cuda-host/test_runtime.cu $(HC_DIR)/libstrata_cuda.so
+	@mkdir -p $(HC_DIR)/src/tests
+	python3 tests/cuda-host/hc_rewrite.py $< $(HC_DIR)/src/tests/test_runtime.cu
+	$(CXX) $(HC_FLAGS) -DSTRATA_CUDA_HOST -x c++ -o $@ $(HC_DIR)/src/tests/test_runtime.cu \
+	    -x none $(HC_DIR)/libstrata_cuda.so -Wl,-rpath,'$$ORIGIN'
 
 clean:
 	rm -rf build build-asan build-fuzz

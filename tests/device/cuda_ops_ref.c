@@ -77,3 +77,22 @@ void ref_ssd(float *y, const float *x, int ld_x, const float *B, const float *C,
                 }
             }
 }
+
+/* out[m, n] = x · Wᵀ for a BF16 W in double, x rounded as backend.h says (nearest even,
+ * subnormals to a signed zero): the reference where k is so long that the CPU backend's
+ * own f32 sums drift (k in the millions; no model comes near). */
+void ref_matmul_bf16(float *out, const float *x, const bk_weight *w, int m) {
+    int n = (int)w->shape[0], k = (int)w->shape[1];
+    for (int r = 0; r < m; r++)
+        for (int j = 0; j < n; j++) {
+            double acc = 0;
+            for (int l = 0; l < k; l++) {
+                float v = x[(size_t)r * k + l];
+                float xr = fpclassify(v) == FP_SUBNORMAL || v == 0.0f
+                               ? copysignf(0.0f, v)
+                               : dtype_bf16_to_f32(dtype_f32_to_bf16(v));
+                acc += (double)xr * ref_weight_at(w, (size_t)j * k + l);
+            }
+            out[(size_t)r * n + j] = (float)acc;
+        }
+}

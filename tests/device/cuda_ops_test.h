@@ -73,6 +73,7 @@ void test_speed(void);
 
 /* cuda_ops_ref.c: kernels/backend.h written out, for CPU ops not there yet */
 float ref_weight_at(const bk_weight *w, size_t i);
+void ref_matmul_bf16(float *out, const float *x, const bk_weight *w, int m);
 void ref_gelu_mul(float *out, const float *gate, const float *up, size_t n);
 void ref_relu2(float *x, size_t n);
 void ref_scale(float *x, float alpha, const bk_weight *s, size_t n);

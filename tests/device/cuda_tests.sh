@@ -22,7 +22,8 @@
 # Env: DEV_DIR, LIB_DIR, BUILD (prepare: the make build folder, default build), STRATA
 # (binary to bench, default $DEV_DIR/strata or build/strata), PRESETS (space separated;
 # default every preset strata lists), PROMPT_LEN (128), GEN_LEN (64), BENCH (1),
-# OPS_TIMEOUT / GOLDEN_TIMEOUT (seconds, 150 each), BUDGET_S (run: every step ends within
+# SANITIZE (1: compute-sanitizer racecheck / synccheck / memcheck over the op test, 40 s
+# each at most), OPS_TIMEOUT / GOLDEN_TIMEOUT (seconds, 150 each), BUDGET_S (run: every step ends within
 # this many seconds of the start; tests/device/run.sh passes its deadline), OUT (logs;
 # default /tmp).
 # Exit 0 when every step that ran passed (a step skipped for want of a GPU is not a pass).
@@ -213,6 +214,25 @@ run() {
     [ $rc -eq 124 ] && echo "test_cuda_ops: timed out after $t s"
     step "cuda op test" "$(verdict $rc)" "rc $rc, $(grep -c ' PASS$' "$log/ops.log") comparisons passed, $(grep -c ' FAIL$' "$log/ops.log") failed"
     local no_gpu=$((rc == 77)) u g
+    # What the CPU emulation of tests/cuda-host cannot see: races inside a block, barrier
+    # misuse on the hardware, out-of-bounds accesses. The sequence kernels under racecheck
+    # and synccheck, every op under memcheck.
+    local san tool only
+    san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+    if [ $no_gpu = 0 ] && [ -n "$san" ] && [ "${SANITIZE:-1}" = 1 ]; then
+        for tool in racecheck synccheck memcheck; do
+            only="--only rmsnorm,attention,gated_delta,ssd,conv1d"
+            [ $tool = memcheck ] && only=""
+            t=$(tl 40)
+            timeout -k 5 "$t" $with_libs "$san" --tool $tool --error-exitcode 9 \
+                "$dev/test_cuda_ops" --no-speed $only >"$log/sanitizer_$tool.log" 2>&1
+            rc=$?
+            # a run cut by its time limit found nothing, but did not finish: TIME, not FAIL
+            step "compute-sanitizer $tool" "$(case $rc in 0) echo PASS ;; 124|137) echo TIME ;; *) echo FAIL ;; esac)" \
+                "rc $rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log/sanitizer_$tool.log" | tail -1)"
+            [ $rc -eq 0 ] || grep -E '^=+ (Error|ERROR|Race|Invalid|Barrier)' "$log/sanitizer_$tool.log" | head -8
+        done
+    fi
     for u in $GOLDEN_UNITS; do
         g=$dev/test_cuda_golden_$u
         if [ $no_gpu = 1 ]; then

@@ -38,10 +38,15 @@ static void golden_compare_cuda(const char *name, const char *what, const float 
  * bit (rel_tol 0): the CPU backend promises that, the CUDA one does not - m <= 8 takes the
  * GEMV and m > 8 cuBLAS, and decode attention splits its keys - so those sums round in
  * another order. On CUDA they must agree as closely as our f32 logits must agree with
- * transformers' (the unit test's F32_REL_TOL), and on bf16 fixtures within a few bf16
- * roundings of the activations (first estimate, not yet measured on a GPU). Every widened
- * comparison prints its measured difference, passed or not. */
-#define CUDA_SELF_TOL_BF16 2e-3
+ * transformers' (the unit test's F32_REL_TOL). On bf16 fixtures every matmul rounds x to
+ * bf16 first, so a last-bit difference in a sum flips a rounding now and then and the
+ * flips cascade through the layers: measured through tests/cuda-host (whose GEMM sums in
+ * k order, cuBLAS in its own), the worst is 8.2e-3 of the largest |logit| (Gemma 4,
+ * batched vs alone; 6.2e-3 on Qwen3.5), while the f32 fixtures of the same paths agree to
+ * 2e-5. 2e-2 leaves 2.4x; a wrong kernel is off by far more (a dropped head or a wrong
+ * row moves logits by whole units). Every widened comparison prints its measured
+ * difference, passed or not. */
+#define CUDA_SELF_TOL_BF16 2e-2
 
 static void golden_compare_cuda(const char *name, const char *what, const float *got,
                                 const float *want, int n, int vocab, double rel_tol) {

@@ -6,7 +6,9 @@
  * where the error is max |cuda − cpu| / max(1, max |cpu|) over the output (and over the
  * updated caches / states for the ops that write them). Exit 0 when all pass, 77 when no
  * CUDA device can be used. `test_cuda_ops --self` runs the harness with a second CPU
- * backend in place of the GPU (checks the test itself on a machine without one).
+ * backend in place of the GPU (checks the test itself on a machine without one);
+ * `--no-speed` leaves out the bandwidth figures (tests/cuda-host runs it so: the CPU
+ * emulation has no timing worth printing).
  *
  * Where the CPU backend does not implement an op yet (its vtable entry is NULL), the
  * comparison is against a plain reference written here from kernels/backend.h. */
@@ -346,6 +348,22 @@ static void test_rope(void) {
     free(x), free(ref), free(got), gfree(dx), gfree(dinv);
 }
 
+static void matmul_one(dtype dt, int n, int k, int m) {
+    tw w = wmake(dt, n, k, 0.05f);
+    float *x = hrand((size_t)m * k, 1.0f), *ref = hvec((size_t)m * n);
+    float *dx = gput(x, (size_t)m * k), *dout = gput(ref, (size_t)m * n);
+    int long_k = k > (1 << 20);
+    if (long_k) ref_matmul_bf16(ref, x, &w.h, m);
+    else cpu->ops->matmul(cpu, ref, x, &w.h, m);
+    gpu->ops->matmul(gpu, dout, dx, &w.d, m);
+    float *got = gget(dout, (size_t)m * n);
+    char shape[64];
+    snprintf(shape, sizeof shape, "%s W [%d,%d] m %d%s", dtn(dt), n, k, m,
+             long_k ? " (double ref)" : "");
+    report("matmul", shape, got, ref, (size_t)m * n, dt == DTYPE_F32 ? TOL_MM32 : TOL_MM16);
+    free(got), free(x), free(ref), gfree(dx), gfree(dout), wfree(&w);
+}
+
 static void test_matmul(void) {
     const dtype dts[] = {DTYPE_BF16, DTYPE_F16, DTYPE_F32};
     /* n, k: vector path; k % 8 != 0 (scalar path); few rows (split rows over warps);
@@ -379,6 +397,12 @@ static void test_matmul(void) {
                 }
                 free(x), free(ref), gfree(dx), gfree(dout), wfree(&w);
             }
+    /* every other row count of the GEMV, on every dtype */
+    const int more_m[] = {2, 3, 4, 6, 7};
+    for (int di = 0; di < 3; di++)
+        for (int mi = 0; mi < 5; mi++) matmul_one(dts[di], 1000, 1024, more_m[mi]);
+    /* m <= 8 whose bf16 x outgrows the act16 scratch (16M values): the tiled kernel */
+    matmul_one(DTYPE_BF16, 3, 2097160, 8);
 }
 
 /* Out of memory: NULL, and the backend keeps working (the failure is not sticky). */
@@ -393,8 +417,52 @@ static void test_oom(void) {
     free(got), gfree(d);
 }
 
+/* name is one of the comma-separated items of list */
+static int in_list(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* The comparisons, by the names --only picks them with (comma-separated). */
+static const struct {
+    const char *name;
+    void (*run)(void);
+} op_tests[] = {
+    {"embed", test_embed},
+    {"rmsnorm", test_rmsnorm},
+    {"rmsnorm_gated", test_rmsnorm_gated},
+    {"grouped", test_grouped},
+    {"l2norm", test_l2norm},
+    {"elementwise", test_elementwise},
+    {"split_gather", test_split_gather},
+    {"gates", test_gates},
+    {"rope", test_rope},
+    {"matmul", test_matmul},
+    {"attention", test_attention},
+    {"conv1d", test_conv1d},
+    {"gated_delta", test_gated_delta},
+    {"ssd", test_ssd},
+};
+
 int main(int argc, char **argv) {
-    int self = argc > 1 && !strcmp(argv[1], "--self");
+    int self = 0, speed = 1;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--self")) self = 1;
+        else if (!strcmp(argv[i], "--no-speed")) speed = 0; /* tests/cuda-host: no timing */
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else {
+            fprintf(stderr, "usage: test_cuda_ops [--self] [--no-speed] [--only NAME[,NAME...]]\n");
+            return 2;
+        }
+    }
     if (backend_cpu_create(0, &cpu, &err)) {
         fprintf(stderr, "cpu backend: %s\n", err.msg);
         return 1;
@@ -405,24 +473,17 @@ int main(int argc, char **argv) {
         return 77;
     }
     printf("backend under test: %s%s\n", backend_name(gpu), self ? " (--self: harness check)" : "");
-    test_embed();
-    test_rmsnorm();
-    test_rmsnorm_gated();
-    test_grouped();
-    test_l2norm();
-    test_elementwise();
-    test_split_gather();
-    test_gates();
-    test_rope();
-    test_matmul();
-    test_attention();
-    test_conv1d();
-    test_gated_delta();
-    test_ssd();
-    if (!self) {
+    int ran = 0;
+    for (size_t i = 0; i < sizeof op_tests / sizeof op_tests[0]; i++)
+        if (!only || in_list(only, op_tests[i].name)) op_tests[i].run(), ran++;
+    if (!ran) {
+        fprintf(stderr, "--only %s: no such comparison\n", only);
+        return 2;
+    }
+    if (!self && !only) {
         test_oom();
         test_graph();
-        test_speed();
+        if (speed) test_speed();
         backend_mem dm;
         if (!backend_memory(gpu, &dm))
             printf("device memory: peak %zu MiB held by the backend, %zu MiB free of %zu MiB\n",
