@@ -334,6 +334,19 @@ static void test_graphs(void) {
 
 static float bf16r(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
+/* The host conversions of cuda_bf16.h / cuda_fp16.h: nearest even, canonical NaN. */
+static void test_convert(void) {
+    check(__bfloat16_as_ushort(__float2bfloat16_rn(1.00390625f)) == 0x3f80 &&
+              __bfloat16_as_ushort(__float2bfloat16_rn(1.01171875f)) == 0x3f82 &&
+              __bfloat16_as_ushort(__float2bfloat16_rn(NAN)) == 0x7fff,
+          "bf16: ties to even, canonical NaN");
+    check(__half_as_ushort(__float2half_rn(65520.0f)) == 0x7c00 &&
+              __half_as_ushort(__float2half_rn(5.96e-8f)) == 0x0001 &&
+              __half2float(__ushort_as_half(0x3c01)) == 1.0009765625f &&
+              __half_as_ushort(__float2half_rn(NAN)) == 0x7fff,
+          "f16: overflow to inf, subnormals, canonical NaN");
+}
+
 /* cuBLAS: C [m, n] (column-major) = A · B in f32, bf16 and f16, against a double product. */
 static void test_blas(void) {
     const int m = 37, n = 19, k = 70;
@@ -485,6 +498,7 @@ int main(int argc, char **argv) {
     test_memory();
     test_copies();
     test_graphs();
+    test_convert();
     test_blas();
 #ifdef STRATA_CUDA_HOST
     expect_fault(argv[0], "barrier", "do not meet", "fault: __syncthreads inside if (lane == 0)");
