@@ -158,7 +158,12 @@ void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t 
 int arch_bind(const model_arch_ctx *ctx, bk_weight *w, int optional, int ndim, const int64_t *shape,
               strata_err *err, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 
-/* Bytes of a bound weight (0 when unbound). */
+/* Bytes of a bound weight (0 when unbound); the sum over n weights. */
 int64_t arch_weight_bytes(const bk_weight *w);
+int64_t arch_weights_bytes(const bk_weight *const *ws, size_t n);
+
+/* The zeroed array of a model's n layers, size bytes each; NULL with STRATA_ENOMEM naming
+ * arch when there is no memory. */
+void *arch_layers_new(const char *arch, int n, size_t size, strata_err *err);
 
 #endif

@@ -545,7 +545,7 @@ static int64_t g4_weight_bytes(const g4 *m) {
                                  &L->down,        &L->pl_gate,
                                  &L->pl_proj,     &L->pl_norm,
                                  &L->scalar};
-        for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++) wb += arch_weight_bytes(ws[j]);
+        wb += arch_weights_bytes(ws, sizeof ws / sizeof ws[0]);
     }
     return wb;
 }
@@ -556,11 +556,7 @@ static int g4_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     m->b = ctx->b;
     if (g4_parse(&m->c, ctx->config, err)) goto fail;
     const g4_config *c = &m->c;
-    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
-    if (!m->layers) {
-        strata_err_set(err, STRATA_ENOMEM, "gemma4: out of memory");
-        goto fail;
-    }
+    if (!(m->layers = arch_layers_new(ARCH_NAME, c->n_layer, sizeof *m->layers, err))) goto fail;
     arch_sizes(ctx, c->max_pos, &m->slots, &m->ctx, &m->step_tokens);
     m->ple_host = !ctx->opts->ple_on_device;
     if (g4_bind(m, ctx, err) || g4_alloc(m, err)) goto fail;

@@ -171,6 +171,18 @@ int64_t arch_weight_bytes(const bk_weight *w) {
     return n * (int64_t)dtype_size(w->dt);
 }
 
+int64_t arch_weights_bytes(const bk_weight *const *ws, size_t n) {
+    int64_t sum = 0;
+    for (size_t i = 0; i < n; i++) sum += arch_weight_bytes(ws[i]);
+    return sum;
+}
+
+void *arch_layers_new(const char *arch, int n, size_t size, strata_err *err) {
+    void *p = calloc((size_t)(n > 0 ? n : 1), size);
+    if (!p) strata_err_set(err, STRATA_ENOMEM, "%s: out of memory for %d layers", arch, n);
+    return p;
+}
+
 int arch_alloc(backend *b, float **out, size_t n, const char *arch, const char *what,
                strata_err *err) {
     if ((*out = b->ops->alloc(b, n * sizeof(float)))) return 0;

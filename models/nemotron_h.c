@@ -478,11 +478,7 @@ static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     }
     if (nh_floor_mode(&m->floor_mode, err) || nh_parse(&m->c, ctx->config, err)) goto fail;
     const nh_config *c = &m->c;
-    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
-    if (!m->layers) {
-        strata_err_set(err, STRATA_ENOMEM, "nemotron_h: out of memory");
-        goto fail;
-    }
+    if (!(m->layers = arch_layers_new(ARCH_NAME, c->n_layer, sizeof *m->layers, err))) goto fail;
     arch_sizes(ctx, c->max_pos, &m->slots, &m->cap, &m->step_tokens);
     if (nh_bind(m, ctx, err) || nh_alloc(m, err)) goto fail;
 
@@ -497,7 +493,7 @@ static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
         const bk_weight *ws[] = {&L->norm, &L->in_proj, &L->conv,  &L->conv_b,   &L->A_log,
                                  &L->D,    &L->dt_bias, &L->gnorm, &L->out_proj, &L->wq,
                                  &L->wk,   &L->wv,      &L->wo,    &L->up,       &L->down};
-        for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++) wb += arch_weight_bytes(ws[j]);
+        wb += arch_weights_bytes(ws, sizeof ws / sizeof ws[0]);
         if (c->kind[i] == '*')
             info->kv_bytes_per_token += 2LL * c->KV * c->D * (int64_t)sizeof(float);
         else if (c->kind[i] == 'M')

@@ -380,11 +380,7 @@ static int q35_open(void **impl, const model_arch_ctx *ctx, model_info *info, st
     m->b = ctx->b;
     if (q35_parse(&m->c, ctx->config, err)) goto fail;
     const q35_config *c = &m->c;
-    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
-    if (!m->layers) {
-        strata_err_set(err, STRATA_ENOMEM, "qwen3_5: out of memory");
-        goto fail;
-    }
+    if (!(m->layers = arch_layers_new(ARCH_NAME, c->n_layer, sizeof *m->layers, err))) goto fail;
     arch_sizes(ctx, c->max_pos, &m->slots, &m->cap, &m->step_tokens);
     if (q35_bind(m, ctx, err) || q35_alloc(m, err)) goto fail;
 
@@ -397,7 +393,7 @@ static int q35_open(void **impl, const model_arch_ctx *ctx, model_info *info, st
                                  &L->wq,      &L->wk,        &L->wv,      &L->wo,   &L->q_norm,
                                  &L->k_norm,  &L->qkv,       &L->wz,      &L->wa,   &L->wb,
                                  &L->conv,    &L->A_log,     &L->dt_bias, &L->norm, &L->out};
-        for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++) wb += arch_weight_bytes(ws[j]);
+        wb += arch_weights_bytes(ws, sizeof ws / sizeof ws[0]);
         if (c->full[i]) {
             info->kv_bytes_per_token += 2LL * c->KV * c->D * (int64_t)sizeof(float);
         } else {

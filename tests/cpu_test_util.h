@@ -15,6 +15,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/test.h"
+#include "tests/test_batch.h"
 
 #ifndef CPU_TEST_SEED
 #define CPU_TEST_SEED 0x9e3779b97f4a7c15ull
@@ -89,28 +90,11 @@ typedef struct {
     int32_t tok_pos[1024], tok_seq[1024];
 } tbatch;
 
+/* A step laid out as the engine lays it out (tests/test_batch.h). */
 static inline void make_batch(tbatch *t, int n_seqs, const int *len, const int *pos0,
                               const int *slot) {
     memset(t, 0, sizeof *t);
-    int n = 0;
-    for (int s = 0; s < n_seqs; s++) {
-        t->slot[s] = slot[s];
-        t->start[s] = n;
-        t->len[s] = len[s];
-        t->pos0[s] = pos0[s];
-        for (int i = 0; i < len[s]; i++, n++) {
-            t->tok_pos[n] = pos0[s] + i;
-            t->tok_seq[n] = s;
-        }
-    }
-    t->b = (bk_batch){.n_tokens = n,
-                      .n_seqs = n_seqs,
-                      .slot = t->slot,
-                      .start = t->start,
-                      .len = t->len,
-                      .pos0 = t->pos0,
-                      .tok_pos = t->tok_pos,
-                      .tok_seq = t->tok_seq};
+    t->b = test_batch_fill(TEST_BATCH_ARRAYS(t), n_seqs, len, pos0, slot);
 }
 
 /* Largest |a - b| over n floats (NaN counts as infinite), and where. */

@@ -23,6 +23,7 @@
 #include "kernels/backend_select.h"
 #include "engine/base/dtype.h"
 #include "tests/device/cuda_ops_test.h"
+#include "tests/test_batch.h"
 
 backend *cpu, *gpu;
 static int n_pass, n_fail;
@@ -116,18 +117,7 @@ void wfree(tw *w) {
 }
 
 void tb_make(tbatch *t, int n_seqs, const int *len, const int *pos0, const int *slot) {
-    int n = 0;
-    for (int s = 0; s < n_seqs; s++) {
-        t->slot[s] = slot[s];
-        t->start[s] = n;
-        t->len[s] = len[s];
-        t->pos0[s] = pos0[s];
-        for (int i = 0; i < len[s]; i++, n++) {
-            t->tok_pos[n] = pos0[s] + i;
-            t->tok_seq[n] = s;
-        }
-    }
-    t->hb = (bk_batch){n, n_seqs, t->slot, t->start, t->len, t->pos0, t->tok_pos, t->tok_seq, NULL};
+    t->hb = test_batch_fill(TEST_BATCH_ARRAYS(t), n_seqs, len, pos0, slot);
     t->db = t->hb;
     cpu->ops->batch_prepare(cpu, &t->hb, &err);
 }
