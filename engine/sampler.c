@@ -7,6 +7,8 @@
  * buffer for every array over 1 KiB, which would be an allocation per token). */
 #include "engine/sampler.h"
 
+#include "engine/base/philox.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -27,7 +29,7 @@ struct sampler {
     int32_t *idx;    /* [vocab] candidate scratch */
     int32_t *tmp;    /* [vocab] merge sort scratch */
     float *prob;     /* [vocab] scratch */
-    uint64_t rng[4];
+    uint64_t n_gen;  /* tokens generated so far: the counter of the next draw */
 };
 
 void sampler_params_default(sampler_params *p) {
@@ -35,27 +37,6 @@ void sampler_params_default(sampler_params *p) {
     p->top_p = 1.0f;
     p->repetition_penalty = 1.0f;
     p->logprobs = 1;
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t splitmix(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* xoshiro256**: the request's own stream, so seeds reproduce across batch mixes. */
-static double rng_uniform(uint64_t *s) {
-    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return (double)(r >> 11) * (1.0 / 9007199254740992.0);
 }
 
 int sampler_create(sampler **out, const sampler_params *p, int vocab, strata_err *err) {
@@ -116,8 +97,6 @@ int sampler_create(sampler **out, const sampler_params *p, int vocab, strata_err
     }
     s->p.bias_ids = s->bias_ids;
     s->p.bias_vals = s->bias_vals;
-    uint64_t x = p->seed;
-    for (int i = 0; i < 4; i++) s->rng[i] = splitmix(&x);
     *out = s;
     return 0;
 }
@@ -149,6 +128,7 @@ void sampler_accept_prompt(sampler *s, int32_t token) {
 }
 
 void sampler_accept(sampler *s, int32_t token) {
+    s->n_gen++;
     if (!s->seen || token < 0 || token >= s->vocab) return;
     s->seen[token] = 1;
     s->count_gen[token]++;
@@ -297,7 +277,8 @@ void sampler_sample(sampler *s, float *logits, sampler_result *out) {
         }
         tot = 0;
         for (int i = 0; i < n; i++) tot += s->prob[i];
-        double r = rng_uniform(s->rng) * tot, c = 0;
+        /* keyed by the seed, counted by the token's place in the output (philox.h) */
+        double r = philox_uniform(s->p.seed, s->n_gen) * tot, c = 0;
         chosen = s->idx[n - 1];
         for (int i = 0; i < n; i++) {
             c += s->prob[i];

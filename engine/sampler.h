@@ -3,7 +3,8 @@
  * Order of operations (as vLLM / HF): logit_bias; repetition penalty (HF style, over
  * prompt + generated tokens); presence / frequency penalties (OpenAI style, over
  * generated tokens); then greedy when temperature == 0, else temperature, top-k,
- * top-p, min-p and a draw from the request's own RNG. Logprobs are those of the
+ * top-p, min-p and a draw from the request's own stream: Philox keyed by the seed, draw n
+ * for the n-th generated token (engine/base/philox.h), the same on every backend. Logprobs are those of the
  * distribution after penalties and bias, before temperature / truncation (as vLLM's
  * default "raw" processed logprobs). Thread: the engine step thread. */
 #ifndef STRATA_SAMPLER_H
@@ -23,7 +24,7 @@ typedef struct sampler_params {
     float repetition_penalty; /* 1: off; > 0 */
     float presence_penalty;   /* 0: off; [-2, 2] */
     float frequency_penalty;  /* 0: off; [-2, 2] */
-    uint64_t seed;            /* the RNG stream; same seed, same draws */
+    uint64_t seed;            /* the Philox key; same seed, same draws at the same positions */
     int n_logit_bias;
     const int32_t *bias_ids; /* [n_logit_bias], copied at create */
     const float *bias_vals;  /* [n_logit_bias], copied at create */

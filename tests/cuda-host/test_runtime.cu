@@ -21,6 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine/base/philox.h"
+
 static int n_pass, n_fail;
 
 static void check(int ok, const char *what) {
@@ -90,6 +92,15 @@ __global__ void k_add_from(float *x, const float *src, int n) {
 }
 
 __global__ void k_nothing(void) {}
+
+/* Thread t: block (t, 0, 0, 0) under key (7, 9), and philox_uniform(seed 42, draw t). */
+__global__ void k_philox(uint32_t *words, double *u) {
+    const int t = threadIdx.x;
+    philox_block c = {{(uint32_t)t, 0, 0, 0}};
+    philox_block o = philox4x32_10(c, 7u, 9u);
+    for (int j = 0; j < 4; j++) words[t * 4 + j] = o.v[j];
+    u[t] = philox_uniform(42, (uint64_t)t);
+}
 
 /* ---- faults (STRATA_CUDA_HOST): each kernel is a bug a GPU shows only as wrong numbers
  * or a hang ---- */
@@ -347,6 +358,25 @@ static void test_convert(void) {
           "f16: overflow to inf, subnormals, canonical NaN");
 }
 
+/* The samplers' generator (engine/base/philox.h) gives the device the host's numbers. */
+static void test_philox(void) {
+    uint32_t *dw, hw[64 * 4];
+    double *du, hu[64];
+    cudaMalloc(&dw, sizeof hw), cudaMalloc(&du, sizeof hu);
+    k_philox<<<1, 64>>>(dw, du);
+    cudaMemcpy(hw, dw, sizeof hw, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hu, du, sizeof hu, cudaMemcpyDeviceToHost);
+    int ok = 1;
+    for (int t = 0; t < 64; t++) {
+        philox_block c = {{(uint32_t)t, 0, 0, 0}};
+        philox_block o = philox4x32_10(c, 7u, 9u);
+        for (int j = 0; j < 4; j++) ok &= hw[t * 4 + j] == o.v[j];
+        ok &= hu[t] == philox_uniform(42, (uint64_t)t);
+    }
+    check(ok, "Philox4x32-10 and the sampler's uniform: device == host");
+    cudaFree(dw), cudaFree(du);
+}
+
 /* cuBLAS: C [m, n] (column-major) = A · B in f32, bf16 and f16, against a double product. */
 static void test_blas(void) {
     const int m = 37, n = 19, k = 70;
@@ -499,6 +529,7 @@ int main(int argc, char **argv) {
     test_copies();
     test_graphs();
     test_convert();
+    test_philox();
     test_blas();
 #ifdef STRATA_CUDA_HOST
     expect_fault(argv[0], "barrier", "do not meet", "fault: __syncthreads inside if (lane == 0)");

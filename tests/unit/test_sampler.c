@@ -23,8 +23,12 @@ static int32_t sample_once(const sampler_params *p, const float *base, sampler *
     memcpy(l, base, sizeof l);
     sampler_result r;
     sampler_sample(s, l, &r);
-    if (keep) *keep = s;
-    else sampler_destroy(s);
+    if (keep) {
+        sampler_accept(s, r.token); /* as the engine does: the next draw is the next position's */
+        *keep = s;
+    } else {
+        sampler_destroy(s);
+    }
     return r.token;
 }
 
@@ -62,6 +66,26 @@ static void test_seed_reproducible(void) {
     }
     CHECK(same_ab);  /* same seed, same stream */
     CHECK(!same_ac); /* another seed draws differently over 50 draws */
+    /* a draw belongs to the token's position, not to the call: sampling the same position
+     * twice (nothing accepted between) draws the same number */
+    {
+        sampler *d = NULL;
+        strata_err err = {0};
+        CHECK(sampler_create(&d, &p, V, &err) == 0);
+        int same = 1;
+        for (int i = 0; i < 20; i++) {
+            float l1[V], l2[V];
+            memcpy(l1, l, sizeof l1);
+            memcpy(l2, l, sizeof l2);
+            sampler_result r1, r2;
+            sampler_sample(d, l1, &r1);
+            sampler_sample(d, l2, &r2);
+            same &= r1.token == r2.token;
+            sampler_accept(d, r1.token);
+        }
+        CHECK(same);
+        sampler_destroy(d);
+    }
     sampler_destroy(a);
     sampler_destroy(b);
     sampler_destroy(c);
