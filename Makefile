@@ -168,7 +168,7 @@ HC_TESTS   = $(HC_DIR)/test_cuda_ops $(HC_DIR)/test_runtime \
 
 .PHONY: cuda-host cuda-host-check
 .SECONDARY: $(HC_CU) $(HC_CUH)
-cuda-host: $(HC_DIR)/libstrata_cuda.so $(HC_TESTS)
+cuda-host: $(HC_DIR)/libstrata_cuda.so $(HC_TESTS) $(BUILD)/strata
 
 cuda-host-check: cuda-host
 	@BUILD=$(BUILD) CXX="$(CXX)" HC_FLAGS="$(HC_FLAGS)" tests/cuda-host/run.sh

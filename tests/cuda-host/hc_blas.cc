@@ -193,7 +193,10 @@ static cublasStatus_t hc_gemm_submit(cublasHandle_t h, hc_gemm g, const void *al
         if (hc_locate(C, hc_span(g.m, g.n, g.ldc, 4)) != HC_DEVICE) hc_gemm_fault("C", C);
         if (g.batch == 1) break;
     }
-    cudaError_t e = hc_enqueue(h->stream, [g] { hc_gemm_run(g); });
+    cudaError_t e = hc_enqueue(h->stream, [g] {
+        hc_stat("cublasGemmEx");
+        hc_gemm_run(g);
+    });
     return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 

@@ -39,6 +39,8 @@ hc_where hc_locate(const void *p, size_t n);
 /* Queues work on s in stream order, or records it into the graph s is capturing.
  * Returns cudaSuccess or the capture error. */
 cudaError_t hc_enqueue(cudaStream_t s, std::function<void()> work);
+/* HC_STATS=1: counts one run of the named kernel (printed at exit). */
+void hc_stat(const char *kernel);
 /* Records e as the last error of this host thread and returns it. */
 cudaError_t hc_error(cudaError_t e);
 

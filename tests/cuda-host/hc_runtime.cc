@@ -98,6 +98,47 @@ const char *cudaGetErrorString(cudaError_t e) {
     return "unknown error";
 }
 
+/* ---- HC_STATS: what ran, counted where it runs (graph replays included) ---- */
+
+static std::mutex hc_stats_lock;
+static std::map<std::string, uint64_t> hc_stats_kernels;
+static uint64_t hc_stats_copies, hc_stats_memsets, hc_stats_graphs;
+
+static void hc_stats_print(void) {
+    std::lock_guard<std::mutex> lk(hc_stats_lock);
+    uint64_t runs = 0;
+    for (const auto &k : hc_stats_kernels) runs += k.second;
+    fprintf(stderr,
+            "cuda-host stats: %llu kernel runs (GEMMs included) of %zu kernels, %llu copies, %llu "
+            "memsets, %llu graph launches\n",
+            (unsigned long long)runs, hc_stats_kernels.size(), (unsigned long long)hc_stats_copies,
+            (unsigned long long)hc_stats_memsets, (unsigned long long)hc_stats_graphs);
+    for (const auto &k : hc_stats_kernels)
+        fprintf(stderr, "  %10llu  %s\n", (unsigned long long)k.second, k.first.c_str());
+}
+
+static bool hc_stats_on(void) {
+    static bool on = [] {
+        const char *e = getenv("HC_STATS");
+        bool v = e && *e && strcmp(e, "0");
+        if (v) atexit(hc_stats_print);
+        return v;
+    }();
+    return on;
+}
+
+void hc_stat(const char *kernel) {
+    if (!hc_stats_on()) return;
+    std::lock_guard<std::mutex> lk(hc_stats_lock);
+    hc_stats_kernels[kernel]++;
+}
+
+static void hc_stat_count(uint64_t *n) {
+    if (!hc_stats_on()) return;
+    std::lock_guard<std::mutex> lk(hc_stats_lock);
+    (*n)++;
+}
+
 /* ---- the device ---- */
 
 enum { HC_SMS = 132, HC_SMEM_DEFAULT = 48 << 10, HC_SMEM_OPTIN = 227 << 10 };
@@ -442,7 +483,10 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
         memmove(dst, src, bytes);
         return cudaSuccess;
     }
-    return hc_enqueue(s, [dst, src, bytes] { memmove(dst, src, bytes); });
+    return hc_enqueue(s, [dst, src, bytes] {
+        hc_stat_count(&hc_stats_copies);
+        memmove(dst, src, bytes);
+    });
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
@@ -458,7 +502,10 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t st) {
     if (!bytes) return cudaSuccess;
     if (hc_locate(dst, bytes) != HC_DEVICE) return hc_error(cudaErrorInvalidValue);
-    return hc_enqueue(st, [dst, value, bytes] { memset(dst, value, bytes); });
+    return hc_enqueue(st, [dst, value, bytes] {
+        hc_stat_count(&hc_stats_memsets);
+        memset(dst, value, bytes);
+    });
 }
 
 cudaError_t cudaMemset(void *dst, int value, size_t bytes) {
@@ -635,6 +682,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned lon
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t st) {
     if (!x) return hc_error(cudaErrorInvalidResourceHandle);
+    hc_enqueue(st, [] { hc_stat_count(&hc_stats_graphs); });
     for (const auto &node : x->nodes) {
         cudaError_t e = hc_enqueue(st, node);
         if (e != cudaSuccess) return e;
@@ -726,5 +774,8 @@ void hc_submit(const hc_cfg &cfg, const char *name, const void *kernel, hc_invok
     grid->grid = g;
     grid->block = b;
     grid->smem = cfg.smem;
-    hc_enqueue(cfg.stream, [grid] { hc_run_grid(*grid); });
+    hc_enqueue(cfg.stream, [grid] {
+        hc_stat(grid->name.c_str());
+        hc_run_grid(*grid);
+    });
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# tests/cuda-host/launches.sh - kernels the CUDA backend runs per decode token, counted by
+# the host runtime (HC_STATS) over `strata bench --device cuda` on the tiny goldens: a run
+# of 2 decode tokens minus a run of 1 (graph replays included, so this is what a GPU would
+# execute). Each must stay within its budget below: fusing kernels lowers a budget, and a
+# change that adds launches to the decode step fails here. The real-size presets' counts
+# are in BENCHMARKS.md (same method). Env: BUILD.
+set -u
+BUILD=${BUILD:-build}
+export STRATA_CUDA_LIB=$PWD/$BUILD/cuda-host/libstrata_cuda.so HC_STATS=1 HC_COVERAGE=
+# model | kernels per decode token today (layers: qwen35_tiny 3 DeltaNet + 1 attention,
+# gemma4_tiny 6, nemotron_h_tiny 4 Mamba2 / attention / MLP)
+BUDGETS="qwen35_tiny:92 gemma4_tiny:156 nemotron_h_tiny:42"
+runs() { # model, decode tokens -> kernel runs of the whole bench
+    timeout 300 "$BUILD/strata" bench --device cuda --model "tests/golden/$1" --prompt-len 4 \
+        --gen-len "$2" 2>&1 | sed -n 's/^cuda-host stats: \([0-9]*\) kernel runs.*/\1/p'
+}
+fail=0
+for entry in $BUDGETS; do
+    m=${entry%%:*} budget=${entry##*:}
+    one=$(runs "$m" 1) two=$(runs "$m" 2)
+    if [ -z "$one" ] || [ -z "$two" ]; then
+        echo "FAIL $m: no kernel counts (did the bench run on the CUDA backend?)"
+        fail=$((fail + 1))
+        continue
+    fi
+    per=$((two - one))
+    if [ "$per" -le "$budget" ]; then
+        echo "ok   $m: $per kernels per decode token (budget $budget)"
+    else
+        echo "FAIL $m: $per kernels per decode token, over the budget of $budget"
+        fail=$((fail + 1))
+    fi
+done
+echo "launches: $fail over budget"
+[ $fail -eq 0 ]
