@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/cuda-host/mutants.sh - do the CUDA op tests catch typical kernel bugs? Plants one
 # bug at a time into a copy of kernels/cuda (a dropped barrier, an off-by-one tail, wrong
-# GQA head mappings, a short warp reduction, an off-by-one conv window), builds the host
+# GQA head mappings, a short warp reduction, two off-by-one conv windows), builds the host
 # library from it and runs that kernel's op test (test_cuda_ops --only), which must fail
 # on every one: comparisons that fail, or the runtime aborting on a fault. A mutant whose
 # pattern is no longer in the source is an error too: the list must follow the kernels.
@@ -28,6 +28,7 @@ MUTANTS=(
     const int warp"
     "short warp reduction|cuda_internal.cuh|rmsnorm|o = 16; o > 0; o >>= 1) v += |o = 16; o > 1; o >>= 1) v += "
     "conv window off by one|cuda_conv.cu|conv1d|src < W ? st|src <= W ? st"
+    "decode conv window off by one|cuda_conv.cu|conv1d|n + r < W ? st|n + r <= W ? st"
 )
 
 caught=0; missed=0

@@ -102,6 +102,7 @@ void test_conv1d(void) {
         {33, 3, 0, 1, 1, {1}, {4}, {0}},
         {6144, 4, 1, 0, 2, {100, 1}, {0, 7}, {0, 2}},
         {20, 6, 1, 1, 2, {2, 9}, {5, 0}, {2, 1}},
+        {64, 4, 1, 1, 3, {1, 3, 4}, {7, 0, 4}, {2, 0, 1}}, /* a decode step: one kernel */
     };
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
         int C = cs[ci].C, K = cs[ci].K, ld = C + 6, m = 0, slots = 3;
