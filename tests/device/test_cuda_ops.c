@@ -27,6 +27,7 @@
 
 backend *cpu, *gpu;
 static int n_pass, n_fail;
+static int self_run; /* --self: the backend under test is a second CPU backend */
 strata_err err;
 
 /* ---- helpers ---- */
@@ -391,8 +392,10 @@ static void test_matmul(void) {
     const int more_m[] = {2, 3, 4, 6, 7};
     for (int di = 0; di < 3; di++)
         for (int mi = 0; mi < 5; mi++) matmul_one(dts[di], 1000, 1024, more_m[mi]);
-    /* m <= 8 whose bf16 x outgrows the act16 scratch (16M values): the tiled kernel */
-    matmul_one(DTYPE_BF16, 3, 2097160, 8);
+    /* m <= 8 whose bf16 x outgrows the act16 scratch (16M values): the tiled kernel. A
+     * CUDA dispatch only; the CPU backend's own f32 sums drift at this k (5e-3 relative). */
+    if (self_run) printf("%-24s SKIP: k 2097160 reaches a CUDA-only path\n", "matmul");
+    else matmul_one(DTYPE_BF16, 3, 2097160, 8);
 }
 
 /* Out of memory: NULL, and the backend keeps working (the failure is not sticky). */
@@ -445,7 +448,7 @@ int main(int argc, char **argv) {
     int self = 0, speed = 1;
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--self")) self = 1;
+        if (!strcmp(argv[i], "--self")) self = self_run = 1;
         else if (!strcmp(argv[i], "--no-speed")) speed = 0; /* tests/cuda-host: no timing */
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else {
