@@ -12,9 +12,11 @@
  * the act16 scratch, then either the GEMV reads it (16-byte loads of 8 values) or a cuBLAS
  * bf16 GEMM with f32 accumulation does; so prefill and decode multiply the same values
  * (kernels/backend.h: a BF16 weight meets x rounded to bf16). Rounding inside the GEMV
- * instead would redo it for every W row: integer work per weight element that would
- * outrun the weight stream at m = 8. All scratch is fixed at create; larger m runs in row
- * chunks. */
+ * instead redoes it for every W row: integer work per weight element that would outrun
+ * the weight stream at m = 8, but at m <= 2 (decode of one or two sequences, where launches
+ * dominate) costs less than the extra launch, so there the GEMV rounds x as it reads it
+ * (mm_rx) with the same rule and gives the same products. All scratch is fixed at create;
+ * larger m runs in row chunks. */
 #include "kernels/cuda/cuda_internal.cuh"
 
 enum { MM_GEMV_MAX_M = 8, MM_THREADS = 256, MM_WARPS = MM_THREADS / 32 };
@@ -76,13 +78,14 @@ __global__ void mm_to_bf16(__nv_bfloat16 *__restrict__ xb, const float *__restri
         xb[i] = __float2bfloat16_rn(mm_round_x(x[i]));
 }
 
-/* VE elements of x row data from element off, as f32: for BF16 weights x was rounded to
- * bf16 once by mm_to_bf16 (xb) and is read 8 at a time in one 16-byte load, half the bytes
- * of f32 x; for other weights it is the f32 x itself. */
-template <int DT>
+/* VE elements of x row data from element off, as f32: for BF16 weights x is rounded to
+ * bf16 as mm_round_x does, either once by mm_to_bf16 (xb, read 8 at a time in one 16-byte
+ * load, half the bytes of f32 x) or here as it is read (RX: small m, see mm_gemv); for other
+ * weights it is the f32 x itself. */
+template <int DT, bool RX>
 __device__ __forceinline__ void mm_load_x(const float *__restrict__ x,
                                           const uint16_t *__restrict__ xb, size_t off, float *f) {
-    if (DT == DTYPE_BF16) {
+    if (DT == DTYPE_BF16 && !RX) {
         mm_w<DTYPE_BF16>::unpack(__ldg((const uint4 *)(xb + off)), f);
     } else {
 #pragma unroll
@@ -90,21 +93,35 @@ __device__ __forceinline__ void mm_load_x(const float *__restrict__ x,
             float4 v = __ldg((const float4 *)(x + off) + e);
             f[4 * e] = v.x, f[4 * e + 1] = v.y, f[4 * e + 2] = v.z, f[4 * e + 3] = v.w;
         }
+        if (RX)
+#pragma unroll
+            for (int e = 0; e < mm_w<DT>::VE; e++) f[e] = mm_round_x(f[e]);
     }
 }
-template <int DT>
+template <int DT, bool RX>
 __device__ __forceinline__ float mm_get_x(const float *__restrict__ x,
                                           const uint16_t *__restrict__ xb, size_t i) {
-    return DT == DTYPE_BF16 ? __uint_as_float((uint32_t)xb[i] << 16) : x[i];
+    if (DT == DTYPE_BF16 && !RX) return __uint_as_float((uint32_t)xb[i] << 16);
+    return RX ? mm_round_x(x[i]) : x[i];
 }
 
 /* M rows of x against W; a block is 8 warps = 8 / wpr rows of W. vec: k % VE == 0 and
  * 16-byte aligned x (or xb) and W (then every row is aligned too). */
+/* BF16 weights at m <= MM_ROUND_MAX_M round x as they read it: at one or two rows that is
+ * at most two roundings per weight element, cheaper than a kernel launch that rounds x
+ * into act16 first; more rows would spend more integer work per weight than the weight
+ * stream leaves (the file comment). */
+enum { MM_ROUND_MAX_M = 2 };
+template <int DT, int M> struct mm_rx {
+    static constexpr bool value = DT == DTYPE_BF16 && M <= MM_ROUND_MAX_M;
+};
+
 template <int DT, int M>
 __global__ void __launch_bounds__(MM_THREADS)
     mm_gemv(float *__restrict__ out, const float *__restrict__ x, const uint16_t *__restrict__ xb,
             const void *__restrict__ w, int n, int k, int wpr, int vec) {
     typedef mm_w<DT> W;
+    constexpr bool RX = mm_rx<DT, M>::value;
     __shared__ float red[MM_WARPS][M];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int row = blockIdx.x * (MM_WARPS / wpr) + warp / wpr, part = warp % wpr;
@@ -127,7 +144,8 @@ __global__ void __launch_bounds__(MM_THREADS)
 #pragma unroll
                     for (int t = 0; t < M; t++) {
                         float xv[W::VE];
-                        mm_load_x<DT>(x, xb, (size_t)t * k + (size_t)(cc + q * step) * W::VE, xv);
+                        mm_load_x<DT, RX>(x, xb, (size_t)t * k + (size_t)(cc + q * step) * W::VE,
+                                          xv);
 #pragma unroll
                         for (int e = 0; e < W::VE; e++) acc[t] += f[e] * xv[e];
                     }
@@ -139,7 +157,7 @@ __global__ void __launch_bounds__(MM_THREADS)
 #pragma unroll
                 for (int t = 0; t < M; t++) {
                     float xv[W::VE];
-                    mm_load_x<DT>(x, xb, (size_t)t * k + (size_t)cc * W::VE, xv);
+                    mm_load_x<DT, RX>(x, xb, (size_t)t * k + (size_t)cc * W::VE, xv);
 #pragma unroll
                     for (int e = 0; e < W::VE; e++) acc[t] += f[e] * xv[e];
                 }
@@ -148,7 +166,8 @@ __global__ void __launch_bounds__(MM_THREADS)
             for (int e = part * 32 + lane; e < k; e += 32 * wpr) {
                 float f = W::get(w, (size_t)row * k + e);
 #pragma unroll
-                for (int t = 0; t < M; t++) acc[t] += f * mm_get_x<DT>(x, xb, (size_t)t * k + e);
+                for (int t = 0; t < M; t++)
+                    acc[t] += f * mm_get_x<DT, RX>(x, xb, (size_t)t * k + e);
             }
         }
     }
@@ -221,7 +240,8 @@ static void mm_gemv_launch(cuda_impl *c, float *out, const float *x, const void 
                            int k) {
     const int VE = mm_w<DT>::VE;
     const uint16_t *xb = NULL;
-    if (DT == DTYPE_BF16) { /* x rounded once here, not once per W row in the GEMV */
+    const bool rx = DT == DTYPE_BF16 && m <= MM_ROUND_MAX_M; /* mm_rx: rounded in the GEMV */
+    if (DT == DTYPE_BF16 && !rx) { /* x rounded once here, not once per W row in the GEMV */
         size_t e = (size_t)m * k;
         mm_to_bf16<<<cuda_blocks(e, 256, 65535), 256, 0, c->stream>>>(c->act16, x, e);
         cuda_check_launch(c, "matmul bf16 convert");
