@@ -79,8 +79,8 @@ void ref_ssd(float *y, const float *x, int ld_x, const float *B, const float *C,
 }
 
 /* out[m, n] = x · Wᵀ for a BF16 W in double, x rounded as backend.h says (nearest even,
- * subnormals to a signed zero): the reference where k is so long that the CPU backend's
- * own f32 sums drift (k in the millions; no model comes near). */
+ * subnormals to a signed zero): the reference where k is past the CPU backend's bf16
+ * scratch (k > 2,097,152; no model comes near), where that backend leaves x unrounded. */
 void ref_matmul_bf16(float *out, const float *x, const bk_weight *w, int m) {
     int n = (int)w->shape[0], k = (int)w->shape[1];
     for (int r = 0; r < m; r++)
