@@ -191,7 +191,8 @@ $(HC_DIR)/rt/%.o: engine/base/%.c
 $(HC_DIR)/libstrata_cuda.so: $(HC_OBJ)
 	$(CXX) -shared -o $@ $^ -pthread -ldl
 
-$(HC_DIR)/test_cuda_ops: $(wildcard tests/device/*ops*.c tests/device/*.h) $(BUILD)/libstrata.a
+$(HC_DIR)/test_cuda_ops: $(wildcard tests/device/*ops*.c tests/device/*.h) tests/test_batch.h \
+                         $(BUILD)/libstrata.a
 	$(CC) $(CFLAGS) -o $@ $(filter %.c,$^) $(BUILD)/libstrata.a $(LDLIBS)
 
 $(HC_DIR)/test_cuda_golden_%: tests/device/test_cuda_golden.c tests/unit/test_%_golden.c $(BUILD)/libstrata.a

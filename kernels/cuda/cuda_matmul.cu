@@ -107,21 +107,18 @@ __device__ __forceinline__ float mm_get_x(const float *__restrict__ x,
 
 /* M rows of x against W; a block is 8 warps = 8 / wpr rows of W. vec: k % VE == 0 and
  * 16-byte aligned x (or xb) and W (then every row is aligned too). */
-/* BF16 weights at m <= MM_ROUND_MAX_M round x as they read it: at one or two rows that is
+/* BF16 weights at m <= 2 round x as they read it: at one or two rows that is
  * at most two roundings per weight element, cheaper than a kernel launch that rounds x
  * into act16 first; more rows would spend more integer work per weight than the weight
  * stream leaves (the file comment). */
-enum { MM_ROUND_MAX_M = 2 };
-template <int DT, int M> struct mm_rx {
-    static constexpr bool value = DT == DTYPE_BF16 && M <= MM_ROUND_MAX_M;
-};
+__host__ __device__ constexpr bool mm_rx(int dt, int m) { return dt == DTYPE_BF16 && m <= 2; }
 
 template <int DT, int M>
 __global__ void __launch_bounds__(MM_THREADS)
     mm_gemv(float *__restrict__ out, const float *__restrict__ x, const uint16_t *__restrict__ xb,
             const void *__restrict__ w, int n, int k, int wpr, int vec) {
     typedef mm_w<DT> W;
-    constexpr bool RX = mm_rx<DT, M>::value;
+    constexpr bool RX = mm_rx(DT, M);
     __shared__ float red[MM_WARPS][M];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int row = blockIdx.x * (MM_WARPS / wpr) + warp / wpr, part = warp % wpr;
@@ -240,8 +237,8 @@ static void mm_gemv_launch(cuda_impl *c, float *out, const float *x, const void 
                            int k) {
     const int VE = mm_w<DT>::VE;
     const uint16_t *xb = NULL;
-    const bool rx = DT == DTYPE_BF16 && m <= MM_ROUND_MAX_M; /* mm_rx: rounded in the GEMV */
-    if (DT == DTYPE_BF16 && !rx) { /* x rounded once here, not once per W row in the GEMV */
+    if (DT == DTYPE_BF16 &&
+        !mm_rx(DT, m)) { /* x rounded once here, not once per W row in the GEMV */
         size_t e = (size_t)m * k;
         mm_to_bf16<<<cuda_blocks(e, 256, 65535), 256, 0, c->stream>>>(c->act16, x, e);
         cuda_check_launch(c, "matmul bf16 convert");

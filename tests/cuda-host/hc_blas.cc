@@ -182,16 +182,17 @@ static cublasStatus_t hc_gemm_submit(cublasHandle_t h, hc_gemm g, const void *al
     if (!g.m || !g.n || !g.batch) return CUBLAS_STATUS_SUCCESS;
     g.alpha = *(const float *)alpha;
     g.beta = *(const float *)beta;
-    for (int bi = 0; bi<g.batch; bi += g.batch - 1> 0 ? g.batch - 1 : 1) {
-        const char *A = (const char *)g.A + (size_t)bi * g.sa * hc_dt_size(g.at);
-        const char *B = (const char *)g.B + (size_t)bi * g.sb * hc_dt_size(g.bt);
-        const char *C = (const char *)g.C + (size_t)bi * g.sc * 4;
+    /* the first and the last matrix of a batch bound what it touches */
+    const int ends[2] = {0, g.batch - 1};
+    for (int e = 0; e < 2; e++) {
+        const char *A = (const char *)g.A + (size_t)ends[e] * g.sa * hc_dt_size(g.at);
+        const char *B = (const char *)g.B + (size_t)ends[e] * g.sb * hc_dt_size(g.bt);
+        const char *C = (const char *)g.C + (size_t)ends[e] * g.sc * 4;
         if (g.k && hc_locate(A, hc_span(a_rows, a_cols, g.lda, hc_dt_size(g.at))) != HC_DEVICE)
             hc_gemm_fault("A", A);
         if (g.k && hc_locate(B, hc_span(b_rows, b_cols, g.ldb, hc_dt_size(g.bt))) != HC_DEVICE)
             hc_gemm_fault("B", B);
         if (hc_locate(C, hc_span(g.m, g.n, g.ldc, 4)) != HC_DEVICE) hc_gemm_fault("C", C);
-        if (g.batch == 1) break;
     }
     cudaError_t e = hc_enqueue(h->stream, [g] {
         hc_stat("cublasGemmEx");

@@ -205,7 +205,7 @@ void hc_kernel_fault(const char *fmt, ...) {
     abort();
 }
 
-static std::string hc_state_of(const hc_block *b, const hc_thread *t) {
+static std::string hc_state_of(const hc_thread *t) {
     char s[256];
     switch (t->wait) {
     case HC_DONE:
@@ -222,7 +222,6 @@ static std::string hc_state_of(const hc_block *b, const hc_thread *t) {
         break;
     default: snprintf(s, sizeof s, "can run (a scheduler bug)"); break;
     }
-    (void)b;
     return s;
 }
 
@@ -237,9 +236,9 @@ static std::string hc_state_of(const hc_block *b, const hc_thread *t) {
             where);
     int shown = 0;
     for (int i = 0; i < b->n && shown < 12;) {
-        std::string st = hc_state_of(b, b->th[i]);
+        std::string st = hc_state_of(b->th[i]);
         int j = i + 1;
-        while (j < b->n && hc_state_of(b, b->th[j]) == st) j++;
+        while (j < b->n && hc_state_of(b->th[j]) == st) j++;
         if (j - i == 1) fprintf(stderr, "    thread %d: %s\n", i, st.c_str());
         else fprintf(stderr, "    threads %d-%d: %s\n", i, j - 1, st.c_str());
         shown++;

@@ -226,11 +226,8 @@ hc_where hc_locate(const void *p, size_t n) {
 
 /* Captures in progress: allocating or synchronising during one is an error in CUDA's
  * global and thread-local modes (relaxed mode allows allocation). */
-struct hc_capture_count {
-    int global = 0;
-};
 static std::mutex hc_cap_lock;
-static hc_capture_count hc_caps;
+static int hc_caps_global;            /* global-mode captures in progress */
 static thread_local int hc_caps_here; /* thread-local-mode captures begun by this thread */
 static bool hc_capture_forbids(void);
 static void hc_capture_spoil_all(void);
@@ -376,7 +373,7 @@ static void hc_spoil(hc_stream *s) {
 
 static bool hc_capture_forbids(void) {
     std::lock_guard<std::mutex> lk(hc_cap_lock);
-    return hc_caps.global > 0 || hc_caps_here > 0;
+    return hc_caps_global > 0 || hc_caps_here > 0;
 }
 
 /* An unsafe call during a capture invalidates the captures it could disturb: a global
@@ -628,7 +625,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t st, cudaStreamCaptureMode mode) 
         st->graph = new hc_graph();
     }
     std::lock_guard<std::mutex> lk(hc_cap_lock);
-    if (mode == cudaStreamCaptureModeGlobal) hc_caps.global++;
+    if (mode == cudaStreamCaptureModeGlobal) hc_caps_global++;
     else if (mode == cudaStreamCaptureModeThreadLocal) hc_caps_here++;
     return cudaSuccess;
 }
@@ -651,7 +648,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *g) {
     }
     {
         std::lock_guard<std::mutex> lk(hc_cap_lock);
-        if (mode == cudaStreamCaptureModeGlobal) hc_caps.global--;
+        if (mode == cudaStreamCaptureModeGlobal) hc_caps_global--;
         else if (mode == cudaStreamCaptureModeThreadLocal) hc_caps_here--;
     }
     if (spoiled) {
