@@ -199,13 +199,46 @@ static int top_candidates(sampler *s, const float *logits, int k) {
             else break;
         }
     }
+    if (k < n) {
+        /* The partition holds k of the largest, but which of the values tied with the k-th
+         * it took depends on its path: take those of the lowest ids, as the order says. */
+        float kth = logits[s->idx[0]];
+        for (int i = 1; i < k; i++)
+            if (logits[s->idx[i]] < kth) kth = logits[s->idx[i]];
+        int above = 0;
+        for (int i = 0; i < k; i++) above += logits[s->idx[i]] > kth;
+        int m = 0, ties = k - above;
+        for (int i = 0; i < n && m < k; i++) {
+            float v = logits[i];
+            if (v > kth || (v == kth && ties-- > 0)) s->tmp[m++] = i;
+        }
+        if (m == k) memcpy(s->idx, s->tmp, sizeof(int32_t) * (size_t)m); /* not with NaNs */
+    }
     sort_desc(s->idx, s->tmp, k, logits);
     return k;
 }
 
+const sampler_params *sampler_get_params(const sampler *s) { return &s->p; }
+
+uint64_t sampler_draws(const sampler *s) { return s->n_gen; }
+
+int sampler_counts(const sampler *s, uint32_t *out) {
+    if (!s->seen) return 0;
+    memset(out, 0, sizeof(uint32_t) * (size_t)s->vocab);
+    for (int i = 0; i < s->n_seen_list; i++) {
+        int32_t t = s->seen_list[i];
+        out[t] = (uint32_t)s->seen[t] | s->count_gen[t] << 1;
+    }
+    return 1;
+}
+
 void sampler_sample(sampler *s, float *logits, sampler_result *out) {
+    sampler_process(s, logits);
+    sampler_pick(s, logits, out);
+}
+
+void sampler_process(const sampler *s, float *logits) {
     const sampler_params *p = &s->p;
-    int V = s->vocab;
     for (int i = 0; i < p->n_logit_bias; i++) logits[p->bias_ids[i]] += p->bias_vals[i];
     if (s->seen) {
         for (int i = 0; i < s->n_seen_list; i++) {
@@ -218,6 +251,11 @@ void sampler_sample(sampler *s, float *logits, sampler_result *out) {
             logits[t] = l;
         }
     }
+}
+
+void sampler_pick(sampler *s, float *logits, sampler_result *out) {
+    const sampler_params *p = &s->p;
+    int V = s->vocab;
     /* log-softmax of the processed logits, for logprobs */
     float mx = -INFINITY;
     int32_t arg = 0;

@@ -58,7 +58,20 @@ void sampler_destroy(sampler *s);
 void sampler_accept_prompt(sampler *s, int32_t token);
 void sampler_accept(sampler *s, int32_t token);
 
-/* Picks the next token from logits[vocab]; logits is used as scratch (modified). */
+/* Picks the next token from logits[vocab]; logits is used as scratch (modified).
+ * = sampler_process, then sampler_pick. */
 void sampler_sample(sampler *s, float *logits, sampler_result *out);
+/* Logit bias and penalties, in place: the processed logits. */
+void sampler_process(const sampler *s, float *logits);
+/* The choice and the logprobs from processed logits (a row the device sampler left). */
+void sampler_pick(sampler *s, float *logits, sampler_result *out);
+
+/* What a device sampler needs to pick as this one does (kernels/backend.h, bk_sample_req):
+ * the parameters, the counter of the next draw (tokens accepted so far), and the penalty
+ * state as out[vocab] = seen | times generated << 1 (returns 0 and writes nothing when no
+ * penalty is on). */
+const sampler_params *sampler_get_params(const sampler *s);
+uint64_t sampler_draws(const sampler *s);
+int sampler_counts(const sampler *s, uint32_t *out);
 
 #endif

@@ -16,7 +16,7 @@ int backend_supports(const backend *b, int op, dtype dt) {
     case BK_OP_MEMORY: return o->memory != NULL;
     case BK_OP_LAST_ERROR: return o->last_error != NULL;
     case BK_OP_GRAPHS: return o->graph_begin && o->graph_end;
-    case BK_OP_ARGMAX: return o->argmax != NULL;
+    case BK_OP_SAMPLE: return o->sample != NULL;
     case BK_OP_EMBED_DEV: return o->embed_dev != NULL;
     default:
         return op >= 0 && op < BK_OP_FIRST_OPTIONAL &&

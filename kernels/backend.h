@@ -54,6 +54,33 @@ typedef struct bk_batch {
     const void *dev;        /* backend-private mirror, set by batch_prepare */
 } bk_batch;
 
+/* One row's request to backend_ops.sample; the pointers are backend memory. */
+#define BK_SAMPLE_TOP 20          /* alternatives reported at most (SAMPLER_MAX_TOP_LOGPROBS) */
+#define BK_SAMPLE_CANDIDATES 1024 /* candidates a backend sorts; a row needing more: token -1 */
+typedef struct bk_sample_req {
+    float temperature; /* 0: greedy */
+    float top_p, min_p;
+    int32_t top_k;
+    float repetition_penalty, presence_penalty, frequency_penalty;
+    int32_t top_logprobs; /* 0..BK_SAMPLE_TOP */
+    int32_t logprobs;     /* report the chosen token's logprob */
+    int32_t n_bias;
+    const int32_t *bias_ids; /* [n_bias], added in list order */
+    const float *bias_vals;  /* [n_bias] */
+    /* [n] per token: bit 0 seen (prompt or output), bits 1.. times generated; NULL: no
+     * penalties */
+    uint32_t *counts;
+    uint64_t seed, draw; /* Philox key and counter (engine/base/philox.h) */
+} bk_sample_req;
+
+typedef struct bk_sample_res {
+    int32_t token; /* -1: left to the host sampler (more than BK_SAMPLE_CANDIDATES needed) */
+    float logprob;
+    int32_t n_top;
+    int32_t top_id[BK_SAMPLE_TOP]; /* most likely first */
+    float top_lp[BK_SAMPLE_TOP];
+} bk_sample_res;
+
 /* RMSNorm weight modes. */
 enum {
     BK_NORM_PLAIN = 0,    /* y = x̂ · w */
@@ -215,9 +242,15 @@ typedef struct backend_ops {
     int (*graph_begin)(backend *b, uint64_t key, strata_err *err);
     int (*graph_end)(backend *b, strata_err *err);
     void (*graph_clear)(backend *b);
-    /* ids[i] = argmax_j logits[i, j] (lowest j on ties) for i < m, rows of n; ids and
-     * logits in backend memory. */
-    void (*argmax)(backend *b, int32_t *ids, const float *logits, int m, int n);
+    /* The sampler on the backend: row i of logits [m, n] (backend memory) is turned into a
+     * token by req[i] (host memory) with the semantics of engine/sampler.c (bias, then the
+     * penalties of req[i].counts, then greedy or temperature, top-k, top-p, min-p and the
+     * Philox draw req[i].draw of req[i].seed; logprobs of the processed distribution). The
+     * results reach host res[m] as a download's do (at graph_end inside a graph). logits
+     * is processed in place; a row the backend leaves to the host (token -1) keeps its
+     * processed values there. When req[i].counts is set the chosen token is counted in it. */
+    void (*sample)(backend *b, bk_sample_res *res, float *logits, const bk_sample_req *req, int m,
+                   int n);
     /* embed() with the ids already in backend memory (a previous step's samples). */
     void (*embed_dev)(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m);
     /* 1 when op runs with weights of dtype dt (DTYPE_COUNT: any it takes). NULL: every
@@ -234,7 +267,7 @@ typedef struct backend_ops {
     X(ROPE) X(KV_STORE) X(ATTENTION) X(CONV1D) X(GDN_GATES)                    \
     X(GATED_DELTA) X(GELU_TANH_MUL) X(RELU2) X(SCALE) X(SOFTCAP)               \
     X(RMSNORM_GATED_GROUPED) X(SSD) X(READ_BANDWIDTH) X(MEMORY) X(LAST_ERROR)  \
-    X(GRAPHS) X(ARGMAX) X(EMBED_DEV)
+    X(GRAPHS) X(SAMPLE) X(EMBED_DEV)
 /* clang-format on */
 enum {
 #define BK_OP_ENUM(n) BK_OP_##n,

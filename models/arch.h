@@ -29,7 +29,7 @@ typedef struct model_arch {
     /* Parses config, binds weights, allocates caches; fills info. */
     int (*open)(void **impl, const model_arch_ctx *ctx, model_info *info, strata_err *err);
     int (*forward)(void *impl, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
-                   int n_out, float *logits, strata_err *err);
+                   int n_out, model_out *out, strata_err *err);
     void (*reset_slot)(void *impl, int slot);
     void (*close)(void *impl);
 } model_arch;
@@ -127,7 +127,7 @@ int arch_check_batch(const char *arch, const bk_batch *bt, int step_tokens, int 
                      strata_err *err);
 /* The logits head: the final norm, the head matmul and (softcap > 0) the softcap, only on
  * the rows whose logits are wanted, chunk rows at a time through xo [chunk, h] and
- * lg [chunk, vocab], downloaded into logits [n_out, vocab]. A model fills the first
+ * lg [chunk, vocab], downloaded or sampled as out says (model.h). A model fills the first
  * seven fields and calls arch_head_init from its alloc, arch_head_free from its close. */
 typedef struct arch_head {
     const bk_weight *norm;
@@ -145,7 +145,7 @@ int arch_head_init(backend *b, arch_head *hd, const char *arch, int slots, int s
                    strata_err *err);
 void arch_head_free(backend *b, arch_head *hd);
 void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t *out_rows,
-                 int n_out, float *logits);
+                 int n_out, model_out *out);
 
 /* In a bind loop with ctx, err, the name prefix p, layer index i and layer L: binds the
  * required tensor "<p>layers.<i>.<name>" into L->w, or returns the error. */

@@ -649,7 +649,7 @@ static void g4_attention(g4 *m, int l, const bk_batch *bt) {
 }
 
 static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
-                      int n_out, float *logits, strata_err *err) {
+                      int n_out, model_out *out, strata_err *err) {
     g4 *m = impl;
     const g4_config *c = &m->c;
     backend *b = m->b;
@@ -691,7 +691,7 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
         o->scale(b, m->x, 1.0f, &L->scalar, Th); /* the whole stream */
     }
     /* Final norm, tied head and softcap (§3.9) only on the rows whose logits are wanted. */
-    arch_logits(b, &m->head, m->x, out_rows, n_out, logits);
+    arch_logits(b, &m->head, m->x, out_rows, n_out, out);
     return 0;
 }
 

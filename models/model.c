@@ -168,6 +168,19 @@ static int check_batch(model *m, const bk_batch *bt, const int32_t *tokens, cons
 
 int model_forward(model *m, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows, int n_out,
                   float *logits, strata_err *err) {
+    model_out out = {.logits = logits};
+    return model_forward_to(m, bt, tokens, out_rows, n_out, &out, err);
+}
+
+int model_forward_to(model *m, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
+                     int n_out, model_out *out, strata_err *err) {
     if (check_batch(m, bt, tokens, out_rows, n_out, err)) return err->code;
-    return m->arch->forward(m->impl, bt, tokens, out_rows, n_out, logits, err);
+    if (out->n_sample < 0 || out->n_sample > n_out || (out->n_sample && (!out->req || !out->res)))
+        return strata_err_set(err, STRATA_EINVALID, "forward: %d sampled rows of %d", out->n_sample,
+                              n_out);
+    if (out->n_sample && !m->b->ops->sample)
+        return strata_err_set(err, STRATA_EUNSUPPORTED, "%s backend: no device sampler",
+                              backend_name(m->b));
+    out->sampled_rows = NULL;
+    return m->arch->forward(m->impl, bt, tokens, out_rows, n_out, out, err);
 }

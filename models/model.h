@@ -56,4 +56,20 @@ void model_reset_slot(model *m, int slot);
 int model_forward(model *m, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows, int n_out,
                   float *logits, strata_err *err);
 
+/* Where the logit rows of model_forward_to go. The first n_sample of the out rows are
+ * sampled on the backend (backend_ops.sample, by req[0..n_sample)) into host res; the
+ * others are downloaded to logits + i * vocab for out row i, as model_forward does. The
+ * forward sets sampled_rows to the sampled rows' processed logits in backend memory (row
+ * r at sampled_rows + r * vocab; NULL when more than the head's chunk of rows were
+ * sampled), valid until the next forward: where a row was left to the host. */
+typedef struct model_out {
+    float *logits;
+    int n_sample;
+    const bk_sample_req *req;
+    bk_sample_res *res;
+    const float *sampled_rows;
+} model_out;
+int model_forward_to(model *m, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
+                     int n_out, model_out *out, strata_err *err);
+
 #endif

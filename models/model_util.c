@@ -220,16 +220,30 @@ void arch_head_free(backend *b, arch_head *hd) {
     hd->xo = hd->lg = NULL;
 }
 
-void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t *out_rows,
-                 int n_out, float *logits) {
+/* One chunk of rows through the head into hd->lg. */
+static void arch_head_rows(backend *b, const arch_head *hd, const float *x, const int32_t *rows,
+                           int n) {
     const backend_ops *o = b->ops;
-    for (int r = 0; r < n_out; r += hd->chunk) {
+    o->gather_rows(b, hd->xo, x, rows, n, hd->h);
+    o->rmsnorm(b, hd->xo, hd->xo, hd->norm, n, hd->h, hd->h, hd->eps, hd->norm_mode);
+    o->matmul(b, hd->lg, hd->xo, hd->head, n);
+    if (hd->softcap > 0) o->softcap(b, hd->lg, hd->softcap, (size_t)n * hd->vocab);
+}
+
+void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t *out_rows,
+                 int n_out, model_out *out) {
+    const int ns = out->n_sample;
+    for (int r = ns; r < n_out; r += hd->chunk) {
         int n = n_out - r < hd->chunk ? n_out - r : hd->chunk;
-        o->gather_rows(b, hd->xo, x, out_rows + r, n, hd->h);
-        o->rmsnorm(b, hd->xo, hd->xo, hd->norm, n, hd->h, hd->h, hd->eps, hd->norm_mode);
-        o->matmul(b, hd->lg, hd->xo, hd->head, n);
-        if (hd->softcap > 0) o->softcap(b, hd->lg, hd->softcap, (size_t)n * hd->vocab);
-        o->download(b, logits + (size_t)r * hd->vocab, hd->lg,
-                    (size_t)n * hd->vocab * sizeof(float));
+        arch_head_rows(b, hd, x, out_rows + r, n);
+        b->ops->download(b, out->logits + (size_t)r * hd->vocab, hd->lg,
+                         (size_t)n * hd->vocab * sizeof(float));
     }
+    /* sampled last, so the last chunk's processed rows stay in lg for the host */
+    for (int r = 0; r < ns; r += hd->chunk) {
+        int n = ns - r < hd->chunk ? ns - r : hd->chunk;
+        arch_head_rows(b, hd, x, out_rows + r, n);
+        b->ops->sample(b, out->res + r, hd->lg, out->req + r, n, hd->vocab);
+    }
+    out->sampled_rows = ns && ns <= hd->chunk ? hd->lg : NULL;
 }

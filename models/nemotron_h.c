@@ -578,7 +578,7 @@ static void nh_mlp(nh *m, nh_layer *L, bk_batch *bt) {
 }
 
 static int nh_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
-                      int n_out, float *logits, strata_err *err) {
+                      int n_out, model_out *out, strata_err *err) {
     nh *m = impl;
     const nh_config *c = &m->c;
     backend *b = m->b;
@@ -600,7 +600,7 @@ static int nh_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
         o->add(b, m->x, m->x, m->mix, (size_t)T * c->h);
     }
     /* norm_f and the head only on the rows whose logits are wanted, a chunk at a time. */
-    arch_logits(b, &m->head, m->x, out_rows, n_out, logits);
+    arch_logits(b, &m->head, m->x, out_rows, n_out, out);
     return 0;
 }
 

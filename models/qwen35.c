@@ -478,7 +478,7 @@ static void q35_deltanet(q35 *m, q35_layer *L, bk_batch *bt) {
 }
 
 static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
-                       int n_out, float *logits, strata_err *err) {
+                       int n_out, model_out *out, strata_err *err) {
     q35 *m = impl;
     const q35_config *c = &m->c;
     backend *b = m->b;
@@ -504,7 +504,7 @@ static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const in
         o->add(b, m->x, m->x, m->mix, (size_t)T * c->h);
     }
     /* Final norm and head only on the rows whose logits are wanted, a chunk at a time. */
-    arch_logits(b, &m->head, m->x, out_rows, n_out, logits);
+    arch_logits(b, &m->head, m->x, out_rows, n_out, out);
     return 0;
 }
 

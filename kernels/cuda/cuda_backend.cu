@@ -291,6 +291,11 @@ static void cuda_destroy(backend *b) {
         cudaFree(c->blas_ws);
         cudaFree(c->act16);
         cudaFree(c->att_part);
+        cudaFree(c->smp_max);
+        cudaFree(c->smp_arg);
+        cudaFree(c->smp_z);
+        cudaFree(c->smp_all);
+        cudaFree(c->smp_res);
         cudaFree(c->stage_d);
         cudaFreeHost(c->stage_h);
         cudaFreeHost(c->bounce);
@@ -344,7 +349,7 @@ static void cuda_fill_ops(backend_ops *o) {
     o->graph_begin = cuda_graph_begin;
     o->graph_end = cuda_graph_end;
     o->graph_clear = cuda_graph_clear;
-    o->argmax = cuda_argmax_rows;
+    o->sample = cuda_sample;
     o->embed_dev = cuda_embed_dev;
 }
 
@@ -405,13 +410,27 @@ CUDA_EXPORT int strata_cuda_backend_create(int device, backend **out, strata_err
              "GEMM scratch");
     CUDA_TRY(cudaMalloc((void **)&c->att_part, sizeof(float) * CUDA_ATT_PART_FLOATS),
              "attention scratch");
+    CUDA_TRY(cudaMalloc((void **)&c->smp_max, sizeof(float) * CUDA_SAMPLE_ROWS * CUDA_SAMPLE_PARTS),
+             "sampler scratch");
+    CUDA_TRY(cudaMalloc((void **)&c->smp_arg, sizeof(int) * CUDA_SAMPLE_ROWS * CUDA_SAMPLE_PARTS),
+             "sampler scratch");
+    CUDA_TRY(cudaMalloc((void **)&c->smp_z, sizeof(double) * CUDA_SAMPLE_ROWS * CUDA_SAMPLE_PARTS),
+             "sampler scratch");
+    CUDA_TRY(
+        cudaMalloc((void **)&c->smp_all, sizeof(double) * CUDA_SAMPLE_ROWS * CUDA_SAMPLE_PARTS),
+        "sampler scratch");
+    CUDA_TRY(cudaMalloc((void **)&c->smp_res, sizeof(bk_sample_res) * CUDA_SAMPLE_ROWS),
+             "sampler results");
     CUDA_TRY(cudaMalloc((void **)&c->stage_d, CUDA_STAGE_BYTES), "staging ring");
     CUDA_TRY(cudaHostAlloc((void **)&c->stage_h, CUDA_STAGE_BYTES, cudaHostAllocDefault),
              "pinned staging");
     CUDA_TRY(cudaHostAlloc((void **)&c->bounce, CUDA_BOUNCE_BYTES, cudaHostAllocDefault),
              "pinned bounce");
-    c->scratch_bytes = CUDA_BLAS_WS_BYTES + sizeof(__nv_bfloat16) * CUDA_ACT16_ELEMS +
-                       sizeof(float) * CUDA_ATT_PART_FLOATS + CUDA_STAGE_BYTES;
+    c->scratch_bytes =
+        CUDA_BLAS_WS_BYTES + sizeof(__nv_bfloat16) * CUDA_ACT16_ELEMS +
+        sizeof(float) * CUDA_ATT_PART_FLOATS + CUDA_STAGE_BYTES +
+        (sizeof(float) + sizeof(int) + 2 * sizeof(double)) * CUDA_SAMPLE_ROWS * CUDA_SAMPLE_PARTS +
+        sizeof(bk_sample_res) * CUDA_SAMPLE_ROWS;
     bs = cublasCreate(&c->blas);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         c->blas = NULL;

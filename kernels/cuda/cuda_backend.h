@@ -3,7 +3,7 @@
  * Exported by build/libstrata_cuda.so, which the main binary never links: it loads the
  * library at run time (kernels/backend_select.c) and finds this function by name, so a
  * machine without CUDA still runs strata on the CPU backend. What the backend offers
- * beyond the mandatory ops (graphs, device argmax and embedding, memory, its last
+ * beyond the mandatory ops (graphs, the device sampler and embedding, memory, its last
  * error) are optional slots of the ops table (kernels/backend.h). C linkage. */
 #ifndef STRATA_CUDA_BACKEND_H
 #define STRATA_CUDA_BACKEND_H

@@ -35,6 +35,8 @@ enum {
     CUDA_ATT_PART_FLOATS = 4 << 20, /* flash-decoding split partials */
     CUDA_GRAPH_MAX = 32,            /* captured graphs kept (batch-size buckets) */
     CUDA_PENDING_MAX = 64,          /* downloads deferred to graph_end */
+    CUDA_SAMPLE_ROWS = 256,         /* logit rows one sample launch takes */
+    CUDA_SAMPLE_PARTS = 64,         /* blocks per row in the sampler's vocabulary passes */
 };
 
 typedef enum { CUDA_MODE_EAGER = 0, CUDA_MODE_CAPTURE, CUDA_MODE_REPLAY } cuda_mode;
@@ -73,6 +75,11 @@ typedef struct cuda_impl {
     void *blas_ws;        /* [CUDA_BLAS_WS_BYTES] */
     __nv_bfloat16 *act16; /* [CUDA_ACT16_ELEMS] */
     float *att_part;      /* [CUDA_ATT_PART_FLOATS] */
+    /* the sampler's per-part partials [CUDA_SAMPLE_ROWS, CUDA_SAMPLE_PARTS] and results */
+    float *smp_max;
+    int *smp_arg;
+    double *smp_z, *smp_all;
+    bk_sample_res *smp_res; /* [CUDA_SAMPLE_ROWS] */
     /* staging ring: host inputs copied H2D at op time (or refilled before a graph replay) */
     unsigned char *stage_h; /* pinned [CUDA_STAGE_BYTES] */
     unsigned char *stage_d; /* device mirror [CUDA_STAGE_BYTES] */
@@ -163,7 +170,7 @@ enum {
     CUDA_OP_SOFTCAP,
     CUDA_OP_NORM_GROUPED,
     CUDA_OP_SSD,
-    CUDA_OP_ARGMAX,
+    CUDA_OP_SAMPLE,
     CUDA_OP_EMBED_DEV,
 };
 
@@ -254,7 +261,8 @@ int cuda_graph_begin(backend *b, uint64_t key, strata_err *err);
 int cuda_graph_end(backend *b, strata_err *err);
 void cuda_graph_clear(backend *b);
 /* cuda_sample.cu */
-void cuda_argmax_rows(backend *b, int32_t *ids, const float *logits, int m, int n);
+void cuda_sample(backend *b, bk_sample_res *res, float *logits, const bk_sample_req *req, int m,
+                 int n);
 void cuda_embed_dev(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m);
 
 #endif

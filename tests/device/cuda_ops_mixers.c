@@ -1,6 +1,6 @@
 /* cuda_ops_mixers.c - the sequence ops of the CUDA op test (kv_store + attention, conv1d,
  * gated delta rule, SSD) against the CPU backend, the graph capture / replay path, the
- * device argmax, and the speed figures. Part of test_cuda_ops (see test_cuda_ops.c). */
+ * device sampler inside a graph, and the speed figures. Part of test_cuda_ops (see test_cuda_ops.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,7 +231,7 @@ void test_ssd(void) {
     }
 }
 
-/* ---- graphs and device argmax ---- */
+/* ---- graphs, and the device sampler inside one ---- */
 
 enum { GT = 3, GH = 64, GV = 500, GN = 300 };
 typedef struct {
@@ -293,21 +293,37 @@ void test_graph(void) {
     rc = backend_graph_end(gpu, &ge);
     report("graph recaptured", mode == 0 && rc == 0 ? "after the refusal" : "FAILED to recapture",
            got, ref[3], mode == 0 && rc == 0 ? GT * GN : 0, mode == 0 && rc == 0 ? 0 : -1);
-    /* argmax on the device over the last logits (still in dy) */
-    void (*am)(backend *, int32_t *, const float *, int, int) = gpu->ops->argmax;
-    if (am) {
-        int32_t *did = (int32_t *)gpu->ops->alloc(gpu, sizeof(int32_t) * GT), hid[GT];
-        am(gpu, did, f.dy, GT, GN);
-        gpu->ops->download(gpu, hid, did, sizeof hid);
-        float gotf[GT], want[GT];
-        for (int r = 0; r < GT; r++) {
-            int best = 0;
-            for (int j = 1; j < GN; j++)
-                if (ref[3][r * GN + j] > ref[3][r * GN + best]) best = j;
-            want[r] = (float)best, gotf[r] = (float)hid[r];
+    /* A forward ending in the device sampler, captured under its own key and replayed with
+     * other ids, positions and requests (staged, so a replay reads the new ones): each
+     * step's tokens must be those of the same forward and request run eagerly. */
+    if (gpu->ops->sample) {
+        bk_sample_res want[GT], gotr[GT];
+        float wt[3 * GT], gt[3 * GT];
+        for (int s = 0; s < 3; s++) {
+            bk_sample_req rq[GT];
+            for (int r = 0; r < GT; r++)
+                rq[r] = (bk_sample_req){.temperature = s ? 0.5f * (float)(s + r) : 0.0f,
+                                        .top_p = s == 2 ? 0.9f : 1.0f,
+                                        .top_k = s == 1 ? 7 : 0,
+                                        .repetition_penalty = 1.0f,
+                                        .logprobs = 1,
+                                        .top_logprobs = r,
+                                        .seed = 11u + (unsigned)s,
+                                        .draw = (uint64_t)(3 * s + r)};
+            graph_forward(&f, ids[s], 5 + GT * s, got, 0);
+            gpu->ops->sample(gpu, want, f.dy, rq, GT, GN);
+            gget(f.dy, 1); /* eager: wait */
+            int mode = backend_graph_begin(gpu, GT + 100, &ge);
+            graph_forward(&f, ids[s], 5 + GT * s, got, 0);
+            gpu->ops->sample(gpu, gotr, f.dy, rq, GT, GN);
+            int rc = backend_graph_end(gpu, &ge);
+            for (int r = 0; r < GT; r++) {
+                wt[s * GT + r] = (float)want[r].token;
+                gt[s * GT + r] = mode == (s ? 1 : 0) && !rc ? (float)gotr[r].token : -2.0f;
+            }
+            if (mode != (s ? 1 : 0) || rc) printf("    sampled graph step %d: %s\n", s, ge.msg);
         }
-        report("argmax", "3 rows of 300", gotf, want, GT, 0);
-        gfree(did);
+        report("graph sampled", "capture, 2 replays, new requests", gt, wt, 3 * GT, 0);
     }
     gfree(f.dinv), gfree(f.dx), gfree(f.dy), wfree(&f.emb), wfree(&f.nw), wfree(&f.W);
 }

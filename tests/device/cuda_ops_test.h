@@ -1,5 +1,5 @@
 /* cuda_ops_test.h - what the parts of the CUDA op test share (test_cuda_ops.c,
- * cuda_ops_mixers.c, cuda_ops_ref.c): the two backends, host/device buffer helpers, the
+ * cuda_ops_mixers.c, cuda_ops_ref.c, cuda_ops_sample.c): the two backends, host/device buffer helpers, the
  * one-line report, weights with host and device copies, batches, the tolerances, and
  * plain references for ops the CPU backend may not have yet. Test-only. */
 #ifndef STRATA_CUDA_OPS_TEST_H
@@ -70,6 +70,8 @@ void test_gated_delta(void);
 void test_ssd(void);
 void test_graph(void);
 void test_speed(void);
+/* cuda_ops_sample.c */
+void test_sample(void);
 
 /* cuda_ops_ref.c: kernels/backend.h written out, for CPU ops not there yet */
 float ref_weight_at(const bk_weight *w, size_t i);

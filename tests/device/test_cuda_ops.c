@@ -1,5 +1,5 @@
 /* test_cuda_ops.c - every CUDA op against the CPU backend's op on the same random inputs
- * of awkward sizes (style.md §18), then the graph capture/replay path, the device argmax,
+ * of awkward sizes (style.md §18), then the graph capture/replay path (with the device sampler),
  * the out-of-memory path, and a few bandwidth figures. Built and run on the GPU machine
  * by tests/device/cuda_tests.sh; prints one line per comparison:
  *   op  shape  max rel err  tol  PASS|FAIL
@@ -443,6 +443,7 @@ static const struct {
     {"conv1d", test_conv1d},
     {"gated_delta", test_gated_delta},
     {"ssd", test_ssd},
+    {"sample", test_sample},
 };
 
 int main(int argc, char **argv) {

@@ -69,7 +69,7 @@ static void check_backend(const backend *b, const char *what) {
     }
     /* optional slots: supported exactly when filled */
     CHECK(backend_supports(b, BK_OP_GRAPHS, DTYPE_COUNT) == (o->graph_begin && o->graph_end));
-    CHECK(backend_supports(b, BK_OP_ARGMAX, DTYPE_COUNT) == (o->argmax != NULL));
+    CHECK(backend_supports(b, BK_OP_SAMPLE, DTYPE_COUNT) == (o->sample != NULL));
     CHECK(backend_supports(b, BK_OP_EMBED_DEV, DTYPE_COUNT) == (o->embed_dev != NULL));
     CHECK(backend_supports(b, BK_OP_MEMORY, DTYPE_COUNT) == (o->memory != NULL));
     CHECK(backend_supports(b, BK_OP_READ_BANDWIDTH, DTYPE_COUNT) == (o->read_bandwidth != NULL));
@@ -87,7 +87,7 @@ static void test_cpu_every_isa(void) {
         if (!b) continue;
         check_backend(b, cpu_backend_isa_name((cpu_isa)isa));
         /* the CPU has no graphs or device sampling; it measures its bandwidth */
-        CHECK(!b->ops->graph_begin && !b->ops->argmax && b->ops->read_bandwidth);
+        CHECK(!b->ops->graph_begin && !b->ops->sample && b->ops->read_bandwidth);
         backend_destroy(b);
     }
 }
@@ -100,7 +100,7 @@ static void test_cuda_when_present(void) {
         return;
     }
     check_backend(b, "cuda");
-    CHECK(b->ops->graph_begin && b->ops->argmax && b->ops->embed_dev && b->ops->memory);
+    CHECK(b->ops->graph_begin && b->ops->sample && b->ops->embed_dev && b->ops->memory);
     backend_destroy(b);
 }
 

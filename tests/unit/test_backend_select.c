@@ -31,7 +31,7 @@ static void test_cpu_and_auto(void) {
         backend_mem m;
         if (!strcmp(backend_name(b), "cpu")) {
             CHECK(backend_memory(b, &m) == -1);
-            CHECK(b->ops->argmax == NULL && !backend_supports(b, BK_OP_ARGMAX, DTYPE_COUNT));
+            CHECK(b->ops->sample == NULL && !backend_supports(b, BK_OP_SAMPLE, DTYPE_COUNT));
             CHECK(backend_graph_begin(b, 1, &err) == STRATA_EUNSUPPORTED);
         } else {
             CHECK(backend_memory(b, &m) == 0 && m.total > 0);
