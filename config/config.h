@@ -31,6 +31,8 @@
     X(threads, "threads", INT, 0, "CPU backend threads (0 = one per core)")                        \
     X(ple_on_device, "ple-on-device", BOOL, 0,                                                     \
       "Gemma 4: keep the per-layer embeddings on the GPU")                                         \
+    X(host_sampling, "host-sampling", BOOL, 0,                                                     \
+      "sample on the CPU even where the device has a sampler")                                     \
     X(http_threads, "http-threads", INT, 4, "HTTP worker threads")                                 \
     X(max_seqs, "max-seqs", INT, 8, "sequences decoded together (cache slots)")                    \
     X(ctx_size, "ctx-size", INT, 0, "positions per sequence (0 = min(model max, 4096))")           \

@@ -49,6 +49,11 @@ void engine_get_stats(engine *e, engine_stats *st) {
     st->steps = atomic_load(&e->steps);
     st->prompt_tokens = atomic_load(&e->prompt_tokens);
     st->generated_tokens = atomic_load(&e->gen_tokens);
+    st->graph_replays = atomic_load(&e->graph_replays);
+    st->graph_captures = atomic_load(&e->graph_captures);
+    st->eager_decode_steps = atomic_load(&e->eager_decode_steps);
+    st->sampled_device = atomic_load(&e->smp_device);
+    st->sampled_host = atomic_load(&e->smp_host);
 }
 
 static void *engine_thread_main(void *arg) {
@@ -105,6 +110,7 @@ int engine_create(engine **out, model *m, const tokenizer *tok, const engine_opt
     e->on_step = o->on_step;
     e->ud = o->ud;
     e->b = model_backend(m);
+    e->host_sampling = o->host_sampling;
     for (int i = 0; i < mi->n_eos && i < 8; i++) e->eos[e->n_eos++] = mi->eos[i];
     if (tok && tok_eos_id(tok) >= 0 && e->n_eos < 9) e->eos[e->n_eos++] = tok_eos_id(tok);
     if ((rc = sched_alloc(e, err))) goto fail;

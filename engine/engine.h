@@ -51,6 +51,8 @@ typedef struct engine_step_info {
     int n_seqs;            /* sequences in it */
     int n_decode;          /* of them, sequences that fed one sampled token */
     int graph;             /* 1 replayed a captured graph, 0 captured one, -1 ran eagerly */
+    int sampled_device;    /* tokens the backend's sampler picked */
+    int sampled_host;      /* tokens the host sampler picked (rows downloaded) */
     double t_start, t_end; /* strata_now() around batch, forward, sampling and output */
 } engine_step_info;
 
@@ -62,6 +64,9 @@ typedef struct engine_opts {
      * that needs more rows is cut shorter. 0 = as many as fit in 32 MiB of logits,
      * at most prefill_chunk. */
     int prompt_logprob_rows;
+    /* 1: sample on the host even where the backend has a sampler (comparisons, and a way
+     * out should the device sampler misbehave) */
+    int host_sampling;
     /* Called on the step thread after a slot became free (a sequence finished or was
      * cancelled); the server uses it to admit waiting requests. May be NULL. */
     void (*on_slot_free)(void *ud);
@@ -168,6 +173,10 @@ typedef struct engine_stats {
     int64_t steps;
     int64_t prompt_tokens;    /* prompt tokens processed so far */
     int64_t generated_tokens; /* tokens sampled so far */
+    /* decode steps that replayed a captured graph, captured one, or ran eagerly (on a
+     * backend with graphs, eager decode steps are the fallback to watch) */
+    int64_t graph_replays, graph_captures, eager_decode_steps;
+    int64_t sampled_device, sampled_host; /* tokens picked by the backend's sampler / the host's */
 } engine_stats;
 void engine_get_stats(engine *e, engine_stats *st);
 int engine_free_slots(engine *e);

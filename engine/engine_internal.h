@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "engine/batch.h"
+#include "engine/dsample.h"
 #include "engine/engine.h"
 #include "engine/text/detok.h"
 
@@ -36,12 +37,13 @@ struct engine_seq {
     void *ud;
 
     /* step thread state */
-    int slot;     /* cache slot, -1 before admission */
-    int n_done;   /* prompt tokens in the cache */
-    int pos;      /* positions in the cache */
-    int32_t last; /* the sampled token to feed next */
-    int n_gen;    /* tokens generated */
-    int done;     /* finished: waiting to leave the running list */
+    int slot;       /* cache slot, -1 before admission */
+    int n_done;     /* prompt tokens in the cache */
+    int pos;        /* positions in the cache */
+    int32_t last;   /* the sampled token to feed next */
+    int dev_sample; /* seated in the device sampler (dsample_seat succeeded) */
+    int n_gen;      /* tokens generated */
+    int done;       /* finished: waiting to leave the running list */
     double t_last_tok;
 
     /* output, under mu */
@@ -71,6 +73,7 @@ struct engine {
     engine_seq *in_head, *in_tail;
     atomic_int active; /* submitted and not yet freed */
     atomic_llong cached, steps, prompt_tokens, gen_tokens;
+    atomic_llong graph_replays, graph_captures, eager_decode_steps, smp_device, smp_host;
 
     /* step thread only, sized at create */
     engine_seq **run; /* [max_seqs] running, oldest first */
@@ -87,6 +90,8 @@ struct engine {
     int32_t *b_plp_idx;     /* [plp_rows] prompt index of the token that row predicts */
     engine_seq **b_plp_seq; /* [plp_rows] */
     float *logits;          /* [max_seqs + plp_rows, vocab] */
+    int host_sampling;      /* engine_opts.host_sampling */
+    dsample ds;             /* the device sampler's side (ds.b NULL: host sampling only) */
 };
 
 /* seq.c */

@@ -222,13 +222,18 @@ const sampler_params *sampler_get_params(const sampler *s) { return &s->p; }
 
 uint64_t sampler_draws(const sampler *s) { return s->n_gen; }
 
+int sampler_counts_on(const sampler *s) { return s->seen != NULL; }
+
+uint32_t sampler_count_of(const sampler *s, int32_t t) {
+    if (!s->seen || t < 0 || t >= s->vocab) return 0;
+    return (uint32_t)s->seen[t] | s->count_gen[t] << 1;
+}
+
 int sampler_counts(const sampler *s, uint32_t *out) {
     if (!s->seen) return 0;
     memset(out, 0, sizeof(uint32_t) * (size_t)s->vocab);
-    for (int i = 0; i < s->n_seen_list; i++) {
-        int32_t t = s->seen_list[i];
-        out[t] = (uint32_t)s->seen[t] | s->count_gen[t] << 1;
-    }
+    for (int i = 0; i < s->n_seen_list; i++)
+        out[s->seen_list[i]] = sampler_count_of(s, s->seen_list[i]);
     return 1;
 }
 
@@ -268,7 +273,7 @@ void sampler_pick(sampler *s, float *logits, sampler_result *out) {
     float lse = 0.0f;
     if (p->logprobs || p->top_logprobs > 0) {
         double z = 0;
-        for (int i = 0; i < V; i++) z += exp((double)(logits[i] - mx));
+        for (int i = 0; i < V; i++) z += exp((double)logits[i] - (double)mx);
         lse = mx + (float)log(z);
     }
 
@@ -279,19 +284,19 @@ void sampler_pick(sampler *s, float *logits, sampler_result *out) {
                     : (V < SAMPLER_FAST_CANDIDATES ? V : SAMPLER_FAST_CANDIDATES);
         int n = top_candidates(s, logits, k);
         double inv_t = 1.0 / p->temperature, tot = 0;
-        float top = logits[s->idx[0]];
+        double top = logits[s->idx[0]];
         /* Mass of the candidates relative to the whole vocabulary at this temperature. */
         double all = 0;
-        for (int i = 0; i < V; i++) all += exp((double)(logits[i] - top) * inv_t);
+        for (int i = 0; i < V; i++) all += exp(((double)logits[i] - top) * inv_t);
         for (int i = 0; i < n; i++) {
-            s->prob[i] = (float)exp((double)(logits[s->idx[i]] - top) * inv_t);
+            s->prob[i] = (float)exp(((double)logits[s->idx[i]] - top) * inv_t);
             tot += s->prob[i];
         }
         if (p->top_p < 1.0f && !(p->top_k > 0) && tot < p->top_p * all && n < V) {
             n = top_candidates(s, logits, V); /* not enough mass: sort everything */
             tot = 0;
             for (int i = 0; i < n; i++) {
-                s->prob[i] = (float)exp((double)(logits[s->idx[i]] - top) * inv_t);
+                s->prob[i] = (float)exp(((double)logits[s->idx[i]] - top) * inv_t);
                 tot += s->prob[i];
             }
         }

@@ -73,5 +73,9 @@ void sampler_pick(sampler *s, float *logits, sampler_result *out);
 const sampler_params *sampler_get_params(const sampler *s);
 uint64_t sampler_draws(const sampler *s);
 int sampler_counts(const sampler *s, uint32_t *out);
+/* 1 when a penalty is on (the state above exists). */
+int sampler_counts_on(const sampler *s);
+/* One token's entry of that state (0 without penalties). */
+uint32_t sampler_count_of(const sampler *s, int32_t token);
 
 #endif

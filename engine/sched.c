@@ -32,6 +32,8 @@ int sched_alloc(engine *e, strata_err *err) {
         !e->b_tokens || !e->b_plp_row || !e->b_plp_idx || !e->b_plp_seq || !e->logits)
         return strata_err_set(err, STRATA_ENOMEM, "engine: out of memory for %d slots",
                               e->max_seqs);
+    if (!e->host_sampling && dsample_init(&e->ds, e->b, e->max_seqs, e->vocab, err))
+        return err->code;
     /* lowest slot on top of the stack, so slot use is easy to follow in tests */
     for (int i = 0; i < e->max_seqs; i++) e->free_slots[i] = e->max_seqs - 1 - i;
     e->n_free = e->max_seqs;
@@ -50,6 +52,7 @@ void sched_free(engine *e) {
     free(e->b_chunk);
     free(e->b_tokens);
     free(e->logits);
+    dsample_free(&e->ds);
 }
 
 void sched_admit(engine *e, engine_seq *list) {
@@ -61,6 +64,8 @@ void sched_admit(engine *e, engine_seq *list) {
         s->slot = e->free_slots[--e->n_free];
         s->n_done = s->pos = s->n_gen = 0;
         for (int i = 0; i < s->n_prompt; i++) sampler_accept_prompt(s->smp, s->prompt[i]);
+        strata_err serr = {0}; /* a sequence the device cannot seat samples on the host */
+        s->dev_sample = e->ds.b && !dsample_seat(&e->ds, s->slot, s->smp, &serr);
         engine_seq_set_scheduled(s);
         e->run[e->n_run++] = s;
     }
@@ -151,10 +156,9 @@ static void sched_prompt_logprob(sampler_result *out, const float *row, int voca
     out->logprob = row[target] - lse;
 }
 
-/* Samples the next token of s from its logits row and emits text / finish. */
-static void sched_sample(engine *e, engine_seq *s, float *row) {
-    sampler_result res;
-    sampler_sample(s->smp, row, &res);
+/* Takes res as the next token of s and emits text / finish. */
+static void sched_take(engine *e, engine_seq *s, const sampler_result *rp) {
+    sampler_result res = *rp;
     sampler_accept(s->smp, res.token);
     s->last = res.token;
     s->n_gen++;
@@ -207,24 +211,36 @@ static void sched_sample(engine *e, engine_seq *s, float *row) {
 
 /* Runs the step's forward. A step where every sequence feeds one sampled token has the
  * same op sequence whenever it has the same shape, so where the backend has graphs it
- * is captured once per (sequences, logit rows) and replayed after; a replay the backend
- * refuses runs again eagerly. Sets *graph as engine_step_info.graph. */
-static int sched_forward(engine *e, bk_batch *bt, int n_out, int decode_only, int *graph,
-                         strata_err *err) {
+ * is captured once per (sequences, logit rows, sampled on the device or not) and replayed
+ * after; a replay the backend refuses runs again eagerly. Sets *graph as
+ * engine_step_info.graph. */
+static int sched_forward(engine *e, bk_batch *bt, int n_out, model_out *out, int decode_only,
+                         int *graph, strata_err *err) {
     *graph = -1;
     if (decode_only && backend_supports(e->b, BK_OP_GRAPHS, DTYPE_COUNT)) {
         strata_err gerr = {0};
-        uint64_t key = (uint64_t)bt->n_seqs << 32 | (uint64_t)(uint32_t)n_out;
+        uint64_t key = (uint64_t)(out->n_sample > 0) << 63 | (uint64_t)bt->n_seqs << 32 |
+                       (uint64_t)(uint32_t)n_out;
         int g = backend_graph_begin(e->b, key, &gerr);
         if (g >= 0) {
-            int rc = model_forward(e->m, bt, e->b_tokens, e->b_out_rows, n_out, e->logits, err);
+            int rc = model_forward_to(e->m, bt, e->b_tokens, e->b_out_rows, n_out, out, err);
             if (!backend_graph_end(e->b, &gerr) && !rc) {
                 *graph = g;
                 return 0;
             }
         }
     }
-    return model_forward(e->m, bt, e->b_tokens, e->b_out_rows, n_out, e->logits, err);
+    return model_forward_to(e->m, bt, e->b_tokens, e->b_out_rows, n_out, out, err);
+}
+
+/* The device samples the step's rows when every sequence in it is seated there. */
+static int sched_on_device(engine *e, int nout) {
+    if (!e->ds.b || !nout) return 0;
+    for (int r = 0; r < nout; r++)
+        if (!e->b_out_seq[r]->dev_sample) return 0;
+    for (int r = 0; r < nout; r++)
+        dsample_request(&e->ds, r, e->b_out_seq[r]->slot, e->b_out_seq[r]->smp);
+    return 1;
 }
 
 void sched_step(engine *e) {
@@ -281,8 +297,11 @@ void sched_step(engine *e) {
     strata_err err = {0};
     /* the prompt rows' logits follow the sampling rows' */
     for (int k = 0; k < n_plp; k++) e->b_out_rows[nout + k] = e->b_plp_row[k];
-    int graph;
-    int rc = sched_forward(e, bt, nout + n_plp, n_decode == bt->n_seqs && !n_plp, &graph, &err);
+    int graph, dev = sched_on_device(e, nout);
+    model_out out = {
+        .logits = e->logits, .n_sample = dev ? nout : 0, .req = e->ds.req, .res = e->ds.res};
+    int rc =
+        sched_forward(e, bt, nout + n_plp, &out, n_decode == bt->n_seqs && !n_plp, &graph, &err);
     atomic_fetch_add(&e->steps, 1);
     if (rc) {
         /* the caches of every sequence in the batch are now unreliable */
@@ -313,13 +332,33 @@ void sched_step(engine *e) {
         if (s->plp) engine_seq_emit_prompt(s);
         if (!s->max_tokens) sched_finish(s, ENGINE_FINISH_LENGTH, NULL);
     }
-    for (int r = 0; r < nout; r++)
-        sched_sample(e, e->b_out_seq[r], e->logits + (size_t)r * (size_t)e->vocab);
+    int n_host = dev ? 0 : nout;
+    for (int r = 0; r < nout; r++) {
+        engine_seq *s = e->b_out_seq[r];
+        sampler_result res;
+        n_host += dev && e->ds.res[r].token < 0;
+        if (!dev) {
+            sampler_sample(s->smp, e->logits + (size_t)r * (size_t)e->vocab, &res);
+        } else if (dsample_result(&e->ds, r, s->slot, s->smp, out.sampled_rows, &res)) {
+            sched_finish(s, ENGINE_FINISH_ERROR, "the device sampler left a row it had not kept");
+            continue;
+        }
+        sched_take(e, s, &res);
+    }
+    if (n_decode == bt->n_seqs && !n_plp)
+        atomic_fetch_add(graph == 1   ? &e->graph_replays
+                         : graph == 0 ? &e->graph_captures
+                                      : &e->eager_decode_steps,
+                         1);
+    atomic_fetch_add(&e->smp_device, nout - n_host);
+    atomic_fetch_add(&e->smp_host, n_host);
     if (e->on_step) {
         engine_step_info si = {.n_tokens = nt,
                                .n_seqs = bt->n_seqs,
                                .n_decode = n_decode,
                                .graph = graph,
+                               .sampled_device = nout - n_host,
+                               .sampled_host = n_host,
                                .t_start = t_start,
                                .t_end = strata_now()};
         e->on_step(e->ud, &si);

@@ -156,6 +156,22 @@ int metrics_render(metrics *m, const metrics_gauges *g, strbuf *o) {
                         "Number of prefill tokens processed.", (double)g->prompt_tokens);
     rc |= metrics_gauge(o, md, "generation_tokens_total", "counter",
                         "Number of generation tokens processed.", (double)g->generation_tokens);
+    rc |= strbuf_adds(o, "# HELP strata:decode_steps_total Decode steps by how they ran: a "
+                         "replayed CUDA graph, a capture, or eager launches.\n# TYPE "
+                         "strata:decode_steps_total counter\n");
+    rc |= strbuf_addf(o,
+                      "strata:decode_steps_total{mode=\"graph_replay\",model_name=\"%s\"} %lld\n"
+                      "strata:decode_steps_total{mode=\"graph_capture\",model_name=\"%s\"} %lld\n"
+                      "strata:decode_steps_total{mode=\"eager\",model_name=\"%s\"} %lld\n",
+                      md, (long long)g->graph_replays, md, (long long)g->graph_captures, md,
+                      (long long)g->eager_decode_steps);
+    rc |= strbuf_adds(o, "# HELP strata:sampled_tokens_total Tokens by the sampler that picked "
+                         "them: the device's or the host's.\n# TYPE strata:sampled_tokens_total "
+                         "counter\n");
+    rc |= strbuf_addf(o,
+                      "strata:sampled_tokens_total{model_name=\"%s\",sampler=\"device\"} %lld\n"
+                      "strata:sampled_tokens_total{model_name=\"%s\",sampler=\"host\"} %lld\n",
+                      md, (long long)g->sampled_device, md, (long long)g->sampled_host);
     rc |= strbuf_adds(o, "# HELP strata:request_success_total Count of successfully processed "
                          "requests.\n# TYPE strata:request_success_total counter\n");
     for (int i = 0; i < METRICS_N_REASONS; i++)

@@ -60,6 +60,11 @@ enum MHD_Result route_metrics(srv *S, struct MHD_Connection *c) {
         g.kv_usage = (double)st.cached_tokens / ((double)st.max_seqs * (double)st.ctx_size);
         g.prompt_tokens = st.prompt_tokens;
         g.generation_tokens = st.generated_tokens;
+        g.graph_replays = st.graph_replays;
+        g.graph_captures = st.graph_captures;
+        g.eager_decode_steps = st.eager_decode_steps;
+        g.sampled_device = st.sampled_device;
+        g.sampled_host = st.sampled_host;
     }
     strbuf o = {0};
     int rc = metrics_render(S->met, &g, &o);

@@ -80,6 +80,7 @@ int srv_load(srv *S, strata_err *err) {
     }
     engine_opts eo = {.max_seqs = (int)cfg->max_seqs,
                       .prefill_chunk = (int)cfg->prefill_chunk,
+                      .host_sampling = cfg->host_sampling,
                       .on_slot_free = srv_on_slot_free,
                       .on_token_gap = srv_on_token_gap,
                       .ud = S};

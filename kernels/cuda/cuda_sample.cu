@@ -3,13 +3,14 @@
  * a Philox draw, logprobs of the processed distribution, so a decode step downloads a few
  * bytes per sequence instead of its logits row.
  *
- * Three kernels per call, always the same three so a graph's op sequence never depends on
- * the requests (a row that needs nothing from a pass leaves at once):
- *   smp_scan   [parts, m]: bias, penalties (in place), each part's max and its arg-max;
- *   smp_mass   [parts, m]: each part's Σ exp(l - M) and Σ exp((l - M) / T) with M the row's
- *              max, the float difference first as engine/sampler.c computes it;
- *   smp_pick   [m]: the row's max, log-normaliser and mass; the K best candidates by a
- *              radix select on the row, sorted (value down, id up); truncation and the draw.
+ * Two kernels per call, always the same two so a graph's op sequence never depends on the
+ * requests:
+ *   smp_scan   [parts, m]: bias, penalties (in place), each part's max m, its arg-max, and
+ *              its Σ exp(l - m) and Σ exp((l - m) / T) in double (when the row wants them);
+ *   smp_pick   [m]: the row's max M, its log-normaliser and mass (the parts' sums scaled
+ *              by exp(m - M): the host's sums over exp(l - M), to double rounding); the K
+ *              best candidates by a radix select on the row, sorted (value down, id up);
+ *              truncation and the draw.
  * The candidate prefix sums are doubles summed in another order than the host's, so a token
  * can differ from the host's only where the draw lands within ~1e-16 of a boundary. A row
  * asking for more than BK_SAMPLE_CANDIDATES candidates (a top_k above it, or a top_p whose
@@ -101,10 +102,12 @@ __device__ __forceinline__ void smp_part_range(int p, int parts, int n, int &lo,
 }
 
 __global__ void __launch_bounds__(SMP_PART_THREADS)
-    smp_scan(float *__restrict__ pmax, int *__restrict__ parg, float *__restrict__ logits,
+    smp_scan(float *__restrict__ pmax, int *__restrict__ parg, double *__restrict__ pz,
+             double *__restrict__ pall, float *__restrict__ logits,
              const bk_sample_req *__restrict__ req, int n) {
     __shared__ float sv[SMP_PART_THREADS / 32];
     __shared__ int si[SMP_PART_THREADS / 32];
+    __shared__ double sd[SMP_PART_THREADS / 32];
     const int row = blockIdx.y, p = blockIdx.x, parts = gridDim.x;
     const bk_sample_req q = req[row];
     float *l = logits + (size_t)row * n;
@@ -133,45 +136,21 @@ __global__ void __launch_bounds__(SMP_PART_THREADS)
         smp_better(v, arg, x, i);
     }
     smp_block_best(v, arg, sv, si);
-    if (threadIdx.x == 0) {
-        pmax[(size_t)row * parts + p] = v;
-        parg[(size_t)row * parts + p] = arg;
-    }
-}
-
-/* The row's max from the parts' maxima (every block of the row computes the same). */
-__device__ float smp_row_max(const float *pmax, int parts, float *sv, int *si) {
-    float v = -INFINITY;
-    int i = 0x7fffffff;
-    for (int j = threadIdx.x; j < parts; j += blockDim.x) smp_better(v, i, pmax[j], j);
-    smp_block_best(v, i, sv, si);
-    return v;
-}
-
-__global__ void __launch_bounds__(SMP_PART_THREADS)
-    smp_mass(double *__restrict__ pz, double *__restrict__ pall, const float *__restrict__ pmax,
-             const float *__restrict__ logits, const bk_sample_req *__restrict__ req, int n) {
-    __shared__ float sv[SMP_PART_THREADS / 32];
-    __shared__ int si[SMP_PART_THREADS / 32];
-    __shared__ double sd[SMP_PART_THREADS / 32];
-    const int row = blockIdx.y, p = blockIdx.x, parts = gridDim.x;
-    const bk_sample_req q = req[row];
     const int lse = smp_wants_lse(q), all = smp_wants_all(q);
-    if (!lse && !all) return; /* the whole block leaves together: no barrier is left behind */
-    const float *l = logits + (size_t)row * n;
-    const float top = smp_row_max(pmax + (size_t)row * parts, parts, sv, si);
-    const double inv_t = q.temperature > 0.0f ? 1.0 / q.temperature : 0.0;
-    int lo, hi;
-    smp_part_range(p, parts, n, lo, hi);
     double z = 0, a = 0;
-    for (int i = lo + (int)threadIdx.x; i < hi; i += SMP_PART_THREADS) {
-        float d = l[i] - top;
-        if (lse) z += exp((double)d);
-        if (all) a += exp((double)d * inv_t);
+    if ((lse || all) && v > -INFINITY) { /* the part's own max: its values were just read */
+        const double inv_t = q.temperature > 0.0f ? 1.0 / q.temperature : 0.0;
+        for (int i = lo + (int)threadIdx.x; i < hi; i += SMP_PART_THREADS) {
+            double d = (double)l[i] - (double)v;
+            if (lse) z += exp(d);
+            if (all) a += exp(d * inv_t);
+        }
     }
     z = smp_block_sum(z, sd);
     a = smp_block_sum(a, sd);
     if (threadIdx.x == 0) {
+        pmax[(size_t)row * parts + p] = v;
+        parg[(size_t)row * parts + p] = arg;
         pz[(size_t)row * parts + p] = z;
         pall[(size_t)row * parts + p] = a;
     }
@@ -330,10 +309,13 @@ __global__ void __launch_bounds__(SMP_THREADS)
     smp_block_best(mx, arg, sv, si);
     if (arg >= n) arg = 0; /* every logit -inf or NaN: the host's loop keeps id 0 */
     const int lp = smp_wants_lse(q);
+    const double inv_t = q.temperature > 0.0f ? 1.0 / q.temperature : 0.0;
     double z = 0, all = 0;
     for (int j = t; j < parts; j += SMP_THREADS) {
-        if (lp) z += pz[pr + j];
-        if (smp_wants_all(q)) all += pall[pr + j];
+        if (!(pmax[pr + j] > -INFINITY)) continue; /* a part of -inf only adds nothing */
+        double d = (double)pmax[pr + j] - (double)mx;
+        if (lp) z += pz[pr + j] * exp(d);
+        if (smp_wants_all(q)) all += pall[pr + j] * exp(d * inv_t);
     }
     z = smp_block_sum(z, sd);
     all = smp_block_sum(all, sd);
@@ -353,10 +335,9 @@ __global__ void __launch_bounds__(SMP_THREADS)
     int chosen = arg;
     if (sampling) {
         const int k = q.top_k > 0 && q.top_k < n ? q.top_k : (n < SMP_CAND ? n : SMP_CAND);
-        const double inv_t = 1.0 / q.temperature;
-        const float top = cv[0];
+        const double top = cv[0];
         for (int i = t; i < k; i += SMP_THREADS) {
-            prob[i] = (float)exp((double)(cv[i] - top) * inv_t);
+            prob[i] = (float)exp(((double)cv[i] - top) * inv_t);
             ps[i] = prob[i];
         }
         __syncthreads();
@@ -428,9 +409,8 @@ void cuda_sample(backend *b, bk_sample_res *res, float *logits, const bk_sample_
             (const bk_sample_req *)cuda_stage(c, req + r0, sizeof *req * (size_t)rows);
         if (cuda_enter(c, CUDA_OP_SAMPLE, (const void *)l, (const void *)dq, rows, n)) {
             dim3 grid((unsigned)parts, (unsigned)rows);
-            smp_scan<<<grid, SMP_PART_THREADS, 0, c->stream>>>(c->smp_max, c->smp_arg, l, dq, n);
-            smp_mass<<<grid, SMP_PART_THREADS, 0, c->stream>>>(c->smp_z, c->smp_all, c->smp_max, l,
-                                                               dq, n);
+            smp_scan<<<grid, SMP_PART_THREADS, 0, c->stream>>>(c->smp_max, c->smp_arg, c->smp_z,
+                                                               c->smp_all, l, dq, n);
             smp_pick<<<(unsigned)rows, SMP_THREADS, 0, c->stream>>>(
                 c->smp_res, l, c->smp_max, c->smp_arg, c->smp_z, c->smp_all, dq, n, parts);
             cuda_check_launch(c, "sample");

@@ -40,8 +40,11 @@ void cli_result_free(cli_result *r) {
 int cli_engine_open(cli_model *o, const tokenizer *tok,
                     void (*on_step)(void *, const engine_step_info *), void *ud, engine **out) {
     strata_err err = {0};
-    engine_opts eo = {
-        .max_seqs = o->max_seqs, .prefill_chunk = o->chunk, .on_step = on_step, .ud = ud};
+    engine_opts eo = {.max_seqs = o->max_seqs,
+                      .prefill_chunk = o->chunk,
+                      .host_sampling = o->host_sampling,
+                      .on_step = on_step,
+                      .ud = ud};
     if (engine_create(out, o->m, tok, &eo, &err)) {
         fprintf(stderr, "strata: %s\n", err.msg);
         return -1;

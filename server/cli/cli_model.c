@@ -137,6 +137,8 @@ int cli_model_parse(cli_model *o, int argc, char **argv, const char *usage) {
             used = 0;
         } else if (!strcmp(a, "--ple-on-device")) {
             o->ple_on_device = 1;
+        } else if (!strcmp(a, "--host-sampling")) {
+            o->host_sampling = 1;
             used = 0;
         } else {
             fprintf(stderr, "strata: unknown option '%s'\n%s", a, usage);

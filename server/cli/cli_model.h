@@ -22,6 +22,7 @@ typedef struct cli_model {
     int max_tokens;          /* --max-tokens */
     int ignore_eos;          /* --ignore-eos */
     int ple_on_device;       /* --ple-on-device: Gemma 4's PLE table with the weights */
+    int host_sampling;       /* --host-sampling: not the device's sampler */
     const char *out;         /* --out FILE */
     int prompt_len, gen_len; /* bench */
     sampler_params sp;

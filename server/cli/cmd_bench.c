@@ -14,10 +14,11 @@
 static const char bench_usage[] =
     "usage: strata bench --model DIR|PRESET [--load-format dummy] [--prompt-len 16]\n"
     "         [--gen-len 60] [--dtype bf16|f16|f32] [--device cpu|cuda|auto] [--threads N]\n"
-    "         [--prefill-chunk N] [--print-tokens]\n"
+    "         [--prefill-chunk N] [--host-sampling] [--print-tokens]\n"
     "Prints prefill ms, decode tok/s, bytes read per decode token, the measured read\n"
     "bandwidth and the fraction of the roofline reached. --print-tokens also prints the\n"
-    "prompt and the greedy tokens (ids, and text with the checkpoint's tokenizer).\n";
+    "prompt and the greedy tokens (ids, and text with the checkpoint's tokenizer).\n"
+    "--host-sampling samples on the CPU where the device has a sampler.\n";
 
 /* This machine's streaming bandwidth drifts between phases (about 50 and 85 GB/s on the
  * dev machine), so decode runs in segments with a bandwidth probe between them; each
@@ -35,7 +36,9 @@ typedef struct bench_clock {
     double seg_start; /* strata_now() when the current segment began */
     double probe[BENCH_SEGS_MAX + 1], t_seg[BENCH_SEGS_MAX];
     int n_seg[BENCH_SEGS_MAX];
-    int graph_steps; /* decode steps that replayed a captured graph */
+    int graph_steps;             /* decode steps that replayed a captured graph */
+    int eager_steps;             /* decode steps that ran eagerly */
+    int dev_tokens, host_tokens; /* timed tokens picked by the device's / the host's sampler */
 } bench_clock;
 
 static double bench_probe(backend *b) {
@@ -46,6 +49,8 @@ static double bench_probe(backend *b) {
 static void bench_on_step(void *ud, const engine_step_info *si) {
     bench_clock *c = ud;
     if (!c->measuring) return;
+    c->dev_tokens += si->sampled_device;
+    c->host_tokens += si->sampled_host;
     if (!si->n_decode) { /* the prefill step: the first token comes with it */
         c->prefill = si->t_end - si->t_start;
         c->seg_start = si->t_end;
@@ -55,6 +60,7 @@ static void bench_on_step(void *ud, const engine_step_info *si) {
     c->n_decode++;
     c->n_seg[sg]++;
     c->graph_steps += si->graph == 1;
+    c->eager_steps += si->graph == -1;
     if (c->n_decode == (int)((int64_t)c->gen_len * (sg + 1) / c->segs)) {
         c->t_seg[sg] = si->t_end - c->seg_start;
         c->probe[sg + 1] = bench_probe(c->b);
@@ -139,6 +145,9 @@ int cmd_bench(int argc, char **argv) {
     printf("backend          %s, %d threads%s\n", backend_name(o.b), o.b->threads,
            clk.graph_steps ? ", decode graphs" : "");
     printf("load             %.3f s\n", t_load);
+    printf("decode steps     %d replayed a graph, %d eager\n", clk.graph_steps, clk.eager_steps);
+    printf("sampler          %d tokens on the device, %d on the host\n", clk.dev_tokens,
+           clk.host_tokens);
     printf("prefill          %d tokens in %.2f ms (%.1f tok/s)\n", o.prompt_len, clk.prefill * 1e3,
            o.prompt_len / clk.prefill);
     printf("decode           %d tokens, %.2f tok/s (%.2f ms/token)\n", o.gen_len, tok_s,

@@ -4,24 +4,34 @@
 # of 2 decode tokens minus a run of 1 (graph replays included, so this is what a GPU would
 # execute). Each must stay within its budget below: fusing kernels lowers a budget, and a
 # change that adds launches to the decode step fails here. The real-size presets' counts
-# are in BENCHMARKS.md (same method). Env: BUILD.
+# are in BENCHMARKS.md (same method). The timed decode steps must also have replayed the
+# captured graph and sampled on the device: an eager or host-sampled decode step fails.
+# Env: BUILD.
 set -u
 BUILD=${BUILD:-build}
 export STRATA_CUDA_LIB=$PWD/$BUILD/cuda-host/libstrata_cuda.so HC_STATS=1 HC_COVERAGE=
 # model:kernels per decode token today (layers: qwen35 2 DeltaNet + 2 attention, gemma4 6,
 # nemotron_h its hybrid pattern of Mamba2, attention and MLP layers; the _bf16 fixtures
-# take the bf16 GEMV, which rounds x itself at m <= 2)
-BUDGETS="qwen35_tiny:86 qwen35_tiny_bf16:86 gemma4_tiny:156 gemma4_tiny_bf16:156 nemotron_h_tiny:40"
+# take the bf16 GEMV, which rounds x itself at m <= 2; the last 2 are the device sampler's)
+BUDGETS="qwen35_tiny:88 qwen35_tiny_bf16:88 gemma4_tiny:158 gemma4_tiny_bf16:158 nemotron_h_tiny:42"
+LOG=$(mktemp)
+trap 'rm -f "$LOG"' EXIT
 runs() { # model, decode tokens -> kernel runs of the whole bench
     timeout 300 "$BUILD/strata" bench --device cuda --model "tests/golden/$1" --prompt-len 4 \
-        --gen-len "$2" 2>&1 | sed -n 's/^cuda-host stats: \([0-9]*\) kernel runs.*/\1/p'
+        --gen-len "$2" > "$LOG" 2>&1
+    if ! grep -q "^decode steps *$2 replayed a graph, 0 eager" "$LOG" ||
+        ! grep -q "^sampler *$(($2 + 1)) tokens on the device, 0 on the host" "$LOG"; then
+        grep "^decode steps\|^sampler" "$LOG" >&2
+        return
+    fi
+    sed -n 's/^cuda-host stats: \([0-9]*\) kernel runs.*/\1/p' "$LOG"
 }
 fail=0
 for entry in $BUDGETS; do
     m=${entry%%:*} budget=${entry##*:}
     one=$(runs "$m" 1) two=$(runs "$m" 2)
     if [ -z "$one" ] || [ -z "$two" ]; then
-        echo "FAIL $m: no kernel counts (did the bench run on the CUDA backend?)"
+        echo "FAIL $m: no kernel counts (not on the CUDA backend, or not graphs and the device sampler)"
         fail=$((fail + 1))
         continue
     fi

@@ -27,6 +27,7 @@ step ops "$D/test_cuda_ops" --no-speed
 for u in qwen35 gemma4 nemotron_h; do step "golden_$u" "$D/test_cuda_golden_$u"; done
 step coverage python3 tests/cuda-host/coverage.py "$D/libstrata_cuda.so" "$HC_COVERAGE" kernels/cuda/*.cu
 step launches tests/cuda-host/launches.sh
+step sampling tests/cuda-host/sampling.sh
 step mutants tests/cuda-host/mutants.sh
 echo "cuda-host: $pass passed, $fail failed"
 echo "cuda-host $pass $fail" >> build/test-summary
