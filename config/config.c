@@ -329,6 +329,11 @@ int config_check(const config *c, strata_err *err) {
         return strata_err_set(err, STRATA_EINVALID,
                               "--load-format is '%s'; allowed auto, safetensors, dummy",
                               c->load_format);
+    if (c->kv_cache_dtype && strcmp(c->kv_cache_dtype, "auto") &&
+        strcmp(c->kv_cache_dtype, "bf16") && strcmp(c->kv_cache_dtype, "f32"))
+        return strata_err_set(err, STRATA_EINVALID,
+                              "--kv-cache-dtype is '%s'; allowed auto, bf16, f32",
+                              c->kv_cache_dtype);
     if (!c->device ||
         (strcmp(c->device, "auto") && strcmp(c->device, "cpu") && strncmp(c->device, "cuda", 4)))
         return strata_err_set(err, STRATA_EINVALID,

@@ -31,6 +31,8 @@
     X(threads, "threads", INT, 0, "CPU backend threads (0 = one per core)")                        \
     X(ple_on_device, "ple-on-device", BOOL, 0,                                                     \
       "Gemma 4: keep the per-layer embeddings on the GPU")                                         \
+    X(kv_cache_dtype, "kv-cache-dtype", STR, "auto",                                               \
+      "auto (bf16 for a 16-bit model on the GPU, else f32), bf16 or f32")                          \
     X(host_sampling, "host-sampling", BOOL, 0,                                                     \
       "sample on the CPU even where the device has a sampler")                                     \
     X(http_threads, "http-threads", INT, 4, "HTTP worker threads")                                 \

@@ -81,6 +81,14 @@ typedef struct bk_sample_res {
     float top_lp[BK_SAMPLE_TOP];
 } bk_sample_res;
 
+/* A kv cache: k and v, each [slots, cap, width] of dt (F32 or BF16) in backend memory. */
+typedef struct bk_kv {
+    void *k, *v;
+    dtype dt;
+    int cap;   /* rows per slot */
+    int width; /* floats per row: kv heads · head dim */
+} bk_kv;
+
 /* RMSNorm weight modes. */
 enum {
     BK_NORM_PLAIN = 0,    /* y = x̂ · w */
@@ -152,19 +160,18 @@ typedef struct backend_ops {
                  int rot, int ld);
 
     /* ---- attention over the cache ---- */
-    /* Writes each token's k, v rows ([m, kvw] contiguous) into the caches
-     * kc, vc = [slots, cap, kvw] at row tok_pos % cap of its sequence's slot. */
-    void (*kv_store)(backend *b, float *kc, float *vc, const float *k, const float *v,
-                     const bk_batch *bt, int kvw, int cap);
+    /* Writes each token's k, v rows ([m, kv->width] contiguous, f32) into the cache at row
+     * tok_pos % cap of its sequence's slot, rounded to bf16 (nearest even) in a BF16 cache. */
+    void (*kv_store)(backend *b, const bk_kv *kv, const float *k, const float *v,
+                     const bk_batch *bt);
     /* Causal GQA attention for every token of bt, after kv_store for the same step.
-     * q, out: [m, H, D]. Query head h reads kv head h / (H / KV). Token at position p
-     * attends to cached positions max(0, p - window + 1) .. p (window 0 = no limit);
-     * s = q·k · scale, then s = softcap · tanh(s / softcap) when softcap > 0; softmax in
-     * f32. Cache rows are found at position % cap (cap >= every position a token may
-     * see). */
-    void (*attention)(backend *b, float *out, const float *q, const float *kc, const float *vc,
-                      const bk_batch *bt, int H, int KV, int D, int cap, float scale, int window,
-                      float softcap);
+     * q, out: [m, H, D]; kv->width = KV·D. Query head h reads kv head h / (H / KV). Token
+     * at position p attends to cached positions max(0, p - window + 1) .. p (window 0 = no
+     * limit); s = q·k · scale, then s = softcap · tanh(s / softcap) when softcap > 0;
+     * softmax and the weighted sum in f32 (a BF16 cache's rows read back exactly). Cache
+     * rows are found at position % cap (cap >= every position a token may see). */
+    void (*attention)(backend *b, float *out, const float *q, const bk_kv *kv, const bk_batch *bt,
+                      int H, int KV, int D, float scale, int window, float softcap);
 
     /* ---- recurrent mixers ---- */
     /* Causal depthwise conv over time with a carried window, then silu when act != 0:

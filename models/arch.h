@@ -122,6 +122,15 @@ int arch_alloc(backend *b, float **out, size_t n, const char *arch, const char *
     do {                                                                                           \
         if (arch_alloc(b, &(ptr), (size_t)(n), ARCH_NAME, #ptr, err)) return err->code;            \
     } while (0)
+/* The kv cache dtype: opts->kv_cache when set, else (auto) BF16 for 16-bit weights on a
+ * backend with memory of its own (decode there is bound by the bytes read, and a bf16
+ * model's kv is bf16 in the reference too), F32 otherwise (the CPU keeps the f32
+ * reference's kv exactly). */
+dtype arch_kv_dtype(const model_arch_ctx *ctx, dtype weights);
+/* Both halves of a kv cache of slots x cap rows of width values in dt (bk_kv). */
+int arch_kv_alloc(backend *b, bk_kv *kv, dtype dt, int slots, int cap, int width, const char *arch,
+                  strata_err *err);
+void arch_kv_free(backend *b, bk_kv *kv);
 /* A step the model can run: at most step_tokens tokens, every sequence inside ctx. */
 int arch_check_batch(const char *arch, const bk_batch *bt, int step_tokens, int ctx,
                      strata_err *err);

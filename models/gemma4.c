@@ -68,14 +68,14 @@ typedef struct g4_layer {
     bk_weight pl_proj;                   /* per_layer_projection [h, P] */
     bk_weight pl_norm;                   /* post_per_layer_input_norm [h] */
     bk_weight scalar;                    /* layer_scalar [1] */
-    float *kc, *vc;                      /* owners: [slots, cap, kvh·hd] f32 */
-    int cap;                             /* rows per slot of kc / vc */
+    bk_kv kv;                            /* owners: [slots, cap, kvh·hd] */
 } g4_layer;
 
 typedef struct g4 {
     g4_config c;
     backend *b;
     int slots, ctx, step_tokens;
+    dtype kv_dt;          /* of the owners' caches (arch_kv_dtype) */
     int ple_host;         /* PLE rows gathered on the host (§5) */
     bk_weight embed;      /* [vocab, h] */
     bk_weight ple_table;  /* embed_tokens_per_layer [vocab, L·P] */
@@ -481,9 +481,9 @@ static int g4_alloc(g4 *m, strata_err *err) {
         if (c->donor[i] != i) continue;
         size_t w = (size_t)c->kvh[i] * c->hd[i];
         int ring = c->window + m->step_tokens; /* >= window + T - 1: see the file comment */
-        L->cap = !c->full[i] && ring < m->ctx ? ring : m->ctx;
-        ARCH_ALLOC(L->kc, S * L->cap * w);
-        ARCH_ALLOC(L->vc, S * L->cap * w);
+        int cap = !c->full[i] && ring < m->ctx ? ring : m->ctx;
+        if (arch_kv_alloc(b, &L->kv, m->kv_dt, (int)S, cap, (int)w, ARCH_NAME, err))
+            return err->code;
     }
     /* §3.6: inv_freq[i] = 1 / θ^(2i/hd) for i < angles, 0 after (those dims pass through),
      * in f32 as transformers computes it, then / factor. */
@@ -516,10 +516,7 @@ static void g4_close(void *impl) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) b->ops->free(b, *bufs[i]);
     arch_head_free(b, &m->head);
-    for (int i = 0; m->layers && i < m->c.n_layer; i++) {
-        if (m->layers[i].kc) b->ops->free(b, m->layers[i].kc);
-        if (m->layers[i].vc) b->ops->free(b, m->layers[i].vc);
-    }
+    for (int i = 0; m->layers && i < m->c.n_layer; i++) arch_kv_free(b, &m->layers[i].kv);
     free(m->stage);
     free(m->ple_idx);
     free(m->layers);
@@ -559,13 +556,15 @@ static int g4_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     if (!(m->layers = arch_layers_new(ARCH_NAME, c->n_layer, sizeof *m->layers, err))) goto fail;
     arch_sizes(ctx, c->max_pos, &m->slots, &m->ctx, &m->step_tokens);
     m->ple_host = !ctx->opts->ple_on_device;
-    if (g4_bind(m, ctx, err) || g4_alloc(m, err)) goto fail;
+    if (g4_bind(m, ctx, err)) goto fail;
+    m->kv_dt = arch_kv_dtype(ctx, m->embed.dt);
+    if (g4_alloc(m, err)) goto fail;
 
     if (arch_info(ctx, ARCH_NAME, c->vocab, m->slots, m->ctx, m->step_tokens, 1, info, err))
         goto fail;
     info->weight_bytes = g4_weight_bytes(m);
     for (int i = 0; i < c->first_shared; i++)
-        info->kv_bytes_per_token += 2LL * c->kvh[i] * c->hd[i] * (int64_t)sizeof(float);
+        info->kv_bytes_per_token += 2LL * c->kvh[i] * c->hd[i] * (int64_t)dtype_size(m->kv_dt);
     *impl = m;
     return 0;
 fail:
@@ -641,10 +640,10 @@ static void g4_attention(g4 *m, int l, const bk_batch *bt) {
         o->rmsnorm(b, m->k, m->k, &L->k_norm, T * kvh, hd, hd, c->eps, BK_NORM_PLAIN);
         o->rmsnorm(b, m->v, m->v, NULL, T * kvh, hd, hd, c->eps, BK_NORM_NONE); /* v_norm */
         o->rope(b, m->k, bt, inv_freq, kvh, hd, hd, kvh * hd);
-        o->kv_store(b, L->kc, L->vc, m->k, m->v, bt, kvh * hd, L->cap);
+        o->kv_store(b, &L->kv, m->k, m->v, bt);
     }
-    o->attention(b, m->att, m->q, D->kc, D->vc, bt, c->H, kvh, hd, D->cap, 1.0f,
-                 ty == G4_FULL ? 0 : c->window, 0.0f); /* scale 1, no softcap */
+    o->attention(b, m->att, m->q, &D->kv, bt, c->H, kvh, hd, 1.0f, ty == G4_FULL ? 0 : c->window,
+                 0.0f); /* scale 1, no softcap */
     o->matmul(b, m->mix, m->att, &L->wo, T);
 }
 

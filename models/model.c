@@ -166,6 +166,13 @@ static int check_batch(model *m, const bk_batch *bt, const int32_t *tokens, cons
     return 0;
 }
 
+int model_kv_cache_parse(const char *s) {
+    if (!s || !strcmp(s, "auto")) return MODEL_KV_AUTO;
+    if (!strcmp(s, "bf16") || !strcmp(s, "bfloat16")) return MODEL_KV_BF16;
+    if (!strcmp(s, "f32") || !strcmp(s, "float32")) return MODEL_KV_F32;
+    return -1;
+}
+
 int model_forward(model *m, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows, int n_out,
                   float *logits, strata_err *err) {
     model_out out = {.logits = logits};

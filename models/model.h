@@ -24,7 +24,12 @@ typedef struct model_opts {
     int step_tokens;    /* max tokens in one forward (prefill chunk + decodes) */
     uint64_t seed;      /* dummy weight seed */
     int ple_on_device;  /* Gemma 4: PLE table with the other weights, not host-side */
+    int kv_cache;       /* MODEL_KV_*: the kv cache dtype */
 } model_opts;
+
+enum { MODEL_KV_AUTO = 0, MODEL_KV_F32, MODEL_KV_BF16 };
+/* "auto", "bf16" (or "bfloat16"), "f32" (or "float32") as MODEL_KV_*; -1 for anything else. */
+int model_kv_cache_parse(const char *s);
 
 typedef struct model_info {
     const char *arch; /* "qwen3_5", ... */

@@ -190,6 +190,32 @@ int arch_alloc(backend *b, float **out, size_t n, const char *arch, const char *
                           n * sizeof(float) >> 20);
 }
 
+dtype arch_kv_dtype(const model_arch_ctx *ctx, dtype weights) {
+    if (ctx->opts->kv_cache == MODEL_KV_F32) return DTYPE_F32;
+    if (ctx->opts->kv_cache == MODEL_KV_BF16) return DTYPE_BF16;
+    backend_mem m;
+    int sixteen = weights == DTYPE_BF16 || weights == DTYPE_F16;
+    return sixteen && backend_memory(ctx->b, &m) == 0 ? DTYPE_BF16 : DTYPE_F32;
+}
+
+int arch_kv_alloc(backend *b, bk_kv *kv, dtype dt, int slots, int cap, int width, const char *arch,
+                  strata_err *err) {
+    size_t bytes = (size_t)slots * (size_t)cap * (size_t)width * dtype_size(dt);
+    *kv = (bk_kv){.dt = dt, .cap = cap, .width = width};
+    kv->k = b->ops->alloc(b, bytes);
+    kv->v = kv->k ? b->ops->alloc(b, bytes) : NULL;
+    if (kv->v) return 0;
+    arch_kv_free(b, kv);
+    return strata_err_set(err, STRATA_ENOMEM, "%s: cannot allocate a kv cache (2 x %zu MiB)", arch,
+                          bytes >> 20);
+}
+
+void arch_kv_free(backend *b, bk_kv *kv) {
+    if (kv->k) b->ops->free(b, kv->k);
+    if (kv->v) b->ops->free(b, kv->v);
+    kv->k = kv->v = NULL;
+}
+
 int arch_check_batch(const char *arch, const bk_batch *bt, int step_tokens, int ctx,
                      strata_err *err) {
     if (bt->n_tokens > step_tokens)

@@ -66,7 +66,7 @@ typedef struct nh_layer {
     bk_weight wq;     /* [H·D, h] */
     bk_weight wk, wv; /* [KV·D, h] */
     bk_weight wo;     /* [h, H·D] */
-    float *kc, *vc;   /* [slots, cap, KV·D] */
+    bk_kv kv;         /* [slots, cap, KV·D] */
     /* MLP (§8) */
     bk_weight up;   /* [inter, h] */
     bk_weight down; /* [h, inter] */
@@ -76,6 +76,7 @@ typedef struct nh {
     nh_config c;
     backend *b;
     int slots, cap, step_tokens;
+    dtype kv_dt;       /* of the attention layers' caches (arch_kv_dtype) */
     int floor_mode;    /* NH_FLOOR_* */
     bk_weight embed;   /* [vocab, h] */
     bk_weight norm_f;  /* [h] plain */
@@ -425,8 +426,8 @@ static int nh_alloc(nh *m, strata_err *err) {
     for (int i = 0; i < c->n_layer; i++) {
         nh_layer *L = &m->layers[i];
         if (c->kind[i] == '*') {
-            ARCH_ALLOC(L->kc, S * m->cap * kw);
-            ARCH_ALLOC(L->vc, S * m->cap * kw);
+            if (arch_kv_alloc(b, &L->kv, m->kv_dt, (int)S, m->cap, (int)kw, ARCH_NAME, err))
+                return err->code;
         } else if (c->kind[i] == 'M') {
             ARCH_ALLOC(L->conv_state, S * (size_t)(c->K - 1) * CD);
             ARCH_ALLOC(L->S, S * I * c->N);
@@ -445,7 +446,8 @@ static void nh_close(void *impl) {
     arch_head_free(b, &m->head);
     for (int i = 0; m->layers && i < m->c.n_layer; i++) {
         nh_layer *L = &m->layers[i];
-        float *p[] = {L->kc, L->vc, L->conv_state, L->S};
+        arch_kv_free(b, &L->kv);
+        float *p[] = {L->conv_state, L->S};
         for (size_t j = 0; j < sizeof p / sizeof p[0]; j++)
             if (p[j]) b->ops->free(b, p[j]);
     }
@@ -480,7 +482,9 @@ static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     const nh_config *c = &m->c;
     if (!(m->layers = arch_layers_new(ARCH_NAME, c->n_layer, sizeof *m->layers, err))) goto fail;
     arch_sizes(ctx, c->max_pos, &m->slots, &m->cap, &m->step_tokens);
-    if (nh_bind(m, ctx, err) || nh_alloc(m, err)) goto fail;
+    if (nh_bind(m, ctx, err)) goto fail;
+    m->kv_dt = arch_kv_dtype(ctx, m->lm_head.dt);
+    if (nh_alloc(m, err)) goto fail;
 
     if (arch_info(ctx, ARCH_NAME, c->vocab, m->slots, m->cap, m->step_tokens, 0, info, err))
         goto fail;
@@ -495,7 +499,7 @@ static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
                                  &L->wk,   &L->wv,      &L->wo,    &L->up,       &L->down};
         wb += arch_weights_bytes(ws, sizeof ws / sizeof ws[0]);
         if (c->kind[i] == '*')
-            info->kv_bytes_per_token += 2LL * c->KV * c->D * (int64_t)sizeof(float);
+            info->kv_bytes_per_token += 2LL * c->KV * c->D * (int64_t)dtype_size(m->kv_dt);
         else if (c->kind[i] == 'M')
             info->state_bytes += 2 * (I * c->N + (c->K - 1) * CD) * (int64_t)sizeof(float);
     }
@@ -557,13 +561,13 @@ static void nh_attention(nh *m, nh_layer *L, bk_batch *bt) {
     const nh_config *c = &m->c;
     backend *b = m->b;
     const backend_ops *o = b->ops;
-    int T = bt->n_tokens, kw = c->KV * c->D;
+    int T = bt->n_tokens;
     o->matmul(b, m->wide, m->xn, &L->wq, T); /* q [T, H, D]; no RoPE */
     o->matmul(b, m->pre, m->xn, &L->wk, T);  /* k [T, KV, D] */
     o->matmul(b, m->post, m->xn, &L->wv, T); /* v [T, KV, D] */
-    o->kv_store(b, L->kc, L->vc, m->pre, m->post, bt, kw, m->cap);
-    o->attention(b, m->y, m->wide, L->kc, L->vc, bt, c->H, c->KV, c->D, m->cap,
-                 1.0f / sqrtf((float)c->D), 0, 0.0f);
+    o->kv_store(b, &L->kv, m->pre, m->post, bt);
+    o->attention(b, m->y, m->wide, &L->kv, bt, c->H, c->KV, c->D, 1.0f / sqrtf((float)c->D), 0,
+                 0.0f);
     o->matmul(b, m->mix, m->y, &L->wo, T);
 }
 

@@ -41,7 +41,7 @@ typedef struct q35_layer {
     bk_weight wk, wv;         /* [KV·D, h] */
     bk_weight wo;             /* [h, H·D] */
     bk_weight q_norm, k_norm; /* [D] zero-centred */
-    float *kc, *vc;           /* [slots, cap, KV·D] */
+    bk_kv kv;                 /* [slots, cap, KV·D] */
     /* gated DeltaNet (§5.2) */
     bk_weight qkv;            /* [C, h], C = 2·Hk·dk + Hv·dv */
     bk_weight wz;             /* [Hv·dv, h] */
@@ -59,6 +59,7 @@ typedef struct q35 {
     q35_config c;
     backend *b;
     int slots, cap, step_tokens;
+    dtype kv_dt;          /* of every full-attention layer's cache (arch_kv_dtype) */
     bk_weight embed;      /* [vocab, h] */
     bk_weight final_norm; /* [h] zero-centred */
     bk_weight lm_head;    /* [vocab, h]; the embedding when tied */
@@ -337,8 +338,8 @@ static int q35_alloc(q35 *m, strata_err *err) {
     for (int i = 0; i < c->n_layer; i++) {
         q35_layer *L = &m->layers[i];
         if (c->full[i]) {
-            ARCH_ALLOC(L->kc, S * m->cap * kw);
-            ARCH_ALLOC(L->vc, S * m->cap * kw);
+            if (arch_kv_alloc(b, &L->kv, m->kv_dt, (int)S, m->cap, (int)kw, ARCH_NAME, err))
+                return err->code;
         } else {
             size_t part[3] = {(size_t)c->Hk * c->dk, (size_t)c->Hk * c->dk, vw};
             for (int j = 0; j < 3; j++) ARCH_ALLOC(L->conv_state[j], S * (c->K - 1) * part[j]);
@@ -365,7 +366,8 @@ static void q35_close(void *impl) {
     arch_head_free(b, &m->head);
     for (int i = 0; m->layers && i < m->c.n_layer; i++) {
         q35_layer *L = &m->layers[i];
-        float *p[] = {L->kc, L->vc, L->conv_state[0], L->conv_state[1], L->conv_state[2], L->S};
+        arch_kv_free(b, &L->kv);
+        float *p[] = {L->conv_state[0], L->conv_state[1], L->conv_state[2], L->S};
         for (size_t j = 0; j < sizeof p / sizeof p[0]; j++)
             if (p[j]) b->ops->free(b, p[j]);
     }
@@ -382,7 +384,9 @@ static int q35_open(void **impl, const model_arch_ctx *ctx, model_info *info, st
     const q35_config *c = &m->c;
     if (!(m->layers = arch_layers_new(ARCH_NAME, c->n_layer, sizeof *m->layers, err))) goto fail;
     arch_sizes(ctx, c->max_pos, &m->slots, &m->cap, &m->step_tokens);
-    if (q35_bind(m, ctx, err) || q35_alloc(m, err)) goto fail;
+    if (q35_bind(m, ctx, err)) goto fail;
+    m->kv_dt = arch_kv_dtype(ctx, m->lm_head.dt);
+    if (q35_alloc(m, err)) goto fail;
 
     if (arch_info(ctx, ARCH_NAME, c->vocab, m->slots, m->cap, m->step_tokens, 0, info, err))
         goto fail;
@@ -395,7 +399,7 @@ static int q35_open(void **impl, const model_arch_ctx *ctx, model_info *info, st
                                  &L->conv,    &L->A_log,     &L->dt_bias, &L->norm, &L->out};
         wb += arch_weights_bytes(ws, sizeof ws / sizeof ws[0]);
         if (c->full[i]) {
-            info->kv_bytes_per_token += 2LL * c->KV * c->D * (int64_t)sizeof(float);
+            info->kv_bytes_per_token += 2LL * c->KV * c->D * (int64_t)dtype_size(m->kv_dt);
         } else {
             int64_t C = 2LL * c->Hk * c->dk + (int64_t)c->Hv * c->dv;
             info->state_bytes += 2 * ((int64_t)c->Hv * c->dk * c->dv + (c->K - 1) * C) * 4;
@@ -444,9 +448,8 @@ static void q35_attention(q35 *m, q35_layer *L, bk_batch *bt) {
     o->rmsnorm(b, k, k, &L->k_norm, T * c->KV, c->D, c->D, c->eps, BK_NORM_ONE_PLUS);
     o->rope(b, q, bt, m->inv_freq, c->H, c->D, c->rot, HD);
     o->rope(b, k, bt, m->inv_freq, c->KV, c->D, c->rot, kw);
-    o->kv_store(b, L->kc, L->vc, k, v, bt, kw, m->cap);
-    o->attention(b, ctx, q, L->kc, L->vc, bt, c->H, c->KV, c->D, m->cap, 1.0f / sqrtf((float)c->D),
-                 0, 0.0f);
+    o->kv_store(b, &L->kv, k, v, bt);
+    o->attention(b, ctx, q, &L->kv, bt, c->H, c->KV, c->D, 1.0f / sqrtf((float)c->D), 0, 0.0f);
     o->sigmoid_mul(b, ctx, gate, (size_t)T * HD); /* output gate */
     o->matmul(b, m->mix, ctx, &L->wo, T);
 }

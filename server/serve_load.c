@@ -55,7 +55,8 @@ int srv_load(srv *S, strata_err *err) {
                      .ctx_size = (int)cfg->ctx_size,
                      .step_tokens = (int)(cfg->max_seqs + cfg->prefill_chunk),
                      .seed = (uint64_t)cfg->seed,
-                     .ple_on_device = cfg->ple_on_device};
+                     .ple_on_device = cfg->ple_on_device,
+                     .kv_cache = model_kv_cache_parse(cfg->kv_cache_dtype)};
     if ((rc = model_open(&S->m, &mo, S->b, err))) return rc;
     const model_info *mi = model_get_info(S->m);
     const char *tdir = cfg->tokenizer ? cfg->tokenizer : dummy ? NULL : path;

@@ -14,8 +14,9 @@
 #include "models/model.h"
 #include "tests/golden_util.h"
 
-static model *golden_open(backend *b, const char *dir, int max_seqs, int ctx, int step_tokens,
-                          int ple_on_device) {
+/* kv_cache: MODEL_KV_* (golden_open: the backend's default). */
+static model *golden_open_kv(backend *b, const char *dir, int max_seqs, int ctx, int step_tokens,
+                             int ple_on_device, int kv_cache) {
     model *m = NULL;
     strata_err err = {0};
     model_opts o = {.path = dir,
@@ -23,12 +24,18 @@ static model *golden_open(backend *b, const char *dir, int max_seqs, int ctx, in
                     .max_seqs = max_seqs,
                     .ctx_size = ctx,
                     .step_tokens = step_tokens,
-                    .ple_on_device = ple_on_device};
+                    .ple_on_device = ple_on_device,
+                    .kv_cache = kv_cache};
     if (model_open(&m, &o, b, &err)) {
         fprintf(stderr, "%s: %s\n", dir, err.msg);
         return NULL;
     }
     return m;
+}
+
+static model *golden_open(backend *b, const char *dir, int max_seqs, int ctx, int step_tokens,
+                          int ple_on_device) {
+    return golden_open_kv(b, dir, max_seqs, ctx, step_tokens, ple_on_device, MODEL_KV_AUTO);
 }
 
 /* Opens a real-shape preset with dummy bf16 weights, a context of 8, 4 tokens a step. */

@@ -4,7 +4,8 @@
  * scores, so it needs no scratch. The backend entry runs one (token, query head) per work
  * item with an online softmax over blocks of CPU_ATT_BLOCK keys: scores of a block live on
  * the stack, the running output in a stack row of D floats, so nothing is allocated and
- * no buffer is sized by the context length. */
+ * no buffer is sized by the context length. A BF16 cache holds k and v rounded to bf16; its
+ * rows are widened to f32 as they are read, so the arithmetic is the F32 cache's. */
 #include <assert.h>
 #include <math.h>
 #include <string.h>
@@ -16,68 +17,94 @@ enum {
     CPU_ATT_MAX_D = 1024 /* largest head dim the stack accumulator holds (Gemma 4: 512) */
 };
 
-void cpu_attention_kv_store_ref(float *kc, float *vc, const float *k, const float *v,
-                                const bk_batch *bt, int kvw, int cap) {
+/* Row `row` of one half of kv, as f32: in place for an F32 cache, else converted into buf. */
+static const float *cpu_kv_row(const bk_kv *kv, const void *half, size_t row, float *buf) {
+    size_t w = (size_t)kv->width;
+    if (kv->dt == DTYPE_F32) return (const float *)half + row * w;
+    const uint16_t *r = (const uint16_t *)half + row * w;
+    for (size_t d = 0; d < w; d++) buf[d] = dtype_bf16_to_f32(r[d]);
+    return buf;
+}
+
+static void cpu_kv_put(const bk_kv *kv, void *half, size_t row, const float *src) {
+    size_t w = (size_t)kv->width;
+    if (kv->dt == DTYPE_F32) {
+        memcpy((float *)half + row * w, src, w * sizeof(float));
+        return;
+    }
+    uint16_t *r = (uint16_t *)half + row * w;
+    for (size_t d = 0; d < w; d++) r[d] = dtype_f32_to_bf16(src[d]);
+}
+
+void cpu_attention_kv_store_ref(const bk_kv *kv, const float *k, const float *v,
+                                const bk_batch *bt) {
+    size_t w = (size_t)kv->width;
     for (int i = 0; i < bt->n_tokens; i++) {
-        size_t row = (size_t)bt->slot[bt->tok_seq[i]] * cap + (size_t)(bt->tok_pos[i] % cap);
-        memcpy(kc + row * kvw, k + (size_t)i * kvw, (size_t)kvw * sizeof(float));
-        memcpy(vc + row * kvw, v + (size_t)i * kvw, (size_t)kvw * sizeof(float));
+        size_t row =
+            (size_t)bt->slot[bt->tok_seq[i]] * kv->cap + (size_t)(bt->tok_pos[i] % kv->cap);
+        cpu_kv_put(kv, kv->k, row, k + (size_t)i * w);
+        cpu_kv_put(kv, kv->v, row, v + (size_t)i * w);
     }
 }
 
+/* Element d of head kvh of cached row `row` of one half, as f32. */
+static float cpu_kv_at(const bk_kv *kv, const void *half, size_t row, int kvh, int D, int d) {
+    size_t i = row * (size_t)kv->width + (size_t)kvh * D + (size_t)d;
+    return kv->dt == DTYPE_F32 ? ((const float *)half)[i]
+                               : dtype_bf16_to_f32(((const uint16_t *)half)[i]);
+}
+
 /* Score of query row q against cached position p (softcap applied). */
-static float cpu_att_score(const float *q, const float *kc, size_t slot_row0, int p, int cap,
-                           int KV, int kvh, int D, float scale, float softcap) {
-    const float *kr = kc + (slot_row0 + (size_t)(p % cap)) * KV * D + (size_t)kvh * D;
+static float cpu_att_score(const float *q, const bk_kv *kv, size_t slot_row0, int p, int kvh, int D,
+                           float scale, float softcap) {
+    size_t row = slot_row0 + (size_t)(p % kv->cap);
     float s = 0.0f;
-    for (int d = 0; d < D; d++) s += q[d] * kr[d];
+    for (int d = 0; d < D; d++) s += q[d] * cpu_kv_at(kv, kv->k, row, kvh, D, d);
     s *= scale;
     if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
     return s;
 }
 
-void cpu_attention_ref(float *out, const float *q, const float *kc, const float *vc,
-                       const bk_batch *bt, int H, int KV, int D, int cap, float scale, int window,
-                       float softcap) {
+void cpu_attention_ref(float *out, const float *q, const bk_kv *kv, const bk_batch *bt, int H,
+                       int KV, int D, float scale, int window, float softcap) {
     int group = H / KV;
     for (int i = 0; i < bt->n_tokens; i++) {
         int p = bt->tok_pos[i];
         int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
-        size_t row0 = (size_t)bt->slot[bt->tok_seq[i]] * cap;
+        size_t row0 = (size_t)bt->slot[bt->tok_seq[i]] * kv->cap;
         for (int h = 0; h < H; h++) {
             const float *qh = q + ((size_t)i * H + h) * D;
             float *oh = out + ((size_t)i * H + h) * D;
             int kvh = h / group;
             float mx = -INFINITY, sum = 0.0f;
             for (int t = lo; t <= p; t++) {
-                float s = cpu_att_score(qh, kc, row0, t, cap, KV, kvh, D, scale, softcap);
+                float s = cpu_att_score(qh, kv, row0, t, kvh, D, scale, softcap);
                 mx = s > mx ? s : mx;
             }
             for (int t = lo; t <= p; t++)
-                sum += expf(cpu_att_score(qh, kc, row0, t, cap, KV, kvh, D, scale, softcap) - mx);
+                sum += expf(cpu_att_score(qh, kv, row0, t, kvh, D, scale, softcap) - mx);
             for (int d = 0; d < D; d++) oh[d] = 0.0f;
             for (int t = lo; t <= p; t++) {
-                float w =
-                    expf(cpu_att_score(qh, kc, row0, t, cap, KV, kvh, D, scale, softcap) - mx) /
-                    sum;
-                const float *vr = vc + (row0 + (size_t)(t % cap)) * KV * D + (size_t)kvh * D;
-                for (int d = 0; d < D; d++) oh[d] += w * vr[d];
+                float w = expf(cpu_att_score(qh, kv, row0, t, kvh, D, scale, softcap) - mx) / sum;
+                size_t row = row0 + (size_t)(t % kv->cap);
+                for (int d = 0; d < D; d++) oh[d] += w * cpu_kv_at(kv, kv->v, row, kvh, D, d);
             }
         }
     }
 }
 
-void cpu_attention_kv_store(backend *b, float *kc, float *vc, const float *k, const float *v,
-                            const bk_batch *bt, int kvw, int cap) {
+void cpu_attention_kv_store(backend *b, const bk_kv *kv, const float *k, const float *v,
+                            const bk_batch *bt) {
     (void)b; /* a copy of m rows: memory speed on one thread already */
-    cpu_attention_kv_store_ref(kc, vc, k, v, bt, kvw, cap);
+    cpu_attention_kv_store_ref(kv, k, v, bt);
 }
 
 typedef struct {
     float *out;
-    const float *q, *kc, *vc;
+    const float *q;
+    const bk_kv *kv;
     const bk_batch *bt;
-    int H, KV, D, cap, window, n_tasks;
+    int H, KV, D, window, n_tasks;
     float scale, softcap;
     const cpu_kernels *k;
 } cpu_att_job;
@@ -86,19 +113,24 @@ typedef struct {
  * rescaled by exp(old max − new max) whenever a block raises the max). */
 static void cpu_att_one(const cpu_att_job *j, int i, int h) {
     const bk_batch *bt = j->bt;
+    const bk_kv *kv = j->kv;
     int D = j->D, kvh = h / (j->H / j->KV), p = bt->tok_pos[i];
     int lo = j->window > 0 && p - j->window + 1 > 0 ? p - j->window + 1 : 0;
-    size_t row0 = (size_t)bt->slot[bt->tok_seq[i]] * j->cap, stride = (size_t)j->KV * D;
+    size_t row0 = (size_t)bt->slot[bt->tok_seq[i]] * kv->cap;
     const float *qh = j->q + ((size_t)i * j->H + h) * D;
-    const float *kbase = j->kc + (size_t)kvh * D, *vbase = j->vc + (size_t)kvh * D;
-    float acc[CPU_ATT_MAX_D], sc[CPU_ATT_BLOCK];
+    /* A BF16 cache's head row is widened into kr / vr first (exact), then the same dot and
+     * axpby run as on an F32 cache: only the head's D values, not the whole row. */
+    bk_kv head = *kv;
+    head.width = D;
+    float acc[CPU_ATT_MAX_D], sc[CPU_ATT_BLOCK], kbuf[CPU_ATT_MAX_D], vbuf[CPU_ATT_MAX_D];
     float mx = -INFINITY, l = 0.0f;
     memset(acc, 0, (size_t)D * sizeof(float));
     for (int t0 = lo; t0 <= p; t0 += CPU_ATT_BLOCK) {
         int nb = p + 1 - t0 < CPU_ATT_BLOCK ? p + 1 - t0 : CPU_ATT_BLOCK;
         float bmax = -INFINITY;
         for (int t = 0; t < nb; t++) {
-            const float *kr = kbase + (row0 + (size_t)((t0 + t) % j->cap)) * stride;
+            size_t row = (row0 + (size_t)((t0 + t) % kv->cap)) * j->KV + (size_t)kvh;
+            const float *kr = cpu_kv_row(&head, kv->k, row, kbuf);
             float s = j->k->dot(qh, kr, D) * j->scale;
             if (j->softcap > 0.0f) s = j->softcap * tanhf(s / j->softcap);
             sc[t] = s;
@@ -108,7 +140,8 @@ static void cpu_att_one(const cpu_att_job *j, int i, int h) {
         float c = expf(mx - nmx); /* 0 on the first block (mx = -inf) */
         l = l * c + j->k->exp_sum(sc, sc, nmx, nb);
         for (int t = 0; t < nb; t++) {
-            const float *vr = vbase + (row0 + (size_t)((t0 + t) % j->cap)) * stride;
+            size_t row = (row0 + (size_t)((t0 + t) % kv->cap)) * j->KV + (size_t)kvh;
+            const float *vr = cpu_kv_row(&head, kv->v, row, vbuf);
             j->k->axpby(acc, vr, sc[t], t == 0 ? c : 1.0f, D);
         }
         mx = nmx;
@@ -126,23 +159,20 @@ static void cpu_att_task(void *ctx, int task, int worker) {
     for (int it = lo; it < hi; it++) cpu_att_one(j, it / j->H, it % j->H);
 }
 
-void cpu_attention(backend *b, float *out, const float *q, const float *kc, const float *vc,
-                   const bk_batch *bt, int H, int KV, int D, int cap, float scale, int window,
-                   float softcap) {
-    assert(H % KV == 0);
+void cpu_attention(backend *b, float *out, const float *q, const bk_kv *kv, const bk_batch *bt,
+                   int H, int KV, int D, float scale, int window, float softcap) {
+    assert(H % KV == 0 && kv->width == KV * D);
     if (D > CPU_ATT_MAX_D) { /* no model we know has such heads: correct, slow */
-        cpu_attention_ref(out, q, kc, vc, bt, H, KV, D, cap, scale, window, softcap);
+        cpu_attention_ref(out, q, kv, bt, H, KV, D, scale, window, softcap);
         return;
     }
     cpu_att_job j = {.out = out,
                      .q = q,
-                     .kc = kc,
-                     .vc = vc,
+                     .kv = kv,
                      .bt = bt,
                      .H = H,
                      .KV = KV,
                      .D = D,
-                     .cap = cap,
                      .window = window,
                      .scale = scale,
                      .softcap = softcap,

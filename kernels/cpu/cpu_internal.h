@@ -145,11 +145,10 @@ void cpu_matmul_ref(float *out, const float *x, const bk_weight *w, int m);
 int cpu_matmul_bf16_ldx(int k);
 void cpu_ops_rope_ref(float *x, const bk_batch *bt, const float *inv_freq, int heads, int hd,
                       int rot, int ld);
-void cpu_attention_kv_store_ref(float *kc, float *vc, const float *k, const float *v,
-                                const bk_batch *bt, int kvw, int cap);
-void cpu_attention_ref(float *out, const float *q, const float *kc, const float *vc,
-                       const bk_batch *bt, int H, int KV, int D, int cap, float scale, int window,
-                       float softcap);
+void cpu_attention_kv_store_ref(const bk_kv *kv, const float *k, const float *v,
+                                const bk_batch *bt);
+void cpu_attention_ref(float *out, const float *q, const bk_kv *kv, const bk_batch *bt, int H,
+                       int KV, int D, float scale, int window, float softcap);
 void cpu_conv1d_ref(float *out, const float *x, int ld_x, const bk_weight *w, const bk_weight *bias,
                     float *state, const bk_batch *bt, int C, int K, int act);
 void cpu_ops_gdn_gates_ref(float *g, float *beta, const float *a, const float *bb,
@@ -174,11 +173,10 @@ void cpu_ops_gather_rows(backend *b, float *out, const float *x, const int32_t *
 void cpu_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m);
 void cpu_ops_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads,
                   int hd, int rot, int ld);
-void cpu_attention_kv_store(backend *b, float *kc, float *vc, const float *k, const float *v,
-                            const bk_batch *bt, int kvw, int cap);
-void cpu_attention(backend *b, float *out, const float *q, const float *kc, const float *vc,
-                   const bk_batch *bt, int H, int KV, int D, int cap, float scale, int window,
-                   float softcap);
+void cpu_attention_kv_store(backend *b, const bk_kv *kv, const float *k, const float *v,
+                            const bk_batch *bt);
+void cpu_attention(backend *b, float *out, const float *q, const bk_kv *kv, const bk_batch *bt,
+                   int H, int KV, int D, float scale, int window, float softcap);
 void cpu_conv1d(backend *b, float *out, const float *x, int ld_x, const bk_weight *w,
                 const bk_weight *bias, float *state, const bk_batch *bt, int C, int K, int act);
 void cpu_ops_gdn_gates(backend *b, float *g, float *beta, const float *a, const float *bb,

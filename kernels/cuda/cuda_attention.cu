@@ -11,14 +11,27 @@
  * finds its range from the token's position on the device, so a captured decode graph
  * stays right as the context grows. Prefill runs the same kernel with one split: every
  * token's block streams its keys from L2 (a tensor-core tiled prefill is future work,
- * README.md). Softmax in f32 with expf; scores are q·k · scale, then the softcap. */
+ * README.md). Softmax in f32 with expf; scores are q·k · scale, then the softcap. A BF16
+ * cache (k and v rounded to nearest even by the store) is widened to f32 as it is loaded,
+ * so both caches run the same arithmetic; its rows are half the bytes. */
 #include <math.h>
 
 #include "kernels/cuda/cuda_internal.cuh"
 
 enum { ATT_WARPS = 4, ATT_THREADS = 32 * ATT_WARPS, ATT_MAX_SPLIT = 64 };
 
-__global__ void att_kv_store(float *__restrict__ kc, float *__restrict__ vc,
+/* Element i of a cache half of dtype dt (F32 or BF16), as f32; dt is uniform per launch. */
+__device__ __forceinline__ float att_ld(const void *__restrict__ c, int dt, size_t i) {
+    if (dt == DTYPE_BF16) return __uint_as_float((uint32_t)((const uint16_t *)c)[i] << 16);
+    return ((const float *)c)[i];
+}
+
+__device__ __forceinline__ void att_st(void *__restrict__ c, int dt, size_t i, float v) {
+    if (dt == DTYPE_BF16) ((__nv_bfloat16 *)c)[i] = __float2bfloat16_rn(v);
+    else ((float *)c)[i] = v;
+}
+
+__global__ void att_kv_store(void *__restrict__ kc, void *__restrict__ vc, int dt,
                              const float *__restrict__ k, const float *__restrict__ v,
                              const int32_t *tok_pos, const int32_t *tok_seq, const int32_t *slot,
                              int m, int kvw, int cap) {
@@ -26,8 +39,8 @@ __global__ void att_kv_store(float *__restrict__ kc, float *__restrict__ vc,
     if (j >= kvw) return;
     for (int t = blockIdx.y; t < m; t += gridDim.y) {
         size_t row = (size_t)slot[tok_seq[t]] * cap + (size_t)(tok_pos[t] % cap);
-        kc[row * kvw + j] = k[(size_t)t * kvw + j];
-        vc[row * kvw + j] = v[(size_t)t * kvw + j];
+        att_st(kc, dt, row * kvw + j, k[(size_t)t * kvw + j]);
+        att_st(vc, dt, row * kvw + j, v[(size_t)t * kvw + j]);
     }
 }
 
@@ -35,9 +48,9 @@ __global__ void att_kv_store(float *__restrict__ kc, float *__restrict__ vc,
 template <int DL, int GB>
 __global__ void __launch_bounds__(ATT_THREADS)
     att_split(float *__restrict__ out, float *__restrict__ part, const float *__restrict__ q,
-              const float *__restrict__ kc, const float *__restrict__ vc, const int32_t *tok_pos,
-              const int32_t *tok_seq, const int32_t *slot, int H, int KV, int D, int cap,
-              float scale, int window, float softcap, int n_hc, int n_split) {
+              const void *__restrict__ kc, const void *__restrict__ vc, int dt,
+              const int32_t *tok_pos, const int32_t *tok_seq, const int32_t *slot, int H, int KV,
+              int D, int cap, float scale, int window, float softcap, int n_hc, int n_split) {
     extern __shared__ float att_sm[]; /* [ATT_WARPS][GB][D + 2]: max, sum, output */
     const int i = blockIdx.x, kvh = blockIdx.y / n_hc, hc = blockIdx.y % n_hc, z = blockIdx.z;
     const int G = H / KV, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -46,7 +59,6 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const int per = (p - lo + 1 + n_split - 1) / n_split;
     const int t0 = lo + z * per, t1 = min(p + 1, t0 + per);
     const size_t row0 = (size_t)slot[tok_seq[i]] * cap, stride = (size_t)KV * D;
-    const float *kb = kc + (size_t)kvh * D, *vb = vc + (size_t)kvh * D;
 
     float qr[GB][DL], acc[GB][DL], mx[GB], l[GB];
 #pragma unroll
@@ -63,14 +75,13 @@ __global__ void __launch_bounds__(ATT_THREADS)
         l[g] = 0.0f;
     }
     for (int t = t0 + warp; t < t1; t += ATT_WARPS) {
-        const float *kr = kb + (row0 + (size_t)(t % cap)) * stride;
-        const float *vr = vb + (row0 + (size_t)(t % cap)) * stride;
+        const size_t r = (row0 + (size_t)(t % cap)) * stride + (size_t)kvh * D;
         float kv[DL], vv[DL];
 #pragma unroll
         for (int jj = 0; jj < DL; jj++) { /* V loads issued with K's: more bytes in flight */
             int d = lane + 32 * jj;
-            kv[jj] = d < D ? kr[d] : 0.0f;
-            vv[jj] = d < D ? vr[d] : 0.0f;
+            kv[jj] = d < D ? att_ld(kc, dt, r + d) : 0.0f;
+            vv[jj] = d < D ? att_ld(vc, dt, r + d) : 0.0f;
         }
 #pragma unroll
         for (int g = 0; g < GB; g++) {
@@ -153,26 +164,30 @@ __global__ void att_merge(float *__restrict__ out, const float *__restrict__ par
 
 /* ---- launchers ---- */
 
-void cuda_kv_store(backend *b, float *kc, float *vc, const float *k, const float *v,
-                   const bk_batch *bt, int kvw, int cap) {
+void cuda_kv_store(backend *b, const bk_kv *kv, const float *k, const float *v,
+                   const bk_batch *bt) {
     cuda_impl *c = cuda_impl_of(b);
     const cuda_bdev *d = (const cuda_bdev *)bt->dev;
-    int m = bt->n_tokens;
+    int m = bt->n_tokens, kvw = kv->width;
     if (m <= 0 || kvw <= 0 ||
-        !cuda_enter(c, CUDA_OP_KV_STORE, (const void *)kc, (const void *)vc, (const void *)k,
-                    (const void *)v, m, kvw, cap))
+        !cuda_enter(c, CUDA_OP_KV_STORE, (const void *)kv->k, (const void *)kv->v, (int)kv->dt,
+                    (const void *)k, (const void *)v, m, kvw, kv->cap))
         return;
+    if (kv->dt != DTYPE_F32 && kv->dt != DTYPE_BF16) {
+        cuda_fail(c, "kv_store", cudaErrorInvalidValue); /* the models make F32 or BF16 */
+        return;
+    }
     dim3 grid((unsigned)((kvw + 255) / 256), (unsigned)(m < 65535 ? m : 65535));
-    att_kv_store<<<grid, 256, 0, c->stream>>>(kc, vc, k, v, d->tok_pos, d->tok_seq, d->slot, m, kvw,
-                                              cap);
+    att_kv_store<<<grid, 256, 0, c->stream>>>(kv->k, kv->v, (int)kv->dt, k, v, d->tok_pos,
+                                              d->tok_seq, d->slot, m, kvw, kv->cap);
     cuda_check_launch(c, "kv_store");
 }
 
 template <int DL, int GB>
-static void att_launch(cuda_impl *c, float *out, const float *q, const float *kc, const float *vc,
-                       const cuda_bdev *d, int m, int H, int KV, int D, int cap, float scale,
-                       int window, float softcap) {
-    int G = H / KV, n_hc = (G + GB - 1) / GB;
+static void att_launch(cuda_impl *c, float *out, const float *q, const bk_kv *kv,
+                       const cuda_bdev *d, int m, int H, int KV, int D, float scale, int window,
+                       float softcap) {
+    int G = H / KV, n_hc = (G + GB - 1) / GB, cap = kv->cap;
     /* Splits: enough blocks to fill the GPU twice, >= 64 keys each, partials in scratch. */
     int base = m * KV * n_hc, keys = window > 0 && window < cap ? window : cap;
     int ns = 1;
@@ -187,8 +202,8 @@ static void att_launch(cuda_impl *c, float *out, const float *q, const float *kc
     size_t smem = sizeof(float) * ATT_WARPS * GB * (size_t)(D + 2);
     dim3 grid((unsigned)m, (unsigned)(KV * n_hc), (unsigned)ns);
     att_split<DL, GB><<<grid, ATT_THREADS, smem, c->stream>>>(
-        out, c->att_part, q, kc, vc, d->tok_pos, d->tok_seq, d->slot, H, KV, D, cap, scale, window,
-        softcap, n_hc, ns);
+        out, c->att_part, q, kv->k, kv->v, (int)kv->dt, d->tok_pos, d->tok_seq, d->slot, H, KV, D,
+        cap, scale, window, softcap, n_hc, ns);
     cuda_check_launch(c, "attention");
     if (ns > 1) {
         att_merge<<<(unsigned)((size_t)m * H), 128, 0, c->stream>>>(out, c->att_part, D, ns);
@@ -196,17 +211,17 @@ static void att_launch(cuda_impl *c, float *out, const float *q, const float *kc
     }
 }
 
-void cuda_attention(backend *b, float *out, const float *q, const float *kc, const float *vc,
-                    const bk_batch *bt, int H, int KV, int D, int cap, float scale, int window,
-                    float softcap) {
+void cuda_attention(backend *b, float *out, const float *q, const bk_kv *kv, const bk_batch *bt,
+                    int H, int KV, int D, float scale, int window, float softcap) {
     cuda_impl *c = cuda_impl_of(b);
     const cuda_bdev *d = (const cuda_bdev *)bt->dev;
     int m = bt->n_tokens;
     if (m <= 0 || H <= 0 || KV <= 0 || D <= 0 ||
-        !cuda_enter(c, CUDA_OP_ATTENTION, (const void *)out, (const void *)q, (const void *)kc,
-                    (const void *)vc, m, H, KV, D, cap, scale, window, softcap))
+        !cuda_enter(c, CUDA_OP_ATTENTION, (const void *)out, (const void *)q, (const void *)kv->k,
+                    (const void *)kv->v, (int)kv->dt, m, H, KV, D, kv->cap, scale, window, softcap))
         return;
-    if (H % KV || D > 1024 || m > 65535) {
+    if (H % KV || D > 1024 || m > 65535 || kv->width != KV * D ||
+        (kv->dt != DTYPE_F32 && kv->dt != DTYPE_BF16)) {
         cuda_fail(c, "attention", cudaErrorInvalidValue); /* no model has such heads */
         return;
     }
@@ -214,7 +229,7 @@ void cuda_attention(backend *b, float *out, const float *q, const float *kc, con
      * registers allow (DL·GB <= 32 floats per lane for q, as many for the output): a
      * larger GB than G would only spend shuffles on heads that do not exist. */
     const int G = H / KV;
-#define ATT_ARGS c, out, q, kc, vc, d, m, H, KV, D, cap, scale, window, softcap
+#define ATT_ARGS c, out, q, kv, d, m, H, KV, D, scale, window, softcap
     if (D <= 128) {
         if (G <= 1) att_launch<4, 1>(ATT_ARGS);
         else if (G <= 2) att_launch<4, 2>(ATT_ARGS);

@@ -237,11 +237,9 @@ void cuda_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, 
 /* cuda_matmul.cu */
 void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m);
 /* cuda_attention.cu */
-void cuda_kv_store(backend *b, float *kc, float *vc, const float *k, const float *v,
-                   const bk_batch *bt, int kvw, int cap);
-void cuda_attention(backend *b, float *out, const float *q, const float *kc, const float *vc,
-                    const bk_batch *bt, int H, int KV, int D, int cap, float scale, int window,
-                    float softcap);
+void cuda_kv_store(backend *b, const bk_kv *kv, const float *k, const float *v, const bk_batch *bt);
+void cuda_attention(backend *b, float *out, const float *q, const bk_kv *kv, const bk_batch *bt,
+                    int H, int KV, int D, float scale, int window, float softcap);
 /* cuda_conv.cu */
 void cuda_conv1d(backend *b, float *out, const float *x, int ld_x, const bk_weight *w,
                  const bk_weight *bias, float *state, const bk_batch *bt, int C, int K, int act);

@@ -137,6 +137,11 @@ int cli_model_parse(cli_model *o, int argc, char **argv, const char *usage) {
             used = 0;
         } else if (!strcmp(a, "--ple-on-device")) {
             o->ple_on_device = 1;
+        } else if (!strcmp(a, "--kv-cache-dtype")) {
+            if ((o->kv_cache = model_kv_cache_parse(v ? v : "?")) < 0) {
+                fprintf(stderr, "strata: --kv-cache-dtype is auto, bf16 or f32\n");
+                return -1;
+            }
         } else if (!strcmp(a, "--host-sampling")) {
             o->host_sampling = 1;
             used = 0;
@@ -179,7 +184,8 @@ int cli_model_open(cli_model *o) {
                      .max_seqs = o->max_seqs,
                      .ctx_size = o->ctx_size,
                      .step_tokens = o->chunk,
-                     .ple_on_device = o->ple_on_device};
+                     .ple_on_device = o->ple_on_device,
+                     .kv_cache = o->kv_cache};
     if (model_open(&o->m, &mo, o->b, &err)) {
         fprintf(stderr, "strata: %s\n", err.msg);
         if (err.code == STRATA_ENOMEM) cli_print_device_memory(o->b, "when it ran out");

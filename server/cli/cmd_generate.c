@@ -14,7 +14,7 @@ static const char generate_usage[] =
     "usage: strata generate --model DIR|PRESET (--prompt-ids 1,2,3 | --prompt TEXT)\n"
     "         [--max-tokens N]\n"
     "         [--load-format dummy] [--dtype bf16|f16|f32] [--device cpu|cuda|auto]\n"
-    "         [--threads N] [--ctx-size N]\n"
+    "         [--threads N] [--ctx-size N] [--kv-cache-dtype auto|bf16|f32]\n"
     "         [--prefill-chunk N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]\n"
     "         [--repetition-penalty R] [--presence-penalty P] [--frequency-penalty F]\n"
     "         [--seed S] [--logprobs N] [--ignore-eos] [--host-sampling]\n"

@@ -20,31 +20,68 @@ typedef struct {
     int n_seqs, len[3], pos0[3], slot[3];
 } att_cfg;
 
-static void att_one(const att_cfg *c) {
+/* n values of src as a cache half of dt (host memory): f32 as is, or rounded to bf16. */
+static void *att_half(const float *src, size_t n, dtype dt) {
+    void *p = malloc(n * dtype_size(dt));
+    if (!p) abort();
+    for (size_t i = 0; i < n; i++) {
+        if (dt == DTYPE_BF16) ((uint16_t *)p)[i] = dtype_f32_to_bf16(src[i]);
+        else ((float *)p)[i] = src[i];
+    }
+    return p;
+}
+
+/* A cache half as f32 values, for the report (exact for both dtypes). */
+static float *att_widen(const void *p, size_t n, dtype dt) {
+    float *f = hvec(n);
+    for (size_t i = 0; i < n; i++)
+        f[i] =
+            dt == DTYPE_BF16 ? dtype_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+    return f;
+}
+
+static void *att_dev(const void *h, size_t bytes) {
+    void *d = gpu->ops->alloc(gpu, bytes);
+    if (!d) abort();
+    gpu->ops->upload(gpu, d, h, bytes);
+    return d;
+}
+
+static void att_one(const att_cfg *c, dtype dt) {
     int kvw = c->KV * c->D, m = 0;
     for (int s = 0; s < c->n_seqs; s++) m += c->len[s];
     size_t csz = (size_t)c->slots * c->cap * kvw, qn = (size_t)m * c->H * c->D;
+    size_t cbytes = csz * dtype_size(dt);
     /* Every cache row starts random: rows of earlier positions are the history, and a
      * kernel reading a wrong row reads other numbers than the CPU does. */
-    float *kc = hrand(csz, 1.0f), *vc = hrand(csz, 1.0f);
+    float *kc0 = hrand(csz, 1.0f), *vc0 = hrand(csz, 1.0f);
     float *k = hrand((size_t)m * kvw, 1.0f), *v = hrand((size_t)m * kvw, 1.0f);
     float *q = hrand(qn, 2.0f), *out = hvec(qn);
-    float *dkc = gput(kc, csz), *dvc = gput(vc, csz), *dk = gput(k, (size_t)m * kvw);
+    bk_kv hkv = {att_half(kc0, csz, dt), att_half(vc0, csz, dt), dt, c->cap, kvw};
+    bk_kv dkv = {att_dev(hkv.k, cbytes), att_dev(hkv.v, cbytes), dt, c->cap, kvw};
+    float *dk = gput(k, (size_t)m * kvw);
     float *dv = gput(v, (size_t)m * kvw), *dq = gput(q, qn), *dout = gput(out, qn);
     tbatch tb;
     tb_make(&tb, c->n_seqs, c->len, c->pos0, c->slot);
-    cpu->ops->kv_store(cpu, kc, vc, k, v, &tb.hb, kvw, c->cap);
-    cpu->ops->attention(cpu, out, q, kc, vc, &tb.hb, c->H, c->KV, c->D, c->cap, c->scale, c->window,
+    cpu->ops->kv_store(cpu, &hkv, k, v, &tb.hb);
+    cpu->ops->attention(cpu, out, q, &hkv, &tb.hb, c->H, c->KV, c->D, c->scale, c->window,
                         c->softcap);
     tb_dev(&tb);
-    gpu->ops->kv_store(gpu, dkc, dvc, dk, dv, &tb.db, kvw, c->cap);
-    gpu->ops->attention(gpu, dout, dq, dkc, dvc, &tb.db, c->H, c->KV, c->D, c->cap, c->scale,
-                        c->window, c->softcap);
-    float *got = gget(dout, qn), *gk = gget(dkc, csz);
-    report("kv_store", c->name, gk, kc, csz, 0);
-    report("attention", c->name, got, out, qn, TOL_ATT);
-    free(kc), free(vc), free(k), free(v), free(q), free(out), free(got), free(gk);
-    gfree(dkc), gfree(dvc), gfree(dk), gfree(dv), gfree(dq), gfree(dout);
+    gpu->ops->kv_store(gpu, &dkv, dk, dv, &tb.db);
+    gpu->ops->attention(gpu, dout, dq, &dkv, &tb.db, c->H, c->KV, c->D, c->scale, c->window,
+                        c->softcap);
+    float *got = gget(dout, qn);
+    void *gkb = malloc(cbytes);
+    if (!gkb) abort();
+    gpu->ops->download(gpu, gkb, dkv.k, cbytes);
+    float *gk = att_widen(gkb, csz, dt), *wk = att_widen(hkv.k, csz, dt);
+    char name[96];
+    snprintf(name, sizeof name, "%s, %s cache", c->name, dtn(dt));
+    report("kv_store", name, gk, wk, csz, 0);
+    report("attention", name, got, out, qn, TOL_ATT);
+    free(kc0), free(vc0), free(k), free(v), free(q), free(out), free(got), free(gk), free(wk);
+    free(gkb), free(hkv.k), free(hkv.v);
+    gfree(dkv.k), gfree(dkv.v), gfree(dk), gfree(dv), gfree(dq), gfree(dout);
 }
 
 void test_attention(void) {
@@ -89,7 +126,10 @@ void test_attention(void) {
         {"D192 H4/2 (G 2)", 4, 2, 192, 40, 1, 0, 0.0722f, 0, 1, {4}, {11}, {0}},
         {"D512 H2/2 (G 1)", 2, 2, 512, 24, 1, 0, 0.0442f, 0, 1, {2}, {7}, {0}},
     };
-    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) att_one(&cfgs[i]);
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        att_one(&cfgs[i], DTYPE_F32);
+        att_one(&cfgs[i], DTYPE_BF16);
+    }
 }
 
 /* ---- conv1d ---- */
@@ -377,15 +417,19 @@ void test_speed(void) {
         tbatch tb;
         tb_make(&tb, 1, &len, &pos, &slot);
         tb_dev(&tb);
-        gpu->ops->attention(gpu, dout, dq, dkc, dvc, &tb.db, H, KV, D, cap, 0.0625f, 0, 0);
-        sync_gpu(dout);
-        t0 = strata_now();
-        for (int r = 0; r < 50; r++)
-            gpu->ops->attention(gpu, dout, dq, dkc, dvc, &tb.db, H, KV, D, cap, 0.0625f, 0, 0);
-        sync_gpu(dout);
-        t = (strata_now() - t0) / 50;
-        printf("speed: decode attention H8/2 D256 at position 4000: %.1f us (%.0f GB/s of cache)\n",
-               t * 1e6, 2.0 * 4001 * KV * D * 4 / t / 1e9);
+        for (int bf = 0; bf < 2; bf++) { /* a bf16 cache is the same buffers read as half */
+            bk_kv kv = {dkc, dvc, bf ? DTYPE_BF16 : DTYPE_F32, cap, KV * D};
+            gpu->ops->attention(gpu, dout, dq, &kv, &tb.db, H, KV, D, 0.0625f, 0, 0);
+            sync_gpu(dout);
+            t0 = strata_now();
+            for (int r = 0; r < 50; r++)
+                gpu->ops->attention(gpu, dout, dq, &kv, &tb.db, H, KV, D, 0.0625f, 0, 0);
+            sync_gpu(dout);
+            t = (strata_now() - t0) / 50;
+            printf("speed: decode attention H8/2 D256 at position 4000, %s cache: %.1f us (%.0f "
+                   "GB/s of cache)\n",
+                   bf ? "bf16" : "f32", t * 1e6, 2.0 * 4001 * KV * D * (bf ? 2 : 4) / t / 1e9);
+        }
         gfree(dkc), gfree(dvc), gfree(dq), gfree(dout);
     }
     for (int T = 1; T <= 1024; T *= 1024) {

@@ -43,10 +43,14 @@ static void golden_compare_cuda(const char *name, const char *what, const float 
  * flips cascade through the layers: measured through tests/cuda-host (whose GEMM sums in
  * k order, cuBLAS in its own), the worst is 8.2e-3 of the largest |logit| (Gemma 4,
  * batched vs alone; 6.2e-3 on Qwen3.5), while the f32 fixtures of the same paths agree to
- * 2e-5. 2e-2 leaves 2.4x; a wrong kernel is off by far more (a dropped head or a wrong
- * row moves logits by whole units). Every widened comparison prints its measured
- * difference, passed or not. */
-#define CUDA_SELF_TOL_BF16 2e-2
+ * 2e-5. On the CUDA backend a bf16 model also keeps its kv cache in bf16 (arch_kv_dtype),
+ * and a last-bit difference in a k or v row flips its bf16 rounding too: with it the worst
+ * is 2.49e-2 (Qwen3.5 step by step vs one shot, position 103 of 150; Gemma 4 1.1e-2).
+ * 4e-2 leaves 1.6x; a wrong kernel is off by far more (a dropped head or a wrong row moves
+ * logits by whole units), the f32 fixtures (f32 kv) keep 2e-4, and the bf16 cache's
+ * kernels are held to the CPU's at 2e-5 in test_cuda_ops. Every widened comparison prints
+ * its measured difference, passed or not. */
+#define CUDA_SELF_TOL_BF16 4e-2
 
 static void golden_compare_cuda(const char *name, const char *what, const float *got,
                                 const float *want, int n, int vocab, double rel_tol) {

@@ -1,5 +1,6 @@
 /* test_cpu_mixers.c - the CPU backend's sequence ops on every ISA this machine runs:
- * kv_store + attention, conv1d with its carried window, and the gated delta rule,
+ * kv_store + attention (f32 and bf16 caches), conv1d with its carried window, and the
+ * gated delta rule,
  * against double-precision references written here (backend.h, Qwen3.5 spec §5-7).
  *
  * Beyond matching the references, the step identities the engine relies on are checked:
@@ -29,9 +30,13 @@ typedef struct {
     float *hist_k[4], *hist_v[4]; /* [pos0 + len, KV·D] */
     float *q;                     /* [step tokens, H·D] */
     float *kc0, *vc0;             /* the caches before the step */
+    dtype dt;                     /* of the cache under test */
 } att_case;
 
-static void att_case_init(att_case *c) {
+/* dt BF16: the history is drawn bf16-representable, so a BF16 cache holds it exactly and
+ * the same reference applies; kv_store's rounding has its own test. */
+static void att_case_init(att_case *c, dtype dt) {
+    c->dt = dt;
     int kvw = c->KV * c->D;
     size_t csz = (size_t)c->slots * c->cap * kvw;
     c->kc0 = fvec(csz);
@@ -42,6 +47,10 @@ static void att_case_init(att_case *c) {
         int np = c->pos0[s] + c->len[s];
         c->hist_k[s] = frand((size_t)np * kvw);
         c->hist_v[s] = frand((size_t)np * kvw);
+        for (size_t i = 0; dt == DTYPE_BF16 && i < (size_t)np * kvw; i++) {
+            c->hist_k[s][i] = dtype_bf16_to_f32(dtype_f32_to_bf16(c->hist_k[s][i]));
+            c->hist_v[s][i] = dtype_bf16_to_f32(dtype_f32_to_bf16(c->hist_v[s][i]));
+        }
         /* earlier steps wrote positions 0 .. pos0-1 in order (a ring keeps the last cap) */
         for (int p = 0; p < c->pos0[s]; p++) {
             size_t row = (size_t)c->slot[s] * c->cap + (size_t)(p % c->cap);
@@ -64,13 +73,26 @@ static void att_case_free(att_case *c) {
     free(c->vc0);
 }
 
+/* A cache of dt holding the f32 values src[n] (rounded to bf16 for BF16). */
+static void *cache_of(const float *src, size_t n, dtype dt) {
+    void *p = malloc(n * dtype_size(dt));
+    if (!p) abort();
+    for (size_t i = 0; i < n; i++) {
+        if (dt == DTYPE_BF16) ((uint16_t *)p)[i] = dtype_f32_to_bf16(src[i]);
+        else ((float *)p)[i] = src[i];
+    }
+    return p;
+}
+
 /* Runs kv_store + attention for sequences [s0, s1) of the case on backend bi into out. */
 static void att_run(const att_case *c, int bi, int s0, int s1, float *out) {
     int kvw = c->KV * c->D;
     size_t csz = (size_t)c->slots * c->cap * kvw;
-    float *kc = fvec(csz), *vc = fvec(csz);
-    memcpy(kc, c->kc0, csz * sizeof(float));
-    memcpy(vc, c->vc0, csz * sizeof(float));
+    bk_kv kv = {.k = cache_of(c->kc0, csz, c->dt),
+                .v = cache_of(c->vc0, csz, c->dt),
+                .dt = c->dt,
+                .cap = c->cap,
+                .width = kvw};
     tbatch tb;
     make_batch(&tb, s1 - s0, c->len + s0, c->pos0 + s0, c->slot + s0);
     int m = tb.b.n_tokens, skip = 0;
@@ -84,13 +106,13 @@ static void att_run(const att_case *c, int bi, int s0, int s1, float *out) {
                    (size_t)kvw * 4);
         }
     be[bi]->ops->batch_prepare(be[bi], &tb.b, NULL);
-    be[bi]->ops->kv_store(be[bi], kc, vc, k, v, &tb.b, kvw, c->cap);
-    be[bi]->ops->attention(be[bi], out, c->q + (size_t)skip * c->H * c->D, kc, vc, &tb.b, c->H,
-                           c->KV, c->D, c->cap, c->scale, c->window, c->softcap);
+    be[bi]->ops->kv_store(be[bi], &kv, k, v, &tb.b);
+    be[bi]->ops->attention(be[bi], out, c->q + (size_t)skip * c->H * c->D, &kv, &tb.b, c->H, c->KV,
+                           c->D, c->scale, c->window, c->softcap);
     free(v);
     free(k);
-    free(vc);
-    free(kc);
+    free(kv.v);
+    free(kv.k);
 }
 
 static void att_ref(const att_case *c, double *out) {
@@ -178,9 +200,9 @@ static const att_case att_cases[] = {
  * scale (< 1e-5 here) and exp/normalisation by a few ulp, so 2e-5 bounds the output error
  * while a wrong mask, head mapping or cache row changes outputs by ~0.1. */
 static void test_kv_attention(void) {
-    for (size_t ci = 0; ci < sizeof att_cases / sizeof *att_cases; ci++) {
-        att_case c = att_cases[ci];
-        att_case_init(&c);
+    for (size_t ci = 0; ci < 2 * sizeof att_cases / sizeof *att_cases; ci++) {
+        att_case c = att_cases[ci / 2];
+        att_case_init(&c, ci % 2 ? DTYPE_BF16 : DTYPE_F32);
         int m = 0;
         for (int s = 0; s < c.n_seqs; s++) m += c.len[s];
         size_t n = (size_t)m * c.H * c.D;
@@ -189,7 +211,8 @@ static void test_kv_attention(void) {
         float *out = fvec(n);
         for (int bi = 0; bi < n_be; bi++) {
             att_run(&c, bi, 0, c.n_seqs, out);
-            CHECK_CLOSE(out, want, n, 2e-5, "attention case %zu", ci);
+            CHECK_CLOSE(out, want, n, 2e-5, "attention case %zu, %s cache", ci / 2,
+                        dtype_name(c.dt));
         }
         free(out);
         free(want);
@@ -201,7 +224,7 @@ static void test_kv_attention(void) {
  * the same order whatever else is in the batch: results must be bit-identical. */
 static void test_attention_batch_equals_alone(void) {
     att_case c = att_cases[0];
-    att_case_init(&c);
+    att_case_init(&c, DTYPE_BF16);
     int m = c.len[0] + c.len[1] + c.len[2];
     size_t hd = (size_t)c.H * c.D;
     float *all = fvec((size_t)m * hd), *one = fvec((size_t)m * hd);
@@ -217,6 +240,31 @@ static void test_attention_batch_equals_alone(void) {
     free(one);
     free(all);
     att_case_free(&c);
+}
+
+/* A BF16 cache holds each stored value rounded to nearest even, at its row. */
+static void test_kv_store_bf16_rounds(void) {
+    enum { W = 24, CAP = 5, SLOTS = 2, T = 3 };
+    int len[1] = {T}, pos0[1] = {6}, slot[1] = {1};
+    float *k = frand((size_t)T * W), *v = frand((size_t)T * W);
+    for (int bi = 0; bi < n_be; bi++) {
+        uint16_t kc[SLOTS * CAP * W] = {0}, vc[SLOTS * CAP * W] = {0};
+        bk_kv kv = {.k = kc, .v = vc, .dt = DTYPE_BF16, .cap = CAP, .width = W};
+        tbatch tb;
+        make_batch(&tb, 1, len, pos0, slot);
+        be[bi]->ops->batch_prepare(be[bi], &tb.b, NULL);
+        be[bi]->ops->kv_store(be[bi], &kv, k, v, &tb.b);
+        int bad = 0;
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < W; j++) {
+                size_t at = ((size_t)CAP + (size_t)(6 + t) % CAP) * W + (size_t)j;
+                bad += kc[at] != dtype_f32_to_bf16(k[t * W + j]);
+                bad += vc[at] != dtype_f32_to_bf16(v[t * W + j]);
+            }
+        CHECK_MSG(!bad, "%d cache values not the bf16 rounding of what was stored", bad);
+    }
+    free(k);
+    free(v);
 }
 
 /* ---- conv1d ---- */
@@ -548,6 +596,7 @@ int main(void) {
     if (cpu_test_backends_open()) return 1;
     RUN(test_kv_attention);
     RUN(test_attention_batch_equals_alone);
+    RUN(test_kv_store_bf16_rounds);
     RUN(test_conv1d);
     RUN(test_conv1d_pieces);
     RUN(test_gated_delta);

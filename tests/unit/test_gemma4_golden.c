@@ -122,6 +122,17 @@ static void test_fixture(backend *b, const char *dir) {
     }
     model_close(m);
     model_close(r);
+    /* A bf16 model with its kv cache in bf16 (the GPU's default): greedy as transformers
+     * where it is clear, and our own paths still agree with each other. */
+    m = gs.is_bf16 ? golden_open_kv(b, dir, 4, 256, 256, 0, MODEL_KV_BF16) : NULL;
+    r = gs.is_bf16 ? golden_open_kv(b, dir, 4, 256, RING_MAX_TOKENS, 0, MODEL_KV_BF16) : NULL;
+    if (m && r) {
+        for (int c = 0; c < gs.n_cases; c++) check_case(dir, m, r, &gs.cases[c], gs.vocab, 1);
+        int wide[8] = {5, 1, 17, 2};
+        golden_check_batched(dir, m, &gs, wide, SELF_REL_TOL);
+    }
+    model_close(m);
+    model_close(r);
     golden_free(&gs);
 }
 
@@ -280,7 +291,8 @@ static void expect_open_error_drop(const char *key, json_t *value, const char *d
     model *m = NULL;
     strata_err err = {0};
     backend_cpu_create(1, &b, &err);
-    model_opts o = {dir, 0, DTYPE_COUNT, 1, 64, 16, 0, 0};
+    model_opts o = {
+        .path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = 1, .ctx_size = 64, .step_tokens = 16};
     int rc = model_open(&m, &o, b, &err);
     CHECK_MSG(rc < 0 && strstr(err.msg, needle), "%s: expected an error naming '%s', got rc %d: %s",
               key, needle, rc, err.msg);
