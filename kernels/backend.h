@@ -127,8 +127,18 @@ typedef struct backend_ops {
      * x, z, out are [m, n] contiguous; out may alias x. */
     void (*rmsnorm_gated)(backend *b, float *out, const float *x, const float *z,
                           const bk_weight *w, int m, int n, float eps);
-    /* Per row of n (rows ld apart): x = x · scale / sqrt(Σx² + eps), in place. */
-    void (*l2norm)(backend *b, float *x, int m, int n, int ld, float eps, float scale);
+    /* The residual step between two sublayers, fused (one pass instead of two or three
+     * ops). Per row of n, rows contiguous:
+     *   d = dnorm ? rmsnorm(delta) by dnorm, dmode (BK_NORM_PLAIN / ONE_PLUS) : delta;
+     *   x += d;   xn = rmsnorm(x) by nw, nmode (when xn is not NULL).
+     * delta is not modified; xn aliases neither x nor delta. Equal, bit for bit on the
+     * CPU, to rmsnorm(delta) into delta, add, rmsnorm into xn. */
+    void (*residual)(backend *b, float *x, float *xn, const float *delta, const bk_weight *dnorm,
+                     int dmode, const bk_weight *nw, int nmode, int m, int n, float eps);
+    /* Per row of n: x = x · scale / sqrt(Σx² + eps), in place. Rows come gpr to a group,
+     * groups ld apart: row r starts at (r / gpr)·ld + (r % gpr)·n (gpr 1: rows ld apart;
+     * gpr heads: the heads of each token inside a wider token row). */
+    void (*l2norm)(backend *b, float *x, int m, int n, int ld, int gpr, float eps, float scale);
     /* out[i] = a[i] + b[i]; out may alias a or b. */
     void (*add)(backend *b, float *out, const float *a, const float *x, size_t n);
     /* out[i,j] = silu(gate[i,j]) · up[i,j] for rows of n; out may alias gate. */
@@ -269,7 +279,7 @@ typedef struct backend_ops {
 /* a list laid out by hand: clang-format reflows X-macro lists differently each run */
 /* clang-format off */
 #define BK_OP_LIST(X)                                                          \
-    X(EMBED) X(RMSNORM) X(RMSNORM_GATED) X(L2NORM) X(ADD)                      \
+    X(EMBED) X(RMSNORM) X(RMSNORM_GATED) X(RESIDUAL) X(L2NORM) X(ADD)          \
     X(SILU_MUL) X(SIGMOID_MUL) X(SPLIT_HALVES) X(GATHER_ROWS) X(MATMUL)        \
     X(ROPE) X(KV_STORE) X(ATTENTION) X(CONV1D) X(GDN_GATES)                    \
     X(GATED_DELTA) X(GELU_TANH_MUL) X(RELU2) X(SCALE) X(SOFTCAP)               \

@@ -668,24 +668,23 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
         /* §3.5 */
         o->rmsnorm(b, m->xn, m->x, &L->in_norm, T, h, h, c->eps, BK_NORM_PLAIN);
         g4_attention(m, l, bt);
-        o->rmsnorm(b, m->mix, m->mix, &L->post_attn_norm, T, h, h, c->eps, BK_NORM_PLAIN);
-        o->add(b, m->x, m->x, m->mix, Th);
+        /* x += post_attention_norm(mix); xn = pre_feedforward_norm(x) */
+        o->residual(b, m->x, m->xn, m->mix, &L->post_attn_norm, BK_NORM_PLAIN, &L->pre_ff_norm,
+                    BK_NORM_PLAIN, T, h, c->eps);
         /* GeGLU MLP, §3.8 */
         float *gate = m->big1, *up = m->big2; /* [T, I] */
-        o->rmsnorm(b, m->xn, m->x, &L->pre_ff_norm, T, h, h, c->eps, BK_NORM_PLAIN);
         o->matmul(b, gate, m->xn, &L->gate, T);
         o->matmul(b, up, m->xn, &L->up, T);
         o->gelu_tanh_mul(b, gate, gate, up, T, I);
         o->matmul(b, m->mix, gate, &L->down, T);
-        o->rmsnorm(b, m->mix, m->mix, &L->post_ff_norm, T, h, h, c->eps, BK_NORM_PLAIN);
-        o->add(b, m->x, m->x, m->mix, Th);
+        o->residual(b, m->x, NULL, m->mix, &L->post_ff_norm, BK_NORM_PLAIN, NULL, 0, T, h,
+                    c->eps); /* x += post_feedforward_norm(mix) */
         /* PLE block: x += norm(W_proj · (gelu(W_gate · x) ⊙ ple_l)) */
         if (c->P) {
             o->matmul(b, m->pg, m->x, &L->pl_gate, T);
             o->gelu_tanh_mul(b, m->pg, m->pg, ple + (size_t)l * T * c->P, T, c->P);
             o->matmul(b, m->mix, m->pg, &L->pl_proj, T);
-            o->rmsnorm(b, m->mix, m->mix, &L->pl_norm, T, h, h, c->eps, BK_NORM_PLAIN);
-            o->add(b, m->x, m->x, m->mix, Th);
+            o->residual(b, m->x, NULL, m->mix, &L->pl_norm, BK_NORM_PLAIN, NULL, 0, T, h, c->eps);
         }
         o->scale(b, m->x, 1.0f, &L->scalar, Th); /* the whole stream */
     }

@@ -593,15 +593,18 @@ static int nh_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
     float dt_min = nh_step_dt_min(m, bt);
 
     o->embed(b, m->x, &m->embed, tokens, T); /* no scale, no position embedding (§4) */
+    o->rmsnorm(b, m->xn, m->x, &m->layers[0].norm, T, c->h, c->h, c->eps, BK_NORM_PLAIN); /* §5 */
     for (int i = 0; i < c->n_layer; i++) {
         nh_layer *L = &m->layers[i];
-        o->rmsnorm(b, m->xn, m->x, &L->norm, T, c->h, c->h, c->eps, BK_NORM_PLAIN); /* §5 */
-        switch (c->kind[i]) {
+        switch (c->kind[i]) { /* on xn = norm(x), made by the previous residual step */
         case 'M': nh_mamba(m, L, bt, dt_min); break;
         case '*': nh_attention(m, L, bt); break;
         default: nh_mlp(m, L, bt); break;
         }
-        o->add(b, m->x, m->x, m->mix, (size_t)T * c->h);
+        /* x += mix; and the next layer's norm (the head norms its own rows) */
+        const bk_weight *next = i + 1 < c->n_layer ? &m->layers[i + 1].norm : NULL;
+        o->residual(b, m->x, next ? m->xn : NULL, m->mix, NULL, 0, next, BK_NORM_PLAIN, T, c->h,
+                    c->eps);
     }
     /* norm_f and the head only on the rows whose logits are wanted, a chunk at a time. */
     arch_logits(b, &m->head, m->x, out_rows, n_out, out);

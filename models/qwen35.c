@@ -47,11 +47,10 @@ typedef struct q35_layer {
     bk_weight wz;             /* [Hv·dv, h] */
     bk_weight wa, wb;         /* [Hv, h] */
     bk_weight conv;           /* [C, 1, K] */
-    bk_weight conv_part[3];   /* views of conv: q, k, v channel blocks */
     bk_weight A_log, dt_bias; /* [Hv] */
     bk_weight norm;           /* [dv] plain weight */
     bk_weight out;            /* [h, Hv·dv] */
-    float *conv_state[3];     /* [slots, K-1, part channels] */
+    float *conv_state;        /* [slots, K-1, C] */
     float *S;                 /* [slots, Hv, dk, dv] */
 } q35_layer;
 
@@ -286,16 +285,6 @@ static int q35_bind(q35 *m, const model_arch_ctx *ctx, strata_err *err) {
             ARCH_BIND_LAYER(dt_bias, 1, hvv, "linear_attn.dt_bias");
             ARCH_BIND_LAYER(norm, 1, nv, "linear_attn.norm.weight");
             ARCH_BIND_LAYER(out, 2, out, "linear_attn.out_proj.weight");
-            /* q | k | v channel blocks of the depthwise conv (§10 pitfall 9). */
-            int64_t rows[3] = {(int64_t)c->Hk * c->dk, (int64_t)c->Hk * c->dk,
-                               (int64_t)c->Hv * c->dv};
-            size_t off = 0, es_ = dtype_size(L->conv.dt);
-            for (int j = 0; j < 3; j++) {
-                L->conv_part[j] = L->conv;
-                L->conv_part[j].data = (const char *)L->conv.data + off;
-                L->conv_part[j].shape[0] = rows[j];
-                off += (size_t)rows[j] * (size_t)c->K * es_;
-            }
         }
     }
     return 0;
@@ -341,8 +330,7 @@ static int q35_alloc(q35 *m, strata_err *err) {
             if (arch_kv_alloc(b, &L->kv, m->kv_dt, (int)S, m->cap, (int)kw, ARCH_NAME, err))
                 return err->code;
         } else {
-            size_t part[3] = {(size_t)c->Hk * c->dk, (size_t)c->Hk * c->dk, vw};
-            for (int j = 0; j < 3; j++) ARCH_ALLOC(L->conv_state[j], S * (c->K - 1) * part[j]);
+            ARCH_ALLOC(L->conv_state, S * (c->K - 1) * C);
             ARCH_ALLOC(L->S, S * c->Hv * c->dk * c->dv);
         }
     }
@@ -367,7 +355,7 @@ static void q35_close(void *impl) {
     for (int i = 0; m->layers && i < m->c.n_layer; i++) {
         q35_layer *L = &m->layers[i];
         arch_kv_free(b, &L->kv);
-        float *p[] = {L->conv_state[0], L->conv_state[1], L->conv_state[2], L->S};
+        float *p[] = {L->conv_state, L->S};
         for (size_t j = 0; j < sizeof p / sizeof p[0]; j++)
             if (p[j]) b->ops->free(b, p[j]);
     }
@@ -417,14 +405,11 @@ static void q35_reset_slot(void *impl, int slot) {
     q35 *m = impl;
     const q35_config *c = &m->c;
     backend *b = m->b;
-    size_t part[3] = {(size_t)c->Hk * c->dk, (size_t)c->Hk * c->dk, (size_t)c->Hv * c->dv};
+    size_t C = 2u * c->Hk * c->dk + (size_t)c->Hv * c->dv, w = (size_t)(c->K - 1) * C;
     for (int i = 0; i < c->n_layer; i++) {
         q35_layer *L = &m->layers[i];
         if (c->full[i]) continue; /* K/V rows are overwritten before they are read */
-        for (int j = 0; j < 3; j++) {
-            size_t n = (size_t)(c->K - 1) * part[j];
-            b->ops->zero(b, L->conv_state[j] + (size_t)slot * n, n * sizeof(float));
-        }
+        b->ops->zero(b, L->conv_state + (size_t)slot * w, w * sizeof(float));
         size_t n = (size_t)c->Hv * c->dk * c->dv;
         b->ops->zero(b, L->S + (size_t)slot * n, n * sizeof(float));
     }
@@ -460,21 +445,19 @@ static void q35_deltanet(q35 *m, q35_layer *L, bk_batch *bt) {
     backend *b = m->b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens, C = 2 * c->Hk * c->dk + c->Hv * c->dv, kd = c->Hk * c->dk;
-    int vd = c->Hv * c->dv;
-    float *qkv = m->big1;                                  /* [T, C] before the conv */
-    float *q = m->qa, *k = m->ka, *v = m->va;              /* after it, per block */
-    float *a = m->big2, *bb = m->big2 + (size_t)T * c->Hv; /* [T, Hv] each */
-    float *core = m->big1, *z = m->ga;                     /* [T, Hv, dv] each */
+    float *qkv = m->big2;  /* [T, C] before the conv */
+    float *conv = m->big1; /* after it; per token q | k | v (§10 pitfall 9), rows C apart */
+    float *q = conv, *k = conv + kd, *v = conv + 2 * kd;
+    float *a = m->qa, *bb = m->ka;     /* [T, Hv] each */
+    float *core = m->big2, *z = m->ga; /* [T, Hv, dv] each */
     o->matmul(b, qkv, m->xn, &L->qkv, T);
-    o->conv1d(b, q, qkv, C, &L->conv_part[0], NULL, L->conv_state[0], bt, kd, c->K, 1);
-    o->conv1d(b, k, qkv + kd, C, &L->conv_part[1], NULL, L->conv_state[1], bt, kd, c->K, 1);
-    o->conv1d(b, v, qkv + 2 * kd, C, &L->conv_part[2], NULL, L->conv_state[2], bt, vd, c->K, 1);
-    o->l2norm(b, q, T * c->Hk, c->dk, c->dk, 1e-6f, 1.0f / sqrtf((float)c->dk));
-    o->l2norm(b, k, T * c->Hk, c->dk, c->dk, 1e-6f, 1.0f);
+    o->conv1d(b, conv, qkv, C, &L->conv, NULL, L->conv_state, bt, C, c->K, 1);
+    o->l2norm(b, q, T * c->Hk, c->dk, C, c->Hk, 1e-6f, 1.0f / sqrtf((float)c->dk));
+    o->l2norm(b, k, T * c->Hk, c->dk, C, c->Hk, 1e-6f, 1.0f);
     o->matmul(b, a, m->xn, &L->wa, T);
     o->matmul(b, bb, m->xn, &L->wb, T);
     o->gdn_gates(b, m->gg, m->beta, a, bb, &L->A_log, &L->dt_bias, T, c->Hv);
-    o->gated_delta(b, core, q, k, kd, v, vd, m->gg, m->beta, L->S, bt, c->Hk, c->Hv, c->dk, c->dv);
+    o->gated_delta(b, core, q, k, C, v, C, m->gg, m->beta, L->S, bt, c->Hk, c->Hv, c->dk, c->dv);
     o->matmul(b, z, m->xn, &L->wz, T);
     o->rmsnorm_gated(b, core, core, z, &L->norm, T * c->Hv, c->dv, c->eps);
     o->matmul(b, m->mix, core, &L->out, T);
@@ -491,20 +474,25 @@ static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const in
     if (o->batch_prepare(b, bt, err)) return err->code;
 
     o->embed(b, m->x, &m->embed, tokens, T); /* no embedding scale (§5) */
+    o->rmsnorm(b, m->xn, m->x, &m->layers[0].in_norm, T, c->h, c->h, c->eps, BK_NORM_ONE_PLUS);
     for (int i = 0; i < c->n_layer; i++) {
         q35_layer *L = &m->layers[i];
-        o->rmsnorm(b, m->xn, m->x, &L->in_norm, T, c->h, c->h, c->eps, BK_NORM_ONE_PLUS);
+        /* xn = input_layernorm(x), made by the previous residual step */
         if (c->full[i]) q35_attention(m, L, bt);
         else q35_deltanet(m, L, bt);
-        o->add(b, m->x, m->x, m->mix, (size_t)T * c->h);
+        /* x += mix; xn = post_attention_layernorm(x) */
+        o->residual(b, m->x, m->xn, m->mix, NULL, 0, &L->post_norm, BK_NORM_ONE_PLUS, T, c->h,
+                    c->eps);
         /* MLP: down(silu(gate(u)) ⊙ up(u)) */
         float *gate = m->big1, *up = m->big2; /* [T, I] */
-        o->rmsnorm(b, m->xn, m->x, &L->post_norm, T, c->h, c->h, c->eps, BK_NORM_ONE_PLUS);
         o->matmul(b, gate, m->xn, &L->gate, T);
         o->matmul(b, up, m->xn, &L->up, T);
         o->silu_mul(b, gate, gate, up, T, c->inter);
         o->matmul(b, m->mix, gate, &L->down, T);
-        o->add(b, m->x, m->x, m->mix, (size_t)T * c->h);
+        /* x += mix; and the next layer's input_layernorm (the head norms its own rows) */
+        const bk_weight *next = i + 1 < c->n_layer ? &m->layers[i + 1].in_norm : NULL;
+        o->residual(b, m->x, next ? m->xn : NULL, m->mix, NULL, 0, next, BK_NORM_ONE_PLUS, T, c->h,
+                    c->eps);
     }
     /* Final norm and head only on the rows whose logits are wanted, a chunk at a time. */
     arch_logits(b, &m->head, m->x, out_rows, n_out, out);

@@ -150,6 +150,7 @@ static const backend_ops cpu_backend_ops = {
     .embed = cpu_ops_embed,
     .rmsnorm = cpu_ops_rmsnorm,
     .rmsnorm_gated = cpu_ops_rmsnorm_gated,
+    .residual = cpu_ops_residual,
     .l2norm = cpu_ops_l2norm,
     .add = cpu_ops_add,
     .silu_mul = cpu_ops_silu_mul,

@@ -42,6 +42,37 @@ void cpu_ops_rmsnorm_ref(float *out, const float *x, const bk_weight *w, int m, 
     }
 }
 
+/* One row of cpu_ops_rmsnorm_ref's arithmetic, in its order: o = x · r · g. */
+static float cpu_norm_scale(const float *xr, int n, float eps) {
+    float ss = 0.0f;
+    for (int j = 0; j < n; j++) ss += xr[j] * xr[j];
+    return 1.0f / sqrtf(ss / (float)n + eps);
+}
+
+static float cpu_norm_gain(const bk_weight *w, int mode, int j) {
+    return mode == BK_NORM_PLAIN      ? cpu_weight_at(w, j)
+           : mode == BK_NORM_ONE_PLUS ? 1.0f + cpu_weight_at(w, j)
+                                      : 1.0f;
+}
+
+void cpu_ops_residual_ref(float *x, float *xn, const float *delta, const bk_weight *dnorm,
+                          int dmode, const bk_weight *nw, int nmode, int m, int n, float eps) {
+    for (int i = 0; i < m; i++) {
+        float *xr = x + (size_t)i * n;
+        const float *dr = delta + (size_t)i * n;
+        if (dnorm) {
+            float r = cpu_norm_scale(dr, n, eps);
+            for (int j = 0; j < n; j++) xr[j] = xr[j] + dr[j] * r * cpu_norm_gain(dnorm, dmode, j);
+        } else {
+            for (int j = 0; j < n; j++) xr[j] = xr[j] + dr[j];
+        }
+        if (!xn) continue;
+        float r = cpu_norm_scale(xr, n, eps);
+        float *o = xn + (size_t)i * n;
+        for (int j = 0; j < n; j++) o[j] = xr[j] * r * cpu_norm_gain(nw, nmode, j);
+    }
+}
+
 void cpu_ops_rmsnorm_gated_ref(float *out, const float *x, const float *z, const bk_weight *w,
                                int m, int n, float eps) {
     for (int i = 0; i < m; i++) {
@@ -54,14 +85,19 @@ void cpu_ops_rmsnorm_gated_ref(float *out, const float *x, const float *z, const
     }
 }
 
-void cpu_ops_l2norm_ref(float *x, int m, int n, int ld, float eps, float scale) {
-    for (int i = 0; i < m; i++) {
-        float *xr = x + (size_t)i * ld;
+static void cpu_l2norm_rows(float *x, int lo, int hi, int n, int ld, int gpr, float eps,
+                            float scale) {
+    for (int i = lo; i < hi; i++) {
+        float *xr = x + (size_t)(i / gpr) * ld + (size_t)(i % gpr) * n;
         float ss = 0.0f;
         for (int j = 0; j < n; j++) ss += xr[j] * xr[j];
         float r = scale / sqrtf(ss + eps);
         for (int j = 0; j < n; j++) xr[j] *= r;
     }
+}
+
+void cpu_ops_l2norm_ref(float *x, int m, int n, int ld, int gpr, float eps, float scale) {
+    cpu_l2norm_rows(x, 0, m, n, ld, gpr, eps, scale);
 }
 
 void cpu_ops_add_ref(float *out, const float *a, const float *x, size_t n) {
@@ -128,7 +164,7 @@ typedef struct {
     const int32_t *ids;
     const bk_batch *bt;
     size_t n_items; /* rows or elements being split */
-    int n, ld, mode, heads, hd, rot, width;
+    int n, ld, mode, mode2, heads, hd, rot, width;
     float eps, scale;
     int n_tasks;
     const cpu_kernels *k;
@@ -152,6 +188,7 @@ enum {
     CPU_OP_EMBED,
     CPU_OP_RMSNORM,
     CPU_OP_RMSNORM_GATED,
+    CPU_OP_RESIDUAL,
     CPU_OP_L2NORM,
     CPU_OP_ADD,
     CPU_OP_SILU_MUL,
@@ -177,8 +214,12 @@ static void cpu_ops_task(void *ctx, int task, int worker) {
         cpu_rmsnorm_gated_fast(j->k, j->out + lo * j->n, j->x + lo * j->n, j->y + lo * j->n, j->w,
                                nr, j->n, j->eps);
         break;
+    case CPU_OP_RESIDUAL:
+        cpu_ops_residual_ref(j->out + lo * j->n, j->x2 ? j->x2 + lo * j->n : NULL, j->x + lo * j->n,
+                             j->w, j->mode, j->w2, j->mode2, nr, j->n, j->eps);
+        break;
     case CPU_OP_L2NORM:
-        cpu_ops_l2norm_ref(j->out + lo * j->ld, nr, j->n, j->ld, j->eps, j->scale);
+        cpu_l2norm_rows(j->out, (int)lo, (int)hi, j->n, j->ld, j->width, j->eps, j->scale);
         break;
     case CPU_OP_ADD: cpu_ops_add_ref(j->out + lo, j->x + lo, j->y + lo, hi - lo); break;
     case CPU_OP_SILU_MUL:
@@ -243,12 +284,29 @@ void cpu_ops_rmsnorm_gated(backend *b, float *out, const float *x, const float *
     cpu_ops_run(b, &j, 20 * (int64_t)n);
 }
 
-void cpu_ops_l2norm(backend *b, float *x, int m, int n, int ld, float eps, float scale) {
+void cpu_ops_residual(backend *b, float *x, float *xn, const float *delta, const bk_weight *dnorm,
+                      int dmode, const bk_weight *nw, int nmode, int m, int n, float eps) {
+    cpu_ops_job j = {.op = CPU_OP_RESIDUAL,
+                     .out = x,
+                     .x2 = xn,
+                     .x = delta,
+                     .w = dnorm,
+                     .mode = dmode,
+                     .w2 = nw,
+                     .mode2 = nmode,
+                     .n_items = (size_t)m,
+                     .n = n,
+                     .eps = eps};
+    cpu_ops_run(b, &j, 8 * (int64_t)n);
+}
+
+void cpu_ops_l2norm(backend *b, float *x, int m, int n, int ld, int gpr, float eps, float scale) {
     cpu_ops_job j = {.op = CPU_OP_L2NORM,
                      .out = x,
                      .n_items = (size_t)m,
                      .n = n,
                      .ld = ld,
+                     .width = gpr,
                      .eps = eps,
                      .scale = scale};
     cpu_ops_run(b, &j, 4 * (int64_t)n);

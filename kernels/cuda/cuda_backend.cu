@@ -324,6 +324,7 @@ static void cuda_fill_ops(backend_ops *o) {
     o->embed = cuda_embed;
     o->rmsnorm = cuda_rmsnorm;
     o->rmsnorm_gated = cuda_rmsnorm_gated;
+    o->residual = cuda_residual;
     o->l2norm = cuda_l2norm;
     o->add = cuda_add;
     o->silu_mul = cuda_silu_mul;

@@ -151,6 +151,7 @@ enum {
     CUDA_OP_EMBED,
     CUDA_OP_RMSNORM,
     CUDA_OP_RMSNORM_GATED,
+    CUDA_OP_RESIDUAL,
     CUDA_OP_L2NORM,
     CUDA_OP_ADD,
     CUDA_OP_SILU_MUL,
@@ -230,7 +231,9 @@ void cuda_rmsnorm_gated(backend *b, float *out, const float *x, const float *z, 
                         int m, int n, float eps);
 void cuda_rmsnorm_gated_grouped(backend *b, float *out, const float *x, const float *z,
                                 const bk_weight *w, int m, int width, int group, float eps);
-void cuda_l2norm(backend *b, float *x, int m, int n, int ld, float eps, float scale);
+void cuda_residual(backend *b, float *x, float *xn, const float *delta, const bk_weight *dnorm,
+                   int dmode, const bk_weight *nw, int nmode, int m, int n, float eps);
+void cuda_l2norm(backend *b, float *x, int m, int n, int ld, int gpr, float eps, float scale);
 /* cuda_rope.cu */
 void cuda_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads, int hd,
                int rot, int ld);

@@ -1,5 +1,6 @@
 /* cuda_norm.cu - the row normalisations: RMSNorm (plain, 1+w, none), gated RMSNorm,
- * gate-first grouped RMSNorm (Mamba2) and the L2 norm of the DeltaNet q/k heads.
+ * gate-first grouped RMSNorm (Mamba2), the L2 norm of the DeltaNet q/k heads, and the
+ * residual step fused with the norms around it.
  *
  * One row per warp for short rows, one row per 256-thread block for long ones (a decode
  * step has a single 2-4K row: a warp alone would read it at a fraction of the bandwidth).
@@ -25,9 +26,9 @@ template <int TPR> __device__ __forceinline__ float norm_row_sum(float v, float 
 
 /* kind: 0 rmsnorm (mode), 1 gated (x̂·w·silu(z)), 2 l2norm (x·scale/sqrt(Σx²+eps)),
  * 3 grouped gate-first (v = x·silu(z), v̂ = v / sqrt(mean v² + eps), v̂·w).
- * Rows: m of n floats, ld apart (ld = n except rmsnorm / l2norm). For kind 3 a "row" is
- * one group: row r is group r % gpr of token r / gpr, at r/gpr·ld + (r%gpr)·n, weight
- * offset (r%gpr)·n. */
+ * Rows: m of n floats, ld apart (ld = n except rmsnorm / l2norm). For kinds 2 and 3 a
+ * "row" is one group (a head): row r is group r % gpr of token r / gpr, at
+ * r/gpr·ld + (r%gpr)·n, weight offset (r%gpr)·n (kind 3). */
 template <int TPR>
 __global__ void __launch_bounds__(NORM_BLOCK)
     norm_rows(float *out, const float *x, const float *z, const void *w, int wdt, int m, int n,
@@ -37,7 +38,7 @@ __global__ void __launch_bounds__(NORM_BLOCK)
     int t = threadIdx.x % TPR;
     if (row >= m) return; /* TPR 32: a whole warp; TPR 256: a whole block (one row) */
     size_t base = (size_t)row * ld, woff = 0;
-    if (kind == 3) {
+    if (kind == 3 || kind == 2) {
         base = (size_t)(row / gpr) * ld + (size_t)(row % gpr) * n;
         woff = (size_t)(row % gpr) * n;
     }
@@ -69,6 +70,46 @@ __global__ void __launch_bounds__(NORM_BLOCK)
             o[j] = v * cuda_silu(zr[j]) * r * cuda_wget(w, wdt, woff + j);
         }
     }
+}
+
+__device__ __forceinline__ float norm_gain(const void *w, int wdt, int mode, int j) {
+    return mode == BK_NORM_PLAIN      ? cuda_wget(w, wdt, j)
+           : mode == BK_NORM_ONE_PLUS ? 1.0f + cuda_wget(w, wdt, j)
+                                      : 1.0f;
+}
+
+/* The fused residual step (backend.h, residual) on rows of n, TPR threads a row: the
+ * delta's norm (when dw), x += d, then x's norm into xn (when xn). Each thread reads and
+ * writes only its own elements of x, so the second sum sees this thread's new values. */
+template <int TPR>
+__global__ void __launch_bounds__(NORM_BLOCK)
+    norm_residual(float *__restrict__ x, float *__restrict__ xn, const float *__restrict__ delta,
+                  const void *dw, int dwdt, int dmode, const void *nw, int nwdt, int nmode, int m,
+                  int n, float eps) {
+    __shared__ float sm[NORM_BLOCK / 32];
+    int row = blockIdx.x * (NORM_BLOCK / TPR) + threadIdx.x / TPR;
+    int t = threadIdx.x % TPR;
+    if (row >= m) return; /* TPR 32: a whole warp; TPR 256: a whole block (one row) */
+    float *xr = x + (size_t)row * n;
+    const float *dr = delta + (size_t)row * n;
+    float r = 1.0f;
+    if (dw) {
+        float ss = 0.0f;
+        for (int j = t; j < n; j += TPR) ss += dr[j] * dr[j];
+        ss = norm_row_sum<TPR>(ss, sm);
+        r = 1.0f / sqrtf(ss / (float)n + eps);
+    }
+    float ss = 0.0f;
+    for (int j = t; j < n; j += TPR) {
+        float v = xr[j] + (dw ? dr[j] * r * norm_gain(dw, dwdt, dmode, j) : dr[j]);
+        xr[j] = v;
+        ss += v * v;
+    }
+    if (!xn) return;
+    ss = norm_row_sum<TPR>(ss, sm);
+    r = 1.0f / sqrtf(ss / (float)n + eps);
+    float *o = xn + (size_t)row * n;
+    for (int j = t; j < n; j += TPR) o[j] = xr[j] * r * norm_gain(nw, nwdt, nmode, j);
 }
 
 /* ---- launchers ---- */
@@ -110,11 +151,32 @@ void cuda_rmsnorm_gated(backend *b, float *out, const float *x, const float *z, 
     norm_launch(c, "rmsnorm_gated", out, x, z, w, m, n, n, 1, eps, 1.0f, 0, 1);
 }
 
-void cuda_l2norm(backend *b, float *x, int m, int n, int ld, float eps, float scale) {
+void cuda_residual(backend *b, float *x, float *xn, const float *delta, const bk_weight *dnorm,
+                   int dmode, const bk_weight *nw, int nmode, int m, int n, float eps) {
     cuda_impl *c = cuda_impl_of(b);
-    if (m <= 0 || n <= 0 || !cuda_enter(c, CUDA_OP_L2NORM, (const void *)x, m, n, ld, eps, scale))
+    const void *dw = dnorm ? dnorm->data : NULL, *nwd = xn && nw ? nw->data : NULL;
+    if (m <= 0 || n <= 0 ||
+        !cuda_enter(c, CUDA_OP_RESIDUAL, (const void *)x, (const void *)xn, (const void *)delta, dw,
+                    dmode, nwd, nmode, m, n, eps))
         return;
-    norm_launch(c, "l2norm", x, x, NULL, NULL, m, n, ld, 1, eps, scale, 0, 2);
+    int dwdt = dnorm ? (int)dnorm->dt : 0, nwdt = nwd ? (int)nw->dt : 0;
+    if (n >= 1024) {
+        norm_residual<NORM_BLOCK><<<m, NORM_BLOCK, 0, c->stream>>>(x, xn, delta, dw, dwdt, dmode,
+                                                                   nwd, nwdt, nmode, m, n, eps);
+    } else {
+        unsigned blocks = (unsigned)((m + NORM_BLOCK / 32 - 1) / (NORM_BLOCK / 32));
+        norm_residual<32><<<blocks, NORM_BLOCK, 0, c->stream>>>(x, xn, delta, dw, dwdt, dmode, nwd,
+                                                                nwdt, nmode, m, n, eps);
+    }
+    cuda_check_launch(c, "residual");
+}
+
+void cuda_l2norm(backend *b, float *x, int m, int n, int ld, int gpr, float eps, float scale) {
+    cuda_impl *c = cuda_impl_of(b);
+    if (m <= 0 || n <= 0 || gpr <= 0 ||
+        !cuda_enter(c, CUDA_OP_L2NORM, (const void *)x, m, n, ld, gpr, eps, scale))
+        return;
+    norm_launch(c, "l2norm", x, x, NULL, NULL, m, n, ld, gpr, eps, scale, 0, 2);
 }
 
 void cuda_rmsnorm_gated_grouped(backend *b, float *out, const float *x, const float *z,

@@ -24,6 +24,10 @@ frac, = num(r"^fraction\s+([0-9.]+) of the memory-read roofline")
 assert ms > 0 and tps > 0 and 0 < lo <= hi and roof > 0, t
 assert 0 < frac < 2, frac
 assert abs(tps / roof - frac) < 0.01 * frac + 1e-3, (tps, roof, frac)
+# the CPU backend has no graphs and no device sampler: every step eager, every token the host's
+g, e = num(r"^decode steps\s+(\d+) replayed a graph, (\d+) eager")
+d, h = num(r"^sampler\s+(\d+) tokens on the device, (\d+) on the host")
+assert (g, e, d) == (0, 40, 0) and h == 41, (g, e, d, h)
 PY
 err=$("$S" bench --model /nonexistent/model --gen-len 4 2>&1)
 rc=$?

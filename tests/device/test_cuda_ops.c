@@ -168,6 +168,38 @@ static void test_rmsnorm(void) {
         }
 }
 
+/* The fused residual step against the CPU's (itself the op sequence it replaces, bit for
+ * bit: tests/unit/test_cpu_ops.c): x and xn, for each delta norm / output norm choice,
+ * short rows (a warp each) and long ones (a block each). */
+static void test_residual(void) {
+    const int cases[][2] = {{7, 33}, {3, 2050}, {1, 4096}, {40, 256}};
+    const int modes[][2] = {{-1, BK_NORM_ONE_PLUS},
+                            {-1, -1},
+                            {BK_NORM_PLAIN, BK_NORM_PLAIN},
+                            {BK_NORM_PLAIN, -1},
+                            {BK_NORM_ONE_PLUS, BK_NORM_PLAIN}};
+    for (int ci = 0; ci < 4; ci++)
+        for (int mi = 0; mi < 5; mi++) {
+            int m = cases[ci][0], n = cases[ci][1], dm = modes[mi][0], nm = modes[mi][1];
+            size_t N = (size_t)m * n;
+            tw wd = wmake(DTYPE_BF16, n, 0, 0.5f), wn = wmake(DTYPE_F32, n, 0, 0.5f);
+            float *x = hrand(N, 2.0f), *dl = hrand(N, 2.0f), *xn = hvec(N);
+            float *gx = gput(x, N), *gd = gput(dl, N), *gxn = gput(NULL, N);
+            cpu->ops->residual(cpu, x, nm < 0 ? NULL : xn, dl, dm < 0 ? NULL : &wd.h, dm, &wn.h, nm,
+                               m, n, 1e-6f);
+            gpu->ops->residual(gpu, gx, nm < 0 ? NULL : gxn, gd, dm < 0 ? NULL : &wd.d, dm, &wn.d,
+                               nm, m, n, 1e-6f);
+            float *got = gget(gx, N), *gotn = gget(gxn, N), *gotd = gget(gd, N);
+            char shape[80];
+            snprintf(shape, sizeof shape, "m %d n %d delta norm %d out norm %d", m, n, dm, nm);
+            report("residual x", shape, got, x, N, TOL_EW);
+            if (nm >= 0) report("residual xn", shape, gotn, xn, N, TOL_EW);
+            report("residual delta kept", shape, gotd, dl, N, 0);
+            free(x), free(dl), free(xn), free(got), free(gotn), free(gotd);
+            gfree(gx), gfree(gd), gfree(gxn), wfree(&wd), wfree(&wn);
+        }
+}
+
 static void test_rmsnorm_gated(void) {
     const int cases[][2] = {{9, 130}, {4, 1025}, {64, 128}};
     for (int ci = 0; ci < 3; ci++) {
@@ -209,14 +241,21 @@ static void test_grouped(void) {
 }
 
 static void test_l2norm(void) {
-    int m = 6, n = 129, ld = 131;
-    size_t t = (size_t)m * ld;
-    float *x = hrand(t, 1.0f), *ref = hdup(x, t), *d = gput(x, t);
-    cpu->ops->l2norm(cpu, ref, m, n, ld, 1e-6f, 0.088f);
-    gpu->ops->l2norm(gpu, d, m, n, ld, 1e-6f, 0.088f);
-    float *got = gget(d, t);
-    report("l2norm", "m 6 n 129 ld 131", got, ref, t, TOL_EW);
-    free(x), free(ref), free(got), gfree(d);
+    /* rows ld apart; then heads inside token rows (gpr heads of n per ld-wide token row,
+     * Qwen3.5's q and k in its conv output), short rows and block-wide ones */
+    const int cases[][4] = {{6, 129, 131, 1}, {3 * 16, 128, 6144, 16}, {2 * 4, 1100, 9000, 4}};
+    for (int ci = 0; ci < 3; ci++) {
+        int m = cases[ci][0], n = cases[ci][1], ld = cases[ci][2], gpr = cases[ci][3];
+        size_t t = (size_t)(m / gpr) * ld;
+        float *x = hrand(t, 1.0f), *ref = hdup(x, t), *d = gput(x, t);
+        cpu->ops->l2norm(cpu, ref, m, n, ld, gpr, 1e-6f, 0.088f);
+        gpu->ops->l2norm(gpu, d, m, n, ld, gpr, 1e-6f, 0.088f);
+        float *got = gget(d, t);
+        char shape[64];
+        snprintf(shape, sizeof shape, "m %d n %d ld %d gpr %d", m, n, ld, gpr);
+        report("l2norm", shape, got, ref, t, TOL_EW);
+        free(x), free(ref), free(got), gfree(d);
+    }
 }
 
 /* add, silu_mul, gelu_tanh_mul, sigmoid_mul, relu2, scale, softcap */
@@ -431,6 +470,7 @@ static const struct {
 } op_tests[] = {
     {"embed", test_embed},
     {"rmsnorm", test_rmsnorm},
+    {"residual", test_residual},
     {"rmsnorm_gated", test_rmsnorm_gated},
     {"grouped", test_grouped},
     {"l2norm", test_l2norm},

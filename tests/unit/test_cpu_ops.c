@@ -226,6 +226,40 @@ static void test_rmsnorm(void) {
             }
 }
 
+/* The fused residual step is the op sequence it replaces, bit for bit: rmsnorm of delta
+ * (when normed), add, rmsnorm into xn (when wanted), on every ISA and thread count. */
+static void test_residual(void) {
+    static const int ns[] = {1, 17, 256, 4099};
+    for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+        for (int variant = 0; variant < 6; variant++) {
+            int n = ns[ni], m = 3, di = variant & 1;
+            int dmode = variant < 2 ? -1 : variant < 4 ? BK_NORM_PLAIN : BK_NORM_ONE_PLUS;
+            int nmode = variant == 4 ? -1 : variant & 1 ? BK_NORM_ONE_PLUS : BK_NORM_PLAIN;
+            size_t N = (size_t)m * n;
+            float *x0 = frand(N), *d0 = frand(N), *wd = frand((size_t)n), *wn = frand((size_t)n);
+            bk_weight Wd = make_weight(wd, 1, n, all_dt[di]),
+                      Wn = make_weight(wn, 1, n, all_dt[di]);
+            for (int bi = 0; bi < n_be; bi++) {
+                backend *b = be[bi];
+                float *x = fvec(N), *d = fvec(N), *xn = fvec(N), *rx = fvec(N), *rd = fvec(N),
+                      *rxn = fvec(N);
+                memcpy(x, x0, N * 4), memcpy(d, d0, N * 4), memcpy(rx, x0, N * 4);
+                memcpy(rd, d0, N * 4);
+                b->ops->residual(b, x, nmode < 0 ? NULL : xn, d, dmode < 0 ? NULL : &Wd, dmode, &Wn,
+                                 nmode, m, n, 1e-6f);
+                if (dmode >= 0) b->ops->rmsnorm(b, rd, rd, &Wd, m, n, n, 1e-6f, dmode);
+                b->ops->add(b, rx, rx, rd, N);
+                if (nmode >= 0) b->ops->rmsnorm(b, rxn, rx, &Wn, m, n, n, 1e-6f, nmode);
+                CHECK_SAME(x, rx, N, "residual x n=%d variant %d", n, variant);
+                if (nmode >= 0) CHECK_SAME(xn, rxn, N, "residual xn n=%d variant %d", n, variant);
+                CHECK_SAME(d, d0, N, "residual left delta n=%d variant %d", n, variant);
+                free(x), free(d), free(xn), free(rx), free(rd), free(rxn);
+            }
+            free_weight(&Wd), free_weight(&Wn);
+            free(x0), free(d0), free(wd), free(wn);
+        }
+}
+
 static void test_rmsnorm_gated(void) {
     static const int ns[] = {1, 3, 17, 128};
     for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
@@ -275,17 +309,37 @@ static void test_l2norm(void) {
         for (int bi = 0; bi < n_be; bi++) {
             float *y = fvec((size_t)m * ld);
             memcpy(y, x, (size_t)m * ld * sizeof(float));
-            be[bi]->ops->l2norm(be[bi], y, m, n, ld, 1e-6f, scale);
+            be[bi]->ops->l2norm(be[bi], y, m, n, ld, 1, 1e-6f, scale);
             CHECK_CLOSE(y, want, (size_t)m * ld, 2e-5 * 4 * scale + 1e-9, "l2norm n=%d", n);
             free(y);
         }
         free(want);
         free(x);
     }
+    /* heads inside token rows (Qwen3.5's q heads in its conv output): 3 tokens of 4 heads of
+     * 5, token rows 23 apart; the 3 values after the heads are left alone */
+    {
+        enum { TOK = 3, G = 4, N = 5, LD = 23 };
+        float *x = frand(TOK * LD), *y = fvec(TOK * LD);
+        double want[TOK * LD];
+        for (int i = 0; i < TOK * LD; i++) want[i] = x[i];
+        for (int r = 0; r < TOK * G; r++) {
+            int at = r / G * LD + r % G * N;
+            double ss = 0;
+            for (int j = 0; j < N; j++) ss += (double)x[at + j] * x[at + j];
+            for (int j = 0; j < N; j++) want[at + j] = x[at + j] * 0.5 / sqrt(ss + 1e-6);
+        }
+        for (int bi = 0; bi < n_be; bi++) {
+            memcpy(y, x, sizeof(float) * TOK * LD);
+            be[bi]->ops->l2norm(be[bi], y, TOK * G, N, LD, G, 1e-6f, 0.5f);
+            CHECK_CLOSE(y, want, (size_t)TOK * LD, 2e-5, "l2norm of heads in token rows (%d)", G);
+        }
+        free(x), free(y);
+    }
     /* eps inside the root: an all-zero row stays finite (0), not NaN */
     float z[3] = {0, 0, 0};
     for (int bi = 0; bi < n_be; bi++) {
-        be[bi]->ops->l2norm(be[bi], z, 1, 3, 3, 1e-6f, 1.0f);
+        be[bi]->ops->l2norm(be[bi], z, 1, 3, 3, 1, 1e-6f, 1.0f);
         CHECK(z[0] == 0.0f && z[1] == 0.0f && z[2] == 0.0f);
     }
 }
@@ -529,6 +583,7 @@ int main(void) {
     RUN(test_matmul_real);
     RUN(test_embed);
     RUN(test_rmsnorm);
+    RUN(test_residual);
     RUN(test_rmsnorm_gated);
     RUN(test_l2norm);
     RUN(test_elementwise);

@@ -12,6 +12,8 @@ strata files are parsed from the lines cmd_bench.c prints:
   decode           60 tokens, 123.45 tok/s (...)
   read bandwidth   4250.00-4300.00 GB/s (5 probes around 4 decode segments)
   fraction         0.812 of the memory-read roofline
+  decode steps     60 replayed a graph, 0 eager
+  sampler          61 tokens on the device, 0 on the host
 A file named strata_<model>.txt belongs to the peer row <model>; a missing or unparsable
 file shows as n/a with the reason (the exit status is on the file's last line).
 """
@@ -29,6 +31,10 @@ PATTERNS = {
     # the first group is the lowest reading, the optional second the highest
     "read_bw_gbs": re.compile(r"^read bandwidth\s+(?:[0-9.]+-)?([0-9.]+) GB/s", re.M),
     "fraction": re.compile(r"^fraction\s+([0-9.]+)", re.M),
+    "graph_steps": re.compile(r"^decode steps\s+(\d+) replayed a graph", re.M),
+    "eager_steps": re.compile(r"^decode steps\s+\d+ replayed a graph, (\d+) eager", re.M),
+    "dev_tokens": re.compile(r"^sampler\s+(\d+) tokens on the device", re.M),
+    "host_tokens": re.compile(r"^sampler\s+\d+ tokens on the device, (\d+) on the host", re.M),
 }
 
 
@@ -120,8 +126,9 @@ def main():
     else:
         print("(no peer results)\n")
     print("| model | HF prefill (ms) | HF decode (tok/s) | strata prefill (ms) | strata decode (tok/s) "
-          "| strata / HF decode | ceiling (tok/s) | strata % of its roofline | note |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| strata / HF decode | ceiling (tok/s) | strata % of its roofline "
+          "| decode steps: graph / eager | tokens sampled: device / host | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for m in models:
         p, s = prow.get(m, {}), srow.get(m, {})
         hf, st = p.get("decode_tok_s"), s.get("decode_tok_s")
@@ -131,7 +138,10 @@ def main():
             notes.append("strata: not run")
         print(f"| {m} | {f(p.get('prefill_ms'), '.1f')} | {f(hf, '.1f')} | {f(s.get('prefill_ms'), '.1f')} "
               f"| {f(st, '.1f')} | {f(hf and st and st / hf, '.2f')} | {f(p.get('ceiling_tok_s'), '.0f')} "
-              f"| {f(s.get('fraction') and 100 * s['fraction'], '.1f')} | {'; '.join(notes)} |")
+              f"| {f(s.get('fraction') and 100 * s['fraction'], '.1f')} "
+              f"| {f(s.get('graph_steps'), '.0f')} / {f(s.get('eager_steps'), '.0f')} "
+              f"| {f(s.get('dev_tokens'), '.0f')} / {f(s.get('host_tokens'), '.0f')} "
+              f"| {'; '.join(notes)} |")
     return 0
 
 
