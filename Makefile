@@ -191,7 +191,7 @@ $(HC_DIR)/rt/%.o: engine/base/%.c
 $(HC_DIR)/libstrata_cuda.so: $(HC_OBJ)
 	$(CXX) -shared -o $@ $^ -pthread -ldl
 
-$(HC_DIR)/test_cuda_ops: $(wildcard tests/device/*ops*.c tests/device/*.h) tests/test_batch.h \
+$(HC_DIR)/test_cuda_ops: $(wildcard tests/device/*ops*.c tests/device/*.h) tests/test_batch.h tests/test_kv.h \
                          $(BUILD)/libstrata.a
 	$(CC) $(CFLAGS) -o $@ $(filter %.c,$^) $(BUILD)/libstrata.a $(LDLIBS)
 

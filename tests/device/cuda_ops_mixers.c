@@ -10,6 +10,7 @@
 #include "engine/base/clock.h"
 #include "kernels/backend_select.h"
 #include "tests/device/cuda_ops_test.h"
+#include "tests/test_kv.h"
 
 /* ---- kv_store + attention ---- */
 
@@ -19,26 +20,6 @@ typedef struct {
     float scale, softcap;
     int n_seqs, len[3], pos0[3], slot[3];
 } att_cfg;
-
-/* n values of src as a cache half of dt (host memory): f32 as is, or rounded to bf16. */
-static void *att_half(const float *src, size_t n, dtype dt) {
-    void *p = malloc(n * dtype_size(dt));
-    if (!p) abort();
-    for (size_t i = 0; i < n; i++) {
-        if (dt == DTYPE_BF16) ((uint16_t *)p)[i] = dtype_f32_to_bf16(src[i]);
-        else ((float *)p)[i] = src[i];
-    }
-    return p;
-}
-
-/* A cache half as f32 values, for the report (exact for both dtypes). */
-static float *att_widen(const void *p, size_t n, dtype dt) {
-    float *f = hvec(n);
-    for (size_t i = 0; i < n; i++)
-        f[i] =
-            dt == DTYPE_BF16 ? dtype_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-    return f;
-}
 
 static void *att_dev(const void *h, size_t bytes) {
     void *d = gpu->ops->alloc(gpu, bytes);
@@ -57,7 +38,7 @@ static void att_one(const att_cfg *c, dtype dt) {
     float *kc0 = hrand(csz, 1.0f), *vc0 = hrand(csz, 1.0f);
     float *k = hrand((size_t)m * kvw, 1.0f), *v = hrand((size_t)m * kvw, 1.0f);
     float *q = hrand(qn, 2.0f), *out = hvec(qn);
-    bk_kv hkv = {att_half(kc0, csz, dt), att_half(vc0, csz, dt), dt, c->cap, kvw};
+    bk_kv hkv = {test_kv_half(kc0, csz, dt), test_kv_half(vc0, csz, dt), dt, c->cap, kvw};
     bk_kv dkv = {att_dev(hkv.k, cbytes), att_dev(hkv.v, cbytes), dt, c->cap, kvw};
     float *dk = gput(k, (size_t)m * kvw);
     float *dv = gput(v, (size_t)m * kvw), *dq = gput(q, qn), *dout = gput(out, qn);
@@ -74,7 +55,7 @@ static void att_one(const att_cfg *c, dtype dt) {
     void *gkb = malloc(cbytes);
     if (!gkb) abort();
     gpu->ops->download(gpu, gkb, dkv.k, cbytes);
-    float *gk = att_widen(gkb, csz, dt), *wk = att_widen(hkv.k, csz, dt);
+    float *gk = test_kv_widen(gkb, csz, dt), *wk = test_kv_widen(hkv.k, csz, dt);
     char name[96];
     snprintf(name, sizeof name, "%s, %s cache", c->name, dtn(dt));
     report("kv_store", name, gk, wk, csz, 0);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/dsample.h"
 #include "engine/sampler.h"
 #include "tests/device/cuda_ops_test.h"
 
@@ -121,24 +122,10 @@ static void run_case(const sample_case *c) {
         gpu->ops->upload(gpu, dcounts, counts, N * sizeof *counts);
     }
     for (int r = 0; r < m; r++) {
-        const sampler_params *p = sampler_get_params(smp[r]);
-        req[r] = (bk_sample_req){
-            .temperature = p->temperature,
-            .top_p = p->top_p,
-            .min_p = p->min_p,
-            .top_k = p->top_k,
-            .repetition_penalty = p->repetition_penalty,
-            .presence_penalty = p->presence_penalty,
-            .frequency_penalty = p->frequency_penalty,
-            .top_logprobs = p->top_logprobs,
-            .logprobs = p->logprobs,
-            .n_bias = c->n_bias,
-            .bias_ids = dbi,
-            .bias_vals = dbv,
-            .counts = dcounts ? dcounts + (size_t)r * n : NULL,
-            .seed = p->seed,
-            .draw = sampler_draws(smp[r]),
-        };
+        dsample_req_of(smp[r], &req[r]);
+        req[r].bias_ids = dbi;
+        req[r].bias_vals = dbv;
+        req[r].counts = dcounts ? dcounts + (size_t)r * n : NULL;
     }
     gpu->ops->sample(gpu, res, dl, req, m, n);
     float *dev_rows = gget(dl, N);

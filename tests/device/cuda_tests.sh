@@ -33,7 +33,7 @@ LIB_DIR=${LIB_DIR:-$DEV_DIR/lib}
 BUILD=${BUILD:-build}
 CFLAGS_T="-std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -pthread -fno-strict-aliasing -Wno-format-truncation"
 TEST_SRC="tests/device/test_cuda_ops.c tests/device/cuda_ops_mixers.c tests/device/cuda_ops_ref.c tests/device/cuda_ops_sample.c"
-HOST_SRC="kernels/backend.c kernels/backend_select.c engine/base/err.c engine/base/dtype.c engine/batch.c engine/sampler.c"
+HOST_SRC="kernels/backend.c kernels/backend_select.c engine/base/err.c engine/base/dtype.c engine/batch.c engine/sampler.c engine/dsample.c"
 GOLDEN_UNITS="qwen35 gemma4 nemotron_h"   # tests/unit/test_<unit>_golden.c
 
 abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }

@@ -17,6 +17,7 @@
 #define CPU_TEST_SEED 0x243f6a8885a308d3ull
 #include "tests/cpu_test_util.h"
 #include "tests/test.h"
+#include "tests/test_kv.h"
 
 /* ---- attention ---- */
 
@@ -73,23 +74,12 @@ static void att_case_free(att_case *c) {
     free(c->vc0);
 }
 
-/* A cache of dt holding the f32 values src[n] (rounded to bf16 for BF16). */
-static void *cache_of(const float *src, size_t n, dtype dt) {
-    void *p = malloc(n * dtype_size(dt));
-    if (!p) abort();
-    for (size_t i = 0; i < n; i++) {
-        if (dt == DTYPE_BF16) ((uint16_t *)p)[i] = dtype_f32_to_bf16(src[i]);
-        else ((float *)p)[i] = src[i];
-    }
-    return p;
-}
-
 /* Runs kv_store + attention for sequences [s0, s1) of the case on backend bi into out. */
 static void att_run(const att_case *c, int bi, int s0, int s1, float *out) {
     int kvw = c->KV * c->D;
     size_t csz = (size_t)c->slots * c->cap * kvw;
-    bk_kv kv = {.k = cache_of(c->kc0, csz, c->dt),
-                .v = cache_of(c->vc0, csz, c->dt),
+    bk_kv kv = {.k = test_kv_half(c->kc0, csz, c->dt),
+                .v = test_kv_half(c->vc0, csz, c->dt),
                 .dt = c->dt,
                 .cap = c->cap,
                 .width = kvw};
