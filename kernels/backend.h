@@ -54,6 +54,8 @@ typedef struct bk_batch {
     const void *dev;        /* backend-private mirror, set by batch_prepare */
 } bk_batch;
 
+#define BK_MATMUL_MAX 4 /* weights one matmul_n takes */
+
 /* One row's request to backend_ops.sample; the pointers are backend memory. */
 #define BK_SAMPLE_TOP 20          /* alternatives reported at most (SAMPLER_MAX_TOP_LOGPROBS) */
 #define BK_SAMPLE_CANDIDATES 1024 /* candidates a backend sorts; a row needing more: token -1 */
@@ -159,6 +161,11 @@ typedef struct backend_ops {
      * instructions and tensor cores take. Each row of out depends only on its row of x
      * (bit for bit on the CPU, whatever m). out must not alias x. */
     void (*matmul)(backend *b, float *out, const float *x, const bk_weight *w, int m);
+    /* out[j] = x · w[j]ᵀ for j < n_w (1 <= n_w <= BK_MATMUL_MAX): projections of one input
+     * (q | k | v, gate | up, ...), exactly n_w matmul calls (bit for bit on the CPU), which
+     * a backend may run as one kernel. The outputs alias neither x nor each other. */
+    void (*matmul_n)(backend *b, float *const *out, const float *x, const bk_weight *const *w,
+                     int n_w, int m);
 
     /* ---- position encoding ---- */
     /* Rotate-half RoPE on the first rot dims of each head, in place. x is [m, heads,
@@ -281,6 +288,7 @@ typedef struct backend_ops {
 #define BK_OP_LIST(X)                                                          \
     X(EMBED) X(RMSNORM) X(RMSNORM_GATED) X(RESIDUAL) X(L2NORM) X(ADD)          \
     X(SILU_MUL) X(SIGMOID_MUL) X(SPLIT_HALVES) X(GATHER_ROWS) X(MATMUL)        \
+    X(MATMUL_N)                                                                \
     X(ROPE) X(KV_STORE) X(ATTENTION) X(CONV1D) X(GDN_GATES)                    \
     X(GATED_DELTA) X(GELU_TANH_MUL) X(RELU2) X(SCALE) X(SOFTCAP)               \
     X(RMSNORM_GATED_GROUPED) X(SSD) X(READ_BANDWIDTH) X(MEMORY) X(LAST_ERROR)  \

@@ -631,12 +631,13 @@ static void g4_attention(g4 *m, int l, const bk_batch *bt) {
     g4_layer *L = &m->layers[l], *D = &m->layers[c->donor[l]];
     int T = bt->n_tokens, ty = c->full[l], hd = c->hd[l], kvh = c->kvh[c->donor[l]];
     const float *inv_freq = m->inv_freq[ty];
-    o->matmul(b, m->q, m->xn, &L->wq, T); /* [T, H, hd] */
+    const int owner = c->donor[l] == l; /* owners project k, v into their cache */
+    float *outs[] = {m->q, m->k, m->v}; /* [T, H, hd], [T, kvh, hd] x 2 */
+    const bk_weight *ws[] = {&L->wq, &L->wk, &L->wv};
+    o->matmul_n(b, outs, m->xn, ws, owner ? 3 : 1, T);
     o->rmsnorm(b, m->q, m->q, &L->q_norm, T * c->H, hd, hd, c->eps, BK_NORM_PLAIN);
     o->rope(b, m->q, bt, inv_freq, c->H, hd, hd, c->H * hd);
-    if (c->donor[l] == l) { /* owner: k, v of this step into the cache */
-        o->matmul(b, m->k, m->xn, &L->wk, T);
-        o->matmul(b, m->v, m->xn, &L->wv, T);
+    if (owner) {
         o->rmsnorm(b, m->k, m->k, &L->k_norm, T * kvh, hd, hd, c->eps, BK_NORM_PLAIN);
         o->rmsnorm(b, m->v, m->v, NULL, T * kvh, hd, hd, c->eps, BK_NORM_NONE); /* v_norm */
         o->rope(b, m->k, bt, inv_freq, kvh, hd, hd, kvh * hd);
@@ -673,8 +674,9 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
                     BK_NORM_PLAIN, T, h, c->eps);
         /* GeGLU MLP, §3.8 */
         float *gate = m->big1, *up = m->big2; /* [T, I] */
-        o->matmul(b, gate, m->xn, &L->gate, T);
-        o->matmul(b, up, m->xn, &L->up, T);
+        float *gu[] = {gate, up};
+        const bk_weight *gw[] = {&L->gate, &L->up};
+        o->matmul_n(b, gu, m->xn, gw, 2, T);
         o->gelu_tanh_mul(b, gate, gate, up, T, I);
         o->matmul(b, m->mix, gate, &L->down, T);
         o->residual(b, m->x, NULL, m->mix, &L->post_ff_norm, BK_NORM_PLAIN, NULL, 0, T, h,

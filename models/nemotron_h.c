@@ -562,9 +562,9 @@ static void nh_attention(nh *m, nh_layer *L, bk_batch *bt) {
     backend *b = m->b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens;
-    o->matmul(b, m->wide, m->xn, &L->wq, T); /* q [T, H, D]; no RoPE */
-    o->matmul(b, m->pre, m->xn, &L->wk, T);  /* k [T, KV, D] */
-    o->matmul(b, m->post, m->xn, &L->wv, T); /* v [T, KV, D] */
+    float *outs[] = {m->wide, m->pre, m->post}; /* q [T, H, D] (no RoPE), k, v [T, KV, D] */
+    const bk_weight *ws[] = {&L->wq, &L->wk, &L->wv};
+    o->matmul_n(b, outs, m->xn, ws, 3, T);
     o->kv_store(b, &L->kv, m->pre, m->post, bt);
     o->attention(b, m->y, m->wide, &L->kv, bt, c->H, c->KV, c->D, 1.0f / sqrtf((float)c->D), 0,
                  0.0f);

@@ -425,10 +425,10 @@ static void q35_attention(q35 *m, q35_layer *L, bk_batch *bt) {
     int T = bt->n_tokens, HD = c->H * c->D, kw = c->KV * c->D;
     float *qg = m->big1, *ctx = m->big2; /* [T, H, 2D], [T, H·D] */
     float *q = m->qa, *gate = m->ga, *k = m->ka, *v = m->va;
-    o->matmul(b, qg, m->xn, &L->wq, T);
+    float *outs[] = {qg, k, v};
+    const bk_weight *ws[] = {&L->wq, &L->wk, &L->wv};
+    o->matmul_n(b, outs, m->xn, ws, 3, T);
     o->split_halves(b, q, gate, qg, T * c->H, c->D); /* query | gate per head */
-    o->matmul(b, k, m->xn, &L->wk, T);
-    o->matmul(b, v, m->xn, &L->wv, T);
     o->rmsnorm(b, q, q, &L->q_norm, T * c->H, c->D, c->D, c->eps, BK_NORM_ONE_PLUS);
     o->rmsnorm(b, k, k, &L->k_norm, T * c->KV, c->D, c->D, c->eps, BK_NORM_ONE_PLUS);
     o->rope(b, q, bt, m->inv_freq, c->H, c->D, c->rot, HD);
@@ -450,15 +450,15 @@ static void q35_deltanet(q35 *m, q35_layer *L, bk_batch *bt) {
     float *q = conv, *k = conv + kd, *v = conv + 2 * kd;
     float *a = m->qa, *bb = m->ka;     /* [T, Hv] each */
     float *core = m->big2, *z = m->ga; /* [T, Hv, dv] each */
-    o->matmul(b, qkv, m->xn, &L->qkv, T);
+    /* the four projections of xn at once: qkv, z, a, b */
+    float *outs[] = {qkv, z, a, bb};
+    const bk_weight *ws[] = {&L->qkv, &L->wz, &L->wa, &L->wb};
+    o->matmul_n(b, outs, m->xn, ws, 4, T);
     o->conv1d(b, conv, qkv, C, &L->conv, NULL, L->conv_state, bt, C, c->K, 1);
     o->l2norm(b, q, T * c->Hk, c->dk, C, c->Hk, 1e-6f, 1.0f / sqrtf((float)c->dk));
     o->l2norm(b, k, T * c->Hk, c->dk, C, c->Hk, 1e-6f, 1.0f);
-    o->matmul(b, a, m->xn, &L->wa, T);
-    o->matmul(b, bb, m->xn, &L->wb, T);
     o->gdn_gates(b, m->gg, m->beta, a, bb, &L->A_log, &L->dt_bias, T, c->Hv);
     o->gated_delta(b, core, q, k, C, v, C, m->gg, m->beta, L->S, bt, c->Hk, c->Hv, c->dk, c->dv);
-    o->matmul(b, z, m->xn, &L->wz, T);
     o->rmsnorm_gated(b, core, core, z, &L->norm, T * c->Hv, c->dv, c->eps);
     o->matmul(b, m->mix, core, &L->out, T);
 }
@@ -485,8 +485,9 @@ static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const in
                     c->eps);
         /* MLP: down(silu(gate(u)) ⊙ up(u)) */
         float *gate = m->big1, *up = m->big2; /* [T, I] */
-        o->matmul(b, gate, m->xn, &L->gate, T);
-        o->matmul(b, up, m->xn, &L->up, T);
+        float *gu[] = {gate, up};
+        const bk_weight *gw[] = {&L->gate, &L->up};
+        o->matmul_n(b, gu, m->xn, gw, 2, T);
         o->silu_mul(b, gate, gate, up, T, c->inter);
         o->matmul(b, m->mix, gate, &L->down, T);
         /* x += mix; and the next layer's input_layernorm (the head norms its own rows) */

@@ -158,6 +158,7 @@ static const backend_ops cpu_backend_ops = {
     .split_halves = cpu_ops_split_halves,
     .gather_rows = cpu_ops_gather_rows,
     .matmul = cpu_matmul,
+    .matmul_n = cpu_matmul_n,
     .rope = cpu_ops_rope,
     .kv_store = cpu_attention_kv_store,
     .attention = cpu_attention,

@@ -175,6 +175,8 @@ void cpu_ops_split_halves(backend *b, float *a, float *g, const float *in, int r
 void cpu_ops_gather_rows(backend *b, float *out, const float *x, const int32_t *rows, int n,
                          int width);
 void cpu_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m);
+void cpu_matmul_n(backend *b, float *const *out, const float *x, const bk_weight *const *w, int n_w,
+                  int m);
 void cpu_ops_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads,
                   int hd, int rot, int ld);
 void cpu_attention_kv_store(backend *b, const bk_kv *kv, const float *k, const float *v,

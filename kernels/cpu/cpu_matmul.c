@@ -96,6 +96,11 @@ static void cpu_matmul_run(backend *b, cpu_matmul_job *j) {
     cpu_pool_run(c->pool, cpu_matmul_task, j, j->n_split * j->m_split);
 }
 
+void cpu_matmul_n(backend *b, float *const *out, const float *x, const bk_weight *const *w, int n_w,
+                  int m) {
+    for (int j = 0; j < n_w; j++) cpu_matmul(b, out[j], x, w[j], m);
+}
+
 void cpu_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m) {
     cpu_impl *c = cpu_impl_of(b);
     cpu_matmul_job j = {.out = out,

@@ -332,6 +332,7 @@ static void cuda_fill_ops(backend_ops *o) {
     o->split_halves = cuda_split_halves;
     o->gather_rows = cuda_gather_rows;
     o->matmul = cuda_matmul;
+    o->matmul_n = cuda_matmul_n;
     o->rope = cuda_rope;
     o->kv_store = cuda_kv_store;
     o->attention = cuda_attention;

@@ -159,6 +159,7 @@ enum {
     CUDA_OP_SPLIT,
     CUDA_OP_GATHER,
     CUDA_OP_MATMUL,
+    CUDA_OP_MATMUL_N,
     CUDA_OP_ROPE,
     CUDA_OP_KV_STORE,
     CUDA_OP_ATTENTION,
@@ -239,6 +240,8 @@ void cuda_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, 
                int rot, int ld);
 /* cuda_matmul.cu */
 void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m);
+void cuda_matmul_n(backend *b, float *const *out, const float *x, const bk_weight *const *w,
+                   int n_w, int m);
 /* cuda_attention.cu */
 void cuda_kv_store(backend *b, const bk_kv *kv, const float *k, const float *v, const bk_batch *bt);
 void cuda_attention(backend *b, float *out, const float *q, const bk_kv *kv, const bk_batch *bt,

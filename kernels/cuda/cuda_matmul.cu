@@ -21,6 +21,15 @@
 
 enum { MM_GEMV_MAX_M = 8, MM_THREADS = 256, MM_WARPS = MM_THREADS / 32 };
 
+/* The weights of one GEMV launch (matmul_n: up to BK_MATMUL_MAX projections of one x):
+ * rows [end[j-1], end[j]) of the launch are weight j's, written to out[j]. */
+struct mm_segs {
+    const void *w[BK_MATMUL_MAX];
+    float *out[BK_MATMUL_MAX];
+    int end[BK_MATMUL_MAX];
+    int n_seg;
+};
+
 /* ---- weight element access by dtype (DT = the dtype enum value) ---- */
 template <int DT> struct mm_w;
 template <> struct mm_w<DTYPE_F32> {
@@ -115,13 +124,20 @@ __host__ __device__ constexpr bool mm_rx(int dt, int m) { return dt == DTYPE_BF1
 
 template <int DT, int M>
 __global__ void __launch_bounds__(MM_THREADS)
-    mm_gemv(float *__restrict__ out, const float *__restrict__ x, const uint16_t *__restrict__ xb,
-            const void *__restrict__ w, int n, int k, int wpr, int vec) {
+    mm_gemv(mm_segs sg, const float *__restrict__ x, const uint16_t *__restrict__ xb, int k,
+            int wpr, int vec) {
     typedef mm_w<DT> W;
     constexpr bool RX = mm_rx(DT, M);
     __shared__ float red[MM_WARPS][M];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int row = blockIdx.x * (MM_WARPS / wpr) + warp / wpr, part = warp % wpr;
+    const int grow = blockIdx.x * (MM_WARPS / wpr) + warp / wpr, part = warp % wpr;
+    /* this warp's weight: the segment its launch row falls in */
+    int j = 0;
+    while (j + 1 < sg.n_seg && grow >= sg.end[j]) j++;
+    const int start = j ? sg.end[j - 1] : 0, n = sg.end[j] - start;
+    const int row = grow < sg.end[sg.n_seg - 1] ? grow - start : n; /* n: past the last */
+    const void *__restrict__ w = sg.w[j];
+    float *__restrict__ out = sg.out[j];
     float acc[M];
 #pragma unroll
     for (int t = 0; t < M; t++) acc[t] = 0.0f;
@@ -233,8 +249,7 @@ __global__ void __launch_bounds__(256)
 /* ---- launchers ---- */
 
 template <int DT>
-static void mm_gemv_launch(cuda_impl *c, float *out, const float *x, const void *w, int m, int n,
-                           int k) {
+static void mm_gemv_launch(cuda_impl *c, const mm_segs &sg, const float *x, int m, int k) {
     const int VE = mm_w<DT>::VE;
     const uint16_t *xb = NULL;
     if (DT == DTYPE_BF16 &&
@@ -245,16 +260,15 @@ static void mm_gemv_launch(cuda_impl *c, float *out, const float *x, const void 
         xb = (const uint16_t *)c->act16;
     }
     const void *xp = xb ? (const void *)xb : (const void *)x;
-    int vec = k % VE == 0 && (uintptr_t)xp % 16 == 0 && (uintptr_t)w % 16 == 0;
+    int vec = k % VE == 0 && (uintptr_t)xp % 16 == 0, n = sg.end[sg.n_seg - 1];
+    for (int j = 0; j < sg.n_seg; j++) vec &= (uintptr_t)sg.w[j] % 16 == 0;
     int chunks = vec ? k / VE : k, wpr = 1;
     /* Few rows (the DeltaNet a/b projections): split each row over warps so the matrix
      * still spreads over the GPU, while every lane keeps >= 2 chunks to stream. */
     while (wpr < MM_WARPS && (int64_t)n * wpr < 32LL * c->n_sm && chunks >= 64 * wpr) wpr *= 2;
     unsigned blocks = (unsigned)((n + MM_WARPS / wpr - 1) / (MM_WARPS / wpr));
 #define MM_CASE(M_)                                                                                \
-    case M_:                                                                                       \
-        mm_gemv<DT, M_><<<blocks, MM_THREADS, 0, c->stream>>>(out, x, xb, w, n, k, wpr, vec);      \
-        break;
+    case M_: mm_gemv<DT, M_><<<blocks, MM_THREADS, 0, c->stream>>>(sg, x, xb, k, wpr, vec); break;
     switch (m) {
         MM_CASE(1) MM_CASE(2) MM_CASE(3) MM_CASE(4) MM_CASE(5) MM_CASE(6) MM_CASE(7) MM_CASE(8)
     }
@@ -304,6 +318,13 @@ static void mm_blas_bf16(cuda_impl *c, float *out, const float *x, const void *w
     }
 }
 
+static void mm_gemv_dispatch(cuda_impl *c, dtype dt, const mm_segs &sg, const float *x, int m,
+                             int k) {
+    if (dt == DTYPE_BF16) mm_gemv_launch<DTYPE_BF16>(c, sg, x, m, k);
+    else if (dt == DTYPE_F16) mm_gemv_launch<DTYPE_F16>(c, sg, x, m, k);
+    else mm_gemv_launch<DTYPE_F32>(c, sg, x, m, k);
+}
+
 void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m) {
     cuda_impl *c = cuda_impl_of(b);
     int n = (int)w->shape[0], k = (int)w->shape[1];
@@ -311,12 +332,11 @@ void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int
         !cuda_enter(c, CUDA_OP_MATMUL, (const void *)out, (const void *)x, w->data, m, n, k))
         return;
     if (m <= MM_GEMV_MAX_M) {
+        mm_segs sg = {{w->data}, {out}, {n}, 1};
         if (w->dt == DTYPE_BF16 &&
             (size_t)m * k > CUDA_ACT16_ELEMS) /* x outgrows act16: no model */
             mm_tiled_launch(c, out, x, w, m, n, k);
-        else if (w->dt == DTYPE_BF16) mm_gemv_launch<DTYPE_BF16>(c, out, x, w->data, m, n, k);
-        else if (w->dt == DTYPE_F16) mm_gemv_launch<DTYPE_F16>(c, out, x, w->data, m, n, k);
-        else mm_gemv_launch<DTYPE_F32>(c, out, x, w->data, m, n, k);
+        else mm_gemv_dispatch(c, w->dt, sg, x, m, k);
     } else if (w->dt == DTYPE_BF16) {
         mm_blas_bf16(c, out, x, w->data, m, n, k);
     } else if (w->dt == DTYPE_F32) {
@@ -324,4 +344,35 @@ void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int
     } else {
         mm_tiled_launch(c, out, x, w, m, n, k);
     }
+}
+
+/* One GEMV launch over every weight's rows when they can share it (decode: m <= 8, one
+ * dtype and k, x within act16; BF16 x rounded once for all); otherwise one matmul each. */
+void cuda_matmul_n(backend *b, float *const *out, const float *x, const bk_weight *const *w,
+                   int n_w, int m) {
+    cuda_impl *c = cuda_impl_of(b);
+    int k = n_w > 0 ? (int)w[0]->shape[1] : 0, one = n_w > 0 && n_w <= BK_MATMUL_MAX;
+    for (int j = 0; one && j < n_w; j++)
+        one = w[j]->dt == w[0]->dt && (int)w[j]->shape[1] == k && w[j]->shape[0] > 0;
+    one =
+        one && m <= MM_GEMV_MAX_M && !(w[0]->dt == DTYPE_BF16 && (size_t)m * k > CUDA_ACT16_ELEMS);
+    if (!one) {
+        for (int j = 0; j < n_w; j++) cuda_matmul(b, out[j], x, w[j], m);
+        return;
+    }
+    if (m <= 0 ||
+        !cuda_enter(c, CUDA_OP_MATMUL_N, (const void *)x, m, k, n_w, (const void *)out[0],
+                    w[0]->data, n_w > 1 ? (const void *)out[1] : NULL, n_w > 1 ? w[1]->data : NULL,
+                    n_w > 2 ? (const void *)out[2] : NULL, n_w > 2 ? w[2]->data : NULL,
+                    n_w > 3 ? (const void *)out[3] : NULL, n_w > 3 ? w[3]->data : NULL))
+        return;
+    mm_segs sg = {};
+    for (int j = 0, end = 0; j < n_w; j++) {
+        end += (int)w[j]->shape[0];
+        sg.w[j] = w[j]->data;
+        sg.out[j] = out[j];
+        sg.end[j] = end;
+    }
+    sg.n_seg = n_w;
+    mm_gemv_dispatch(c, w[0]->dt, sg, x, m, k);
 }

@@ -2,11 +2,12 @@
 # tests/cuda-host/mutants.sh - do the CUDA op tests catch typical kernel bugs? Plants one
 # bug at a time into a copy of kernels/cuda (a dropped barrier, an off-by-one tail, wrong
 # GQA head mappings, a short warp reduction, two off-by-one conv windows, a decode GEMV
-# that forgets to round x to bf16, a fused residual norming the wrong row, a bf16 kv
-# cache read wrong, three sampler slips), builds the host library from it and runs that
-# kernel's op test (test_cuda_ops --only), which must fail on every one: comparisons that
-# fail, or the runtime aborting on a fault. A mutant whose pattern is no longer in the
-# source is an error too: the list must follow the kernels.
+# that forgets to round x to bf16, a fused residual norming the wrong row, a multi-weight
+# GEMV segment edge off by one, a bf16 kv cache read wrong, three sampler slips), builds
+# the host library from it and runs that kernel's op test (test_cuda_ops --only), which
+# must fail on every one: comparisons that fail, or the runtime aborting on a fault. A
+# mutant whose pattern is no longer in the source is an error too: the list must follow
+# the kernels.
 # Env (make cuda-host-check passes them): BUILD, CXX, HC_FLAGS. Exit 0 when all are caught.
 set -u
 BUILD=${BUILD:-build}
@@ -33,6 +34,7 @@ MUTANTS=(
     "decode conv window off by one|cuda_conv.cu|conv1d|n + r < W ? st|n + r <= W ? st"
     "decode GEMV x left unrounded|cuda_matmul.cu|matmul|f[e] = mm_round_x(f[e]);|f[e] = f[e];"
     "residual output norm of the delta, not the sum|cuda_norm.cu|residual|o[j] = xr[j] * r * norm_gain(nw|o[j] = dr[j] * r * norm_gain(nw"
+    "matmul_n row on the wrong weight at a segment edge|cuda_matmul.cu|matmul_n|grow >= sg.end[j]) j++;|grow > sg.end[j]) j++;"
     "bf16 kv cache read off by a bit|cuda_attention.cu|attention|((const uint16_t *)c)[i] << 16)|((const uint16_t *)c)[i] << 15)"
     "sampler ties to the higher id|cuda_sample.cu|sample|(w == v && j < i)|(w == v && j > i)"
     "sampler does not count its token|cuda_sample.cu|sample|1u) + 2u;|1u) + 0u;"

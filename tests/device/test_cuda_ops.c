@@ -394,6 +394,43 @@ static void matmul_one(dtype dt, int n, int k, int m) {
     free(got), free(x), free(ref), gfree(dx), gfree(dout), wfree(&w);
 }
 
+/* matmul_n against the CPU's matmuls: one GEMV over every weight's rows at m <= 8 (few
+ * rows next to many, so the row split and the segment edges cross blocks), one matmul
+ * each past it. */
+static void test_matmul_n(void) {
+    const int ns[] = {2048, 16, 16, 6};
+    const dtype dts[] = {DTYPE_BF16, DTYPE_F32};
+    const int ms[] = {1, 2, 3, 8, 9};
+    int k = 1024;
+    for (int di = 0; di < 2; di++)
+        for (int mi = 0; mi < 5; mi++)
+            for (int nw = 2; nw <= 4; nw += 2) {
+                int m = ms[mi];
+                tw w[4];
+                const bk_weight *hw[4], *dw[4];
+                float *ref[4], *dout[4];
+                float *x = hrand((size_t)m * k, 1.0f), *dx = gput(x, (size_t)m * k);
+                for (int j = 0; j < nw; j++) {
+                    w[j] = wmake(dts[di], ns[j], k, 0.05f);
+                    hw[j] = &w[j].h, dw[j] = &w[j].d;
+                    ref[j] = hvec((size_t)m * ns[j]);
+                    dout[j] = gput(NULL, (size_t)m * ns[j]);
+                }
+                cpu->ops->matmul_n(cpu, ref, x, hw, nw, m);
+                gpu->ops->matmul_n(gpu, dout, dx, dw, nw, m);
+                for (int j = 0; j < nw; j++) {
+                    float *got = gget(dout[j], (size_t)m * ns[j]);
+                    char shape[80];
+                    snprintf(shape, sizeof shape, "%s %d weights, #%d [%d,%d] m %d", dtn(dts[di]),
+                             nw, j, ns[j], k, m);
+                    report("matmul_n", shape, got, ref[j], (size_t)m * ns[j],
+                           dts[di] == DTYPE_F32 ? TOL_MM32 : TOL_MM16);
+                    free(got), free(ref[j]), gfree(dout[j]), wfree(&w[j]);
+                }
+                free(x), gfree(dx);
+            }
+}
+
 static void test_matmul(void) {
     const dtype dts[] = {DTYPE_BF16, DTYPE_F16, DTYPE_F32};
     /* n, k: vector path; k % 8 != 0 (scalar path); few rows (split rows over warps);
@@ -479,6 +516,7 @@ static const struct {
     {"gates", test_gates},
     {"rope", test_rope},
     {"matmul", test_matmul},
+    {"matmul_n", test_matmul_n},
     {"attention", test_attention},
     {"conv1d", test_conv1d},
     {"gated_delta", test_gated_delta},
