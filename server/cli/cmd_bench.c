@@ -9,17 +9,20 @@
 
 #include "engine/text/tokenizer.h"
 #include "kernels/backend_select.h"
+#include "server/cli/bench_gemv.h"
 #include "server/cli/cli_engine.h"
 
 static const char bench_usage[] =
     "usage: strata bench --model DIR|PRESET [--load-format dummy] [--prompt-len 16]\n"
     "         [--gen-len 60] [--dtype bf16|f16|f32] [--device cpu|cuda|auto] [--threads N]\n"
     "         [--prefill-chunk N] [--kv-cache-dtype auto|bf16|f32] [--host-sampling]\n"
-    "         [--print-tokens]\n"
+    "         [--print-tokens] [--gemv]\n"
     "Prints prefill ms, decode tok/s, bytes read per decode token, the measured read\n"
     "bandwidth and the fraction of the roofline reached. --print-tokens also prints the\n"
     "prompt and the greedy tokens (ids, and text with the checkpoint's tokenizer).\n"
-    "--host-sampling samples on the CPU where the device has a sampler.\n";
+    "--host-sampling samples on the CPU where the device has a sampler. --gemv then times\n"
+    "every distinct matmul shape of a decode step alone, at m = 1 and m = 8, against the\n"
+    "copy bandwidth (\"gemv\" lines).\n";
 
 /* This machine's streaming bandwidth drifts between phases (about 50 and 85 GB/s on the
  * dev machine), so decode runs in segments with a bandwidth probe between them; each
@@ -77,11 +80,11 @@ static void bench_print_ids(const char *what, const int32_t *ids, int n) {
 
 int cmd_bench(int argc, char **argv) {
     cli_model o;
-    int print_tokens = 0;
-    /* --print-tokens is ours; the rest are the shared model options */
+    int print_tokens = 0, gemv = 0;
+    /* --print-tokens and --gemv are ours; the rest are the shared model options */
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--print-tokens")) {
-            print_tokens = 1;
+        if (!strcmp(argv[i], "--print-tokens") || !strcmp(argv[i], "--gemv")) {
+            *(argv[i][2] == 'g' ? &gemv : &print_tokens) = 1;
             memmove(argv + i, argv + i + 1, sizeof *argv * (size_t)(argc - i));
             argc--, i--;
         }
@@ -167,6 +170,20 @@ int cmd_bench(int argc, char **argv) {
         bench_print_ids("prompt ids", ids, o.prompt_len);
         bench_print_ids("generated ids", res.ids, res.n_ids);
         if (tok) printf("generated text   %.*s\n", (int)res.text.len, res.text.p ? res.text.p : "");
+    }
+    if (gemv) { /* the shapes of two more decode steps, then each timed alone */
+        bench_gemv *g = bench_gemv_start(o.b);
+        cli_result rec = {0};
+        clk.measuring = 0;
+        int bad = !g || cli_run(e, &o, ids, o.prompt_len, 3, NULL, NULL, &rec);
+        bench_gemv_stop(g);
+        cli_result_free(&rec);
+        if (!bad) bench_gemv_report(g, bw_hi);
+        bench_gemv_free(g);
+        if (bad) {
+            fprintf(stderr, "strata: the gemv benchmark could not run\n");
+            goto out;
+        }
     }
     rc = 0;
 out:

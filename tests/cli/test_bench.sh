@@ -29,6 +29,19 @@ g, e = num(r"^decode steps\s+(\d+) replayed a graph, (\d+) eager")
 d, h = num(r"^sampler\s+(\d+) tokens on the device, (\d+) on the host")
 assert (g, e, d) == (0, 40, 0) and h == 41, (g, e, d, h)
 PY
+# --gemv: one line per distinct matmul shape of the tiny model (its projections, MLP and
+# head), each with a time and a fraction at m 1 and m 8
+out=$("$S" bench --model tests/golden/qwen35_tiny --prompt-len 4 --gen-len 2 --threads 2 --gemv 2>&1) ||
+    fail "bench --gemv exited $?: $out"
+python3 - "$out" <<'PY' || fail "gemv report: $out"
+import re, sys
+rows = re.findall(r"^gemv\s+\[(\d+) x (\d+)\] F32: m 1 ([0-9.]+) us [0-9]+ GB/s \(([0-9.]+)\), "
+                  r"m 8 ([0-9.]+) us [0-9]+ GB/s \(([0-9.]+)\)$", sys.argv[1], re.M)
+shapes = {(int(n), int(k)) for n, k, *_ in rows}
+assert len(rows) == len(shapes) >= 5, rows  # distinct shapes, each once
+assert (512, 64) in shapes, shapes  # the head: vocab 512 x hidden 64
+assert all(float(r[2]) >= 0 and float(r[4]) > 0 for r in rows), rows
+PY
 err=$("$S" bench --model /nonexistent/model --gen-len 4 2>&1)
 rc=$?
 [ $rc -eq 1 ] || fail "bad model: exit $rc ($err)"

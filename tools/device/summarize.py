@@ -142,7 +142,32 @@ def main():
               f"| {f(s.get('graph_steps'), '.0f')} / {f(s.get('eager_steps'), '.0f')} "
               f"| {f(s.get('dev_tokens'), '.0f')} / {f(s.get('host_tokens'), '.0f')} "
               f"| {'; '.join(notes)} |")
+    print_gemv(args.strata)
     return 0
+
+
+GEMV = re.compile(r"^gemv\s+\[(\d+) x (\d+)\] (\w+): m 1 ([0-9.]+) us [0-9]+ GB/s \(([0-9.]+)\), "
+                  r"m 8 ([0-9.]+) us [0-9]+ GB/s \(([0-9.]+)\)", re.M)
+
+
+def print_gemv(paths):
+    """The per-shape GEMV lines of `bench --gemv`: time and fraction of the copy bandwidth."""
+    rows = []
+    for p in paths:
+        m = re.match(r"strata_(.+)\.txt$", os.path.basename(p))
+        try:
+            text = open(p, errors="replace").read()
+        except OSError:
+            continue
+        for g in GEMV.finditer(text):
+            rows.append((m.group(1) if m else p,) + g.groups())
+    if not rows:
+        return
+    print("\n### Decode GEMV per shape (fraction of the copy bandwidth)\n")
+    print("| model | W [n x k] | dtype | m 1 (us) | m 1 fraction | m 8 (us) | m 8 fraction |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} x {r[2]} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]} |")
 
 
 if __name__ == "__main__":
