@@ -132,11 +132,13 @@ typedef struct backend_ops {
     /* The residual step between two sublayers, fused (one pass instead of two or three
      * ops). Per row of n, rows contiguous:
      *   d = dnorm ? rmsnorm(delta) by dnorm, dmode (BK_NORM_PLAIN / ONE_PLUS) : delta;
-     *   x += d;   xn = rmsnorm(x) by nw, nmode (when xn is not NULL).
+     *   x = x + d, then x = x · s[0] when s (a 1-element weight: Gemma's layer_scalar);
+     *   xn = rmsnorm(x) by nw, nmode (when xn is not NULL).
      * delta is not modified; xn aliases neither x nor delta. Equal, bit for bit on the
-     * CPU, to rmsnorm(delta) into delta, add, rmsnorm into xn. */
+     * CPU, to rmsnorm(delta) into delta, add, scale(x, 1, s), rmsnorm into xn. */
     void (*residual)(backend *b, float *x, float *xn, const float *delta, const bk_weight *dnorm,
-                     int dmode, const bk_weight *nw, int nmode, int m, int n, float eps);
+                     int dmode, const bk_weight *s, const bk_weight *nw, int nmode, int m, int n,
+                     float eps);
     /* Per row of n: x = x · scale / sqrt(Σx² + eps), in place. Rows come gpr to a group,
      * groups ld apart: row r starts at (r / gpr)·ld + (r % gpr)·n (gpr 1: rows ld apart;
      * gpr heads: the heads of each token inside a wider token row). */

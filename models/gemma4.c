@@ -663,15 +663,15 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
     o->scale(b, m->x, m->s_embed, NULL, Th); /* x₀ = E[t] · √h, §3.3 */
     if (c->P) g4_ple(m, bt, tokens);
     const float *ple = T == 1 ? m->ple : m->plt;
+    o->rmsnorm(b, m->xn, m->x, &m->layers[0].in_norm, T, h, h, c->eps, BK_NORM_PLAIN);
     for (int l = 0; l < c->n_layer; l++) {
         g4_layer *L = &m->layers[l];
         int I = c->width[l];
-        /* §3.5 */
-        o->rmsnorm(b, m->xn, m->x, &L->in_norm, T, h, h, c->eps, BK_NORM_PLAIN);
+        /* §3.5; xn = input_layernorm(x), made by the previous layer's last residual step */
         g4_attention(m, l, bt);
         /* x += post_attention_norm(mix); xn = pre_feedforward_norm(x) */
-        o->residual(b, m->x, m->xn, m->mix, &L->post_attn_norm, BK_NORM_PLAIN, &L->pre_ff_norm,
-                    BK_NORM_PLAIN, T, h, c->eps);
+        o->residual(b, m->x, m->xn, m->mix, &L->post_attn_norm, BK_NORM_PLAIN, NULL,
+                    &L->pre_ff_norm, BK_NORM_PLAIN, T, h, c->eps);
         /* GeGLU MLP, §3.8 */
         float *gate = m->big1, *up = m->big2; /* [T, I] */
         float *gu[] = {gate, up};
@@ -679,16 +679,21 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
         o->matmul_n(b, gu, m->xn, gw, 2, T);
         o->gelu_tanh_mul(b, gate, gate, up, T, I);
         o->matmul(b, m->mix, gate, &L->down, T);
-        o->residual(b, m->x, NULL, m->mix, &L->post_ff_norm, BK_NORM_PLAIN, NULL, 0, T, h,
-                    c->eps); /* x += post_feedforward_norm(mix) */
+        /* The layer's last residual step also scales the whole stream by layer_scalar and
+         * makes the next layer's input_layernorm (the head norms its own rows). */
+        const bk_weight *next = l + 1 < c->n_layer ? &m->layers[l + 1].in_norm : NULL;
+        float *nxn = next ? m->xn : NULL;
+        /* x += post_feedforward_norm(mix) */
+        o->residual(b, m->x, c->P ? NULL : nxn, m->mix, &L->post_ff_norm, BK_NORM_PLAIN,
+                    c->P ? NULL : &L->scalar, next, BK_NORM_PLAIN, T, h, c->eps);
         /* PLE block: x += norm(W_proj · (gelu(W_gate · x) ⊙ ple_l)) */
         if (c->P) {
             o->matmul(b, m->pg, m->x, &L->pl_gate, T);
             o->gelu_tanh_mul(b, m->pg, m->pg, ple + (size_t)l * T * c->P, T, c->P);
             o->matmul(b, m->mix, m->pg, &L->pl_proj, T);
-            o->residual(b, m->x, NULL, m->mix, &L->pl_norm, BK_NORM_PLAIN, NULL, 0, T, h, c->eps);
+            o->residual(b, m->x, nxn, m->mix, &L->pl_norm, BK_NORM_PLAIN, &L->scalar, next,
+                        BK_NORM_PLAIN, T, h, c->eps);
         }
-        o->scale(b, m->x, 1.0f, &L->scalar, Th); /* the whole stream */
     }
     /* Final norm, tied head and softcap (§3.9) only on the rows whose logits are wanted. */
     arch_logits(b, &m->head, m->x, out_rows, n_out, out);

@@ -603,8 +603,8 @@ static int nh_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
         }
         /* x += mix; and the next layer's norm (the head norms its own rows) */
         const bk_weight *next = i + 1 < c->n_layer ? &m->layers[i + 1].norm : NULL;
-        o->residual(b, m->x, next ? m->xn : NULL, m->mix, NULL, 0, next, BK_NORM_PLAIN, T, c->h,
-                    c->eps);
+        o->residual(b, m->x, next ? m->xn : NULL, m->mix, NULL, 0, NULL, next, BK_NORM_PLAIN, T,
+                    c->h, c->eps);
     }
     /* norm_f and the head only on the rows whose logits are wanted, a chunk at a time. */
     arch_logits(b, &m->head, m->x, out_rows, n_out, out);

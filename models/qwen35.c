@@ -481,7 +481,7 @@ static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const in
         if (c->full[i]) q35_attention(m, L, bt);
         else q35_deltanet(m, L, bt);
         /* x += mix; xn = post_attention_layernorm(x) */
-        o->residual(b, m->x, m->xn, m->mix, NULL, 0, &L->post_norm, BK_NORM_ONE_PLUS, T, c->h,
+        o->residual(b, m->x, m->xn, m->mix, NULL, 0, NULL, &L->post_norm, BK_NORM_ONE_PLUS, T, c->h,
                     c->eps);
         /* MLP: down(silu(gate(u)) ⊙ up(u)) */
         float *gate = m->big1, *up = m->big2; /* [T, I] */
@@ -492,8 +492,8 @@ static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const in
         o->matmul(b, m->mix, gate, &L->down, T);
         /* x += mix; and the next layer's input_layernorm (the head norms its own rows) */
         const bk_weight *next = i + 1 < c->n_layer ? &m->layers[i + 1].in_norm : NULL;
-        o->residual(b, m->x, next ? m->xn : NULL, m->mix, NULL, 0, next, BK_NORM_ONE_PLUS, T, c->h,
-                    c->eps);
+        o->residual(b, m->x, next ? m->xn : NULL, m->mix, NULL, 0, NULL, next, BK_NORM_ONE_PLUS, T,
+                    c->h, c->eps);
     }
     /* Final norm and head only on the rows whose logits are wanted, a chunk at a time. */
     arch_logits(b, &m->head, m->x, out_rows, n_out, out);

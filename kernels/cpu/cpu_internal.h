@@ -136,7 +136,8 @@ void cpu_ops_rmsnorm_gated_ref(float *out, const float *x, const float *z, const
 void cpu_ops_l2norm_ref(float *x, int m, int n, int ld, int gpr, float eps, float scale);
 void cpu_ops_add_ref(float *out, const float *a, const float *x, size_t n);
 void cpu_ops_residual_ref(float *x, float *xn, const float *delta, const bk_weight *dnorm,
-                          int dmode, const bk_weight *nw, int nmode, int m, int n, float eps);
+                          int dmode, const bk_weight *s, const bk_weight *nw, int nmode, int m,
+                          int n, float eps);
 void cpu_ops_silu_mul_ref(float *out, const float *gate, const float *up, int m, int n);
 void cpu_ops_sigmoid_mul_ref(float *x, const float *gate, size_t n);
 void cpu_ops_split_halves_ref(float *a, float *g, const float *in, int rows, int half);
@@ -166,7 +167,8 @@ void cpu_ops_rmsnorm(backend *b, float *out, const float *x, const bk_weight *w,
 void cpu_ops_rmsnorm_gated(backend *b, float *out, const float *x, const float *z,
                            const bk_weight *w, int m, int n, float eps);
 void cpu_ops_residual(backend *b, float *x, float *xn, const float *delta, const bk_weight *dnorm,
-                      int dmode, const bk_weight *nw, int nmode, int m, int n, float eps);
+                      int dmode, const bk_weight *s, const bk_weight *nw, int nmode, int m, int n,
+                      float eps);
 void cpu_ops_l2norm(backend *b, float *x, int m, int n, int ld, int gpr, float eps, float scale);
 void cpu_ops_add(backend *b, float *out, const float *a, const float *x, size_t n);
 void cpu_ops_silu_mul(backend *b, float *out, const float *gate, const float *up, int m, int n);

@@ -56,7 +56,8 @@ static float cpu_norm_gain(const bk_weight *w, int mode, int j) {
 }
 
 void cpu_ops_residual_ref(float *x, float *xn, const float *delta, const bk_weight *dnorm,
-                          int dmode, const bk_weight *nw, int nmode, int m, int n, float eps) {
+                          int dmode, const bk_weight *s, const bk_weight *nw, int nmode, int m,
+                          int n, float eps) {
     for (int i = 0; i < m; i++) {
         float *xr = x + (size_t)i * n;
         const float *dr = delta + (size_t)i * n;
@@ -65,6 +66,10 @@ void cpu_ops_residual_ref(float *x, float *xn, const float *delta, const bk_weig
             for (int j = 0; j < n; j++) xr[j] = xr[j] + dr[j] * r * cpu_norm_gain(dnorm, dmode, j);
         } else {
             for (int j = 0; j < n; j++) xr[j] = xr[j] + dr[j];
+        }
+        if (s) { /* as the scale op: x · (1 · s[0]) */
+            float f = 1.0f * cpu_weight_at(s, 0);
+            for (int j = 0; j < n; j++) xr[j] *= f;
         }
         if (!xn) continue;
         float r = cpu_norm_scale(xr, n, eps);
@@ -160,7 +165,7 @@ typedef struct {
     int op;
     float *out, *x2;
     const float *x, *y;
-    const bk_weight *w, *w2;
+    const bk_weight *w, *w2, *w3;
     const int32_t *ids;
     const bk_batch *bt;
     size_t n_items; /* rows or elements being split */
@@ -216,7 +221,7 @@ static void cpu_ops_task(void *ctx, int task, int worker) {
         break;
     case CPU_OP_RESIDUAL:
         cpu_ops_residual_ref(j->out + lo * j->n, j->x2 ? j->x2 + lo * j->n : NULL, j->x + lo * j->n,
-                             j->w, j->mode, j->w2, j->mode2, nr, j->n, j->eps);
+                             j->w, j->mode, j->w3, j->w2, j->mode2, nr, j->n, j->eps);
         break;
     case CPU_OP_L2NORM:
         cpu_l2norm_rows(j->out, (int)lo, (int)hi, j->n, j->ld, j->width, j->eps, j->scale);
@@ -285,13 +290,15 @@ void cpu_ops_rmsnorm_gated(backend *b, float *out, const float *x, const float *
 }
 
 void cpu_ops_residual(backend *b, float *x, float *xn, const float *delta, const bk_weight *dnorm,
-                      int dmode, const bk_weight *nw, int nmode, int m, int n, float eps) {
+                      int dmode, const bk_weight *s, const bk_weight *nw, int nmode, int m, int n,
+                      float eps) {
     cpu_ops_job j = {.op = CPU_OP_RESIDUAL,
                      .out = x,
                      .x2 = xn,
                      .x = delta,
                      .w = dnorm,
                      .mode = dmode,
+                     .w3 = s,
                      .w2 = nw,
                      .mode2 = nmode,
                      .n_items = (size_t)m,

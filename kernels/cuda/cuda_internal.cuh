@@ -233,7 +233,8 @@ void cuda_rmsnorm_gated(backend *b, float *out, const float *x, const float *z, 
 void cuda_rmsnorm_gated_grouped(backend *b, float *out, const float *x, const float *z,
                                 const bk_weight *w, int m, int width, int group, float eps);
 void cuda_residual(backend *b, float *x, float *xn, const float *delta, const bk_weight *dnorm,
-                   int dmode, const bk_weight *nw, int nmode, int m, int n, float eps);
+                   int dmode, const bk_weight *s, const bk_weight *nw, int nmode, int m, int n,
+                   float eps);
 void cuda_l2norm(backend *b, float *x, int m, int n, int ld, int gpr, float eps, float scale);
 /* cuda_rope.cu */
 void cuda_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads, int hd,

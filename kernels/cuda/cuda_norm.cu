@@ -84,8 +84,8 @@ __device__ __forceinline__ float norm_gain(const void *w, int wdt, int mode, int
 template <int TPR>
 __global__ void __launch_bounds__(NORM_BLOCK)
     norm_residual(float *__restrict__ x, float *__restrict__ xn, const float *__restrict__ delta,
-                  const void *dw, int dwdt, int dmode, const void *nw, int nwdt, int nmode, int m,
-                  int n, float eps) {
+                  const void *dw, int dwdt, int dmode, const void *sw, int swdt, const void *nw,
+                  int nwdt, int nmode, int m, int n, float eps) {
     __shared__ float sm[NORM_BLOCK / 32];
     int row = blockIdx.x * (NORM_BLOCK / TPR) + threadIdx.x / TPR;
     int t = threadIdx.x % TPR;
@@ -99,9 +99,11 @@ __global__ void __launch_bounds__(NORM_BLOCK)
         ss = norm_row_sum<TPR>(ss, sm);
         r = 1.0f / sqrtf(ss / (float)n + eps);
     }
+    const float f = sw ? 1.0f * cuda_wget(sw, swdt, 0) : 1.0f; /* as the scale op */
     float ss = 0.0f;
     for (int j = t; j < n; j += TPR) {
         float v = xr[j] + (dw ? dr[j] * r * norm_gain(dw, dwdt, dmode, j) : dr[j]);
+        if (sw) v *= f;
         xr[j] = v;
         ss += v * v;
     }
@@ -152,21 +154,24 @@ void cuda_rmsnorm_gated(backend *b, float *out, const float *x, const float *z, 
 }
 
 void cuda_residual(backend *b, float *x, float *xn, const float *delta, const bk_weight *dnorm,
-                   int dmode, const bk_weight *nw, int nmode, int m, int n, float eps) {
+                   int dmode, const bk_weight *s, const bk_weight *nw, int nmode, int m, int n,
+                   float eps) {
     cuda_impl *c = cuda_impl_of(b);
     const void *dw = dnorm ? dnorm->data : NULL, *nwd = xn && nw ? nw->data : NULL;
+    const void *sw = s ? s->data : NULL;
     if (m <= 0 || n <= 0 ||
         !cuda_enter(c, CUDA_OP_RESIDUAL, (const void *)x, (const void *)xn, (const void *)delta, dw,
-                    dmode, nwd, nmode, m, n, eps))
+                    dmode, sw, nwd, nmode, m, n, eps))
         return;
     int dwdt = dnorm ? (int)dnorm->dt : 0, nwdt = nwd ? (int)nw->dt : 0;
+    int swdt = s ? (int)s->dt : 0;
     if (n >= 1024) {
-        norm_residual<NORM_BLOCK><<<m, NORM_BLOCK, 0, c->stream>>>(x, xn, delta, dw, dwdt, dmode,
-                                                                   nwd, nwdt, nmode, m, n, eps);
+        norm_residual<NORM_BLOCK><<<m, NORM_BLOCK, 0, c->stream>>>(
+            x, xn, delta, dw, dwdt, dmode, sw, swdt, nwd, nwdt, nmode, m, n, eps);
     } else {
         unsigned blocks = (unsigned)((m + NORM_BLOCK / 32 - 1) / (NORM_BLOCK / 32));
-        norm_residual<32><<<blocks, NORM_BLOCK, 0, c->stream>>>(x, xn, delta, dw, dwdt, dmode, nwd,
-                                                                nwdt, nmode, m, n, eps);
+        norm_residual<32><<<blocks, NORM_BLOCK, 0, c->stream>>>(x, xn, delta, dw, dwdt, dmode, sw,
+                                                                swdt, nwd, nwdt, nmode, m, n, eps);
     }
     cuda_check_launch(c, "residual");
 }

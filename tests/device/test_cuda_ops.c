@@ -183,20 +183,23 @@ static void test_residual(void) {
             int m = cases[ci][0], n = cases[ci][1], dm = modes[mi][0], nm = modes[mi][1];
             size_t N = (size_t)m * n;
             tw wd = wmake(DTYPE_BF16, n, 0, 0.5f), wn = wmake(DTYPE_F32, n, 0, 0.5f);
+            tw ws = wmake(DTYPE_BF16, 1, 0, 2.0f); /* layer_scalar, in every other case */
+            const bk_weight *hs = mi & 1 ? &ws.h : NULL, *ds = mi & 1 ? &ws.d : NULL;
             float *x = hrand(N, 2.0f), *dl = hrand(N, 2.0f), *xn = hvec(N);
             float *gx = gput(x, N), *gd = gput(dl, N), *gxn = gput(NULL, N);
-            cpu->ops->residual(cpu, x, nm < 0 ? NULL : xn, dl, dm < 0 ? NULL : &wd.h, dm, &wn.h, nm,
-                               m, n, 1e-6f);
-            gpu->ops->residual(gpu, gx, nm < 0 ? NULL : gxn, gd, dm < 0 ? NULL : &wd.d, dm, &wn.d,
+            cpu->ops->residual(cpu, x, nm < 0 ? NULL : xn, dl, dm < 0 ? NULL : &wd.h, dm, hs, &wn.h,
                                nm, m, n, 1e-6f);
+            gpu->ops->residual(gpu, gx, nm < 0 ? NULL : gxn, gd, dm < 0 ? NULL : &wd.d, dm, ds,
+                               &wn.d, nm, m, n, 1e-6f);
             float *got = gget(gx, N), *gotn = gget(gxn, N), *gotd = gget(gd, N);
             char shape[80];
-            snprintf(shape, sizeof shape, "m %d n %d delta norm %d out norm %d", m, n, dm, nm);
+            snprintf(shape, sizeof shape, "m %d n %d delta norm %d out norm %d%s", m, n, dm, nm,
+                     hs ? " scaled" : "");
             report("residual x", shape, got, x, N, TOL_EW);
             if (nm >= 0) report("residual xn", shape, gotn, xn, N, TOL_EW);
             report("residual delta kept", shape, gotd, dl, N, 0);
             free(x), free(dl), free(xn), free(got), free(gotn), free(gotd);
-            gfree(gx), gfree(gd), gfree(gxn), wfree(&wd), wfree(&wn);
+            gfree(gx), gfree(gd), gfree(gxn), wfree(&wd), wfree(&wn), wfree(&ws);
         }
 }
 

@@ -227,7 +227,8 @@ static void test_rmsnorm(void) {
 }
 
 /* The fused residual step is the op sequence it replaces, bit for bit: rmsnorm of delta
- * (when normed), add, rmsnorm into xn (when wanted), on every ISA and thread count. */
+ * (when normed), add, scale by a 1-element weight (odd variants), rmsnorm into xn (when
+ * wanted), on every ISA and thread count. */
 static void test_residual(void) {
     static const int ns[] = {1, 17, 256, 4099};
     for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
@@ -237,25 +238,29 @@ static void test_residual(void) {
             int nmode = variant == 4 ? -1 : variant & 1 ? BK_NORM_ONE_PLUS : BK_NORM_PLAIN;
             size_t N = (size_t)m * n;
             float *x0 = frand(N), *d0 = frand(N), *wd = frand((size_t)n), *wn = frand((size_t)n);
+            float sv = 1.7f;
             bk_weight Wd = make_weight(wd, 1, n, all_dt[di]),
-                      Wn = make_weight(wn, 1, n, all_dt[di]);
+                      Wn = make_weight(wn, 1, n, all_dt[di]),
+                      Ws = make_weight(&sv, 1, 1, all_dt[di]);
+            const bk_weight *S = variant & 1 ? &Ws : NULL;
             for (int bi = 0; bi < n_be; bi++) {
                 backend *b = be[bi];
                 float *x = fvec(N), *d = fvec(N), *xn = fvec(N), *rx = fvec(N), *rd = fvec(N),
                       *rxn = fvec(N);
                 memcpy(x, x0, N * 4), memcpy(d, d0, N * 4), memcpy(rx, x0, N * 4);
                 memcpy(rd, d0, N * 4);
-                b->ops->residual(b, x, nmode < 0 ? NULL : xn, d, dmode < 0 ? NULL : &Wd, dmode, &Wn,
-                                 nmode, m, n, 1e-6f);
+                b->ops->residual(b, x, nmode < 0 ? NULL : xn, d, dmode < 0 ? NULL : &Wd, dmode, S,
+                                 &Wn, nmode, m, n, 1e-6f);
                 if (dmode >= 0) b->ops->rmsnorm(b, rd, rd, &Wd, m, n, n, 1e-6f, dmode);
                 b->ops->add(b, rx, rx, rd, N);
+                if (S) b->ops->scale(b, rx, 1.0f, S, N);
                 if (nmode >= 0) b->ops->rmsnorm(b, rxn, rx, &Wn, m, n, n, 1e-6f, nmode);
                 CHECK_SAME(x, rx, N, "residual x n=%d variant %d", n, variant);
                 if (nmode >= 0) CHECK_SAME(xn, rxn, N, "residual xn n=%d variant %d", n, variant);
                 CHECK_SAME(d, d0, N, "residual left delta n=%d variant %d", n, variant);
                 free(x), free(d), free(xn), free(rx), free(rd), free(rxn);
             }
-            free_weight(&Wd), free_weight(&Wn);
+            free_weight(&Wd), free_weight(&Wn), free_weight(&Ws);
             free(x0), free(d0), free(wd), free(wn);
         }
 }
