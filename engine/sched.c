@@ -157,10 +157,9 @@ static void sched_prompt_logprob(sampler_result *out, const float *row, int voca
 }
 
 /* Takes res as the next token of s and emits text / finish. */
-static void sched_take(engine *e, engine_seq *s, const sampler_result *rp) {
-    sampler_result res = *rp;
-    sampler_accept(s->smp, res.token);
-    s->last = res.token;
+static void sched_take(engine *e, engine_seq *s, const sampler_result *res) {
+    sampler_accept(s->smp, res->token);
+    s->last = res->token;
     s->n_gen++;
     atomic_fetch_add(&e->gen_tokens, 1);
     double now = strata_now();
@@ -171,12 +170,12 @@ static void sched_take(engine *e, engine_seq *s, const sampler_result *rp) {
     char idtext[24], why[256] = "";
     detok_out o = {0};
     strata_err err = {0};
-    if (sched_is_stop_id(e, s, res.token)) {
+    if (sched_is_stop_id(e, s, res->token)) {
         finish = ENGINE_FINISH_STOP;
         flush = 1;
     } else if (s->dt) {
-        rc = detok_push(s->dt, res.token, &o, &err);
-        if (rc && res.token < tok_vocab_size(e->tok)) {
+        rc = detok_push(s->dt, res->token, &o, &err);
+        if (rc && res->token < tok_vocab_size(e->tok)) {
             finish = ENGINE_FINISH_ERROR;
             snprintf(why, sizeof why, "detokenizer: %.200s", err.msg);
         } else if (!rc && o.stopped) {
@@ -185,7 +184,7 @@ static void sched_take(engine *e, engine_seq *s, const sampler_result *rp) {
         /* an id the tokenizer does not know (a padded vocab row) yields no text */
         if (rc) memset(&o, 0, sizeof o);
     } else {
-        int n = snprintf(idtext, sizeof idtext, "[%d]", res.token);
+        int n = snprintf(idtext, sizeof idtext, "[%d]", res->token);
         o.text = idtext;
         o.text_len = (size_t)n;
     }
@@ -193,7 +192,7 @@ static void sched_take(engine *e, engine_seq *s, const sampler_result *rp) {
         finish = ENGINE_FINISH_LENGTH;
         flush = 1;
     }
-    if (engine_seq_emit(s, o.text, o.text_len, o.reasoning, o.reasoning_len, &res, 0, NULL)) {
+    if (engine_seq_emit(s, o.text, o.text_len, o.reasoning, o.reasoning_len, res, 0, NULL)) {
         finish = ENGINE_FINISH_ERROR;
         snprintf(why, sizeof why, "out of memory for the output");
     }

@@ -291,7 +291,8 @@ __global__ void __launch_bounds__(SMP_THREADS)
     __shared__ float cv[SMP_CAND];
     __shared__ int ci[SMP_CAND];
     __shared__ float prob[SMP_CAND];
-    __shared__ double ps[SMP_CAND];
+    __shared__ double ps[SMP_CAND]; /* prefix sums of prob: the mass up to each candidate */
+    __shared__ double pq[SMP_CAND]; /* prefix sums of prob / denom, for the top_p cut */
     __shared__ int hist[256], sw[32];
     __shared__ float sv[SMP_THREADS / 32];
     __shared__ int si[SMP_THREADS / 32];
@@ -352,11 +353,11 @@ __global__ void __launch_bounds__(SMP_THREADS)
         if (q.top_p < 1.0f) { /* the smallest prefix whose mass reaches top_p */
             if (t == 0) s_first = k;
             __syncthreads();
-            for (int i = t; i < k; i += SMP_THREADS) ps[i] = prob[i] / denom;
+            for (int i = t; i < k; i += SMP_THREADS) pq[i] = prob[i] / denom;
             __syncthreads();
-            smp_scan_doubles(ps, k);
+            smp_scan_doubles(pq, k);
             for (int i = t; i < k; i += SMP_THREADS)
-                if (ps[i] >= q.top_p && (i == 0 || ps[i - 1] < q.top_p)) atomicMin(&s_first, i);
+                if (pq[i] >= q.top_p && (i == 0 || pq[i - 1] < q.top_p)) atomicMin(&s_first, i);
             __syncthreads();
             keep = s_first < k ? s_first + 1 : k;
             __syncthreads();
@@ -371,9 +372,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
             keep = s_first;
             __syncthreads();
         }
-        for (int i = t; i < keep; i += SMP_THREADS) ps[i] = prob[i];
-        __syncthreads();
-        smp_scan_doubles(ps, keep);
+        /* ps[0..keep) is the scan of the kept prefix too: each sum reads only the ones before */
         const double r = philox_uniform(q.seed, q.draw) * ps[keep - 1];
         if (t == 0) s_first = keep - 1;
         __syncthreads();

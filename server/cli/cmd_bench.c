@@ -84,7 +84,8 @@ int cmd_bench(int argc, char **argv) {
     /* --print-tokens and --gemv are ours; the rest are the shared model options */
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--print-tokens") || !strcmp(argv[i], "--gemv")) {
-            *(argv[i][2] == 'g' ? &gemv : &print_tokens) = 1;
+            if (!strcmp(argv[i], "--gemv")) gemv = 1;
+            else print_tokens = 1;
             memmove(argv + i, argv + i + 1, sizeof *argv * (size_t)(argc - i));
             argc--, i--;
         }
