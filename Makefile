@@ -163,7 +163,7 @@ HC_OBJ     = $(HC_CU:%.cu=%.o) $(HC_RT:tests/cuda-host/%.cc=$(HC_DIR)/rt/%.o) \
              $(HC_DIR)/rt/err.o $(HC_DIR)/rt/dtype.o
 HC_FLAGS   = -std=c++17 -O2 -g -fPIC -Wall -Wextra -Werror -Wno-unknown-pragmas -pthread \
              -Itests/cuda-host/include -I$(HC_DIR)/src -I.
-HC_TESTS   = $(HC_DIR)/test_cuda_ops $(HC_DIR)/test_runtime \
+HC_TESTS   = $(HC_DIR)/test_cuda_ops $(HC_DIR)/test_runtime $(HC_DIR)/test_cuda_engine \
              $(patsubst %,$(HC_DIR)/test_cuda_golden_%,qwen35 gemma4 nemotron_h)
 
 .PHONY: cuda-host cuda-host-check
@@ -198,6 +198,9 @@ $(HC_DIR)/test_cuda_ops: $(wildcard tests/device/*ops*.c tests/device/*.h) tests
 $(HC_DIR)/test_cuda_golden_%: tests/device/test_cuda_golden.c tests/unit/test_%_golden.c $(BUILD)/libstrata.a
 	$(CC) $(CFLAGS) -Wno-missing-field-initializers -DGOLDEN_UNIT='"tests/unit/test_$*_golden.c"' \
 	    -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)
+
+$(HC_DIR)/test_cuda_engine: tests/device/test_cuda_engine.c tests/unit/test_engine.c $(BUILD)/libstrata.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)
 
 $(HC_DIR)/test_runtime: tests/cuda-host/test_runtime.cu $(HC_DIR)/libstrata_cuda.so
 	@mkdir -p $(HC_DIR)/src/tests

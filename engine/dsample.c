@@ -19,12 +19,12 @@ int dsample_init(dsample *d, backend *b, int slots, int vocab, strata_err *err) 
     d->vocab = vocab;
     d->bias_ids = o->alloc(b, nb * sizeof(int32_t));
     d->bias_vals = o->alloc(b, nb * sizeof(float));
+    d->fed = o->alloc(b, (size_t)slots * sizeof(int32_t));
     d->host_row = malloc(sizeof(uint32_t) * (size_t)vocab);
     d->row = malloc(sizeof(float) * (size_t)vocab);
     d->req = calloc((size_t)slots, sizeof *d->req);
-    d->res = calloc((size_t)slots, sizeof *d->res);
     d->b = b;
-    if (!d->bias_ids || !d->bias_vals || !d->host_row || !d->row || !d->req || !d->res) {
+    if (!d->bias_ids || !d->bias_vals || !d->fed || !d->host_row || !d->row || !d->req) {
         dsample_free(d);
         return strata_err_set(err, STRATA_ENOMEM, "engine: out of memory for the device sampler");
     }
@@ -37,11 +37,11 @@ void dsample_free(dsample *d) {
         if (d->bias_ids) b->ops->free(b, d->bias_ids);
         if (d->bias_vals) b->ops->free(b, d->bias_vals);
         if (d->counts) b->ops->free(b, d->counts);
+        if (d->fed) b->ops->free(b, d->fed);
     }
     free(d->host_row);
     free(d->row);
     free(d->req);
-    free(d->res);
     memset(d, 0, sizeof *d);
 }
 
@@ -84,17 +84,18 @@ int dsample_seat(dsample *d, int slot, const sampler *smp, strata_err *err) {
     return 0;
 }
 
-void dsample_request(dsample *d, int r, int slot, const sampler *smp) {
+void dsample_request(dsample *d, int r, int slot, const sampler *smp, int pending) {
     bk_sample_req *q = &d->req[r];
     dsample_req_of(smp, q);
+    q->draw += (uint64_t)pending;
+    q->feed = d->fed + slot;
     q->bias_ids = d->bias_ids + (size_t)slot * DSAMPLE_MAX_BIAS;
     q->bias_vals = d->bias_vals + (size_t)slot * DSAMPLE_MAX_BIAS;
     if (sampler_counts_on(smp)) q->counts = d->counts + (size_t)slot * (size_t)d->vocab;
 }
 
-int dsample_result(dsample *d, int r, int slot, sampler *smp, const float *rows,
-                   sampler_result *out) {
-    const bk_sample_res *res = &d->res[r];
+int dsample_result(dsample *d, const bk_sample_res *res, int r, int slot, sampler *smp,
+                   const float *rows, sampler_result *out) {
     if (res->token >= 0) {
         out->token = res->token;
         out->logprob = res->logprob;
@@ -114,4 +115,15 @@ int dsample_result(dsample *d, int r, int slot, sampler *smp, const float *rows,
         d->b->ops->upload(d->b, d->counts + (size_t)slot * V + (size_t)out->token, &v, sizeof v);
     }
     return 0;
+}
+
+void dsample_pad(dsample *d, int r) { d->req[r] = (bk_sample_req){.top_p = 1.0f}; }
+
+int dsample_certain(const dsample *d, const sampler *smp) {
+    const sampler_params *p = sampler_get_params(smp);
+    if (!(p->temperature > 0.0f)) return 1;
+    /* the candidates are the top_k, or the BK_SAMPLE_CANDIDATES most likely (the host's
+     * fast path too); only a top_p over the latter may need more (kernels/backend.h) */
+    if (p->top_k > 0 && p->top_k < d->vocab) return p->top_k <= BK_SAMPLE_CANDIDATES;
+    return p->top_p >= 1.0f || d->vocab <= BK_SAMPLE_CANDIDATES;
 }

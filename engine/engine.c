@@ -52,6 +52,8 @@ void engine_get_stats(engine *e, engine_stats *st) {
     st->graph_replays = atomic_load(&e->graph_replays);
     st->graph_captures = atomic_load(&e->graph_captures);
     st->eager_decode_steps = atomic_load(&e->eager_decode_steps);
+    st->chained_decode_steps = atomic_load(&e->chained_steps);
+    st->pad_rows = atomic_load(&e->pad_rows);
     st->sampled_device = atomic_load(&e->smp_device);
     st->sampled_host = atomic_load(&e->smp_host);
 }

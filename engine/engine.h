@@ -47,13 +47,17 @@ const char *engine_finish_name(int finish); /* "stop", "length", ...; never NULL
 
 /* What one step did, for engine_opts.on_step. */
 typedef struct engine_step_info {
-    int n_tokens;          /* tokens the forward ran */
-    int n_seqs;            /* sequences in it */
-    int n_decode;          /* of them, sequences that fed one sampled token */
-    int graph;             /* 1 replayed a captured graph, 0 captured one, -1 ran eagerly */
-    int sampled_device;    /* tokens the backend's sampler picked */
-    int sampled_host;      /* tokens the host sampler picked (rows downloaded) */
-    double t_start, t_end; /* strata_now() around batch, forward, sampling and output */
+    int n_tokens;       /* tokens the forward ran, pad rows included */
+    int n_seqs;         /* sequences in it, pad rows not included */
+    int n_decode;       /* of them, sequences that fed one sampled token */
+    int n_pad;          /* rows that only filled the step to its graph's batch size */
+    int graph;          /* 1 replayed a captured graph, 0 captured one, -1 ran eagerly */
+    int chained;        /* launched while the step before ran: its decode tokens were fed
+                         * on the device, before the host had read them */
+    int sampled_device; /* tokens the backend's sampler picked */
+    int sampled_host;   /* tokens the host sampler picked (rows downloaded) */
+    /* strata_now() at the step's launch (batch, forward) and when its tokens were taken */
+    double t_start, t_end;
 } engine_step_info;
 
 typedef struct engine_opts {
@@ -72,9 +76,11 @@ typedef struct engine_opts {
     void (*on_slot_free)(void *ud);
     /* Called on the step thread with the gap between two tokens of one sequence. */
     void (*on_token_gap)(void *ud, double seconds);
-    /* Called on the step thread after every step; nothing else runs on the backend
-     * meanwhile, so a benchmark may measure it from here. May be NULL. */
-    void (*on_step)(void *ud, const engine_step_info *si);
+    /* Called on the step thread after every step's tokens were taken. The step after it
+     * may already run on the backend (launched behind it); a nonzero return asks the
+     * engine to finish that one before it launches another, so the next call comes with
+     * nothing on the backend and a benchmark may measure from there. May be NULL. */
+    int (*on_step)(void *ud, const engine_step_info *si);
     void *ud;
 } engine_opts;
 
@@ -176,6 +182,9 @@ typedef struct engine_stats {
     /* decode steps that replayed a captured graph, captured one, or ran eagerly (on a
      * backend with graphs, eager decode steps are the fallback to watch) */
     int64_t graph_replays, graph_captures, eager_decode_steps;
+    /* decode steps launched while the step before ran (their tokens fed on the device) */
+    int64_t chained_decode_steps;
+    int64_t pad_rows; /* rows that filled decode steps up to their graph's batch size */
     int64_t sampled_device, sampled_host; /* tokens picked by the backend's sampler / the host's */
 } engine_stats;
 void engine_get_stats(engine *e, engine_stats *st);

@@ -1,4 +1,5 @@
-/* sched.c - one engine step: pick the batch, run the model, sample, emit.
+/* sched.c - one engine step: pick the batch, launch the model, and take the tokens of the
+ * step before (engine/take.c).
  *
  * Batch order: first one decode token per running sequence (so decoding streams
  * advance every step whatever arrives), then prompt chunks of the sequences still in
@@ -7,33 +8,64 @@
  * A sequence that wants prompt logprobs also asks for the logits of its prompt rows;
  * those share a fixed number of rows per step (e->plp_rows), and a chunk that would
  * need more is cut shorter, so the logits buffer stays the size set at create.
+ *
+ * On a backend with graphs a decode-only step is padded to a batch-size bucket (1, 2, 4,
+ * ... max_seqs) with rows in slots no live sequence uses, so one graph per bucket serves
+ * every mix of sequences. When the device samples every token of a step for sure (greedy
+ * or a top-k it holds, sched_flight.certain) the step is left in flight: the next one is
+ * built and launched behind it, its decode tokens fed on the device by the sampler
+ * (model_out.fed), and the host reads step t's tokens while step t+1 runs. A sequence
+ * that finishes at step t has then been fed once more at t+1; that row is dropped.
  * Step thread only. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/engine_internal.h"
 
+static int sched_flight_alloc(sched_flight *f, size_t S) {
+    f->seq = calloc(S, sizeof *f->seq);
+    f->pos = calloc(S, sizeof *f->pos);
+    f->res = calloc(S, sizeof *f->res);
+    return f->seq && f->pos && f->res ? 0 : -1;
+}
+
+static void sched_flight_free(sched_flight *f) {
+    free(f->seq);
+    free(f->pos);
+    free(f->res);
+}
+
+/* Graphs hold the addresses of the engine's buffers (the fed ids, the sampler's): none may
+ * outlive them, nor be replayed by an engine that did not capture it. */
+static void sched_graphs_clear(engine *e) {
+    if (e->b && e->b->ops->graph_clear) e->b->ops->graph_clear(e->b);
+}
+
 int sched_alloc(engine *e, strata_err *err) {
     size_t S = (size_t)e->max_seqs, T = (size_t)e->step_tokens, R = (size_t)e->plp_rows;
     if (batch_buf_init(&e->bb, e->step_tokens, e->max_seqs, err)) return err->code;
     e->run = calloc(S, sizeof *e->run);
     e->free_slots = calloc(S, sizeof *e->free_slots);
+    e->slot_used = calloc(S, 1);
     e->b_out_rows = calloc(S + R, sizeof(int32_t));
     e->b_plp_row = calloc(R, sizeof(int32_t));
     e->b_plp_idx = calloc(R, sizeof(int32_t));
     e->b_plp_seq = calloc(R, sizeof *e->b_plp_seq);
-    e->b_out_seq = calloc(S, sizeof *e->b_out_seq);
     e->b_chunk = calloc(S, sizeof *e->b_chunk);
     e->b_tokens = calloc(T, sizeof(int32_t));
     e->logits = calloc((S + R) * (size_t)e->vocab, sizeof(float));
-    if (!e->run || !e->free_slots || !e->b_out_rows || !e->b_out_seq || !e->b_chunk ||
-        !e->b_tokens || !e->b_plp_row || !e->b_plp_idx || !e->b_plp_seq || !e->logits)
+    if (!e->run || !e->free_slots || !e->slot_used || !e->b_out_rows || !e->b_chunk ||
+        !e->b_tokens || !e->b_plp_row || !e->b_plp_idx || !e->b_plp_seq || !e->logits ||
+        sched_flight_alloc(&e->fl[0], S) || sched_flight_alloc(&e->fl[1], S))
         return strata_err_set(err, STRATA_ENOMEM, "engine: out of memory for %d slots",
                               e->max_seqs);
+    sched_graphs_clear(e);
     if (!e->host_sampling && dsample_init(&e->ds, e->b, e->max_seqs, e->vocab, err))
         return err->code;
+    const model_info *mi = model_get_info(e->m);
+    if (e->ds.b && !mi->host_ids && backend_supports(e->b, BK_OP_EMBED_FED, DTYPE_COUNT))
+        e->fed = e->ds.fed;
     /* lowest slot on top of the stack, so slot use is easy to follow in tests */
     for (int i = 0; i < e->max_seqs; i++) e->free_slots[i] = e->max_seqs - 1 - i;
     e->n_free = e->max_seqs;
@@ -41,17 +73,20 @@ int sched_alloc(engine *e, strata_err *err) {
 }
 
 void sched_free(engine *e) {
+    sched_graphs_clear(e);
     batch_buf_deinit(&e->bb);
     free(e->run);
     free(e->free_slots);
+    free(e->slot_used);
     free(e->b_out_rows);
     free(e->b_plp_row);
     free(e->b_plp_idx);
     free(e->b_plp_seq);
-    free(e->b_out_seq);
     free(e->b_chunk);
     free(e->b_tokens);
     free(e->logits);
+    sched_flight_free(&e->fl[0]);
+    sched_flight_free(&e->fl[1]);
     dsample_free(&e->ds);
 }
 
@@ -62,7 +97,9 @@ void sched_admit(engine *e, engine_seq *list) {
         s->next = NULL;
         /* engine_submit counted the slot, so the stack cannot be empty */
         s->slot = e->free_slots[--e->n_free];
-        s->n_done = s->pos = s->n_gen = 0;
+        /* cleared when taken, not when freed: pad rows run in free slots */
+        model_reset_slot(e->m, s->slot);
+        s->n_done = s->pos = s->n_gen = s->in_flight = 0;
         for (int i = 0; i < s->n_prompt; i++) sampler_accept_prompt(s->smp, s->prompt[i]);
         strata_err serr = {0}; /* a sequence the device cannot seat samples on the host */
         s->dev_sample = e->ds.b && !dsample_seat(&e->ds, s->slot, s->smp, &serr);
@@ -71,23 +108,17 @@ void sched_admit(engine *e, engine_seq *list) {
     }
 }
 
-static void sched_finish(engine_seq *s, int finish, const char *why) {
-    engine_seq_emit(s, NULL, 0, NULL, 0, NULL, finish, why);
-    s->done = 1;
-    if (s->wake) s->wake(s->ud);
-}
-
 /* Frees the slots of finished sequences (between steps, never during one) and drops
- * the engine's references, keeping the running list in admission order. */
+ * the engine's references, keeping the running list in admission order. A sequence with
+ * a token still in flight stays until that step is taken. */
 static void sched_compact(engine *e) {
     int k = 0, freed = 0;
     for (int i = 0; i < e->n_run; i++) {
         engine_seq *s = e->run[i];
-        if (!s->done) {
+        if (!s->done || s->in_flight) {
             e->run[k++] = s;
             continue;
         }
-        model_reset_slot(e->m, s->slot);
         e->free_slots[e->n_free++] = s->slot;
         atomic_fetch_sub(&e->cached, s->pos);
         atomic_fetch_sub(&e->active, 1);
@@ -98,12 +129,37 @@ static void sched_compact(engine *e) {
     if (freed && e->on_slot_free) e->on_slot_free(e->ud);
 }
 
+/* The step in flight, if any. */
+static sched_flight *sched_in_flight(engine *e) {
+    return e->fl[0].live ? &e->fl[0] : e->fl[1].live ? &e->fl[1] : NULL;
+}
+
+/* Every running sequence finishes with an error (the caches of a failed step are
+ * unreliable), the step in flight is taken (its rows dropped) and the slots are freed. */
+static void sched_fail_all(engine *e, const char *why) {
+    for (int i = 0; i < e->n_run; i++)
+        if (!e->run[i]->done) engine_seq_finish(e->run[i], ENGINE_FINISH_ERROR, why);
+    sched_flight *f = sched_in_flight(e);
+    strata_err ignored = {0};
+    if (f) take_step(e, f, &ignored);
+    sched_compact(e);
+}
+
+/* Takes f's tokens; a device failure on the way fails every sequence. */
+static void sched_take(engine *e, sched_flight *f) {
+    strata_err err = {0};
+    if (!take_step(e, f, &err)) return;
+    char why[300];
+    snprintf(why, sizeof why, "model step failed: %.200s", err.msg);
+    sched_fail_all(e, why);
+}
+
 void sched_reap_cancelled(engine *e) {
     int any = 0;
     for (int i = 0; i < e->n_run; i++) {
         engine_seq *s = e->run[i];
         if (!s->done && atomic_load(&s->cancelled)) {
-            sched_finish(s, ENGINE_FINISH_ABORT, "cancelled");
+            engine_seq_finish(s, ENGINE_FINISH_ABORT, "cancelled");
             any = 1;
         }
     }
@@ -112,157 +168,45 @@ void sched_reap_cancelled(engine *e) {
 
 void sched_abort_all(engine *e, const char *why) {
     for (int i = 0; i < e->n_run; i++)
-        if (!e->run[i]->done) sched_finish(e->run[i], ENGINE_FINISH_ABORT, why);
+        if (!e->run[i]->done) engine_seq_finish(e->run[i], ENGINE_FINISH_ABORT, why);
+    sched_flight *f = sched_in_flight(e);
+    if (f) sched_take(e, f);
     sched_compact(e);
 }
 
-static int sched_is_stop_id(const engine *e, const engine_seq *s, int32_t t) {
-    if (!s->ignore_eos)
-        for (int i = 0; i < e->n_eos; i++)
-            if (e->eos[i] == t) return 1;
-    for (int i = 0; i < s->n_stop_ids; i++)
-        if (s->stop_ids[i] == t) return 1;
-    return 0;
+/* The batch size a decode step of n sequences is padded to: a power of two, or max_seqs. */
+static int sched_bucket(const engine *e, int n) {
+    int b = 1;
+    while (b < n) b <<= 1;
+    return b < e->max_seqs ? b : e->max_seqs;
 }
 
-/* log p(target | the row's prefix) and the n_top most likely tokens (descending, ties
- * to the lower id, as the sampler orders them) from one row of raw logits. A scan with
- * a sorted insertion into the n_top <= SAMPLER_MAX_TOP_LOGPROBS slots: no scratch. */
-static void sched_prompt_logprob(sampler_result *out, const float *row, int vocab, int32_t target,
-                                 int n_top) {
-    float mx = -INFINITY;
-    for (int i = 0; i < vocab; i++)
-        if (row[i] > mx) mx = row[i];
-    double z = 0;
-    for (int i = 0; i < vocab; i++) z += exp((double)(row[i] - mx));
-    float lse = mx + (float)log(z);
-    if (n_top > vocab) n_top = vocab;
-    if (n_top > SAMPLER_MAX_TOP_LOGPROBS) n_top = SAMPLER_MAX_TOP_LOGPROBS;
-    int n = 0;
-    for (int i = 0; i < vocab && n_top > 0; i++) {
-        float v = row[i];
-        if (n == n_top && !(v > out->top[n - 1].logprob)) continue;
-        int k = n < n_top ? n++ : n - 1; /* the slot that frees up: the end */
-        while (k > 0 && v > out->top[k - 1].logprob) {
-            out->top[k] = out->top[k - 1];
-            k--;
-        }
-        out->top[k].token = i;
-        out->top[k].logprob = v;
-    }
-    for (int k = 0; k < n; k++) out->top[k].logprob -= lse;
-    out->n_top = n;
-    out->token = target;
-    out->logprob = row[target] - lse;
-}
-
-/* Takes res as the next token of s and emits text / finish. */
-static void sched_take(engine *e, engine_seq *s, const sampler_result *res) {
-    sampler_accept(s->smp, res->token);
-    s->last = res->token;
-    s->n_gen++;
-    atomic_fetch_add(&e->gen_tokens, 1);
-    double now = strata_now();
-    if (s->n_gen > 1 && e->on_token_gap) e->on_token_gap(e->ud, now - s->t_last_tok);
-    s->t_last_tok = now;
-
-    int finish = ENGINE_FINISH_NONE, flush = 0, rc = 0;
-    char idtext[24], why[256] = "";
-    detok_out o = {0};
-    strata_err err = {0};
-    if (sched_is_stop_id(e, s, res->token)) {
-        finish = ENGINE_FINISH_STOP;
-        flush = 1;
-    } else if (s->dt) {
-        rc = detok_push(s->dt, res->token, &o, &err);
-        if (rc && res->token < tok_vocab_size(e->tok)) {
-            finish = ENGINE_FINISH_ERROR;
-            snprintf(why, sizeof why, "detokenizer: %.200s", err.msg);
-        } else if (!rc && o.stopped) {
-            finish = ENGINE_FINISH_STOP;
-        }
-        /* an id the tokenizer does not know (a padded vocab row) yields no text */
-        if (rc) memset(&o, 0, sizeof o);
-    } else {
-        int n = snprintf(idtext, sizeof idtext, "[%d]", res->token);
-        o.text = idtext;
-        o.text_len = (size_t)n;
-    }
-    if (!finish && (s->n_gen >= s->max_tokens || s->pos >= e->ctx)) {
-        finish = ENGINE_FINISH_LENGTH;
-        flush = 1;
-    }
-    if (engine_seq_emit(s, o.text, o.text_len, o.reasoning, o.reasoning_len, res, 0, NULL)) {
-        finish = ENGINE_FINISH_ERROR;
-        snprintf(why, sizeof why, "out of memory for the output");
-    }
-    if (flush && finish != ENGINE_FINISH_ERROR && s->dt) {
-        memset(&o, 0, sizeof o);
-        if (!detok_finish(s->dt, &o, &err))
-            engine_seq_emit(s, o.text, o.text_len, o.reasoning, o.reasoning_len, NULL, 0, NULL);
-    }
-    if (finish) {
-        sched_finish(s, finish, why[0] ? why : NULL);
-    } else if (s->wake) {
-        s->wake(s->ud);
-    }
-}
-
-/* Runs the step's forward. A step where every sequence feeds one sampled token has the
- * same op sequence whenever it has the same shape, so where the backend has graphs it
- * is captured once per (sequences, logit rows, sampled on the device or not) and replayed
- * after; a replay the backend refuses runs again eagerly. Sets *graph as
- * engine_step_info.graph. */
-static int sched_forward(engine *e, bk_batch *bt, int n_out, model_out *out, int decode_only,
-                         int *graph, strata_err *err) {
-    *graph = -1;
-    if (decode_only && backend_supports(e->b, BK_OP_GRAPHS, DTYPE_COUNT)) {
-        strata_err gerr = {0};
-        uint64_t key = (uint64_t)(out->n_sample > 0) << 63 | (uint64_t)bt->n_seqs << 32 |
-                       (uint64_t)(uint32_t)n_out;
-        int g = backend_graph_begin(e->b, key, &gerr);
-        if (g >= 0) {
-            int rc = model_forward_to(e->m, bt, e->b_tokens, e->b_out_rows, n_out, out, err);
-            if (!backend_graph_end(e->b, &gerr) && !rc) {
-                *graph = g;
-                return 0;
-            }
-        }
-    }
-    return model_forward_to(e->m, bt, e->b_tokens, e->b_out_rows, n_out, out, err);
-}
-
-/* The device samples the step's rows when every sequence in it is seated there. */
-static int sched_on_device(engine *e, int nout) {
-    if (!e->ds.b || !nout) return 0;
-    for (int r = 0; r < nout; r++)
-        if (!e->b_out_seq[r]->dev_sample) return 0;
-    for (int r = 0; r < nout; r++)
-        dsample_request(&e->ds, r, e->b_out_seq[r]->slot, e->b_out_seq[r]->smp);
-    return 1;
-}
-
-void sched_step(engine *e) {
-    int nt = 0, nout = 0, n_decode = 0;
-    double t_start = strata_now();
+/* Lays out the next step in e->bb / e->b_tokens / e->b_out_rows and f: decode rows, then
+ * prompt chunks, then pad rows. Returns the step's tokens (0: nothing to run). */
+static int sched_build(engine *e, sched_flight *f) {
+    int nout = 0, n_decode = 0, n_plp = 0;
     batch_buf_clear(&e->bb);
-    /* decode tokens first: one per sequence whose prompt is in the cache */
+    memset(e->slot_used, 0, (size_t)e->max_seqs);
+    /* decode tokens first: one per sequence whose prompt is in the cache and that may
+     * take one more (a sequence at its last token or the context end waits for it) */
     for (int i = 0; i < e->n_run; i++) {
         engine_seq *s = e->run[i];
         e->b_chunk[i] = 0;
-        if (s->n_done < s->n_prompt) continue;
-        nt = batch_buf_add(&e->bb, s->slot, s->pos, 1);
-        e->b_tokens[nt] = s->last;
+        if (s->done || s->n_done < s->n_prompt) continue;
+        if (s->n_gen + s->in_flight >= s->max_tokens || s->pos >= e->ctx) continue;
+        int nt = batch_buf_add(&e->bb, s->slot, s->pos, 1);
+        e->b_tokens[nt] = s->in_flight ? -1 : s->last; /* -1: the device feeds it */
         e->b_out_rows[nout] = nt;
-        e->b_out_seq[nout++] = s;
+        f->seq[nout++] = s;
+        e->slot_used[s->slot] = 1;
         e->b_chunk[i] = -1;
         n_decode++;
     }
     /* then prompt chunks, oldest first, within the prefill budget */
-    int budget = e->prefill_chunk, plp_left = e->plp_rows, n_plp = 0;
+    int budget = e->prefill_chunk, plp_left = e->plp_rows;
     for (int i = 0; i < e->n_run && budget > 0 && e->bb.bt.n_tokens < e->step_tokens; i++) {
         engine_seq *s = e->run[i];
-        if (s->n_done >= s->n_prompt) continue;
+        if (s->done || s->n_done >= s->n_prompt) continue;
         int first = e->bb.bt.n_tokens;
         int c = s->n_prompt - s->n_done;
         if (c > budget) c = budget;
@@ -285,38 +229,92 @@ void sched_step(engine *e) {
         memcpy(e->b_tokens + first, s->prompt + s->n_done, (size_t)c * sizeof *e->b_tokens);
         if (s->n_done + c == s->n_prompt && s->max_tokens > 0) {
             e->b_out_rows[nout] = first + c - 1;
-            e->b_out_seq[nout++] = s;
+            f->seq[nout++] = s;
         }
         e->b_chunk[i] = c;
         budget -= c;
     }
-    bk_batch *bt = &e->bb.bt;
-    nt = bt->n_tokens;
-    if (!nt) return;
-    strata_err err = {0};
+    int nt = e->bb.bt.n_tokens;
+    *f = (sched_flight){.seq = f->seq, .pos = f->pos, .res = f->res};
+    f->n_seqs = e->bb.bt.n_seqs;
+    f->n_decode = n_decode;
+    f->n_plp = n_plp;
+    /* Pad a decode-only step to its bucket. In such a step every running sequence left out
+     * is finished or finishing (never fed again), so its slot is as free as a free one. */
+    if (nt && n_decode == f->n_seqs && backend_supports(e->b, BK_OP_GRAPHS, DTYPE_COUNT)) {
+        int bucket = sched_bucket(e, n_decode);
+        for (int slot = 0; slot < e->max_seqs && n_decode + f->n_pad < bucket; slot++) {
+            if (e->slot_used[slot]) continue;
+            int t = batch_buf_add(&e->bb, slot, 0, 1);
+            e->b_tokens[t] = 0;
+            e->b_out_rows[nout] = t;
+            f->seq[nout++] = NULL;
+            f->n_pad++;
+        }
+        nt = e->bb.bt.n_tokens;
+    }
+    f->nout = nout;
+    f->n_tokens = nt;
     /* the prompt rows' logits follow the sampling rows' */
     for (int k = 0; k < n_plp; k++) e->b_out_rows[nout + k] = e->b_plp_row[k];
-    int graph, dev = sched_on_device(e, nout);
-    model_out out = {
-        .logits = e->logits, .n_sample = dev ? nout : 0, .req = e->ds.req, .res = e->ds.res};
-    int rc =
-        sched_forward(e, bt, nout + n_plp, &out, n_decode == bt->n_seqs && !n_plp, &graph, &err);
-    atomic_fetch_add(&e->steps, 1);
-    if (rc) {
-        /* the caches of every sequence in the batch are now unreliable */
-        char why[300];
-        snprintf(why, sizeof why, "model step failed: %.200s", err.msg);
-        for (int i = 0; i < e->n_run; i++)
-            if (!e->run[i]->done) sched_finish(e->run[i], ENGINE_FINISH_ERROR, why);
-        sched_compact(e);
-        return;
+    return nt;
+}
+
+/* The device samples the step's rows when every sequence in it is seated there; then the
+ * requests are filled. f->certain when the next step may be fed on the device. */
+static void sched_requests(engine *e, sched_flight *f) {
+    f->dev = e->ds.b && f->nout > 0;
+    for (int r = 0; r < f->nout && f->dev; r++)
+        if (f->seq[r] && !f->seq[r]->dev_sample) f->dev = 0;
+    f->certain = f->dev && e->fed != NULL;
+    if (!f->dev) return;
+    for (int r = 0; r < f->nout; r++) {
+        engine_seq *s = f->seq[r];
+        if (!s) {
+            dsample_pad(&e->ds, r);
+            continue;
+        }
+        dsample_request(&e->ds, r, s->slot, s->smp, s->in_flight);
+        if (!dsample_certain(&e->ds, s->smp)) f->certain = 0;
     }
-    for (int k = 0; k < n_plp; k++) {
-        engine_seq *s = e->b_plp_seq[k];
-        int idx = e->b_plp_idx[k];
-        sched_prompt_logprob(&s->plp[idx], e->logits + (size_t)(nout + k) * (size_t)e->vocab,
-                             e->vocab, s->prompt[idx], s->plp_top);
+}
+
+/* Runs f's forward. A decode-only step has the same op sequence whenever it has the same
+ * shape, so where the backend has graphs it is captured once per (batch-size bucket,
+ * sampled on the device or not) and replayed after; a replay the backend refuses runs
+ * again eagerly. A certain step's graph is left running (f->deferred). */
+static int sched_launch(engine *e, sched_flight *f, strata_err *err) {
+    bk_batch *bt = &e->bb.bt;
+    model_out out = {.logits = e->logits,
+                     .n_sample = f->dev ? f->nout : 0,
+                     .req = e->ds.req,
+                     .res = f->res,
+                     .fed = e->fed};
+    int n_out = f->nout + f->n_plp, rc;
+    f->graph = -1;
+    f->t_start = strata_now();
+    if (f->n_decode == f->n_seqs && !f->n_plp &&
+        backend_supports(e->b, BK_OP_GRAPHS, DTYPE_COUNT)) {
+        strata_err gerr = {0};
+        uint64_t key = (uint64_t)f->dev << 63 | (uint64_t)bt->n_seqs << 32 | (uint64_t)n_out;
+        int g = backend_graph_begin(e->b, key, &gerr);
+        if (g >= 0) {
+            rc = model_forward_to(e->m, bt, e->b_tokens, e->b_out_rows, n_out, &out, err);
+            if (!backend_graph_end(e->b, !f->certain, &gerr) && !rc) {
+                f->graph = g;
+                f->deferred = f->certain;
+                f->sampled_rows = out.sampled_rows;
+                return 0;
+            }
+        }
     }
+    rc = model_forward_to(e->m, bt, e->b_tokens, e->b_out_rows, n_out, &out, err);
+    f->sampled_rows = out.sampled_rows;
+    return rc;
+}
+
+/* What a launched step moves: positions, prompt progress, tokens in flight. */
+static void sched_advance(engine *e, sched_flight *f) {
     for (int i = 0; i < e->n_run; i++) {
         engine_seq *s = e->run[i];
         int c = e->b_chunk[i] < 0 ? 1 : e->b_chunk[i];
@@ -326,41 +324,45 @@ void sched_step(engine *e) {
         if (e->b_chunk[i] < 0) continue;
         s->n_done += c;
         atomic_fetch_add(&e->prompt_tokens, c);
-        if (s->n_done < s->n_prompt) continue;
-        /* the prompt is in: its logprobs go out before the first token's wake */
-        if (s->plp) engine_seq_emit_prompt(s);
-        if (!s->max_tokens) sched_finish(s, ENGINE_FINISH_LENGTH, NULL);
     }
-    int n_host = dev ? 0 : nout;
-    for (int r = 0; r < nout; r++) {
-        engine_seq *s = e->b_out_seq[r];
-        sampler_result res;
-        n_host += dev && e->ds.res[r].token < 0;
-        if (!dev) {
-            sampler_sample(s->smp, e->logits + (size_t)r * (size_t)e->vocab, &res);
-        } else if (dsample_result(&e->ds, r, s->slot, s->smp, out.sampled_rows, &res)) {
-            sched_finish(s, ENGINE_FINISH_ERROR, "the device sampler left a row it had not kept");
-            continue;
-        }
-        sched_take(e, s, &res);
+    for (int r = 0; r < f->nout; r++) {
+        engine_seq *s = f->seq[r];
+        if (!s) continue;
+        s->in_flight++;
+        f->pos[r] = s->pos;
     }
-    if (n_decode == bt->n_seqs && !n_plp)
-        atomic_fetch_add(graph == 1   ? &e->graph_replays
-                         : graph == 0 ? &e->graph_captures
-                                      : &e->eager_decode_steps,
-                         1);
-    atomic_fetch_add(&e->smp_device, nout - n_host);
-    atomic_fetch_add(&e->smp_host, n_host);
-    if (e->on_step) {
-        engine_step_info si = {.n_tokens = nt,
-                               .n_seqs = bt->n_seqs,
-                               .n_decode = n_decode,
-                               .graph = graph,
-                               .sampled_device = nout - n_host,
-                               .sampled_host = n_host,
-                               .t_start = t_start,
-                               .t_end = strata_now()};
-        e->on_step(e->ud, &si);
+    f->live = 1;
+}
+
+void sched_step(engine *e) {
+    sched_flight *prev = sched_in_flight(e);
+    /* The next step may run behind the one in flight only when the device has picked
+     * that one's tokens for sure: they are its input. */
+    int hold = e->hold;
+    e->hold = 0;
+    if (prev && (!prev->certain || hold)) {
+        sched_take(e, prev);
+        prev = NULL;
     }
+    sched_flight *f = prev == &e->fl[0] ? &e->fl[1] : &e->fl[0];
+    if (!sched_build(e, f)) {
+        if (prev) sched_take(e, prev);
+        sched_compact(e);
+        return;
+    }
+    sched_requests(e, f);
+    f->chained = prev != NULL;
+    strata_err err = {0};
+    int rc = sched_launch(e, f, &err);
+    atomic_fetch_add(&e->steps, 1);
+    if (rc) {
+        char why[300];
+        snprintf(why, sizeof why, "model step failed: %.200s", err.msg);
+        sched_fail_all(e, why);
+        return;
+    }
+    sched_advance(e, f);
+    if (prev) sched_take(e, prev);
+    if (!f->deferred && f->live) sched_take(e, f);
     sched_compact(e);
 }

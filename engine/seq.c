@@ -214,3 +214,9 @@ void engine_seq_set_scheduled(engine_seq *s) {
     s->times.scheduled = strata_now();
     pthread_mutex_unlock(&s->mu);
 }
+
+void engine_seq_finish(engine_seq *s, int finish, const char *why) {
+    engine_seq_emit(s, NULL, 0, NULL, 0, NULL, finish, why);
+    s->done = 1;
+    if (s->wake) s->wake(s->ud);
+}

@@ -15,9 +15,9 @@ int backend_supports(const backend *b, int op, dtype dt) {
     case BK_OP_READ_BANDWIDTH: return o->read_bandwidth != NULL;
     case BK_OP_MEMORY: return o->memory != NULL;
     case BK_OP_LAST_ERROR: return o->last_error != NULL;
-    case BK_OP_GRAPHS: return o->graph_begin && o->graph_end;
+    case BK_OP_GRAPHS: return o->graph_begin && o->graph_end && o->graph_sync;
     case BK_OP_SAMPLE: return o->sample != NULL;
-    case BK_OP_EMBED_DEV: return o->embed_dev != NULL;
+    case BK_OP_EMBED_FED: return o->embed_fed != NULL;
     default:
         return op >= 0 && op < BK_OP_FIRST_OPTIONAL &&
                (dt == DTYPE_COUNT || dt == DTYPE_BF16 || dt == DTYPE_F16 || dt == DTYPE_F32);
@@ -31,13 +31,19 @@ int backend_memory(const backend *b, backend_mem *m) {
 }
 
 int backend_graph_begin(backend *b, uint64_t key, strata_err *err) {
-    if (!b->ops->graph_begin || !b->ops->graph_end)
+    if (!b->ops->graph_begin || !b->ops->graph_end || !b->ops->graph_sync)
         return strata_err_set(err, STRATA_EUNSUPPORTED, "%s backend: no graphs", b->ops->name);
     return b->ops->graph_begin(b, key, err);
 }
 
-int backend_graph_end(backend *b, strata_err *err) {
+int backend_graph_end(backend *b, int wait, strata_err *err) {
     if (!b->ops->graph_end)
         return strata_err_set(err, STRATA_EUNSUPPORTED, "%s backend: no graphs", b->ops->name);
-    return b->ops->graph_end(b, err);
+    return b->ops->graph_end(b, wait, err);
+}
+
+int backend_graph_sync(backend *b, strata_err *err) {
+    if (!b->ops->graph_sync)
+        return strata_err_set(err, STRATA_EUNSUPPORTED, "%s backend: no graphs", b->ops->name);
+    return b->ops->graph_sync(b, err);
 }

@@ -73,6 +73,9 @@ typedef struct bk_sample_req {
      * penalties */
     uint32_t *counts;
     uint64_t seed, draw; /* Philox key and counter (engine/base/philox.h) */
+    /* backend memory: the chosen token is also written here (the slot's entry of the fed
+     * ids embed_fed reads, so the next step's input never leaves the device); NULL: not */
+    int32_t *feed;
 } bk_sample_req;
 
 typedef struct bk_sample_res {
@@ -261,24 +264,35 @@ typedef struct backend_ops {
     /* Decode graphs: graph_begin(key) before a forward, graph_end after it. The first
      * forward under a key is captured (nothing runs yet) and begin returns 0; a later
      * one returns 1 and only refills the host-side inputs while the ops are called;
-     * graph_end then launches the graph, waits, and completes the downloads the forward
-     * asked for. The key must determine the whole op sequence. When graph_end fails,
-     * nothing of the forward ran: run it again without graphs. graph_clear drops every
-     * captured graph (after buffers they point at were freed). */
+     * graph_end then launches the graph. With wait it also waits and completes the
+     * downloads the forward asked for; without, it returns at once and those downloads
+     * complete at graph_sync, so the host can prepare the next step (even begin its
+     * graph: two may be in flight) while this one runs. The key must determine the whole
+     * op sequence. When graph_end fails, nothing of the forward ran: run it again without
+     * graphs. graph_sync waits for the oldest graph in flight and completes its downloads
+     * (0 at once when none is); an eager op that needs the host staging or a download
+     * completes every graph in flight first. graph_clear drops every captured graph
+     * (after buffers they point at were freed). */
     int (*graph_begin)(backend *b, uint64_t key, strata_err *err);
-    int (*graph_end)(backend *b, strata_err *err);
+    int (*graph_end)(backend *b, int wait, strata_err *err);
+    int (*graph_sync)(backend *b, strata_err *err);
     void (*graph_clear)(backend *b);
     /* The sampler on the backend: row i of logits [m, n] (backend memory) is turned into a
      * token by req[i] (host memory) with the semantics of engine/sampler.c (bias, then the
      * penalties of req[i].counts, then greedy or temperature, top-k, top-p, min-p and the
      * Philox draw req[i].draw of req[i].seed; logprobs of the processed distribution). The
-     * results reach host res[m] as a download's do (at graph_end inside a graph). logits
-     * is processed in place; a row the backend leaves to the host (token -1) keeps its
-     * processed values there. When req[i].counts is set the chosen token is counted in it. */
+     * results reach host res[m] as a download's do (at graph_end or graph_sync inside a
+     * graph). logits is processed in place; a row the backend leaves to the host (token -1)
+     * keeps its processed values there and writes no feed. When req[i].counts is set the
+     * chosen token is counted in it; when req[i].feed is set it is written there. */
     void (*sample)(backend *b, bk_sample_res *res, float *logits, const bk_sample_req *req, int m,
                    int n);
-    /* embed() with the ids already in backend memory (a previous step's samples). */
-    void (*embed_dev)(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m);
+    /* embed() where a token's id may still be on the device: a negative ids[i] (host
+     * memory) takes fed[bt->slot[bt->tok_seq[i]]] (backend memory, written by sample
+     * through req.feed) instead, so a decode step can run before the host has seen the
+     * tokens of the step before it. */
+    void (*embed_fed)(backend *b, float *out, const bk_weight *table, const int32_t *ids,
+                      const int32_t *fed, const bk_batch *bt, int m);
     /* 1 when op runs with weights of dtype dt (DTYPE_COUNT: any it takes). NULL: every
      * mandatory op with BF16, F16 or F32 weights, every filled optional slot. */
     int (*supports)(const backend *b, int op, dtype dt);
@@ -294,7 +308,7 @@ typedef struct backend_ops {
     X(ROPE) X(KV_STORE) X(ATTENTION) X(CONV1D) X(GDN_GATES)                    \
     X(GATED_DELTA) X(GELU_TANH_MUL) X(RELU2) X(SCALE) X(SOFTCAP)               \
     X(RMSNORM_GATED_GROUPED) X(SSD) X(READ_BANDWIDTH) X(MEMORY) X(LAST_ERROR)  \
-    X(GRAPHS) X(SAMPLE) X(EMBED_DEV)
+    X(GRAPHS) X(SAMPLE) X(EMBED_FED)
 /* clang-format on */
 enum {
 #define BK_OP_ENUM(n) BK_OP_##n,
@@ -321,6 +335,7 @@ int backend_supports(const backend *b, int op, dtype dt);
 int backend_memory(const backend *b, backend_mem *m);
 /* STRATA_EUNSUPPORTED when b has no graphs (then just run eagerly, and no end). */
 int backend_graph_begin(backend *b, uint64_t key, strata_err *err);
-int backend_graph_end(backend *b, strata_err *err);
+int backend_graph_end(backend *b, int wait, strata_err *err);
+int backend_graph_sync(backend *b, strata_err *err);
 
 #endif

@@ -156,6 +156,11 @@ void arch_head_free(backend *b, arch_head *hd);
 void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t *out_rows,
                  int n_out, model_out *out);
 
+/* The step's token embeddings into out [T, table cols]: o->embed of the host ids, or, when
+ * fed is set (model_out.fed), embed_fed, where a negative id is its slot's fed id. */
+void arch_embed(backend *b, float *out, const bk_weight *table, const int32_t *tokens,
+                const int32_t *fed, const bk_batch *bt);
+
 /* In a bind loop with ctx, err, the name prefix p, layer index i and layer L: binds the
  * required tensor "<p>layers.<i>.<name>" into L->w, or returns the error. */
 #define ARCH_BIND_LAYER(w, nd, shp, name)                                                          \

@@ -563,6 +563,7 @@ static int g4_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     if (arch_info(ctx, ARCH_NAME, c->vocab, m->slots, m->ctx, m->step_tokens, 1, info, err))
         goto fail;
     info->weight_bytes = g4_weight_bytes(m);
+    info->host_ids = m->ple_host && c->P > 0; /* its rows are gathered by the host's ids */
     for (int i = 0; i < c->first_shared; i++)
         info->kv_bytes_per_token += 2LL * c->kvh[i] * c->hd[i] * (int64_t)dtype_size(m->kv_dt);
     *impl = m;
@@ -599,7 +600,7 @@ static void g4_ple_gather_host(g4 *m, const int32_t *tokens, int T) {
 
 /* Per-layer inputs, §3.4: x (the scaled embedding) -> m->plt, layer l's [T, P] at
  * plt + l·T·P. */
-static void g4_ple(g4 *m, const bk_batch *bt, const int32_t *tokens) {
+static void g4_ple(g4 *m, const bk_batch *bt, const int32_t *tokens, const int32_t *fed) {
     const g4_config *c = &m->c;
     backend *b = m->b;
     const backend_ops *o = b->ops;
@@ -609,7 +610,7 @@ static void g4_ple(g4 *m, const bk_batch *bt, const int32_t *tokens) {
         g4_ple_gather_host(m, tokens, T);
         o->upload(b, m->ple, m->stage, n * sizeof(float));
     } else {
-        o->embed(b, m->ple, &m->ple_table, tokens, T);
+        arch_embed(b, m->ple, &m->ple_table, tokens, fed, bt);
     }
     o->scale(b, m->ple, m->s_ple, NULL, n);       /* u = r · √P */
     o->matmul(b, m->big1, m->x, &m->ple_proj, T); /* z = x₀ · W_pmpᵀ */
@@ -659,9 +660,9 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
     if (arch_check_batch(ARCH_NAME, bt, m->step_tokens, m->ctx, err)) return err->code;
     if (o->batch_prepare(b, bt, err)) return err->code;
 
-    o->embed(b, m->x, &m->embed, tokens, T);
+    arch_embed(b, m->x, &m->embed, tokens, out->fed, bt);
     o->scale(b, m->x, m->s_embed, NULL, Th); /* x₀ = E[t] · √h, §3.3 */
-    if (c->P) g4_ple(m, bt, tokens);
+    if (c->P) g4_ple(m, bt, tokens, out->fed);
     const float *ple = T == 1 ? m->ple : m->plt;
     o->rmsnorm(b, m->xn, m->x, &m->layers[0].in_norm, T, h, h, c->eps, BK_NORM_PLAIN);
     for (int l = 0; l < c->n_layer; l++) {

@@ -124,7 +124,7 @@ void model_reset_slot(model *m, int slot) {
 /* The batch must be what backend.h promises the ops: contiguous sequences in
  * distinct slots, positions in order, ids inside the vocabulary. */
 static int check_batch(model *m, const bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
-                       int n_out, strata_err *err) {
+                       int n_out, int fed, strata_err *err) {
     const model_info *in = &m->info;
     if (bt->n_tokens <= 0 || bt->n_tokens > in->step_tokens || bt->n_seqs <= 0 ||
         bt->n_seqs > in->max_seqs)
@@ -155,7 +155,7 @@ static int check_batch(model *m, const bk_batch *bt, const int32_t *tokens, cons
         return strata_err_set(err, STRATA_EINVALID, "sequences cover %d of %d tokens", next,
                               bt->n_tokens);
     for (int i = 0; i < bt->n_tokens; i++)
-        if (tokens[i] < 0 || tokens[i] >= in->vocab)
+        if ((tokens[i] < 0 && !fed) || tokens[i] >= in->vocab)
             return strata_err_set(err, STRATA_ERANGE,
                                   "token id %d is outside the vocabulary [0, %d)", tokens[i],
                                   in->vocab);
@@ -181,7 +181,12 @@ int model_forward(model *m, bk_batch *bt, const int32_t *tokens, const int32_t *
 
 int model_forward_to(model *m, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
                      int n_out, model_out *out, strata_err *err) {
-    if (check_batch(m, bt, tokens, out_rows, n_out, err)) return err->code;
+    if (out->fed && (m->info.host_ids || !m->b->ops->embed_fed))
+        return strata_err_set(err, STRATA_EUNSUPPORTED,
+                              "forward: this model (or the %s backend) takes no ids fed on the "
+                              "device",
+                              backend_name(m->b));
+    if (check_batch(m, bt, tokens, out_rows, n_out, out->fed != NULL, err)) return err->code;
     if (out->n_sample < 0 || out->n_sample > n_out || (out->n_sample && (!out->req || !out->res)))
         return strata_err_set(err, STRATA_EINVALID, "forward: %d sampled rows of %d", out->n_sample,
                               n_out);

@@ -42,6 +42,9 @@ typedef struct model_info {
     int64_t weight_bytes;       /* bytes of weights read by one decode step */
     int64_t state_bytes;        /* recurrent state bytes read+written per decode token */
     int64_t kv_bytes_per_token; /* kv cache bytes per cached position, all layers */
+    /* the forward reads every token id on the host (Gemma 4's PLE table in host memory):
+     * ids fed on the device (model_out.fed) are refused */
+    int host_ids;
 } model_info;
 
 /* Opens a model (see model_opts). Caller frees with model_close. */
@@ -73,6 +76,10 @@ typedef struct model_out {
     const bk_sample_req *req;
     bk_sample_res *res;
     const float *sampled_rows;
+    /* NULL, or backend memory [slots] of token ids the sampler wrote (bk_sample_req.feed):
+     * then a negative token id means "the slot's fed id" (backend_ops.embed_fed), so a
+     * step can follow the one that samples its input before the host has read it */
+    const int32_t *fed;
 } model_out;
 int model_forward_to(model *m, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
                      int n_out, model_out *out, strata_err *err);

@@ -273,3 +273,9 @@ void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t 
     }
     out->sampled_rows = ns && ns <= hd->chunk ? hd->lg : NULL;
 }
+
+void arch_embed(backend *b, float *out, const bk_weight *table, const int32_t *tokens,
+                const int32_t *fed, const bk_batch *bt) {
+    if (fed) b->ops->embed_fed(b, out, table, tokens, fed, bt, bt->n_tokens);
+    else b->ops->embed(b, out, table, tokens, bt->n_tokens);
+}

@@ -592,7 +592,7 @@ static int nh_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
     if (o->batch_prepare(b, bt, err)) return err->code;
     float dt_min = nh_step_dt_min(m, bt);
 
-    o->embed(b, m->x, &m->embed, tokens, T); /* no scale, no position embedding (§4) */
+    arch_embed(b, m->x, &m->embed, tokens, out->fed, bt); /* no scale, no position (§4) */
     o->rmsnorm(b, m->xn, m->x, &m->layers[0].norm, T, c->h, c->h, c->eps, BK_NORM_PLAIN); /* §5 */
     for (int i = 0; i < c->n_layer; i++) {
         nh_layer *L = &m->layers[i];

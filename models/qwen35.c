@@ -473,7 +473,7 @@ static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const in
     if (arch_check_batch(ARCH_NAME, bt, m->step_tokens, m->cap, err)) return err->code;
     if (o->batch_prepare(b, bt, err)) return err->code;
 
-    o->embed(b, m->x, &m->embed, tokens, T); /* no embedding scale (§5) */
+    arch_embed(b, m->x, &m->embed, tokens, out->fed, bt); /* no embedding scale (§5) */
     o->rmsnorm(b, m->xn, m->x, &m->layers[0].in_norm, T, c->h, c->h, c->eps, BK_NORM_ONE_PLUS);
     for (int i = 0; i < c->n_layer; i++) {
         q35_layer *L = &m->layers[i];

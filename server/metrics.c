@@ -165,6 +165,13 @@ int metrics_render(metrics *m, const metrics_gauges *g, strbuf *o) {
                       "strata:decode_steps_total{mode=\"eager\",model_name=\"%s\"} %lld\n",
                       md, (long long)g->graph_replays, md, (long long)g->graph_captures, md,
                       (long long)g->eager_decode_steps);
+    rc |= metrics_gauge(o, md, "decode_steps_chained_total", "counter",
+                        "Decode steps launched while the step before ran, their input tokens "
+                        "fed on the device.",
+                        (double)g->chained_decode_steps);
+    rc |= metrics_gauge(o, md, "decode_pad_rows_total", "counter",
+                        "Rows that filled decode steps up to their graph's batch size.",
+                        (double)g->pad_rows);
     rc |= strbuf_adds(o, "# HELP strata:sampled_tokens_total Tokens by the sampler that picked "
                          "them: the device's or the host's.\n# TYPE strata:sampled_tokens_total "
                          "counter\n");

@@ -45,6 +45,7 @@ typedef struct metrics_gauges {
     int64_t head_timeouts; /* connections cut by --header-timeout since start */
     /* the engine's decode steps by how they ran, and its tokens by who sampled them */
     int64_t graph_replays, graph_captures, eager_decode_steps, sampled_device, sampled_host;
+    int64_t chained_decode_steps, pad_rows;
 } metrics_gauges;
 
 /* model_name labels every series. Caller frees with metrics_destroy. */

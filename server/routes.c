@@ -65,6 +65,8 @@ enum MHD_Result route_metrics(srv *S, struct MHD_Connection *c) {
         g.eager_decode_steps = st.eager_decode_steps;
         g.sampled_device = st.sampled_device;
         g.sampled_host = st.sampled_host;
+        g.chained_decode_steps = st.chained_decode_steps;
+        g.pad_rows = st.pad_rows;
     }
     strbuf o = {0};
     int rc = metrics_render(S->met, &g, &o);

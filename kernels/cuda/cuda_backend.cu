@@ -82,7 +82,11 @@ static const void *cuda_stage_parts(cuda_impl *c, int n, const void *const *src,
         c->graph_bad = 1;
         return c->stage_d;
     }
-    if (c->stage_off + need > CUDA_STAGE_BYTES) {
+    if (c->mode == CUDA_MODE_EAGER && c->n_flights) { /* a graph may read any part of it */
+        cuda_flights_drain(c);
+        c->stage_off = 0;
+    }
+    if (c->stage_off + need > c->stage_end) {
         if (c->mode != CUDA_MODE_EAGER) { /* offsets of a graph must not wrap */
             c->graph_bad = 1;
             return c->stage_d;
@@ -116,6 +120,8 @@ const void *cuda_stage(cuda_impl *c, const void *src, size_t bytes) {
  * Under a graph, graph_begin has rewound it: offsets taken since then are in the graph. */
 static void cuda_stage_rewind(cuda_impl *c) {
     if (c->mode != CUDA_MODE_EAGER) return;
+    cuda_flights_drain(c);
+    c->stage_end = CUDA_STAGE_BYTES;
     if (c->stage_ev_live) {
         cudaEventSynchronize(c->stage_ev);
         c->stage_ev_live = 0;
@@ -176,7 +182,7 @@ static void cuda_download(backend *b, void *dst, const void *src, size_t bytes) 
     int launch = cuda_enter(c, CUDA_OP_DOWNLOAD, src, bytes);
     if (c->mode != CUDA_MODE_EAGER) { /* into the bounce buffer; graph_end copies out */
         size_t off = c->bounce_off;
-        if (off + bytes > CUDA_BOUNCE_BYTES || c->n_pending == CUDA_PENDING_MAX) {
+        if (off + bytes > c->bounce_end || c->n_pending == CUDA_PENDING_MAX) {
             c->graph_bad = 1;
             return;
         }
@@ -189,7 +195,9 @@ static void cuda_download(backend *b, void *dst, const void *src, size_t bytes) 
         }
         return;
     }
-    /* Pinned bounce: a pageable D2H copy runs at a fraction of the link speed. */
+    /* Pinned bounce: a pageable D2H copy runs at a fraction of the link speed. A graph in
+     * flight may still copy into it, and its downloads are owed first. */
+    cuda_flights_drain(c);
     cudaError_t e;
     if (bytes <= CUDA_BOUNCE_BYTES) {
         e = cudaMemcpyAsync(c->bounce, src, bytes, cudaMemcpyDeviceToHost, c->stream);
@@ -300,6 +308,8 @@ static void cuda_destroy(backend *b) {
         cudaFreeHost(c->stage_h);
         cudaFreeHost(c->bounce);
         if (c->stage_ev) cudaEventDestroy(c->stage_ev);
+        for (int i = 0; i < CUDA_FLIGHT_MAX; i++)
+            if (c->flights[i].done) cudaEventDestroy(c->flights[i].done);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c);
     }
@@ -350,9 +360,10 @@ static void cuda_fill_ops(backend_ops *o) {
     o->last_error = cuda_last_error;
     o->graph_begin = cuda_graph_begin;
     o->graph_end = cuda_graph_end;
+    o->graph_sync = cuda_graph_sync;
     o->graph_clear = cuda_graph_clear;
     o->sample = cuda_sample;
-    o->embed_dev = cuda_embed_dev;
+    o->embed_fed = cuda_embed_fed;
 }
 
 #define CUDA_TRY(call, what)                                                                       \
@@ -407,6 +418,9 @@ CUDA_EXPORT int strata_cuda_backend_create(int device, backend **out, strata_err
     snprintf(c->name, sizeof c->name, "%s", prop.name);
     CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream");
     CUDA_TRY(cudaEventCreateWithFlags(&c->stage_ev, cudaEventDisableTiming), "event");
+    for (int i = 0; i < CUDA_FLIGHT_MAX; i++)
+        CUDA_TRY(cudaEventCreateWithFlags(&c->flights[i].done, cudaEventDisableTiming), "event");
+    c->stage_end = CUDA_STAGE_BYTES;
     CUDA_TRY(cudaMalloc(&c->blas_ws, CUDA_BLAS_WS_BYTES), "cuBLAS workspace");
     CUDA_TRY(cudaMalloc((void **)&c->act16, sizeof(__nv_bfloat16) * CUDA_ACT16_ELEMS),
              "GEMM scratch");

@@ -1,6 +1,6 @@
 /* cuda_elementwise.cu - the CUDA backend's elementwise and row-copy ops: add, the gated
  * activations (silu, gelu_tanh, sigmoid), relu², scale, softcap, split_halves,
- * gather_rows, embed and the DeltaNet gates.
+ * gather_rows, embed (and embed_fed) and the DeltaNet gates.
  *
  * Each is a grid-stride loop, memory-bound and coalesced; the math is the CPU reference's
  * formula (kernels/cpu/cpu_ops.c) with accurate expf / tanhf, so results agree to a few
@@ -102,13 +102,17 @@ __global__ void ew_gather_serial(float *out, const float *x, const int32_t *rows
     }
 }
 
+/* fed NULL: every id is in ids; else a negative id is fed[slot[tok_seq[r]]] (embed_fed). */
 __global__ void ew_embed(float *__restrict__ out, const void *__restrict__ table, int dt,
-                         const int32_t *ids, int m, int n) {
+                         const int32_t *ids, const int32_t *fed, const int32_t *slot,
+                         const int32_t *tok_seq, int m, int n) {
     size_t total = (size_t)m * n;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t r = i / (size_t)n, j = i % (size_t)n;
-        out[i] = cuda_wget(table, dt, (size_t)ids[r] * n + j);
+        int32_t id = ids[r];
+        if (id < 0 && fed) id = fed[slot[tok_seq[r]]];
+        out[i] = cuda_wget(table, dt, (size_t)id * n + j);
     }
 }
 
@@ -222,19 +226,24 @@ void cuda_embed(backend *b, float *out, const bk_weight *table, const int32_t *i
     int launch = cuda_enter(c, CUDA_OP_EMBED, (const void *)out, table->data, m, n);
     const int32_t *d = (const int32_t *)cuda_stage(c, ids, sizeof(int32_t) * (size_t)m);
     if (!launch) return;
-    ew_embed<<<EW_GRID(t)>>>(out, table->data, (int)table->dt, d, m, n);
+    const int32_t *none = NULL;
+    ew_embed<<<EW_GRID(t)>>>(out, table->data, (int)table->dt, d, none, none, none, m, n);
     cuda_check_launch(c, "embed");
 }
 
-void cuda_embed_dev(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m) {
+void cuda_embed_fed(backend *b, float *out, const bk_weight *table, const int32_t *ids,
+                    const int32_t *fed, const bk_batch *bt, int m) {
     cuda_impl *c = cuda_impl_of(b);
     int n = (int)table->shape[1];
     size_t t = (size_t)m * n;
-    if (!t ||
-        !cuda_enter(c, CUDA_OP_EMBED_DEV, (const void *)out, table->data, (const void *)ids, m))
-        return;
-    ew_embed<<<EW_GRID(t)>>>(out, table->data, (int)table->dt, ids, m, n);
-    cuda_check_launch(c, "embed_dev");
+    if (!t) return;
+    const cuda_bdev *bd = (const cuda_bdev *)bt->dev;
+    int launch = cuda_enter(c, CUDA_OP_EMBED_FED, (const void *)out, table->data, (const void *)fed,
+                            (const void *)bd->slot, m, n);
+    const int32_t *d = (const int32_t *)cuda_stage(c, ids, sizeof(int32_t) * (size_t)m);
+    if (!launch) return;
+    ew_embed<<<EW_GRID(t)>>>(out, table->data, (int)table->dt, d, fed, bd->slot, bd->tok_seq, m, n);
+    cuda_check_launch(c, "embed_fed");
 }
 
 void cuda_gdn_gates(backend *b, float *g, float *beta, const float *a, const float *bb,

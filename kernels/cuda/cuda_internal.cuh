@@ -29,11 +29,12 @@ extern "C" {
 enum {
     CUDA_BLOCK = 256,               /* default threads per block */
     CUDA_STAGE_BYTES = 8 << 20,     /* pinned staging ring for host-side op inputs */
-    CUDA_BOUNCE_BYTES = 32 << 20,   /* pinned bounce buffer for downloads */
+    CUDA_BOUNCE_BYTES = 64 << 20,   /* pinned bounce buffer for downloads */
     CUDA_BLAS_WS_BYTES = 32 << 20,  /* cuBLAS workspace (graph capture needs one) */
     CUDA_ACT16_ELEMS = 16 << 20,    /* bf16-rounded activations for cuBLAS */
     CUDA_ATT_PART_FLOATS = 4 << 20, /* flash-decoding split partials */
-    CUDA_GRAPH_MAX = 32,            /* captured graphs kept (batch-size buckets) */
+    CUDA_GRAPH_MAX = 64,            /* captured graphs kept (batch-size buckets x 2 halves) */
+    CUDA_FLIGHT_MAX = 2,            /* graphs launched and not yet synced */
     CUDA_PENDING_MAX = 64,          /* downloads deferred to graph_end */
     CUDA_SAMPLE_ROWS = 256,         /* logit rows one sample launch takes */
     CUDA_SAMPLE_PARTS = 64,         /* blocks per row in the sampler's vocabulary passes */
@@ -55,6 +56,7 @@ typedef struct cuda_alloc_rec {
 
 typedef struct cuda_graph_entry {
     uint64_t key;
+    int half;     /* the half of the staging ring and bounce buffer its copies use */
     uint64_t sig; /* hash of the op sequence captured */
     int n_ops;
     cudaGraphExec_t exec;
@@ -65,6 +67,14 @@ typedef struct cuda_pending {
     size_t off; /* offset in the bounce buffer */
     size_t bytes;
 } cuda_pending;
+
+/* A graph launched by graph_end without waiting: its downloads complete at graph_sync. */
+typedef struct cuda_flight {
+    cudaEvent_t done; /* recorded after the launch */
+    int half;
+    int n_pending;
+    cuda_pending pending[CUDA_PENDING_MAX];
+} cuda_flight;
 
 typedef struct cuda_impl {
     backend_ops ops; /* the vtable b->ops points at */
@@ -80,14 +90,16 @@ typedef struct cuda_impl {
     int *smp_arg;
     double *smp_z, *smp_all;
     bk_sample_res *smp_res; /* [CUDA_SAMPLE_ROWS] */
-    /* staging ring: host inputs copied H2D at op time (or refilled before a graph replay) */
+    /* staging ring: host inputs copied H2D at op time (or refilled before a graph replay).
+     * An eager forward uses all of it; a graph one half, the other half than the graph
+     * in flight, so the host refills one while the device reads the other. */
     unsigned char *stage_h; /* pinned [CUDA_STAGE_BYTES] */
     unsigned char *stage_d; /* device mirror [CUDA_STAGE_BYTES] */
-    size_t stage_off;
+    size_t stage_off, stage_end;
     cudaEvent_t stage_ev; /* after the last staging copy */
     int stage_ev_live;
-    unsigned char *bounce; /* pinned [CUDA_BOUNCE_BYTES] download bounce */
-    size_t bounce_off;
+    unsigned char *bounce; /* pinned [CUDA_BOUNCE_BYTES] download bounce, halved as the ring */
+    size_t bounce_off, bounce_end;
     cuda_bdev bdev;
     /* allocations made through ops->alloc and weight_prepare */
     cuda_alloc_rec *allocs;
@@ -99,10 +111,13 @@ typedef struct cuda_impl {
     int n_ops;
     int graph_bad;       /* something in this capture/replay cannot be replayed */
     char graph_msg[256]; /* why, when a CUDA call failed during the capture */
+    int half;            /* of the graph being captured or replayed */
     cuda_graph_entry graphs[CUDA_GRAPH_MAX];
     int n_graphs;
-    cuda_pending pending[CUDA_PENDING_MAX];
+    cuda_pending pending[CUDA_PENDING_MAX]; /* downloads of the graph being captured/replayed */
     int n_pending;
+    cuda_flight flights[CUDA_FLIGHT_MAX]; /* launched, oldest at flight_head */
+    int flight_head, n_flights;
     /* first CUDA error since create (sticky): ops cannot return one */
     int err_code;
     char err_msg[256];
@@ -173,7 +188,7 @@ enum {
     CUDA_OP_NORM_GROUPED,
     CUDA_OP_SSD,
     CUDA_OP_SAMPLE,
-    CUDA_OP_EMBED_DEV,
+    CUDA_OP_EMBED_FED,
 };
 
 /* ---- staging (cuda_backend.cu) ----
@@ -213,6 +228,8 @@ static inline unsigned cuda_blocks(size_t n, int threads, int cap) {
 /* ---- op entries, one family per file ---- */
 /* cuda_elementwise.cu */
 void cuda_embed(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m);
+void cuda_embed_fed(backend *b, float *out, const bk_weight *table, const int32_t *ids,
+                    const int32_t *fed, const bk_batch *bt, int m);
 void cuda_add(backend *b, float *out, const float *a, const float *x, size_t n);
 void cuda_silu_mul(backend *b, float *out, const float *gate, const float *up, int m, int n);
 void cuda_gelu_tanh_mul(backend *b, float *out, const float *gate, const float *up, int m, int n);
@@ -261,13 +278,16 @@ void cuda_ssd(backend *b, float *y, const float *x, int ld_x, const float *B, co
               int P, int N, int G, float dt_min);
 /* cuda_membw.cu */
 double cuda_read_bandwidth(backend *b, size_t bytes);
-/* cuda_graph.cu: the graph slots of the ops table (kernels/backend.h) */
+/* cuda_graph.cu: the graph slots of the ops table (kernels/backend.h), and the completion
+ * of every graph in flight that an eager op needing the staging ring or the bounce buffer
+ * calls first (0, or the sticky error's code) */
+int cuda_flights_drain(cuda_impl *c);
 int cuda_graph_begin(backend *b, uint64_t key, strata_err *err);
-int cuda_graph_end(backend *b, strata_err *err);
+int cuda_graph_end(backend *b, int wait, strata_err *err);
+int cuda_graph_sync(backend *b, strata_err *err);
 void cuda_graph_clear(backend *b);
 /* cuda_sample.cu */
 void cuda_sample(backend *b, bk_sample_res *res, float *logits, const bk_sample_req *req, int m,
                  int n);
-void cuda_embed_dev(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m);
 
 #endif

@@ -392,6 +392,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
         if (n_top < q.top_logprobs) out->n_top = n_top;
         if (q.counts) /* seen, and generated once more: the next step's penalties */
             q.counts[chosen] = (q.counts[chosen] | 1u) + 2u;
+        if (q.feed) *q.feed = chosen; /* the next step's input, without the host */
     }
 }
 

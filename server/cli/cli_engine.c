@@ -38,7 +38,7 @@ void cli_result_free(cli_result *r) {
 }
 
 int cli_engine_open(cli_model *o, const tokenizer *tok,
-                    void (*on_step)(void *, const engine_step_info *), void *ud, engine **out) {
+                    int (*on_step)(void *, const engine_step_info *), void *ud, engine **out) {
     strata_err err = {0};
     engine_opts eo = {.max_seqs = o->max_seqs,
                       .prefill_chunk = o->chunk,

@@ -27,7 +27,7 @@ void cli_result_free(cli_result *r);
 /* An engine over o's model (and tok, which may be NULL) with o's prefill chunk;
  * on_step / ud as engine_opts (may be NULL). Prints the error and returns -1 on failure. */
 int cli_engine_open(cli_model *o, const tokenizer *tok,
-                    void (*on_step)(void *, const engine_step_info *), void *ud, engine **out);
+                    int (*on_step)(void *, const engine_step_info *), void *ud, engine **out);
 
 /* Runs one sequence of prompt to its end: sampling from o->sp, at most max_tokens new
  * tokens, stopping at the model's eos unless ignore_eos. on_ids (may be NULL) sees the

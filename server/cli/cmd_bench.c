@@ -28,8 +28,10 @@ static const char bench_usage[] =
  * dev machine), so decode runs in segments with a bandwidth probe between them; each
  * segment is held against the larger of the probes around it, so a fraction is never
  * flattered by a slow probe and a phase change inside the decode moves only one
- * segment's ceiling. The probes run from the engine's step callback, between steps,
- * when nothing else uses the backend. */
+ * segment's ceiling. The probes run from the engine's step callback with nothing on the
+ * backend: when a segment ends, the step already launched behind its last one is let
+ * finish (the callback asks the engine to hold), it counts for the next segment from the
+ * moment the last one ended, and the probe runs after it, its time counted nowhere. */
 enum { BENCH_SEGS_MAX = 4 };
 
 typedef struct bench_clock {
@@ -37,11 +39,14 @@ typedef struct bench_clock {
     int measuring; /* the timed sequence runs (not the warm-up) */
     int segs, gen_len, n_decode;
     double prefill;   /* seconds of the timed prefill step */
-    double seg_start; /* strata_now() when the current segment began */
+    double seg_start; /* when the current segment's time began */
+    double seg_end;   /* when the last segment ended, while a probe is due */
+    int probe_due;    /* probe after this step (the one launched behind a segment's end) */
     double probe[BENCH_SEGS_MAX + 1], t_seg[BENCH_SEGS_MAX];
     int n_seg[BENCH_SEGS_MAX];
     int graph_steps;             /* decode steps that replayed a captured graph */
     int eager_steps;             /* decode steps that ran eagerly */
+    int chained_steps;           /* decode steps launched behind the one before */
     int dev_tokens, host_tokens; /* timed tokens picked by the device's / the host's sampler */
 } bench_clock;
 
@@ -50,26 +55,37 @@ static double bench_probe(backend *b) {
 }
 
 /* Step thread. */
-static void bench_on_step(void *ud, const engine_step_info *si) {
+static int bench_on_step(void *ud, const engine_step_info *si) {
     bench_clock *c = ud;
-    if (!c->measuring) return;
+    if (!c->measuring) return 0;
     c->dev_tokens += si->sampled_device;
     c->host_tokens += si->sampled_host;
     if (!si->n_decode) { /* the prefill step: the first token comes with it */
         c->prefill = si->t_end - si->t_start;
         c->seg_start = si->t_end;
-        return;
+        return 0;
     }
     int sg = (int)((int64_t)c->n_decode * c->segs / c->gen_len);
     c->n_decode++;
     c->n_seg[sg]++;
     c->graph_steps += si->graph == 1;
     c->eager_steps += si->graph == -1;
-    if (c->n_decode == (int)((int64_t)c->gen_len * (sg + 1) / c->segs)) {
-        c->t_seg[sg] = si->t_end - c->seg_start;
-        c->probe[sg + 1] = bench_probe(c->b);
-        c->seg_start = strata_now();
+    c->chained_steps += si->chained;
+    if (c->probe_due) {
+        double t0 = strata_now();
+        c->probe[sg] = bench_probe(c->b);
+        c->seg_start = c->seg_end + (strata_now() - t0);
+        c->probe_due = 0;
     }
+    if (c->n_decode < (int)((int64_t)c->gen_len * (sg + 1) / c->segs)) return 0;
+    c->t_seg[sg] = si->t_end - c->seg_start;
+    if (sg + 1 == c->segs) { /* the last step: nothing runs behind it */
+        c->probe[sg + 1] = bench_probe(c->b);
+        return 0;
+    }
+    c->seg_end = si->t_end;
+    c->probe_due = 1;
+    return 1;
 }
 
 static void bench_print_ids(const char *what, const int32_t *ids, int n) {
@@ -119,8 +135,9 @@ int cmd_bench(int argc, char **argv) {
         ids[i] = (int32_t)((x >> 33) % (uint64_t)in->vocab);
     }
     if (cli_engine_open(&o, tok, bench_on_step, &clk, &e)) goto out;
-    /* warm-up: page faults of mmapped or fresh weights, the decode graph's capture */
-    if (cli_run(e, &o, ids, o.prompt_len, 2, NULL, NULL, &warm)) goto out;
+    /* warm-up: page faults of mmapped or fresh weights, the decode graph's captures (one
+     * per half of the staging ring: two decode steps, the second behind the first) */
+    if (cli_run(e, &o, ids, o.prompt_len, 3, NULL, NULL, &warm)) goto out;
     clk.probe[0] = bench_probe(o.b);
     clk.measuring = 1;
     /* one prefill step, then gen_len decode steps */
@@ -150,7 +167,8 @@ int cmd_bench(int argc, char **argv) {
     printf("backend          %s, %d threads%s\n", backend_name(o.b), o.b->threads,
            clk.graph_steps ? ", decode graphs" : "");
     printf("load             %.3f s\n", t_load);
-    printf("decode steps     %d replayed a graph, %d eager\n", clk.graph_steps, clk.eager_steps);
+    printf("decode steps     %d replayed a graph, %d eager, %d chained on the device\n",
+           clk.graph_steps, clk.eager_steps, clk.chained_steps);
     printf("sampler          %d tokens on the device, %d on the host\n", clk.dev_tokens,
            clk.host_tokens);
     printf("prefill          %d tokens in %.2f ms (%.1f tok/s)\n", o.prompt_len, clk.prefill * 1e3,

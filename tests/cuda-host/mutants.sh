@@ -3,7 +3,8 @@
 # bug at a time into a copy of kernels/cuda (a dropped barrier, an off-by-one tail, wrong
 # GQA head mappings, a short warp reduction, two off-by-one conv windows, a decode GEMV
 # that forgets to round x to bf16, a fused residual norming the wrong row, a multi-weight
-# GEMV segment edge off by one, a bf16 kv cache read wrong, three sampler slips), builds
+# GEMV segment edge off by one, a bf16 kv cache read wrong, four sampler slips, a fed id
+# read from the wrong slot), builds
 # the host library from it and runs that kernel's op test (test_cuda_ops --only), which
 # must fail on every one: comparisons that fail, or the runtime aborting on a fault. A
 # mutant whose pattern is no longer in the source is an error too: the list must follow
@@ -39,6 +40,8 @@ MUTANTS=(
     "sampler ties to the higher id|cuda_sample.cu|sample|(w == v && j < i)|(w == v && j > i)"
     "sampler does not count its token|cuda_sample.cu|sample|1u) + 2u;|1u) + 0u;"
     "top_p keeps one candidate too few|cuda_sample.cu|sample|keep = s_first < k ? s_first + 1 : k;|keep = s_first < k && s_first ? s_first : k;"
+    "sampler feeds no next step|cuda_sample.cu|sample|if (q.feed) *q.feed = chosen;|if (q.feed) *q.feed = arg;"
+    "fed id of the wrong slot|cuda_elementwise.cu|embed_fed|id = fed[slot[tok_seq[r]]];|id = fed[slot[r]];"
 )
 
 caught=0; missed=0

@@ -5,7 +5,9 @@ top_p, min_p, the three penalties, logit_bias, logprobs with alternatives), one 
 and writes what came back to argv[1]; then all at once (several rows per step). With
 argv[2] (a run of the same server with --host-sampling) the one-at-a-time tokens must be
 the same and the logprobs equal to float rounding: the device picks as the host does. /metrics
-must show who sampled: argv[3] is "device" or "host"."""
+must show who sampled: argv[3] is "device" or "host"; decode steps were padded to their
+graph's batch size either way, and chained on the device (their input ids fed by the
+sampler, never read by the host first) only with the device sampler."""
 import json
 import sys
 import threading
@@ -44,6 +46,10 @@ def sampled_by():
     for line in b.decode().splitlines():
         if line.startswith("strata:sampled_tokens_total{"):
             out["device" if 'sampler="device"' in line else "host"] = float(line.split()[-1])
+        for key, name in (("chained", "decode_steps_chained_total"),
+                          ("pad", "decode_pad_rows_total")):
+            if line.startswith("strata:" + name + "{"):
+                out[key] = float(line.split()[-1])
     return out
 
 
@@ -78,10 +84,15 @@ def main():
     # sampled text) may differ from the alone run's: only that every answer came is checked.
     assert all(t and t["text"] for t in together), together
     who = sampled_by()
+    # together, 9 requests share 4 slots: decode steps of 3 rows are padded to 4
+    assert who.get("pad", 0) > 0, who
     if sys.argv[3] == "host":
         assert who.get("device") == 0 and who.get("host", 0) > 0, who
+        assert who.get("chained") == 0, who
     else:  # only the top_k 2000 case (alone and together) may go to the host
         assert who.get("device", 0) > 0 and who.get("host", 0) == 2 * 16, who
+        # greedy and top-k steps run behind each other, fed on the device
+        assert who.get("chained", 0) > 0, who
     with open(sys.argv[1], "w") as f:
         json.dump(alone, f)
     if len(sys.argv) > 2 and sys.argv[2] != "-":

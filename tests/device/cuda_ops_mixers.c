@@ -292,7 +292,7 @@ void test_graph(void) {
     for (int s = 0; s < 3; s++) {
         int mode = backend_graph_begin(gpu, GT, &ge);
         graph_forward(&f, ids[s], 5 + GT * s, got, 0);
-        int rc = backend_graph_end(gpu, &ge);
+        int rc = backend_graph_end(gpu, 1, &ge);
         char what[64];
         snprintf(what, sizeof what, "step %d: %s (begin %d, end %d)", s, s ? "replay" : "capture",
                  mode, rc);
@@ -306,12 +306,12 @@ void test_graph(void) {
     /* Same key, another op sequence: refused before anything runs, then recaptured. */
     int mode = backend_graph_begin(gpu, GT, &ge);
     graph_forward(&f, ids[3], 5 + GT * 3, got, 1);
-    int rc = backend_graph_end(gpu, &ge);
+    int rc = backend_graph_end(gpu, 1, &ge);
     float flag = mode == 1 && rc != 0 ? 0.0f : 1.0f, zero = 0.0f;
     report("graph mismatch refused", "extra op under a captured key", &flag, &zero, 1, 0);
     mode = backend_graph_begin(gpu, GT, &ge);
     graph_forward(&f, ids[3], 5 + GT * 3, got, 0);
-    rc = backend_graph_end(gpu, &ge);
+    rc = backend_graph_end(gpu, 1, &ge);
     report("graph recaptured", mode == 0 && rc == 0 ? "after the refusal" : "FAILED to recapture",
            got, ref[3], mode == 0 && rc == 0 ? GT * GN : 0, mode == 0 && rc == 0 ? 0 : -1);
     /* A forward ending in the device sampler, captured under its own key and replayed with
@@ -337,7 +337,7 @@ void test_graph(void) {
             int mode = backend_graph_begin(gpu, GT + 100, &ge);
             graph_forward(&f, ids[s], 5 + GT * s, got, 0);
             gpu->ops->sample(gpu, gotr, f.dy, rq, GT, GN);
-            int rc = backend_graph_end(gpu, &ge);
+            int rc = backend_graph_end(gpu, 1, &ge);
             for (int r = 0; r < GT; r++) {
                 wt[s * GT + r] = (float)want[r].token;
                 gt[s * GT + r] = mode == (s ? 1 : 0) && !rc ? (float)gotr[r].token : -2.0f;
@@ -347,6 +347,92 @@ void test_graph(void) {
         report("graph sampled", "capture, 2 replays, new requests", gt, wt, 3 * GT, 0);
     }
     gfree(f.dinv), gfree(f.dx), gfree(f.dy), wfree(&f.emb), wfree(&f.nw), wfree(&f.W);
+}
+
+/* ---- decode steps chained on the device ---- */
+
+enum { CN = 3, CSTEPS = 5 };
+static const int chain_slot[CN] = {1, 3, 4};
+
+/* A decode step of CN sequences (one token each), ids[i] < 0 fed from the step before's
+ * picks, sampled (greedy, and a seeded top-k the device keeps) into fed and res. */
+static void chain_forward(graph_fix *f, const int32_t *ids, int step, int32_t *fed,
+                          bk_sample_res *res) {
+    int len[CN], pos[CN];
+    bk_sample_req rq[CN];
+    for (int i = 0; i < CN; i++) {
+        len[i] = 1, pos[i] = 7 + step + 5 * i;
+        rq[i] = (bk_sample_req){.temperature = i == 2 ? 0.8f : 0.0f,
+                                .top_p = 1.0f,
+                                .top_k = 5,
+                                .repetition_penalty = 1.0f,
+                                .logprobs = 1,
+                                .seed = 5,
+                                .draw = (uint64_t)step,
+                                .feed = fed + chain_slot[i]};
+    }
+    tb_make(&f->tb, CN, len, pos, chain_slot);
+    tb_dev(&f->tb);
+    gpu->ops->embed_fed(gpu, f->dx, &f->emb.d, ids, fed, &f->tb.db, CN);
+    gpu->ops->rmsnorm(gpu, f->dx, f->dx, &f->nw.d, CN, GH, GH, 1e-6f, BK_NORM_ONE_PLUS);
+    gpu->ops->rope(gpu, f->dx, &f->tb.db, f->dinv, 4, 16, 16, GH);
+    gpu->ops->matmul(gpu, f->dy, f->dx, &f->W.d, CN);
+    gpu->ops->sample(gpu, res, f->dy, rq, CN, GN);
+}
+
+/* Steps launched behind each other as graphs that do not wait (two in flight at a time),
+ * every input id after the first step fed on the device, results taken one step behind
+ * by graph_sync (and once by an eager download, which owes them first): each step's
+ * picks must be those of the same steps run eagerly with the ids on the host. */
+void test_graph_chain(void) {
+    if (!gpu->ops->sample || !gpu->ops->embed_fed || !gpu->ops->graph_sync) return;
+    graph_fix f;
+    f.emb = wmake(DTYPE_BF16, GV, GH, 1.0f);
+    f.nw = wmake(DTYPE_F32, GH, 0, 0.5f);
+    f.W = wmake(DTYPE_BF16, GN, GH, 0.2f);
+    float inv[8], z[CN * GN] = {0};
+    for (int i = 0; i < 8; i++) inv[i] = (float)pow(10000.0, -2.0 * i / 16);
+    f.dinv = gput(inv, 8), f.dx = gput(z, CN * GH), f.dy = gput(z, CN * GN);
+    int32_t *fed = gpu->ops->alloc(gpu, 8 * sizeof(int32_t));
+    int32_t ids[CN], fed_ids[CN] = {-1, -1, -1};
+    bk_sample_res want[CSTEPS][CN], got[CSTEPS][CN];
+    for (int i = 0; i < CN; i++) ids[i] = 11 + 97 * i;
+    for (int s = 0; s < CSTEPS; s++) { /* eager, the host feeding each step */
+        chain_forward(&f, ids, s, fed, want[s]);
+        free(gget(f.dy, 1));
+        for (int i = 0; i < CN; i++) ids[i] = want[s][i].token;
+    }
+    for (int i = 0; i < CN; i++) ids[i] = 11 + 97 * i;
+    memset(got, 0xff, sizeof got);
+    strata_err ge = {0};
+    int bad = 0, synced = 0;
+    for (int s = 0; s < CSTEPS; s++) {
+        int mode = backend_graph_begin(gpu, GT + 200, &ge);
+        chain_forward(&f, s ? fed_ids : ids, s, fed, got[s]);
+        if (mode < 0 || backend_graph_end(gpu, 0, &ge)) {
+            printf("    chained step %d: %s\n", s, ge.msg);
+            bad = 1;
+            break;
+        }
+        if (s == 3) { /* an eager download completes both steps in flight first */
+            free(gget(f.dx, 1));
+            bad |= got[2][0].token < 0 || got[3][0].token < 0;
+        }
+        while (s > 0 && synced < s) bad |= backend_graph_sync(gpu, &ge) != 0, synced++;
+    }
+    while (synced < CSTEPS) bad |= backend_graph_sync(gpu, &ge) != 0, synced++;
+    bad |= backend_graph_sync(gpu, &ge) != 0; /* nothing in flight: at once */
+    float wt[2 * CSTEPS * CN], gt[2 * CSTEPS * CN];
+    for (int s = 0; s < CSTEPS; s++)
+        for (int i = 0; i < CN; i++) {
+            wt[2 * (s * CN + i)] = (float)want[s][i].token;
+            wt[2 * (s * CN + i) + 1] = want[s][i].logprob;
+            gt[2 * (s * CN + i)] = bad ? -2.0f : (float)got[s][i].token;
+            gt[2 * (s * CN + i) + 1] = got[s][i].logprob;
+        }
+    report("graph chained", "5 steps fed on the device, 2 in flight", gt, wt, 2 * CSTEPS * CN, 0);
+    gfree(fed), gfree(f.dinv), gfree(f.dx), gfree(f.dy);
+    wfree(&f.emb), wfree(&f.nw), wfree(&f.W);
 }
 
 /* ---- speed (printed, not judged) ---- */

@@ -121,8 +121,15 @@ static void run_case(const sample_case *c) {
         dcounts = gpu->ops->alloc(gpu, N * sizeof *counts);
         gpu->ops->upload(gpu, dcounts, counts, N * sizeof *counts);
     }
+    /* each row's pick is fed to its own entry; a row left to the host leaves it alone */
+    int32_t *feed = malloc(sizeof(int32_t) * (size_t)m),
+            *dfeed = gpu->ops->alloc(gpu, sizeof(int32_t) * (size_t)m);
+    if (!feed || !dfeed) abort();
+    for (int r = 0; r < m; r++) feed[r] = -7;
+    gpu->ops->upload(gpu, dfeed, feed, sizeof(int32_t) * (size_t)m);
     for (int r = 0; r < m; r++) {
         dsample_req_of(smp[r], &req[r]);
+        req[r].feed = dfeed + r;
         req[r].bias_ids = dbi;
         req[r].bias_vals = dbv;
         req[r].counts = dcounts ? dcounts + (size_t)r * n : NULL;
@@ -132,6 +139,9 @@ static void run_case(const sample_case *c) {
     uint32_t *dev_counts = calloc(N, sizeof *dev_counts);
     if (!dev_counts) abort();
     if (dcounts) gpu->ops->download(gpu, dev_counts, dcounts, N * sizeof *counts);
+    gpu->ops->download(gpu, feed, dfeed, sizeof(int32_t) * (size_t)m);
+    int feed_ok = 1;
+    for (int r = 0; r < m; r++) feed_ok &= feed[r] == (res[r].token < 0 ? -7 : res[r].token);
 
     float *proc = hdup(logits, N), *want_tok = hvec((size_t)m), *got_tok = hvec((size_t)m);
     float *want_lp = hvec((size_t)m * 21), *got_lp = hvec((size_t)m * 21);
@@ -186,14 +196,16 @@ static void run_case(const sample_case *c) {
     float differ = 0, none = 0; /* bit for bit: -inf rows would make a difference NaN */
     for (size_t i = 0; i < N; i++) differ += memcmp(&dev_rows[i], &proc[i], sizeof(float)) != 0;
     report("sample processed row", shape, &differ, &none, 1, 0);
-    float okf = (float)(host_ok && counts_ok && (!c->expect_host || to_host == m)), one = 1.0f;
+    float okf = (float)(host_ok && counts_ok && feed_ok && (!c->expect_host || to_host == m));
+    float one = 1.0f;
     if (okf != 1.0f)
-        printf("    %d of %d rows for the host%s, host rows %s, counts %s\n", to_host, m,
-               c->expect_host ? " (all expected)" : "", host_ok ? "ok" : "wrong",
-               counts_ok ? "ok" : "differ");
-    report("sample host rows, counts", shape, &okf, &one, 1, 0);
+        printf("    %d of %d rows for the host%s, host rows %s, counts %s, fed ids %s\n", to_host,
+               m, c->expect_host ? " (all expected)" : "", host_ok ? "ok" : "wrong",
+               counts_ok ? "ok" : "differ", feed_ok ? "ok" : "wrong");
+    report("sample host rows, counts, feed", shape, &okf, &one, 1, 0);
     free(proc), free(want_tok), free(got_tok), free(want_lp), free(got_lp);
-    free(want_id), free(got_id), free(dev_rows), free(dev_counts);
+    free(want_id), free(got_id), free(dev_rows), free(dev_counts), free(feed);
+    gfree(dfeed);
 out:
     for (int r = 0; r < m; r++) sampler_destroy(smp[r]);
     free(smp), free(req), free(res), free(counts), free(logits);

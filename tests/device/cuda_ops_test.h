@@ -69,6 +69,7 @@ void test_conv1d(void);
 void test_gated_delta(void);
 void test_ssd(void);
 void test_graph(void);
+void test_graph_chain(void);
 void test_speed(void);
 /* cuda_ops_sample.c */
 void test_sample(void);

@@ -150,6 +150,27 @@ static void test_embed(void) {
     }
 }
 
+/* embed_fed: a negative id takes its sequence's slot's entry of fed (the device sampler's
+ * last pick), against the CPU's embed of the ids resolved on the host. */
+static void test_embed_fed(void) {
+    SKIP_WITHOUT(embed_fed);
+    tw t = wmake(DTYPE_BF16, 1000, 77, 1.0f);
+    int len[3] = {2, 1, 2}, pos[3] = {4, 0, 9}, slot[3] = {2, 0, 5};
+    int32_t ids[5] = {12, -1, -1, 40, -1}, fed[8] = {100, 200, 300, 400, 500, 600, 700, 999};
+    int32_t resolved[5] = {12, 300, 100, 40, 600};
+    int32_t *dfed = gpu->ops->alloc(gpu, sizeof fed);
+    gpu->ops->upload(gpu, dfed, fed, sizeof fed);
+    tbatch tb;
+    tb_make(&tb, 3, len, pos, slot);
+    float *ref = hvec(5 * 77), *d = gput(ref, 5 * 77);
+    cpu->ops->embed(cpu, ref, &t.h, resolved, 5);
+    tb_dev(&tb);
+    gpu->ops->embed_fed(gpu, d, &t.d, ids, dfed, &tb.db, 5);
+    float *got = gget(d, 5 * 77);
+    report("embed_fed", "[1000,77] bf16, 3 of 5 ids fed", got, ref, 5 * 77, 0);
+    free(ref), free(got), gfree(d), gfree(dfed), wfree(&t);
+}
+
 static void test_rmsnorm(void) {
     const int cases[][3] = {{7, 33, 40}, {3, 2050, 2050}, {1, 4096, 4096}, {300, 256, 256}};
     for (int ci = 0; ci < 4; ci++)
@@ -509,6 +530,7 @@ static const struct {
     void (*run)(void);
 } op_tests[] = {
     {"embed", test_embed},
+    {"embed_fed", test_embed_fed},
     {"rmsnorm", test_rmsnorm},
     {"residual", test_residual},
     {"rmsnorm_gated", test_rmsnorm_gated},
@@ -559,6 +581,7 @@ int main(int argc, char **argv) {
     if (!self && !only) {
         test_oom();
         test_graph();
+        test_graph_chain();
         if (speed) test_speed();
         backend_mem dm;
         if (!backend_memory(gpu, &dm))

@@ -70,9 +70,10 @@ static void check_backend(const backend *b, const char *what) {
                   "%s: op %d", what, op);
     }
     /* optional slots: supported exactly when filled */
-    CHECK(backend_supports(b, BK_OP_GRAPHS, DTYPE_COUNT) == (o->graph_begin && o->graph_end));
+    CHECK(backend_supports(b, BK_OP_GRAPHS, DTYPE_COUNT) ==
+          (o->graph_begin && o->graph_end && o->graph_sync));
     CHECK(backend_supports(b, BK_OP_SAMPLE, DTYPE_COUNT) == (o->sample != NULL));
-    CHECK(backend_supports(b, BK_OP_EMBED_DEV, DTYPE_COUNT) == (o->embed_dev != NULL));
+    CHECK(backend_supports(b, BK_OP_EMBED_FED, DTYPE_COUNT) == (o->embed_fed != NULL));
     CHECK(backend_supports(b, BK_OP_MEMORY, DTYPE_COUNT) == (o->memory != NULL));
     CHECK(backend_supports(b, BK_OP_READ_BANDWIDTH, DTYPE_COUNT) == (o->read_bandwidth != NULL));
     CHECK(!backend_supports(b, BK_OP_COUNT, DTYPE_COUNT) && !backend_supports(b, -1, DTYPE_COUNT));
@@ -102,7 +103,7 @@ static void test_cuda_when_present(void) {
         return;
     }
     check_backend(b, "cuda");
-    CHECK(b->ops->graph_begin && b->ops->sample && b->ops->embed_dev && b->ops->memory);
+    CHECK(b->ops->graph_begin && b->ops->sample && b->ops->embed_fed && b->ops->memory);
     backend_destroy(b);
 }
 

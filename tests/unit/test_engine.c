@@ -7,7 +7,8 @@
  * stop ids end with "stop"; a cancel frees the slot and the slot is reused; a seeded
  * sample repeats; prompt + max_tokens over the context is refused up front; prompt
  * logprobs equal the log-softmax of a plain model_forward over the prompt, whatever the
- * chunking, and leave the generated tokens alone; max_tokens 0 only prefills. */
+ * chunking, and leave the generated tokens alone; max_tokens 0 only prefills; the device
+ * loop (padded and chained decode steps) where the backend has one. */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -282,6 +283,72 @@ static void test_seeded_sampling(void) {
     for (int i = 0; i < 2; i++) finish(&a[i]);
 }
 
+/* The device loop where the backend has one (tests/device/test_cuda_engine.c runs this file
+ * on the CUDA backend; on the CPU the counts below are 0): decode steps padded to their
+ * batch-size bucket and chained behind each other with the tokens fed on the device give
+ * each sequence the tokens it gets alone, as sequences finish at different steps (the
+ * bucket shrinks: 3 -> 4 rows, then 2, then 1), for greedy, a seeded top-k and a seeded
+ * top-p (at this 512-token vocabulary the device picks all of them for sure; the demo
+ * model's larger one, where top-p steps wait for the host, is tests/cuda-host/sampling.sh).
+ * A stop id ends a sequence at once although the step behind it already ran. */
+static void test_device_loop(void) {
+    engine_seq_params p[4];
+    run alone[4], together[4], stop;
+    const int max_tokens[4] = {9, 17, 5, 12};
+    const int32_t *prompts[4] = {P0, P2, P0, P2};
+    const int n_prompt[4] = {13, 21, 13, 21};
+    engine *e = make_engine(4, 512);
+    for (int i = 0; i < 4; i++) {
+        seq_params(&p[i], prompts[i], n_prompt[i], max_tokens[i]);
+        p[i].sampling.seed = 77 + i;
+        if (i == 1) p[i].sampling.temperature = 1.0f, p[i].sampling.top_k = 8;
+        if (i == 3) p[i].sampling.temperature = 0.9f, p[i].sampling.top_p = 0.8f;
+        start(e, &alone[i], &p[i]);
+        wait_all(&alone[i], 1);
+        wait_idle(e);
+    }
+    engine_stats st0, st;
+    engine_get_stats(e, &st0);
+    for (int i = 0; i < 4; i++) start(e, &together[i], &p[i]);
+    wait_all(together, 4);
+    wait_idle(e);
+    engine_get_stats(e, &st);
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ_INT(together[i].n_gen, max_tokens[i]);
+        CHECK_MSG(!strcmp(alone[i].text, together[i].text), "seq %d alone %s\ntogether %s", i,
+                  alone[i].text, together[i].text);
+    }
+    int64_t chained = st.chained_decode_steps - st0.chained_decode_steps;
+    int64_t pads = st.pad_rows - st0.pad_rows;
+    if (backend_supports(B, BK_OP_GRAPHS, DTYPE_COUNT) &&
+        backend_supports(B, BK_OP_SAMPLE, DTYPE_COUNT)) {
+        CHECK_MSG(pads > 0 && chained > 0, "pads %lld, chained %lld", (long long)pads,
+                  (long long)chained);
+        CHECK_EQ_INT(st.eager_decode_steps - st0.eager_decode_steps, 0);
+        CHECK_EQ_INT(st.sampled_host, 0);
+    } else {
+        CHECK(pads == 0 && chained == 0);
+    }
+    /* the second token of the greedy run as a stop id, on a chained run: two tokens */
+    int32_t second = -1, first = -1;
+    CHECK(sscanf(alone[0].text, "[%d][%d]", &first, &second) == 2);
+    seq_params(&p[0], P0, 13, 9);
+    p[0].stop_ids = &second;
+    p[0].n_stop_ids = first != second;
+    start(e, &stop, &p[0]);
+    wait_all(&stop, 1);
+    wait_idle(e);
+    if (first != second) {
+        CHECK_EQ_INT(stop.finish, ENGINE_FINISH_STOP);
+        CHECK_EQ_INT(stop.n_gen, 2);
+    }
+    engine_get_stats(e, &st);
+    CHECK_EQ_INT(st.cached_tokens, 0);
+    engine_destroy(e);
+    for (int i = 0; i < 4; i++) finish(&alone[i]), finish(&together[i]);
+    finish(&stop);
+}
+
 static void test_destroy_aborts(void) {
     engine_seq_params p;
     run r;
@@ -434,10 +501,11 @@ int main(void) {
     RUN(test_stop_and_limits);
     RUN(test_cancel_frees_slot);
     RUN(test_seeded_sampling);
+    RUN(test_device_loop);
     RUN(test_destroy_aborts);
     RUN(test_prompt_logprobs);
     model_close(M);
     backend_destroy(B);
-    CHECK_EQ_INT(released, 21);
+    CHECK_EQ_INT(released, 30);
     TEST_DONE();
 }

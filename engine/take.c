@@ -1,0 +1,168 @@
+/* take.c - taking a launched step's tokens: the host's or the device's sampler results
+ * become each sequence's next token, its text (detokenizer, stop strings) and finish, and
+ * the prompt logprobs of a prefill go out. A row of a sequence that finished at the step
+ * before (it was fed once more behind it, sched.c) is dropped. Step thread only. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/engine_internal.h"
+
+static int take_is_stop_id(const engine *e, const engine_seq *s, int32_t t) {
+    if (!s->ignore_eos)
+        for (int i = 0; i < e->n_eos; i++)
+            if (e->eos[i] == t) return 1;
+    for (int i = 0; i < s->n_stop_ids; i++)
+        if (s->stop_ids[i] == t) return 1;
+    return 0;
+}
+
+/* log p(target | the row's prefix) and the n_top most likely tokens (descending, ties
+ * to the lower id, as the sampler orders them) from one row of raw logits. A scan with
+ * a sorted insertion into the n_top <= SAMPLER_MAX_TOP_LOGPROBS slots: no scratch. */
+static void take_prompt_logprob(sampler_result *out, const float *row, int vocab, int32_t target,
+                                int n_top) {
+    float mx = -INFINITY;
+    for (int i = 0; i < vocab; i++)
+        if (row[i] > mx) mx = row[i];
+    double z = 0;
+    for (int i = 0; i < vocab; i++) z += exp((double)(row[i] - mx));
+    float lse = mx + (float)log(z);
+    if (n_top > vocab) n_top = vocab;
+    if (n_top > SAMPLER_MAX_TOP_LOGPROBS) n_top = SAMPLER_MAX_TOP_LOGPROBS;
+    int n = 0;
+    for (int i = 0; i < vocab && n_top > 0; i++) {
+        float v = row[i];
+        if (n == n_top && !(v > out->top[n - 1].logprob)) continue;
+        int k = n < n_top ? n++ : n - 1; /* the slot that frees up: the end */
+        while (k > 0 && v > out->top[k - 1].logprob) {
+            out->top[k] = out->top[k - 1];
+            k--;
+        }
+        out->top[k].token = i;
+        out->top[k].logprob = v;
+    }
+    for (int k = 0; k < n; k++) out->top[k].logprob -= lse;
+    out->n_top = n;
+    out->token = target;
+    out->logprob = row[target] - lse;
+}
+
+/* Takes res as the next token of s, whose positions in the cache after the step that
+ * sampled it were pos, and emits text / finish. */
+static void take_token(engine *e, engine_seq *s, const sampler_result *res, int pos) {
+    sampler_accept(s->smp, res->token);
+    s->last = res->token;
+    s->n_gen++;
+    atomic_fetch_add(&e->gen_tokens, 1);
+    double now = strata_now();
+    if (s->n_gen > 1 && e->on_token_gap) e->on_token_gap(e->ud, now - s->t_last_tok);
+    s->t_last_tok = now;
+
+    int finish = ENGINE_FINISH_NONE, flush = 0, rc = 0;
+    char idtext[24], why[256] = "";
+    detok_out o = {0};
+    strata_err err = {0};
+    if (take_is_stop_id(e, s, res->token)) {
+        finish = ENGINE_FINISH_STOP;
+        flush = 1;
+    } else if (s->dt) {
+        rc = detok_push(s->dt, res->token, &o, &err);
+        if (rc && res->token < tok_vocab_size(e->tok)) {
+            finish = ENGINE_FINISH_ERROR;
+            snprintf(why, sizeof why, "detokenizer: %.200s", err.msg);
+        } else if (!rc && o.stopped) {
+            finish = ENGINE_FINISH_STOP;
+        }
+        /* an id the tokenizer does not know (a padded vocab row) yields no text */
+        if (rc) memset(&o, 0, sizeof o);
+    } else {
+        int n = snprintf(idtext, sizeof idtext, "[%d]", res->token);
+        o.text = idtext;
+        o.text_len = (size_t)n;
+    }
+    if (!finish && (s->n_gen >= s->max_tokens || pos >= e->ctx)) {
+        finish = ENGINE_FINISH_LENGTH;
+        flush = 1;
+    }
+    if (engine_seq_emit(s, o.text, o.text_len, o.reasoning, o.reasoning_len, res, 0, NULL)) {
+        finish = ENGINE_FINISH_ERROR;
+        snprintf(why, sizeof why, "out of memory for the output");
+    }
+    if (flush && finish != ENGINE_FINISH_ERROR && s->dt) {
+        memset(&o, 0, sizeof o);
+        if (!detok_finish(s->dt, &o, &err))
+            engine_seq_emit(s, o.text, o.text_len, o.reasoning, o.reasoning_len, NULL, 0, NULL);
+    }
+    if (finish) {
+        engine_seq_finish(s, finish, why[0] ? why : NULL);
+    } else if (s->wake) {
+        s->wake(s->ud);
+    }
+}
+
+/* The end of a prefill chunk: once the whole prompt is in, its logprobs go out before
+ * the first token's wake. Only in the step that was just built (eager: never in flight). */
+static void take_prefill(engine *e, const sched_flight *f) {
+    for (int k = 0; k < f->n_plp; k++) {
+        engine_seq *s = e->b_plp_seq[k];
+        int idx = e->b_plp_idx[k];
+        take_prompt_logprob(&s->plp[idx], e->logits + (size_t)(f->nout + k) * (size_t)e->vocab,
+                            e->vocab, s->prompt[idx], s->plp_top);
+    }
+    for (int i = 0; i < e->n_run; i++) {
+        engine_seq *s = e->run[i];
+        if (e->b_chunk[i] <= 0 || s->done || s->n_done < s->n_prompt) continue;
+        if (s->plp) engine_seq_emit_prompt(s);
+        if (!s->max_tokens) engine_seq_finish(s, ENGINE_FINISH_LENGTH, NULL);
+    }
+}
+
+int take_step(engine *e, sched_flight *f, strata_err *err) {
+    int rc = f->deferred ? backend_graph_sync(e->b, err) : 0;
+    f->live = 0;
+    for (int r = 0; r < f->nout; r++)
+        if (f->seq[r]) f->seq[r]->in_flight--;
+    if (rc) return rc;
+    if (!f->deferred) take_prefill(e, f);
+    int n_host = f->dev ? 0 : f->nout - f->n_pad;
+    for (int r = 0; r < f->nout; r++) {
+        engine_seq *s = f->seq[r];
+        sampler_result res;
+        if (!s || s->done) continue;
+        n_host += f->dev && f->res[r].token < 0;
+        if (!f->dev) {
+            sampler_sample(s->smp, e->logits + (size_t)r * (size_t)e->vocab, &res);
+        } else if (dsample_result(&e->ds, &f->res[r], r, s->slot, s->smp, f->sampled_rows, &res)) {
+            engine_seq_finish(s, ENGINE_FINISH_ERROR,
+                              "the device sampler left a row it had not kept");
+            continue;
+        }
+        take_token(e, s, &res, f->pos[r]);
+    }
+    int n_dev = f->dev ? f->nout - f->n_pad - n_host : 0;
+    if (f->n_decode == f->n_seqs && !f->n_plp) {
+        atomic_fetch_add(f->graph == 1   ? &e->graph_replays
+                         : f->graph == 0 ? &e->graph_captures
+                                         : &e->eager_decode_steps,
+                         1);
+        atomic_fetch_add(&e->chained_steps, f->chained);
+        atomic_fetch_add(&e->pad_rows, f->n_pad);
+    }
+    atomic_fetch_add(&e->smp_device, n_dev);
+    atomic_fetch_add(&e->smp_host, n_host);
+    if (e->on_step) {
+        engine_step_info si = {.n_tokens = f->n_tokens,
+                               .n_seqs = f->n_seqs - f->n_pad,
+                               .n_decode = f->n_decode,
+                               .n_pad = f->n_pad,
+                               .graph = f->graph,
+                               .chained = f->chained,
+                               .sampled_device = n_dev,
+                               .sampled_host = n_host,
+                               .t_start = f->t_start,
+                               .t_end = strata_now()};
+        if (e->on_step(e->ud, &si)) e->hold = 1;
+    }
+    return 0;
+}
