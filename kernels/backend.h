@@ -94,12 +94,32 @@ typedef struct bk_kv {
     int width; /* floats per row: kv heads · head dim */
 } bk_kv;
 
+/* Activations of a gated pair, for matmul_glu. */
+enum {
+    BK_ACT_SILU = 0,      /* silu(g) · u        (Qwen3.5's MLP) */
+    BK_ACT_GELU_TANH = 1, /* gelu_tanh(g) · u   (Gemma 4's MLP and PLE gate) */
+    BK_ACT_SIGMOID = 2,   /* u · sigmoid(g)     (Qwen3.5's attention output gate) */
+    BK_ACT_RELU2 = 3,     /* max(g, 0)², no u   (Nemotron-H's MLP) */
+    BK_ACT_COUNT
+};
+
 /* RMSNorm weight modes. */
 enum {
     BK_NORM_PLAIN = 0,    /* y = x̂ · w */
     BK_NORM_ONE_PLUS = 1, /* y = x̂ · (1 + w)   (zero-centred weights: Qwen3.5) */
     BK_NORM_NONE = 2,     /* y = x̂            (w unused, may be NULL) */
 };
+
+/* What attn_prep (below) makes of a step's projections. */
+typedef struct bk_qkv_prep {
+    int H, KV, D;                     /* query heads, kv heads, head dim */
+    const bk_weight *q_norm, *k_norm; /* [D] RMSNorm weights of q and k heads; NULL: none */
+    int norm_mode;                    /* BK_NORM_PLAIN or BK_NORM_ONE_PLUS, for both */
+    int v_norm;                       /* 1: v heads RMS-normalised without a weight */
+    float eps;
+    const float *inv_freq; /* [rot/2] backend memory; RoPE on the first rot dims of q and k */
+    int rot;               /* 0: no RoPE */
+} bk_qkv_prep;
 
 typedef struct backend_ops {
     const char *name;
@@ -172,6 +192,14 @@ typedef struct backend_ops {
     void (*matmul_n)(backend *b, float *const *out, const float *x, const bk_weight *const *w,
                      int n_w, int m);
 
+    /* The matmul of a gated activation: out[m, n] = a · Wᵀ with a = act(g, u) (BK_ACT_*)
+     * per element, g and u [m, k] contiguous (u unused by RELU2, may be NULL). Equal, bit
+     * for bit on the CPU, to silu_mul / gelu_tanh_mul into g (or sigmoid_mul into u, relu2
+     * on g) and then matmul of that; g and u may be overwritten (a backend that fuses the
+     * activation into the matmul's loads leaves them). out aliases neither. */
+    void (*matmul_glu)(backend *b, float *out, float *g, float *u, const bk_weight *w, int m,
+                       int act);
+
     /* ---- position encoding ---- */
     /* Rotate-half RoPE on the first rot dims of each head, in place. x is [m, heads,
      * hd] with rows ld floats apart; token i has angle a_j = tok_pos[i] · inv_freq[j]
@@ -194,6 +222,17 @@ typedef struct backend_ops {
      * rows are found at position % cap (cap >= every position a token may see). */
     void (*attention)(backend *b, float *out, const float *q, const bk_kv *kv, const bk_batch *bt,
                       int H, int KV, int D, float scale, int window, float softcap);
+
+    /* The attention prologue of a step in one op. With gate set, qg is [m, H, 2·D], each
+     * head [query | gate]: the queries go to q and the gates to gate [m, H, D]
+     * (split_halves); without, q holds the queries already (qg unused). Then the q heads
+     * are normalised by p->q_norm (rmsnorm, p->norm_mode) and rotated (rope, p->rot); with
+     * kv set, k and v [m, KV·D] are normalised (k_norm; v when p->v_norm, BK_NORM_NONE), k
+     * rotated, and both stored (kv_store). Equal, bit for bit on the CPU, to those ops in
+     * that order; k and v are normalised and rotated in place there, and a backend that
+     * fuses may leave them unwritten (only the cache is read after). */
+    void (*attn_prep)(backend *b, float *q, float *gate, const float *qg, float *k, float *v,
+                      const bk_kv *kv, const bk_batch *bt, const bk_qkv_prep *p);
 
     /* ---- recurrent mixers ---- */
     /* Causal depthwise conv over time with a carried window, then silu when act != 0:
@@ -218,6 +257,18 @@ typedef struct backend_ops {
     void (*gated_delta)(backend *b, float *out, const float *q, const float *k, int ld_qk,
                         const float *v, int ld_v, const float *g, const float *beta, float *state,
                         const bk_batch *bt, int Hk, int Hv, int dk, int dv);
+
+    /* The gated DeltaNet after its conv, in one op (Qwen3.5 spec §5.2.5-5.2.7): the q and k
+     * heads l2-normalised (l2norm: eps 1e-6, q scaled by q_scale, k by 1), the gates
+     * (gdn_gates of a, bb into g, beta), then gated_delta into out. Equal, bit for bit on
+     * the CPU, to those four ops with these arguments (q, k: m rows ld_qk apart, Hk heads of
+     * dk at the start of each; a, bb, g, beta [m, Hv]). q and k are normalised in place and
+     * g, beta are scratch, as in the ops it stands for; a backend that fuses them may leave
+     * those four unwritten. */
+    void (*gdn)(backend *b, float *out, float *q, float *k, int ld_qk, const float *v, int ld_v,
+                const float *a, const float *bb, const bk_weight *A_log, const bk_weight *dt_bias,
+                float *g, float *beta, float *state, const bk_batch *bt, int Hk, int Hv, int dk,
+                int dv, float q_scale);
 
     /* ---- ops of Gemma 4 and Nemotron-H (shared/spec/gemma4.md, nemotron_h.md) ---- */
     /* out[i,j] = gelu_tanh(gate[i,j]) · up[i,j] for rows of n, gelu_tanh(x) =
@@ -304,9 +355,9 @@ typedef struct backend_ops {
 #define BK_OP_LIST(X)                                                          \
     X(EMBED) X(RMSNORM) X(RMSNORM_GATED) X(RESIDUAL) X(L2NORM) X(ADD)          \
     X(SILU_MUL) X(SIGMOID_MUL) X(SPLIT_HALVES) X(GATHER_ROWS) X(MATMUL)        \
-    X(MATMUL_N)                                                                \
-    X(ROPE) X(KV_STORE) X(ATTENTION) X(CONV1D) X(GDN_GATES)                    \
-    X(GATED_DELTA) X(GELU_TANH_MUL) X(RELU2) X(SCALE) X(SOFTCAP)               \
+    X(MATMUL_N) X(MATMUL_GLU)                                                  \
+    X(ROPE) X(KV_STORE) X(ATTENTION) X(ATTN_PREP) X(CONV1D) X(GDN_GATES)       \
+    X(GATED_DELTA) X(GDN) X(GELU_TANH_MUL) X(RELU2) X(SCALE) X(SOFTCAP)        \
     X(RMSNORM_GATED_GROUPED) X(SSD) X(READ_BANDWIDTH) X(MEMORY) X(LAST_ERROR)  \
     X(GRAPHS) X(SAMPLE) X(EMBED_FED)
 /* clang-format on */

@@ -636,14 +636,18 @@ static void g4_attention(g4 *m, int l, const bk_batch *bt) {
     float *outs[] = {m->q, m->k, m->v}; /* [T, H, hd], [T, kvh, hd] x 2 */
     const bk_weight *ws[] = {&L->wq, &L->wk, &L->wv};
     o->matmul_n(b, outs, m->xn, ws, owner ? 3 : 1, T);
-    o->rmsnorm(b, m->q, m->q, &L->q_norm, T * c->H, hd, hd, c->eps, BK_NORM_PLAIN);
-    o->rope(b, m->q, bt, inv_freq, c->H, hd, hd, c->H * hd);
-    if (owner) {
-        o->rmsnorm(b, m->k, m->k, &L->k_norm, T * kvh, hd, hd, c->eps, BK_NORM_PLAIN);
-        o->rmsnorm(b, m->v, m->v, NULL, T * kvh, hd, hd, c->eps, BK_NORM_NONE); /* v_norm */
-        o->rope(b, m->k, bt, inv_freq, kvh, hd, hd, kvh * hd);
-        o->kv_store(b, &L->kv, m->k, m->v, bt);
-    }
+    /* q / k norms, v_norm (no weight), full-width RoPE, k and v into the owner's cache */
+    const bk_qkv_prep prep = {.H = c->H,
+                              .KV = kvh,
+                              .D = hd,
+                              .q_norm = &L->q_norm,
+                              .k_norm = &L->k_norm,
+                              .norm_mode = BK_NORM_PLAIN,
+                              .v_norm = 1,
+                              .eps = c->eps,
+                              .inv_freq = inv_freq,
+                              .rot = hd};
+    o->attn_prep(b, m->q, NULL, NULL, m->k, m->v, owner ? &L->kv : NULL, bt, &prep);
     o->attention(b, m->att, m->q, &D->kv, bt, c->H, kvh, hd, 1.0f, ty == G4_FULL ? 0 : c->window,
                  0.0f); /* scale 1, no softcap */
     o->matmul(b, m->mix, m->att, &L->wo, T);
@@ -663,23 +667,21 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
     arch_embed(b, m->x, &m->embed, tokens, out->fed, bt);
     o->scale(b, m->x, m->s_embed, NULL, Th); /* x₀ = E[t] · √h, §3.3 */
     if (c->P) g4_ple(m, bt, tokens, out->fed);
-    const float *ple = T == 1 ? m->ple : m->plt;
+    float *ple = T == 1 ? m->ple : m->plt;
     o->rmsnorm(b, m->xn, m->x, &m->layers[0].in_norm, T, h, h, c->eps, BK_NORM_PLAIN);
     for (int l = 0; l < c->n_layer; l++) {
         g4_layer *L = &m->layers[l];
-        int I = c->width[l];
         /* §3.5; xn = input_layernorm(x), made by the previous layer's last residual step */
         g4_attention(m, l, bt);
         /* x += post_attention_norm(mix); xn = pre_feedforward_norm(x) */
         o->residual(b, m->x, m->xn, m->mix, &L->post_attn_norm, BK_NORM_PLAIN, NULL,
                     &L->pre_ff_norm, BK_NORM_PLAIN, T, h, c->eps);
         /* GeGLU MLP, §3.8 */
-        float *gate = m->big1, *up = m->big2; /* [T, I] */
+        float *gate = m->big1, *up = m->big2; /* [T, width[l]] */
         float *gu[] = {gate, up};
         const bk_weight *gw[] = {&L->gate, &L->up};
         o->matmul_n(b, gu, m->xn, gw, 2, T);
-        o->gelu_tanh_mul(b, gate, gate, up, T, I);
-        o->matmul(b, m->mix, gate, &L->down, T);
+        o->matmul_glu(b, m->mix, gate, up, &L->down, T, BK_ACT_GELU_TANH);
         /* The layer's last residual step also scales the whole stream by layer_scalar and
          * makes the next layer's input_layernorm (the head norms its own rows). */
         const bk_weight *next = l + 1 < c->n_layer ? &m->layers[l + 1].in_norm : NULL;
@@ -690,8 +692,8 @@ static int g4_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
         /* PLE block: x += norm(W_proj · (gelu(W_gate · x) ⊙ ple_l)) */
         if (c->P) {
             o->matmul(b, m->pg, m->x, &L->pl_gate, T);
-            o->gelu_tanh_mul(b, m->pg, m->pg, ple + (size_t)l * T * c->P, T, c->P);
-            o->matmul(b, m->mix, m->pg, &L->pl_proj, T);
+            o->matmul_glu(b, m->mix, m->pg, ple + (size_t)l * T * c->P, &L->pl_proj, T,
+                          BK_ACT_GELU_TANH);
             o->residual(b, m->x, nxn, m->mix, &L->pl_norm, BK_NORM_PLAIN, &L->scalar, next,
                         BK_NORM_PLAIN, T, h, c->eps);
         }

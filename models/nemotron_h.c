@@ -577,8 +577,7 @@ static void nh_mlp(nh *m, nh_layer *L, bk_batch *bt) {
     const backend_ops *o = b->ops;
     int T = bt->n_tokens;
     o->matmul(b, m->wide, m->xn, &L->up, T);
-    o->relu2(b, m->wide, (size_t)T * m->c.inter);
-    o->matmul(b, m->mix, m->wide, &L->down, T);
+    o->matmul_glu(b, m->mix, m->wide, NULL, &L->down, T, BK_ACT_RELU2);
 }
 
 static int nh_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,

@@ -422,21 +422,25 @@ static void q35_attention(q35 *m, q35_layer *L, bk_batch *bt) {
     const q35_config *c = &m->c;
     backend *b = m->b;
     const backend_ops *o = b->ops;
-    int T = bt->n_tokens, HD = c->H * c->D, kw = c->KV * c->D;
+    int T = bt->n_tokens;
     float *qg = m->big1, *ctx = m->big2; /* [T, H, 2D], [T, H·D] */
     float *q = m->qa, *gate = m->ga, *k = m->ka, *v = m->va;
     float *outs[] = {qg, k, v};
     const bk_weight *ws[] = {&L->wq, &L->wk, &L->wv};
     o->matmul_n(b, outs, m->xn, ws, 3, T);
-    o->split_halves(b, q, gate, qg, T * c->H, c->D); /* query | gate per head */
-    o->rmsnorm(b, q, q, &L->q_norm, T * c->H, c->D, c->D, c->eps, BK_NORM_ONE_PLUS);
-    o->rmsnorm(b, k, k, &L->k_norm, T * c->KV, c->D, c->D, c->eps, BK_NORM_ONE_PLUS);
-    o->rope(b, q, bt, m->inv_freq, c->H, c->D, c->rot, HD);
-    o->rope(b, k, bt, m->inv_freq, c->KV, c->D, c->rot, kw);
-    o->kv_store(b, &L->kv, k, v, bt);
+    /* query | gate per head split, q / k norms, partial RoPE, k and v into the cache */
+    const bk_qkv_prep prep = {.H = c->H,
+                              .KV = c->KV,
+                              .D = c->D,
+                              .q_norm = &L->q_norm,
+                              .k_norm = &L->k_norm,
+                              .norm_mode = BK_NORM_ONE_PLUS,
+                              .eps = c->eps,
+                              .inv_freq = m->inv_freq,
+                              .rot = c->rot};
+    o->attn_prep(b, q, gate, qg, k, v, &L->kv, bt, &prep);
     o->attention(b, ctx, q, &L->kv, bt, c->H, c->KV, c->D, 1.0f / sqrtf((float)c->D), 0, 0.0f);
-    o->sigmoid_mul(b, ctx, gate, (size_t)T * HD); /* output gate */
-    o->matmul(b, m->mix, ctx, &L->wo, T);
+    o->matmul_glu(b, m->mix, gate, ctx, &L->wo, T, BK_ACT_SIGMOID); /* output gate */
 }
 
 /* Gated DeltaNet, §5.2: xn [T, h] -> m->mix [T, h]. */
@@ -455,10 +459,9 @@ static void q35_deltanet(q35 *m, q35_layer *L, bk_batch *bt) {
     const bk_weight *ws[] = {&L->qkv, &L->wz, &L->wa, &L->wb};
     o->matmul_n(b, outs, m->xn, ws, 4, T);
     o->conv1d(b, conv, qkv, C, &L->conv, NULL, L->conv_state, bt, C, c->K, 1);
-    o->l2norm(b, q, T * c->Hk, c->dk, C, c->Hk, 1e-6f, 1.0f / sqrtf((float)c->dk));
-    o->l2norm(b, k, T * c->Hk, c->dk, C, c->Hk, 1e-6f, 1.0f);
-    o->gdn_gates(b, m->gg, m->beta, a, bb, &L->A_log, &L->dt_bias, T, c->Hv);
-    o->gated_delta(b, core, q, k, C, v, C, m->gg, m->beta, L->S, bt, c->Hk, c->Hv, c->dk, c->dv);
+    /* l2norm of q (scaled by 1/√dk) and k, the gates, the delta rule */
+    o->gdn(b, core, q, k, C, v, C, a, bb, &L->A_log, &L->dt_bias, m->gg, m->beta, L->S, bt, c->Hk,
+           c->Hv, c->dk, c->dv, 1.0f / sqrtf((float)c->dk));
     o->rmsnorm_gated(b, core, core, z, &L->norm, T * c->Hv, c->dv, c->eps);
     o->matmul(b, m->mix, core, &L->out, T);
 }
@@ -488,8 +491,7 @@ static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const in
         float *gu[] = {gate, up};
         const bk_weight *gw[] = {&L->gate, &L->up};
         o->matmul_n(b, gu, m->xn, gw, 2, T);
-        o->silu_mul(b, gate, gate, up, T, c->inter);
-        o->matmul(b, m->mix, gate, &L->down, T);
+        o->matmul_glu(b, m->mix, gate, up, &L->down, T, BK_ACT_SILU);
         /* x += mix; and the next layer's input_layernorm (the head norms its own rows) */
         const bk_weight *next = i + 1 < c->n_layer ? &m->layers[i + 1].in_norm : NULL;
         o->residual(b, m->x, next ? m->xn : NULL, m->mix, NULL, 0, NULL, next, BK_NORM_ONE_PLUS, T,

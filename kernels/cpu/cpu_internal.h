@@ -177,6 +177,15 @@ void cpu_ops_split_halves(backend *b, float *a, float *g, const float *in, int r
 void cpu_ops_gather_rows(backend *b, float *out, const float *x, const int32_t *rows, int n,
                          int width);
 void cpu_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m);
+/* cpu_fused.c */
+void cpu_fused_matmul_glu(backend *b, float *out, float *g, float *u, const bk_weight *w, int m,
+                          int act);
+void cpu_fused_attn_prep(backend *b, float *q, float *gate, const float *qg, float *k, float *v,
+                         const bk_kv *kv, const bk_batch *bt, const bk_qkv_prep *p);
+void cpu_fused_gdn(backend *b, float *out, float *q, float *k, int ld_qk, const float *v, int ld_v,
+                   const float *a, const float *bb, const bk_weight *A_log,
+                   const bk_weight *dt_bias, float *g, float *beta, float *state,
+                   const bk_batch *bt, int Hk, int Hv, int dk, int dv, float q_scale);
 void cpu_matmul_n(backend *b, float *const *out, const float *x, const bk_weight *const *w, int n_w,
                   int m);
 void cpu_ops_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads,

@@ -1,4 +1,6 @@
-/* cuda_attention.cu - the kv-cache write and causal GQA attention over the cache.
+/* cuda_attention.cu - the kv-cache write, causal GQA attention over the cache, and the
+ * attention prologue fused (attn_prep: one block per token and head normalises, rotates
+ * and stores it, where the unfused ops take up to six kernels).
  *
  * Attention is flash-decoding (perf-anchors §6.4): a block owns one token, one kv head and
  * GB of the query heads sharing it (each K/V row is read once for all of them), and one
@@ -42,6 +44,95 @@ __global__ void att_kv_store(void *__restrict__ kc, void *__restrict__ vc, int d
         att_st(kc, dt, row * kvw + j, k[(size_t)t * kvw + j]);
         att_st(vc, dt, row * kvw + j, v[(size_t)t * kvw + j]);
     }
+}
+
+/* ---- attn_prep: split, norms, RoPE and the kv store of a step in one kernel ---- */
+
+enum { AP_THREADS = 128 };
+
+/* row[0..D) · r · gain, r = 1 / sqrt(mean(row²) + eps), as rmsnorm (cuda_norm.cu). */
+__device__ void ap_norm(float *row, int D, const void *w, int wdt, int mode, float eps,
+                        float *red) {
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < D; i += AP_THREADS) ss += row[i] * row[i];
+    ss = cuda_warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float t = 0.0f;
+    for (int w2 = 0; w2 < AP_THREADS / 32; w2++) t += red[w2];
+    const float r = 1.0f / sqrtf(t / (float)D + eps);
+    for (int i = threadIdx.x; i < D; i += AP_THREADS) {
+        float g = mode == BK_NORM_PLAIN      ? cuda_wget(w, wdt, i)
+                  : mode == BK_NORM_ONE_PLUS ? 1.0f + cuda_wget(w, wdt, i)
+                                             : 1.0f;
+        row[i] = row[i] * r * g;
+    }
+    __syncthreads();
+}
+
+/* The rotated row (RoPE on its first rot dims at position pos, as rope_rotate) to dst:
+ * f32 (dt < 0) or a cache row of dt. */
+__device__ void ap_rope_out(void *dst, int dt, const float *row, int D, int rot, int pos,
+                            const float *inv_freq) {
+    const int half = rot / 2;
+    for (int j = threadIdx.x; j < D; j += AP_THREADS) {
+        float o = row[j];
+        if (j < rot) {
+            const int p = j < half ? j : j - half;
+            float s, c;
+            sincosf((float)pos * inv_freq[p], &s, &c);
+            o = j < half ? row[j] * c - row[j + half] * s : row[j] * c + row[j - half] * s;
+        }
+        if (dt < 0) ((float *)dst)[j] = o;
+        else att_st(dst, dt, j, o);
+    }
+}
+
+struct ap_args {
+    float *q, *gate;
+    const float *qg, *k, *v;
+    void *kc, *vc;
+    int kdt, cap, width;
+    const void *qw, *kw;
+    int qwdt, kwdt, mode, v_norm, rot;
+    float eps;
+    const float *inv_freq;
+    int H, KV, D;
+};
+
+/* Block (token t, head y): y < H a query head, else the k and v of kv head y - H. */
+__global__ void __launch_bounds__(AP_THREADS)
+    ap_heads(ap_args a, const int32_t *tok_pos, const int32_t *tok_seq, const int32_t *slot) {
+    extern __shared__ float ap_row[]; /* [D] */
+    __shared__ float red[AP_THREADS / 32];
+    const int t = blockIdx.x, y = blockIdx.y, D = a.D, pos = tok_pos[t];
+    if (y < a.H) {
+        const size_t at = ((size_t)t * a.H + y) * D;
+        const float *src = a.gate ? a.qg + 2 * at : a.q + at;
+        for (int i = threadIdx.x; i < D; i += AP_THREADS) {
+            ap_row[i] = src[i];
+            if (a.gate) a.gate[at + i] = src[D + i];
+        }
+        __syncthreads();
+        if (a.qw) ap_norm(ap_row, D, a.qw, a.qwdt, a.mode, a.eps, red);
+        ap_rope_out(a.q + at, -1, ap_row, D, a.rot, pos, a.inv_freq);
+        return;
+    }
+    const int kh = y - a.H;
+    const size_t at = ((size_t)t * a.KV + kh) * D;
+    const size_t crow =
+        ((size_t)slot[tok_seq[t]] * a.cap + (size_t)(pos % a.cap)) * a.width + (size_t)kh * D;
+    for (int i = threadIdx.x; i < D; i += AP_THREADS) ap_row[i] = a.k[at + i];
+    __syncthreads();
+    if (a.kw) ap_norm(ap_row, D, a.kw, a.kwdt, a.mode, a.eps, red);
+    ap_rope_out(a.kdt == DTYPE_BF16 ? (void *)((__nv_bfloat16 *)a.kc + crow)
+                                    : (void *)((float *)a.kc + crow),
+                a.kdt, ap_row, D, a.rot, pos, a.inv_freq);
+    __syncthreads(); /* the row is read before it is reused for v */
+    for (int i = threadIdx.x; i < D; i += AP_THREADS) ap_row[i] = a.v[at + i];
+    __syncthreads();
+    if (a.v_norm) ap_norm(ap_row, D, NULL, 0, BK_NORM_NONE, a.eps, red);
+    for (int i = threadIdx.x; i < D; i += AP_THREADS) att_st(a.vc, a.kdt, crow + i, ap_row[i]);
 }
 
 /* DL: floats of a head row per lane (D <= 32·DL); GB: query heads per block. */
@@ -246,4 +337,49 @@ void cuda_attention(backend *b, float *out, const float *q, const bk_kv *kv, con
         att_launch<32, 1>(ATT_ARGS);
     }
 #undef ATT_ARGS
+}
+
+void cuda_attn_prep(backend *b, float *q, float *gate, const float *qg, float *k, float *v,
+                    const bk_kv *kv, const bk_batch *bt, const bk_qkv_prep *p) {
+    cuda_impl *c = cuda_impl_of(b);
+    const cuda_bdev *d = (const cuda_bdev *)bt->dev;
+    int m = bt->n_tokens, heads = p->H + (kv ? p->KV : 0);
+    if (m <= 0 || p->H <= 0 || p->D <= 0 ||
+        !cuda_enter(c, CUDA_OP_ATTN_PREP, (const void *)q, (const void *)gate, (const void *)qg,
+                    (const void *)k, (const void *)v, kv ? kv->k : NULL, kv ? kv->v : NULL, m, p->H,
+                    p->KV, p->D, p->q_norm ? p->q_norm->data : NULL,
+                    p->k_norm ? p->k_norm->data : NULL, p->norm_mode, p->v_norm, p->eps,
+                    (const void *)p->inv_freq, p->rot))
+        return;
+    if (m > 65535 || heads > 65535 || p->rot > p->D || p->rot % 2 ||
+        (kv && (kv->width != p->KV * p->D || (kv->dt != DTYPE_F32 && kv->dt != DTYPE_BF16)))) {
+        cuda_fail(c, "attn_prep", cudaErrorInvalidValue); /* no model has such heads */
+        return;
+    }
+    ap_args a = {q,
+                 gate,
+                 qg,
+                 k,
+                 v,
+                 kv ? kv->k : NULL,
+                 kv ? kv->v : NULL,
+                 kv ? (int)kv->dt : DTYPE_F32,
+                 kv ? kv->cap : 1,
+                 kv ? kv->width : 0,
+                 p->q_norm ? p->q_norm->data : NULL,
+                 p->k_norm ? p->k_norm->data : NULL,
+                 p->q_norm ? (int)p->q_norm->dt : 0,
+                 p->k_norm ? (int)p->k_norm->dt : 0,
+                 p->norm_mode,
+                 p->v_norm,
+                 p->rot,
+                 p->eps,
+                 p->inv_freq,
+                 p->H,
+                 p->KV,
+                 p->D};
+    dim3 grid((unsigned)m, (unsigned)heads);
+    ap_heads<<<grid, AP_THREADS, sizeof(float) * (size_t)p->D, c->stream>>>(a, d->tok_pos,
+                                                                            d->tok_seq, d->slot);
+    cuda_check_launch(c, "attn_prep");
 }

@@ -343,12 +343,15 @@ static void cuda_fill_ops(backend_ops *o) {
     o->gather_rows = cuda_gather_rows;
     o->matmul = cuda_matmul;
     o->matmul_n = cuda_matmul_n;
+    o->matmul_glu = cuda_matmul_glu;
     o->rope = cuda_rope;
     o->kv_store = cuda_kv_store;
     o->attention = cuda_attention;
+    o->attn_prep = cuda_attn_prep;
     o->conv1d = cuda_conv1d;
     o->gdn_gates = cuda_gdn_gates;
     o->gated_delta = cuda_gated_delta;
+    o->gdn = cuda_gdn;
     o->gelu_tanh_mul = cuda_gelu_tanh_mul;
     o->relu2 = cuda_relu2;
     o->scale = cuda_scale;

@@ -9,17 +9,27 @@
  * the per-token path touches no global memory but the output. This is the recurrent form
  * (perf-anchors §6.1) used for prefill too: exact to f32 rounding, O(T·dk·dv), no tensor
  * cores; the chunked WY form (§6.2) is the faster prefill to write next (README.md).
- * S is read once and written once per step: 2·dk·dv·4 bytes per head. */
+ * S is read once and written once per step: 2·dk·dv·4 bytes per head. The fused op (gdn)
+ * runs the same kernel with the q / k l2norm and the gates done as each chunk is staged. */
 #include "kernels/cuda/cuda_internal.cuh"
 
 enum { GD_WARPS = 4, GD_THREADS = 32 * GD_WARPS, GD_CH = 8 };
 
-template <int RPT>
+/* The gates and norms the fused op (gdn) computes as it stages a chunk, instead of reading
+ * them from the gdn_gates and l2norm kernels' outputs. */
+struct gd_fuse {
+    const float *a, *bb;
+    const void *A_log, *dt_bias;
+    int adt, bdt;
+    float q_scale;
+};
+
+template <int RPT, bool FUSE>
 __global__ void __launch_bounds__(GD_THREADS)
     gd_seq(float *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k,
            int ld_qk, const float *__restrict__ v, int ld_v, const float *__restrict__ g,
            const float *__restrict__ beta, float *__restrict__ state, const int32_t *start,
-           const int32_t *len, const int32_t *slot, int Hk, int Hv, int dk, int dv) {
+           const int32_t *len, const int32_t *slot, int Hk, int Hv, int dk, int dv, gd_fuse fu) {
     constexpr int R = GD_WARPS * RPT; /* rows covered, >= dk */
     __shared__ float qs[GD_CH][R], ks[GD_CH][R], vs[GD_CH][32], gs[GD_CH], bs[GD_CH];
     __shared__ float red[2][GD_WARPS][32];
@@ -53,10 +63,28 @@ __global__ void __launch_bounds__(GD_THREADS)
         }
         if ((int)threadIdx.x < nc) {
             size_t gi = (size_t)(t0 + c0 + threadIdx.x) * Hv + h;
-            gs[threadIdx.x] = expf(g[gi]);
-            bs[threadIdx.x] = beta[gi];
+            if (FUSE) { /* gdn_gates */
+                float gv = -expf(cuda_wget(fu.A_log, fu.adt, h)) *
+                           cuda_softplus(fu.a[gi] + cuda_wget(fu.dt_bias, fu.bdt, h));
+                gs[threadIdx.x] = expf(gv);
+                bs[threadIdx.x] = cuda_sigmoid(fu.bb[gi]);
+            } else {
+                gs[threadIdx.x] = expf(g[gi]);
+                bs[threadIdx.x] = beta[gi];
+            }
         }
         __syncthreads();
+        if (FUSE) { /* l2norm of the staged q and k rows, a warp a row */
+            for (int rr = warp; rr < 2 * nc; rr += GD_WARPS) {
+                float *row = rr < nc ? qs[rr] : ks[rr - nc];
+                float ss = 0.0f;
+                for (int i = lane; i < dk; i += 32) ss += row[i] * row[i];
+                ss = cuda_warp_sum(ss);
+                const float r = (rr < nc ? fu.q_scale : 1.0f) / sqrtf(ss + 1e-6f);
+                for (int i = lane; i < dk; i += 32) row[i] *= r;
+            }
+            __syncthreads();
+        }
 #pragma unroll 1
         for (int tt = 0; tt < nc; tt++) { /* nc is uniform over the block */
             const float dec = gs[tt];
@@ -136,15 +164,50 @@ void cuda_gated_delta(backend *b, float *out, const float *q, const float *k, in
         return;
     }
     dim3 grid((unsigned)(ns * Hv), (unsigned)((dv + 31) / 32));
+    gd_fuse none = {};
 #define GD_ARGS out, q, k, ld_qk, v, ld_v, g, beta, state, d->start, d->len, d->slot, Hk, Hv, dk, dv
-    if (dk <= 32) gd_seq<8><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS);
-    else if (dk <= 64) gd_seq<16><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS);
-    else if (dk <= 128) gd_seq<32><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS);
-    else if (dk <= 256) gd_seq<64><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS);
+    if (dk <= 32) gd_seq<8, false><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS, none);
+    else if (dk <= 64) gd_seq<16, false><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS, none);
+    else if (dk <= 128) gd_seq<32, false><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS, none);
+    else if (dk <= 256) gd_seq<64, false><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS, none);
     else {
         dim3 g2((unsigned)(ns * Hv), (unsigned)((dv + 127) / 128));
         gd_generic<<<g2, 128, 0, c->stream>>>(GD_ARGS);
     }
 #undef GD_ARGS
     cuda_check_launch(c, "gated_delta");
+}
+
+/* The fused op: l2norm and gates computed as each chunk is staged, one kernel where the
+ * unfused ops take four; dk past the register-held state takes the four. */
+void cuda_gdn(backend *b, float *out, float *q, float *k, int ld_qk, const float *v, int ld_v,
+              const float *a, const float *bb, const bk_weight *A_log, const bk_weight *dt_bias,
+              float *g, float *beta, float *state, const bk_batch *bt, int Hk, int Hv, int dk,
+              int dv, float q_scale) {
+    cuda_impl *c = cuda_impl_of(b);
+    const cuda_bdev *d = (const cuda_bdev *)bt->dev;
+    int ns = bt->n_seqs, m = bt->n_tokens;
+    if (dk > 256 || Hk <= 0 || Hv % Hk) {
+        cuda_l2norm(b, q, m * Hk, dk, ld_qk, Hk, 1e-6f, q_scale);
+        cuda_l2norm(b, k, m * Hk, dk, ld_qk, Hk, 1e-6f, 1.0f);
+        cuda_gdn_gates(b, g, beta, a, bb, A_log, dt_bias, m, Hv);
+        cuda_gated_delta(b, out, q, k, ld_qk, v, ld_v, g, beta, state, bt, Hk, Hv, dk, dv);
+        return;
+    }
+    if (ns <= 0 || Hv <= 0 || dk <= 0 || dv <= 0 ||
+        !cuda_enter(c, CUDA_OP_GDN, (const void *)out, (const void *)q, (const void *)k, ld_qk,
+                    (const void *)v, ld_v, (const void *)a, (const void *)bb, A_log->data,
+                    dt_bias->data, (const void *)state, ns, Hk, Hv, dk, dv, q_scale))
+        return;
+    dim3 grid((unsigned)(ns * Hv), (unsigned)((dv + 31) / 32));
+    gd_fuse fu = {a, bb, A_log->data, dt_bias->data, (int)A_log->dt, (int)dt_bias->dt, q_scale};
+    const float *none = NULL;
+#define GD_ARGS                                                                                    \
+    out, q, k, ld_qk, v, ld_v, none, none, state, d->start, d->len, d->slot, Hk, Hv, dk, dv, fu
+    if (dk <= 32) gd_seq<8, true><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS);
+    else if (dk <= 64) gd_seq<16, true><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS);
+    else if (dk <= 128) gd_seq<32, true><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS);
+    else gd_seq<64, true><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS);
+#undef GD_ARGS
+    cuda_check_launch(c, "gdn");
 }

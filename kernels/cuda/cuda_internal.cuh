@@ -175,12 +175,15 @@ enum {
     CUDA_OP_GATHER,
     CUDA_OP_MATMUL,
     CUDA_OP_MATMUL_N,
+    CUDA_OP_MATMUL_GLU,
     CUDA_OP_ROPE,
     CUDA_OP_KV_STORE,
     CUDA_OP_ATTENTION,
+    CUDA_OP_ATTN_PREP,
     CUDA_OP_CONV1D,
     CUDA_OP_GATES,
     CUDA_OP_DELTA,
+    CUDA_OP_GDN,
     CUDA_OP_GELU_MUL,
     CUDA_OP_RELU2,
     CUDA_OP_SCALE,
@@ -260,10 +263,14 @@ void cuda_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, 
 void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m);
 void cuda_matmul_n(backend *b, float *const *out, const float *x, const bk_weight *const *w,
                    int n_w, int m);
+void cuda_matmul_glu(backend *b, float *out, float *g, float *u, const bk_weight *w, int m,
+                     int act);
 /* cuda_attention.cu */
 void cuda_kv_store(backend *b, const bk_kv *kv, const float *k, const float *v, const bk_batch *bt);
 void cuda_attention(backend *b, float *out, const float *q, const bk_kv *kv, const bk_batch *bt,
                     int H, int KV, int D, float scale, int window, float softcap);
+void cuda_attn_prep(backend *b, float *q, float *gate, const float *qg, float *k, float *v,
+                    const bk_kv *kv, const bk_batch *bt, const bk_qkv_prep *p);
 /* cuda_conv.cu */
 void cuda_conv1d(backend *b, float *out, const float *x, int ld_x, const bk_weight *w,
                  const bk_weight *bias, float *state, const bk_batch *bt, int C, int K, int act);
@@ -271,6 +278,10 @@ void cuda_conv1d(backend *b, float *out, const float *x, int ld_x, const bk_weig
 void cuda_gated_delta(backend *b, float *out, const float *q, const float *k, int ld_qk,
                       const float *v, int ld_v, const float *g, const float *beta, float *state,
                       const bk_batch *bt, int Hk, int Hv, int dk, int dv);
+void cuda_gdn(backend *b, float *out, float *q, float *k, int ld_qk, const float *v, int ld_v,
+              const float *a, const float *bb, const bk_weight *A_log, const bk_weight *dt_bias,
+              float *g, float *beta, float *state, const bk_batch *bt, int Hk, int Hv, int dk,
+              int dv, float q_scale);
 /* cuda_ssd.cu */
 void cuda_ssd(backend *b, float *y, const float *x, int ld_x, const float *B, const float *C,
               int ld_bc, const float *dt, int ld_dt, const bk_weight *A_log,

@@ -87,15 +87,42 @@ __global__ void mm_to_bf16(__nv_bfloat16 *__restrict__ xb, const float *__restri
         xb[i] = __float2bfloat16_rn(mm_round_x(x[i]));
 }
 
+/* The gated activation matmul_glu multiplies by W (BK_ACT_*), the formulas of the
+ * elementwise ops it replaces (cuda_elementwise.cu). */
+enum { MM_NO_ACT = -1 };
+__device__ __forceinline__ float mm_act(int act, float g, float u) {
+    switch (act) {
+    case BK_ACT_SILU: return cuda_silu(g) * u;
+    case BK_ACT_GELU_TANH: {
+        const float k = 0.7978845608028654f;
+        return 0.5f * g * (1.0f + tanhf(k * (g + 0.044715f * g * g * g))) * u;
+    }
+    case BK_ACT_SIGMOID: return u * cuda_sigmoid(g);
+    default: {
+        float v = fmaxf(g, 0.0f);
+        return v * v;
+    }
+    }
+}
+
+/* xb = act(g, u) rounded as mm_round_x does: the bf16 x of matmul_glu at m > 2. */
+__global__ void mm_act_bf16(__nv_bfloat16 *__restrict__ xb, const float *__restrict__ g,
+                            const float *__restrict__ u, int act, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        xb[i] = __float2bfloat16_rn(mm_round_x(mm_act(act, g[i], u ? u[i] : 0.0f)));
+}
+
 /* VE elements of x row data from element off, as f32: for BF16 weights x is rounded to
  * bf16 as mm_round_x does, either once by mm_to_bf16 (xb, read 8 at a time in one 16-byte
  * load, half the bytes of f32 x) or here as it is read (RX: small m, see mm_gemv); for other
  * weights it is the f32 x itself. */
-template <int DT, bool RX>
+template <int DT, bool RX, bool SM>
 __device__ __forceinline__ void mm_load_x(const float *__restrict__ x,
                                           const uint16_t *__restrict__ xb, size_t off, float *f) {
-    if (DT == DTYPE_BF16 && !RX) {
-        mm_w<DTYPE_BF16>::unpack(__ldg((const uint4 *)(xb + off)), f);
+    if (DT == DTYPE_BF16 && !RX) { /* SM: xb is the block's staged copy in shared memory */
+        mm_w<DTYPE_BF16>::unpack(SM ? *(const uint4 *)(xb + off) : __ldg((const uint4 *)(xb + off)),
+                                 f);
     } else {
 #pragma unroll
         for (int e = 0; e < mm_w<DT>::VE / 4; e++) {
@@ -107,7 +134,7 @@ __device__ __forceinline__ void mm_load_x(const float *__restrict__ x,
             for (int e = 0; e < mm_w<DT>::VE; e++) f[e] = mm_round_x(f[e]);
     }
 }
-template <int DT, bool RX>
+template <int DT, bool RX, bool SM>
 __device__ __forceinline__ float mm_get_x(const float *__restrict__ x,
                                           const uint16_t *__restrict__ xb, size_t i) {
     if (DT == DTYPE_BF16 && !RX) return __uint_as_float((uint32_t)xb[i] << 16);
@@ -122,13 +149,25 @@ __device__ __forceinline__ float mm_get_x(const float *__restrict__ x,
  * stream leaves (the file comment). */
 __host__ __device__ constexpr bool mm_rx(int dt, int m) { return dt == DTYPE_BF16 && m <= 2; }
 
-template <int DT, int M>
+/* ACT (BK_ACT_*, matmul_glu; BF16 weights at m <= 2 only): x is act(x, u), computed and
+ * rounded once per block into shared memory (M·k bf16) before the weight stream starts,
+ * instead of by an elementwise kernel and a rounding one before the GEMV. */
+template <int DT, int M, int ACT = MM_NO_ACT>
 __global__ void __launch_bounds__(MM_THREADS)
-    mm_gemv(mm_segs sg, const float *__restrict__ x, const uint16_t *__restrict__ xb, int k,
-            int wpr, int vec) {
+    mm_gemv(mm_segs sg, const float *__restrict__ x, const float *__restrict__ u,
+            const uint16_t *__restrict__ xb, int k, int wpr, int vec) {
     typedef mm_w<DT> W;
-    constexpr bool RX = mm_rx(DT, M);
+    constexpr bool SM = ACT != MM_NO_ACT, RX = !SM && mm_rx(DT, M);
     __shared__ float red[MM_WARPS][M];
+    extern __shared__ uint4 mm_xs[]; /* [M·k bf16] when SM */
+    if (SM) {
+        uint16_t *xs = (uint16_t *)mm_xs;
+        for (int i = threadIdx.x; i < M * k; i += MM_THREADS)
+            xs[i] = __bfloat16_as_ushort(
+                __float2bfloat16_rn(mm_round_x(mm_act(ACT, x[i], u ? u[i] : 0.0f))));
+        __syncthreads();
+        xb = xs;
+    }
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int grow = blockIdx.x * (MM_WARPS / wpr) + warp / wpr, part = warp % wpr;
     /* this warp's weight: the segment its launch row falls in */
@@ -157,8 +196,8 @@ __global__ void __launch_bounds__(MM_THREADS)
 #pragma unroll
                     for (int t = 0; t < M; t++) {
                         float xv[W::VE];
-                        mm_load_x<DT, RX>(x, xb, (size_t)t * k + (size_t)(cc + q * step) * W::VE,
-                                          xv);
+                        mm_load_x<DT, RX, SM>(x, xb,
+                                              (size_t)t * k + (size_t)(cc + q * step) * W::VE, xv);
 #pragma unroll
                         for (int e = 0; e < W::VE; e++) acc[t] += f[e] * xv[e];
                     }
@@ -170,7 +209,7 @@ __global__ void __launch_bounds__(MM_THREADS)
 #pragma unroll
                 for (int t = 0; t < M; t++) {
                     float xv[W::VE];
-                    mm_load_x<DT, RX>(x, xb, (size_t)t * k + (size_t)cc * W::VE, xv);
+                    mm_load_x<DT, RX, SM>(x, xb, (size_t)t * k + (size_t)cc * W::VE, xv);
 #pragma unroll
                     for (int e = 0; e < W::VE; e++) acc[t] += f[e] * xv[e];
                 }
@@ -180,7 +219,7 @@ __global__ void __launch_bounds__(MM_THREADS)
                 float f = W::get(w, (size_t)row * k + e);
 #pragma unroll
                 for (int t = 0; t < M; t++)
-                    acc[t] += f * mm_get_x<DT, RX>(x, xb, (size_t)t * k + e);
+                    acc[t] += f * mm_get_x<DT, RX, SM>(x, xb, (size_t)t * k + e);
             }
         }
     }
@@ -248,11 +287,28 @@ __global__ void __launch_bounds__(256)
 
 /* ---- launchers ---- */
 
+/* The grid of a GEMV over sg's rows: a block is 8 warps, wpr warps a row. */
+static unsigned mm_gemv_grid(cuda_impl *c, const mm_segs &sg, int k, int vec, int VE, int *wpr) {
+    int chunks = vec ? k / VE : k, n = sg.end[sg.n_seg - 1];
+    *wpr = 1;
+    /* Few rows (the DeltaNet a/b projections): split each row over warps so the matrix
+     * still spreads over the GPU, while every lane keeps >= 2 chunks to stream. */
+    while (*wpr < MM_WARPS && (int64_t)n * *wpr < 32LL * c->n_sm && chunks >= 64 * *wpr) *wpr *= 2;
+    return (unsigned)((n + MM_WARPS / *wpr - 1) / (MM_WARPS / *wpr));
+}
+
+static int mm_vec(const mm_segs &sg, const void *xp, int k, int VE) {
+    int vec = k % VE == 0 && (uintptr_t)xp % 16 == 0;
+    for (int j = 0; j < sg.n_seg; j++) vec &= (uintptr_t)sg.w[j] % 16 == 0;
+    return vec;
+}
+
+/* x: f32 rows; xb: the same rounded to bf16 already (matmul_glu at m > 2), or NULL. */
 template <int DT>
-static void mm_gemv_launch(cuda_impl *c, const mm_segs &sg, const float *x, int m, int k) {
+static void mm_gemv_launch(cuda_impl *c, const mm_segs &sg, const float *x, const uint16_t *xb,
+                           int m, int k) {
     const int VE = mm_w<DT>::VE;
-    const uint16_t *xb = NULL;
-    if (DT == DTYPE_BF16 &&
+    if (DT == DTYPE_BF16 && !xb &&
         !mm_rx(DT, m)) { /* x rounded once here, not once per W row in the GEMV */
         size_t e = (size_t)m * k;
         mm_to_bf16<<<cuda_blocks(e, 256, 65535), 256, 0, c->stream>>>(c->act16, x, e);
@@ -260,20 +316,32 @@ static void mm_gemv_launch(cuda_impl *c, const mm_segs &sg, const float *x, int 
         xb = (const uint16_t *)c->act16;
     }
     const void *xp = xb ? (const void *)xb : (const void *)x;
-    int vec = k % VE == 0 && (uintptr_t)xp % 16 == 0, n = sg.end[sg.n_seg - 1];
-    for (int j = 0; j < sg.n_seg; j++) vec &= (uintptr_t)sg.w[j] % 16 == 0;
-    int chunks = vec ? k / VE : k, wpr = 1;
-    /* Few rows (the DeltaNet a/b projections): split each row over warps so the matrix
-     * still spreads over the GPU, while every lane keeps >= 2 chunks to stream. */
-    while (wpr < MM_WARPS && (int64_t)n * wpr < 32LL * c->n_sm && chunks >= 64 * wpr) wpr *= 2;
-    unsigned blocks = (unsigned)((n + MM_WARPS / wpr - 1) / (MM_WARPS / wpr));
+    int wpr, vec = mm_vec(sg, xp, k, VE);
+    unsigned blocks = mm_gemv_grid(c, sg, k, vec, VE, &wpr);
+    const float *none = NULL;
 #define MM_CASE(M_)                                                                                \
-    case M_: mm_gemv<DT, M_><<<blocks, MM_THREADS, 0, c->stream>>>(sg, x, xb, k, wpr, vec); break;
+    case M_:                                                                                       \
+        mm_gemv<DT, M_><<<blocks, MM_THREADS, 0, c->stream>>>(sg, x, none, xb, k, wpr, vec);       \
+        break;
     switch (m) {
         MM_CASE(1) MM_CASE(2) MM_CASE(3) MM_CASE(4) MM_CASE(5) MM_CASE(6) MM_CASE(7) MM_CASE(8)
     }
 #undef MM_CASE
     cuda_check_launch(c, "matmul gemv");
+}
+
+/* matmul_glu's GEMV with the activation staged per block (BF16, m <= 2, vec). */
+template <int ACT>
+static void mm_gemv_act_launch(cuda_impl *c, const mm_segs &sg, const float *g, const float *u,
+                               int m, int k, size_t smem) {
+    int wpr;
+    unsigned blocks = mm_gemv_grid(c, sg, k, 1, mm_w<DTYPE_BF16>::VE, &wpr);
+    const uint16_t *none = NULL;
+    constexpr int BF = DTYPE_BF16;
+    if (m == 1)
+        mm_gemv<BF, 1, ACT><<<blocks, MM_THREADS, smem, c->stream>>>(sg, g, u, none, k, wpr, 1);
+    else mm_gemv<BF, 2, ACT><<<blocks, MM_THREADS, smem, c->stream>>>(sg, g, u, none, k, wpr, 1);
+    cuda_check_launch(c, "matmul glu gemv");
 }
 
 /* F16 weights at m > 8, and BF16 ones whose x outgrows the act16 scratch; F32 weights
@@ -320,9 +388,9 @@ static void mm_blas_bf16(cuda_impl *c, float *out, const float *x, const void *w
 
 static void mm_gemv_dispatch(cuda_impl *c, dtype dt, const mm_segs &sg, const float *x, int m,
                              int k) {
-    if (dt == DTYPE_BF16) mm_gemv_launch<DTYPE_BF16>(c, sg, x, m, k);
-    else if (dt == DTYPE_F16) mm_gemv_launch<DTYPE_F16>(c, sg, x, m, k);
-    else mm_gemv_launch<DTYPE_F32>(c, sg, x, m, k);
+    if (dt == DTYPE_BF16) mm_gemv_launch<DTYPE_BF16>(c, sg, x, NULL, m, k);
+    else if (dt == DTYPE_F16) mm_gemv_launch<DTYPE_F16>(c, sg, x, NULL, m, k);
+    else mm_gemv_launch<DTYPE_F32>(c, sg, x, NULL, m, k);
 }
 
 void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m) {
@@ -375,4 +443,51 @@ void cuda_matmul_n(backend *b, float *const *out, const float *x, const bk_weigh
     }
     sg.n_seg = n_w;
     mm_gemv_dispatch(c, w[0]->dt, sg, x, m, k);
+}
+
+/* Fused where the weights are BF16 and m <= 8 (decode): at m <= 2 the GEMV computes the
+ * activation into shared memory itself (one kernel), at m <= 8 one kernel writes it rounded
+ * to bf16 for the GEMV (two, where the unfused ops take three). Otherwise the elementwise op
+ * and the matmul, as the CPU runs them. */
+void cuda_matmul_glu(backend *b, float *out, float *g, float *u, const bk_weight *w, int m,
+                     int act) {
+    cuda_impl *c = cuda_impl_of(b);
+    int n = (int)w->shape[0], k = (int)w->shape[1];
+    size_t e = (size_t)m * k, smem = e * sizeof(uint16_t);
+    if (act < 0 || act >= BK_ACT_COUNT || (act != BK_ACT_RELU2 && !u)) {
+        cuda_fail(c, "matmul_glu", cudaErrorInvalidValue); /* the models pass BK_ACT_* */
+        return;
+    }
+    mm_segs sg = {{w->data}, {out}, {n}, 1};
+    int fuse = w->dt == DTYPE_BF16 && m <= MM_GEMV_MAX_M && e <= CUDA_ACT16_ELEMS;
+    if (fuse && mm_rx(DTYPE_BF16, m)) /* staged in shared memory, read 16 bytes at a time */
+        fuse = smem <= 48 * 1024 && mm_vec(sg, g, k, mm_w<DTYPE_BF16>::VE) &&
+               (!u || (uintptr_t)u % 16 == 0);
+    if (!fuse) {
+        float *a = act == BK_ACT_SIGMOID ? u : g;
+        switch (act) {
+        case BK_ACT_SILU: cuda_silu_mul(b, g, g, u, m, k); break;
+        case BK_ACT_GELU_TANH: cuda_gelu_tanh_mul(b, g, g, u, m, k); break;
+        case BK_ACT_SIGMOID: cuda_sigmoid_mul(b, u, g, e); break;
+        default: cuda_relu2(b, g, e); break;
+        }
+        cuda_matmul(b, out, a, w, m);
+        return;
+    }
+    if (m <= 0 || n <= 0 ||
+        !cuda_enter(c, CUDA_OP_MATMUL_GLU, (const void *)out, (const void *)g, (const void *)u,
+                    w->data, m, n, k, act))
+        return;
+    if (mm_rx(DTYPE_BF16, m)) {
+        switch (act) {
+        case BK_ACT_SILU: mm_gemv_act_launch<BK_ACT_SILU>(c, sg, g, u, m, k, smem); break;
+        case BK_ACT_GELU_TANH: mm_gemv_act_launch<BK_ACT_GELU_TANH>(c, sg, g, u, m, k, smem); break;
+        case BK_ACT_SIGMOID: mm_gemv_act_launch<BK_ACT_SIGMOID>(c, sg, g, u, m, k, smem); break;
+        default: mm_gemv_act_launch<BK_ACT_RELU2>(c, sg, g, u, m, k, smem); break;
+        }
+        return;
+    }
+    mm_act_bf16<<<cuda_blocks(e, 256, 65535), 256, 0, c->stream>>>(c->act16, g, u, act, e);
+    cuda_check_launch(c, "matmul glu convert");
+    mm_gemv_launch<DTYPE_BF16>(c, sg, g, (const uint16_t *)c->act16, m, k);
 }

@@ -15,8 +15,12 @@ export STRATA_CUDA_LIB=$PWD/$BUILD/cuda-host/libstrata_cuda.so HC_STATS=1 HC_COV
 # take the bf16 GEMV, which rounds x itself at m <= 2; 2 are the device sampler's; each
 # residual add is fused with the norms around it; a DeltaNet layer convolves q|k|v at once;
 # the projections of one input share a GEMV: q|k|v, gate|up, DeltaNet qkv|z|a|b; Gemma's
-# layer_scalar rides in its last residual step)
-BUDGETS="qwen35_tiny:63 qwen35_tiny_bf16:63 gemma4_tiny:111 gemma4_tiny_bf16:111 nemotron_h_tiny:36"
+# layer_scalar rides in its last residual step; on bf16 weights the gated activation
+# rides in the GEMV that multiplies it: the MLPs' down projections, Qwen3.5's attention
+# output gate, Gemma's PLE projection; a DeltaNet's q / k l2norms, gates and delta rule are
+# one kernel (gdn); an attention layer's split, q / k / v norms, RoPE and kv store are one
+# (attn_prep))
+BUDGETS="qwen35_tiny:47 qwen35_tiny_bf16:41 gemma4_tiny:93 gemma4_tiny_bf16:81 nemotron_h_tiny:36"
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
 runs() { # model, decode tokens -> kernel runs of the whole bench

@@ -4,7 +4,8 @@
 # GQA head mappings, a short warp reduction, two off-by-one conv windows, a decode GEMV
 # that forgets to round x to bf16, a fused residual norming the wrong row, a multi-weight
 # GEMV segment edge off by one, a bf16 kv cache read wrong, four sampler slips, a fed id
-# read from the wrong slot), builds
+# read from the next slot, a gated GEMV staging half a row short, a fused DeltaNet scaling
+# k instead of q, a fused RoPE turning the wrong way), builds
 # the host library from it and runs that kernel's op test (test_cuda_ops --only), which
 # must fail on every one: comparisons that fail, or the runtime aborting on a fault. A
 # mutant whose pattern is no longer in the source is an error too: the list must follow
@@ -41,7 +42,10 @@ MUTANTS=(
     "sampler does not count its token|cuda_sample.cu|sample|1u) + 2u;|1u) + 0u;"
     "top_p keeps one candidate too few|cuda_sample.cu|sample|keep = s_first < k ? s_first + 1 : k;|keep = s_first < k && s_first ? s_first : k;"
     "sampler feeds no next step|cuda_sample.cu|sample|if (q.feed) *q.feed = chosen;|if (q.feed) *q.feed = arg;"
-    "fed id of the wrong slot|cuda_elementwise.cu|embed_fed|id = fed[slot[tok_seq[r]]];|id = fed[slot[r]];"
+    "fed id of the next slot|cuda_elementwise.cu|embed_fed|id = fed[slot[tok_seq[r]]];|id = fed[slot[tok_seq[r]] + 1];"
+    "fused DeltaNet scales k instead of q|cuda_deltanet.cu|gdn|(rr < nc ? fu.q_scale : 1.0f)|(rr < nc ? 1.0f : fu.q_scale)"
+    "fused RoPE turns the second half the wrong way|cuda_attention.cu|attn_prep|row[j] * c + row[j - half] * s;|row[j] * c - row[j - half] * s;"
+    "gated GEMV stages one row too few|cuda_matmul.cu|matmul_glu|for (int i = threadIdx.x; i < M * k; i += MM_THREADS)|for (int i = threadIdx.x; i < (M - 1) * k + k / 2; i += MM_THREADS)"
 )
 
 caught=0; missed=0

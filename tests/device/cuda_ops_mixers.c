@@ -113,6 +113,88 @@ void test_attention(void) {
     }
 }
 
+/* ---- attn_prep: split, norms, RoPE and kv store in one op ---- */
+
+typedef struct {
+    const char *name;
+    int H, KV, D, rot, gate, mode, v_norm, owner; /* mode -1: no q / k norms */
+} ap_cfg;
+
+/* One step of 3 sequences through attn_prep on both backends: the queries (and gates) and
+ * the whole cache after it. A bf16 cache row may differ by the last bf16 bit where the f32
+ * sums round apart; 8e-3 is that one step of the largest value, far below a wrong row. */
+static void ap_one(const ap_cfg *c, dtype dt) {
+    int len[3] = {4, 1, 2}, pos0[3] = {0, 13, 6}, slot[3] = {1, 2, 0}, m = 7, cap = 16;
+    size_t qw = (size_t)c->H * c->D, kvw = (size_t)c->KV * c->D, csz = 3 * (size_t)cap * kvw;
+    size_t qgn = (size_t)m * qw * (c->gate ? 2 : 1), qn = (size_t)m * qw;
+    size_t cbytes = csz * dtype_size(dt);
+    float *qg = hrand(qgn, 2.0f), *k = hrand((size_t)m * kvw, 2.0f),
+          *v = hrand((size_t)m * kvw, 2.0f);
+    float *q = c->gate ? hvec(qn) : hdup(qg, qn), *gate = hvec(qn), *c0 = hrand(csz, 1.0f);
+    tw qn_w = wmake(DTYPE_BF16, c->D, 0, 0.5f), kn_w = wmake(DTYPE_F32, c->D, 0, 0.5f);
+    float inv[512] = {0};
+    for (int i = 0; i < c->rot / 2; i++) inv[i] = (float)pow(10000.0, -2.0 * i / c->rot);
+    float *dinv = gput(inv, c->rot / 2 + 1);
+    bk_kv hkv = {test_kv_half(c0, csz, dt), test_kv_half(c0, csz, dt), dt, cap, (int)kvw};
+    bk_kv dkv = {att_dev(hkv.k, cbytes), att_dev(hkv.v, cbytes), dt, cap, (int)kvw};
+    float *dqg = gput(qg, qgn), *dk = gput(k, (size_t)m * kvw), *dv = gput(v, (size_t)m * kvw);
+    float *dq = c->gate ? gput(NULL, qn) : gput(qg, qn), *dgate = gput(NULL, qn);
+    bk_qkv_prep hp = {.H = c->H,
+                      .KV = c->KV,
+                      .D = c->D,
+                      .q_norm = c->mode >= 0 ? &qn_w.h : NULL,
+                      .k_norm = c->mode >= 0 ? &kn_w.h : NULL,
+                      .norm_mode = c->mode,
+                      .v_norm = c->v_norm,
+                      .eps = 1e-6f,
+                      .inv_freq = inv,
+                      .rot = c->rot};
+    bk_qkv_prep dp = hp;
+    dp.q_norm = c->mode >= 0 ? &qn_w.d : NULL, dp.k_norm = c->mode >= 0 ? &kn_w.d : NULL;
+    dp.inv_freq = dinv;
+    tbatch tb;
+    tb_make(&tb, 3, len, pos0, slot);
+    cpu->ops->attn_prep(cpu, q, c->gate ? gate : NULL, qg, k, v, c->owner ? &hkv : NULL, &tb.hb,
+                        &hp);
+    tb_dev(&tb);
+    gpu->ops->attn_prep(gpu, dq, c->gate ? dgate : NULL, dqg, dk, dv, c->owner ? &dkv : NULL,
+                        &tb.db, &dp);
+    float *gq = gget(dq, qn), *gg = gget(dgate, qn);
+    char name[96];
+    snprintf(name, sizeof name, "%s, %s cache", c->name, dtn(dt));
+    report("attn_prep q", name, gq, q, qn, TOL_ATT);
+    if (c->gate) report("attn_prep gate", name, gg, gate, qn, 0);
+    void *gb = malloc(cbytes);
+    if (!gb) abort();
+    for (int half = 0; half < 2; half++) { /* k, then v */
+        gpu->ops->download(gpu, gb, half ? dkv.v : dkv.k, cbytes);
+        float *got = test_kv_widen(gb, csz, dt),
+              *want = test_kv_widen(half ? hkv.v : hkv.k, csz, dt);
+        report(half ? "attn_prep v cache" : "attn_prep k cache", name, got, want, csz,
+               dt == DTYPE_BF16 ? 8e-3 : TOL_ATT);
+        free(got), free(want);
+    }
+    free(qg), free(k), free(v), free(q), free(gate), free(c0), free(gq), free(gg), free(gb);
+    free(hkv.k), free(hkv.v), wfree(&qn_w), wfree(&kn_w);
+    gfree(dinv), gfree(dkv.k), gfree(dkv.v), gfree(dqg), gfree(dk), gfree(dv), gfree(dq);
+    gfree(dgate);
+}
+
+void test_attn_prep(void) {
+    const ap_cfg cfgs[] = {
+        {"qwen3.5: gate split, 1+w norms, RoPE 64 of 256", 8, 2, 256, 64, 1, BK_NORM_ONE_PLUS, 0,
+         1},
+        {"gemma4 sliding: norms, v_norm, RoPE 256", 8, 1, 256, 256, 0, BK_NORM_PLAIN, 1, 1},
+        {"gemma4 full: D 512", 8, 1, 512, 512, 0, BK_NORM_PLAIN, 1, 1},
+        {"gemma4 kv-shared: queries only", 8, 1, 256, 256, 0, BK_NORM_PLAIN, 1, 0},
+        {"no norms, no RoPE", 4, 2, 64, 0, 0, -1, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        ap_one(&cfgs[i], DTYPE_F32);
+        ap_one(&cfgs[i], DTYPE_BF16);
+    }
+}
+
 /* ---- conv1d ---- */
 
 void test_conv1d(void) {
@@ -150,19 +232,21 @@ void test_conv1d(void) {
 
 /* ---- gated delta rule ---- */
 
+static const struct {
+    int Hk, Hv, dk, dv, n_seqs, len[3], pos0[3], slot[3];
+} gd_cases[] = {
+    {2, 4, 16, 32, 3, {5, 1, 3}, {0, 9, 2}, {2, 0, 1}}, /* qwen35_tiny */
+    {4, 4, 32, 32, 1, {2}, {0}, {0}},
+    {16, 32, 128, 128, 2, {1, 1}, {40, 7}, {1, 0}}, /* 4B / 9B decode */
+    {16, 16, 128, 128, 1, {37}, {0}, {2}},          /* 0.8B / 2B prefill */
+    {1, 3, 48, 40, 2, {9, 4}, {0, 3}, {0, 1}},      /* awkward */
+    {2, 4, 192, 64, 1, {3}, {0}, {0}},              /* dk 129..256: 64 rows a warp */
+    {1, 1, 300, 20, 1, {3}, {0}, {1}},              /* dk > 256: generic kernel */
+};
+
 void test_gated_delta(void) {
-    const struct {
-        int Hk, Hv, dk, dv, n_seqs, len[3], pos0[3], slot[3];
-    } cs[] = {
-        {2, 4, 16, 32, 3, {5, 1, 3}, {0, 9, 2}, {2, 0, 1}}, /* qwen35_tiny */
-        {4, 4, 32, 32, 1, {2}, {0}, {0}},
-        {16, 32, 128, 128, 2, {1, 1}, {40, 7}, {1, 0}}, /* 4B / 9B decode */
-        {16, 16, 128, 128, 1, {37}, {0}, {2}},          /* 0.8B / 2B prefill */
-        {1, 3, 48, 40, 2, {9, 4}, {0, 3}, {0, 1}},      /* awkward */
-        {2, 4, 192, 64, 1, {3}, {0}, {0}},              /* dk 129..256: 64 rows a warp */
-        {1, 1, 300, 20, 1, {3}, {0}, {1}},              /* dk > 256: generic kernel */
-    };
-    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+    const __typeof__(gd_cases[0]) *cs = gd_cases;
+    for (size_t ci = 0; ci < sizeof gd_cases / sizeof gd_cases[0]; ci++) {
         int Hk = cs[ci].Hk, Hv = cs[ci].Hv, dk = cs[ci].dk, dv = cs[ci].dv, m = 0, slots = 3;
         for (int s = 0; s < cs[ci].n_seqs; s++) m += cs[ci].len[s];
         int ld_qk = Hk * dk + 3, ld_v = Hv * dv + 5;
@@ -249,6 +333,40 @@ void test_ssd(void) {
         free(x), free(B), free(C), free(dt), free(st), free(y), free(gy), free(gs);
         gfree(dx), gfree(dB), gfree(dC), gfree(ddt), gfree(dst), gfree(dy);
         wfree(&A), wfree(&dtb), wfree(&D);
+    }
+}
+
+/* The fused DeltaNet core (l2norm of q and k, the gates, the delta rule) on raw q, k, a
+ * and b against the CPU's four ops, on the delta rule's cases (dk > 256: the unfused ops). */
+void test_gdn(void) {
+    for (size_t ci = 0; ci < sizeof gd_cases / sizeof gd_cases[0]; ci++) {
+        int Hk = gd_cases[ci].Hk, Hv = gd_cases[ci].Hv, dk = gd_cases[ci].dk;
+        int dv = gd_cases[ci].dv, m = 0, slots = 3;
+        for (int s = 0; s < gd_cases[ci].n_seqs; s++) m += gd_cases[ci].len[s];
+        int ld = 2 * Hk * dk + Hv * dv; /* q | k | v in one row, as the conv leaves them */
+        size_t xn = (size_t)m * ld, gn = (size_t)m * Hv, ssz = (size_t)slots * Hv * dk * dv;
+        size_t on = (size_t)m * Hv * dv;
+        float *x = hrand(xn, 1.0f), *a = hrand(gn, 2.0f), *bb = hrand(gn, 2.0f);
+        float *st = hrand(ssz, 0.1f), *out = hvec(on), *g = hvec(gn), *be = hvec(gn);
+        tw A_log = wmake(DTYPE_F32, Hv, 0, 1.0f), dt_bias = wmake(DTYPE_BF16, Hv, 0, 1.0f);
+        float *dx = gput(x, xn), *da = gput(a, gn), *dbb = gput(bb, gn), *dst = gput(st, ssz);
+        float *dout = gput(out, on), *dg = gput(g, gn), *dbe = gput(be, gn);
+        float qs = 1.0f / sqrtf((float)dk);
+        tbatch tb;
+        tb_make(&tb, gd_cases[ci].n_seqs, gd_cases[ci].len, gd_cases[ci].pos0, gd_cases[ci].slot);
+        cpu->ops->gdn(cpu, out, x, x + Hk * dk, ld, x + 2 * Hk * dk, ld, a, bb, &A_log.h,
+                      &dt_bias.h, g, be, st, &tb.hb, Hk, Hv, dk, dv, qs);
+        tb_dev(&tb);
+        gpu->ops->gdn(gpu, dout, dx, dx + Hk * dk, ld, dx + 2 * Hk * dk, ld, da, dbb, &A_log.d,
+                      &dt_bias.d, dg, dbe, dst, &tb.db, Hk, Hv, dk, dv, qs);
+        float *go = gget(dout, on), *gs = gget(dst, ssz);
+        char shape[64];
+        snprintf(shape, sizeof shape, "Hk %d Hv %d dk %d dv %d, %d tokens", Hk, Hv, dk, dv, m);
+        report("gdn out", shape, go, out, on, TOL_REC);
+        report("gdn state", shape, gs, st, ssz, TOL_REC);
+        free(x), free(a), free(bb), free(st), free(out), free(g), free(be), free(go), free(gs);
+        gfree(dx), gfree(da), gfree(dbb), gfree(dst), gfree(dout), gfree(dg), gfree(dbe);
+        wfree(&A_log), wfree(&dt_bias);
     }
 }
 

@@ -65,8 +65,10 @@ void tb_dev(tbatch *t);
 
 /* cuda_ops_mixers.c */
 void test_attention(void);
+void test_attn_prep(void);
 void test_conv1d(void);
 void test_gated_delta(void);
+void test_gdn(void);
 void test_ssd(void);
 void test_graph(void);
 void test_graph_chain(void);

@@ -499,6 +499,40 @@ static void test_matmul(void) {
     else matmul_one(DTYPE_BF16, 3, 2097160, 8);
 }
 
+/* matmul_glu: the activation fused into the GEMV's loads (BF16, m <= 2: staged per block;
+ * m <= 8: rounded once for the GEMV), or the elementwise op and the matmul (F32 weights,
+ * m > 8, k % 8 != 0, an unaligned u), against the CPU's op sequence. */
+static void test_matmul_glu(void) {
+    const char *names[] = {"silu", "gelu_tanh", "sigmoid", "relu2"};
+    const dtype dts[] = {DTYPE_BF16, DTYPE_F32};
+    const int shapes[][2] = {{1000, 1024}, {64, 3584}, {77, 130}};
+    const int ms[] = {1, 2, 3, 8, 9};
+    for (int act = 0; act < BK_ACT_COUNT; act++)
+        for (int di = 0; di < 2; di++)
+            for (int si = 0; si < 3; si++)
+                for (int mi = 0; mi < 5; mi++) {
+                    int n = shapes[si][0], k = shapes[si][1], m = ms[mi];
+                    if (di && (si || mi % 2)) continue; /* F32: the unfused path, a few */
+                    size_t e = (size_t)m * k + 4;
+                    int off = si == 0 && m == 1 && act == BK_ACT_SILU; /* u not 16-byte aligned */
+                    tw w = wmake(dts[di], n, k, 0.05f);
+                    float *g = hrand(e, 3.0f), *u = hrand(e, 1.0f), *ref = hvec((size_t)m * n);
+                    float *dg = gput(g, e), *du = gput(u, e), *dout = gput(ref, (size_t)m * n);
+                    float *hu = act == BK_ACT_RELU2 ? NULL : u + off;
+                    float *gu = act == BK_ACT_RELU2 ? NULL : du + off;
+                    cpu->ops->matmul_glu(cpu, ref, g, hu, &w.h, m, act);
+                    gpu->ops->matmul_glu(gpu, dout, dg, gu, &w.d, m, act);
+                    float *got = gget(dout, (size_t)m * n);
+                    char shape[96];
+                    snprintf(shape, sizeof shape, "%s %s W [%d,%d] m %d%s", names[act],
+                             dtn(dts[di]), n, k, m, off ? " u+1" : "");
+                    report("matmul_glu", shape, got, ref, (size_t)m * n,
+                           dts[di] == DTYPE_F32 ? TOL_MM32 : TOL_MM16);
+                    free(got), free(g), free(u), free(ref), gfree(dg), gfree(du), gfree(dout);
+                    wfree(&w);
+                }
+}
+
 /* Out of memory: NULL, and the backend keeps working (the failure is not sticky). */
 static void test_oom(void) {
     void *p = gpu->ops->alloc(gpu, (size_t)1 << 50);
@@ -542,9 +576,12 @@ static const struct {
     {"rope", test_rope},
     {"matmul", test_matmul},
     {"matmul_n", test_matmul_n},
+    {"matmul_glu", test_matmul_glu},
     {"attention", test_attention},
+    {"attn_prep", test_attn_prep},
     {"conv1d", test_conv1d},
     {"gated_delta", test_gated_delta},
+    {"gdn", test_gdn},
     {"ssd", test_ssd},
     {"sample", test_sample},
 };

@@ -365,8 +365,11 @@ static void test_dummy_preset(void) {
          * left out, the tied embedding once as the head) in bf16, plus the token's PLE
          * row of 35·256 bf16 = 17,920 bytes. */
         CHECK_EQ_INT(in->weight_bytes, 2279759139LL * 2 + 17920);
-        /* kv rows of the 15 owning layers: 12 sliding · 2·256 + 3 full · 2·512, f32 */
-        CHECK_EQ_INT(in->kv_bytes_per_token, (12LL * 2 * 256 + 3LL * 2 * 512) * 4);
+        /* kv rows of the 15 owning layers: 12 sliding · 2·256 + 3 full · 2·512, f32 (bf16
+         * on a backend with memory of its own: the kv cache dtype's auto rule) */
+        backend_mem bm;
+        int64_t kvb = backend_memory(b, &bm) == 0 ? 2 : 4;
+        CHECK_EQ_INT(in->kv_bytes_per_token, (12LL * 2 * 256 + 3LL * 2 * 512) * kvb);
         CHECK(in->n_eos >= 2);
         int32_t ids[3] = {2, 262143, 106};
         float *lg = malloc(sizeof(float) * 262144);

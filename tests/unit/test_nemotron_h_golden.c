@@ -272,8 +272,11 @@ static void test_dummy_preset(void) {
         CHECK_EQ_INT(in->weight_bytes, 7947113664LL - 822083584LL);
         /* §9: 21 Mamba layers, f32 state [96, 80, 128] + window [3, 9728], read + written */
         CHECK_EQ_INT(in->state_bytes, 21LL * 2 * (96 * 80 * 128 + 3 * 9728) * 4);
-        /* 4 attention layers, K and V [8, 128] f32 per position */
-        CHECK_EQ_INT(in->kv_bytes_per_token, 4LL * 2 * 8 * 128 * 4);
+        /* 4 attention layers, K and V [8, 128] f32 per position (bf16 on a backend with
+         * memory of its own: the kv cache dtype's auto rule) */
+        backend_mem bm;
+        int64_t kvb = backend_memory(b, &bm) == 0 ? 2 : 4;
+        CHECK_EQ_INT(in->kv_bytes_per_token, 4LL * 2 * 8 * 128 * kvb);
         int32_t ids[3] = {1, 131000, 5};
         float *lg = malloc(sizeof(float) * 131072);
         CHECK(lg && golden_dummy_forward(m, ids, lg) == 0);
