@@ -2,7 +2,8 @@
  *
  * m <= 8 (decode, small batches): mm_gemv streams W once for all m rows of x, as
  * perf-anchors §6.5 describes: each warp owns a row of W (or a 1/wpr slice of it when W has
- * few rows), lanes issue 16-byte loads, four in flight, with the evict-first hint so the
+ * few rows), lanes issue 16-byte loads, eight in flight at m <= 4 (four above, where x
+ * takes the registers), the last batch of a row too, with the evict-first hint so the
  * activations stay in L2; x comes through L1 (it is small and read by every warp), f32
  * FMA, warp-shuffle reduction. No tensor cores: at m <= 8 the kernel is bandwidth-bound.
  *
@@ -158,6 +159,7 @@ __global__ void __launch_bounds__(MM_THREADS)
             const uint16_t *__restrict__ xb, int k, int wpr, int vec) {
     typedef mm_w<DT> W;
     constexpr bool SM = ACT != MM_NO_ACT, RX = !SM && mm_rx(DT, M);
+    constexpr int LIF = M <= 4 ? 8 : 4; /* weight loads in flight; fewer where x takes registers */
     __shared__ float red[MM_WARPS][M];
     extern __shared__ uint4 mm_xs[]; /* [M·k bf16] when SM */
     if (SM) {
@@ -185,12 +187,16 @@ __global__ void __launch_bounds__(MM_THREADS)
             const uint4 *wr = (const uint4 *)((const char *)w + (size_t)row * k * W::SZ);
             const int nc = k / W::VE, step = 32 * wpr;
             int cc = part * 32 + lane;
-            for (; cc + 3 * step < nc; cc += 4 * step) {
-                uint4 u[4];
+            /* LIF 16-byte loads in flight per lane, the last batch too (predicated), so a
+             * short row still streams; a lane sums its chunks in order whatever LIF is. */
+            for (; cc < nc; cc += LIF * step) {
+                uint4 u[LIF];
 #pragma unroll
-                for (int q = 0; q < 4; q++) u[q] = __ldcs(wr + cc + q * step);
+                for (int q = 0; q < LIF; q++)
+                    if (cc + q * step < nc) u[q] = __ldcs(wr + cc + q * step);
 #pragma unroll
-                for (int q = 0; q < 4; q++) {
+                for (int q = 0; q < LIF; q++) {
+                    if (cc + q * step >= nc) break;
                     float f[W::VE];
                     W::unpack(u[q], f);
 #pragma unroll
@@ -201,17 +207,6 @@ __global__ void __launch_bounds__(MM_THREADS)
 #pragma unroll
                         for (int e = 0; e < W::VE; e++) acc[t] += f[e] * xv[e];
                     }
-                }
-            }
-            for (; cc < nc; cc += step) {
-                float f[W::VE];
-                W::unpack(__ldcs(wr + cc), f);
-#pragma unroll
-                for (int t = 0; t < M; t++) {
-                    float xv[W::VE];
-                    mm_load_x<DT, RX, SM>(x, xb, (size_t)t * k + (size_t)cc * W::VE, xv);
-#pragma unroll
-                    for (int e = 0; e < W::VE; e++) acc[t] += f[e] * xv[e];
                 }
             }
         } else {
