@@ -18,6 +18,7 @@ int backend_supports(const backend *b, int op, dtype dt) {
     case BK_OP_GRAPHS: return o->graph_begin && o->graph_end && o->graph_sync;
     case BK_OP_SAMPLE: return o->sample != NULL;
     case BK_OP_EMBED_FED: return o->embed_fed != NULL;
+    case BK_OP_WEIGHT_MAP: return o->weight_map && o->weight_unmap;
     default:
         return op >= 0 && op < BK_OP_FIRST_OPTIONAL &&
                (dt == DTYPE_COUNT || dt == DTYPE_BF16 || dt == DTYPE_F16 || dt == DTYPE_F32);
@@ -28,6 +29,13 @@ int backend_memory(const backend *b, backend_mem *m) {
     if (!b->ops->memory) return -1;
     b->ops->memory(b, m);
     return 0;
+}
+
+int backend_weight_map(backend *b, const bk_weight *host, bk_weight *dev, strata_err *err) {
+    if (!b->ops->weight_map || !b->ops->weight_unmap)
+        return strata_err_set(err, STRATA_EUNSUPPORTED, "%s backend: no mapped weights",
+                              b->ops->name);
+    return b->ops->weight_map(b, host, dev, err);
 }
 
 int backend_graph_begin(backend *b, uint64_t key, strata_err *err) {

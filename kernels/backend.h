@@ -344,6 +344,13 @@ typedef struct backend_ops {
      * tokens of the step before it. */
     void (*embed_fed)(backend *b, float *out, const bk_weight *table, const int32_t *ids,
                       const int32_t *fed, const bk_batch *bt, int m);
+    /* A weight that stays in host memory but is read by the backend's ops there (pinned
+     * and mapped: the device reads it over the bus, so a large table read a row per token
+     * costs no device memory and no host round trip). *dev gets host's dtype and shape and
+     * the address the ops take; weight_unmap(dev) undoes it before host's memory goes.
+     * Any error (no mapping, a locked-memory limit): read it on the host instead. */
+    int (*weight_map)(backend *b, const bk_weight *host, bk_weight *dev, strata_err *err);
+    void (*weight_unmap)(backend *b, bk_weight *dev);
     /* 1 when op runs with weights of dtype dt (DTYPE_COUNT: any it takes). NULL: every
      * mandatory op with BF16, F16 or F32 weights, every filled optional slot. */
     int (*supports)(const backend *b, int op, dtype dt);
@@ -359,7 +366,7 @@ typedef struct backend_ops {
     X(ROPE) X(KV_STORE) X(ATTENTION) X(ATTN_PREP) X(CONV1D) X(GDN_GATES)       \
     X(GATED_DELTA) X(GDN) X(GELU_TANH_MUL) X(RELU2) X(SCALE) X(SOFTCAP)        \
     X(RMSNORM_GATED_GROUPED) X(SSD) X(READ_BANDWIDTH) X(MEMORY) X(LAST_ERROR)  \
-    X(GRAPHS) X(SAMPLE) X(EMBED_FED)
+    X(GRAPHS) X(SAMPLE) X(EMBED_FED) X(WEIGHT_MAP)
 /* clang-format on */
 enum {
 #define BK_OP_ENUM(n) BK_OP_##n,
@@ -384,6 +391,8 @@ int backend_supports(const backend *b, int op, dtype dt);
 /* The optional slots, each a no-op or an error where b has none: */
 /* 0 and m filled, or -1 (a backend without memory of its own: fields untouched). */
 int backend_memory(const backend *b, backend_mem *m);
+/* weight_map, or STRATA_EUNSUPPORTED where b has none (the CPU: host memory is its own). */
+int backend_weight_map(backend *b, const bk_weight *host, bk_weight *dev, strata_err *err);
 /* STRATA_EUNSUPPORTED when b has no graphs (then just run eagerly, and no end). */
 int backend_graph_begin(backend *b, uint64_t key, strata_err *err);
 int backend_graph_end(backend *b, int wait, strata_err *err);

@@ -10,9 +10,12 @@
  * attend over their donor's cache with their own mask (§3.7).
  *
  * The PLE table ([vocab, L·P], half of E2B's parameters, one row read per token) stays in
- * host memory by default: the step's rows are gathered on the host into a staging buffer
- * and uploaded (§5). With model_opts.ple_on_device it is bound like any weight and
- * gathered with the embed op. Both give the same f32 rows, so the same logits. */
+ * host memory by default (§5). Where the backend can map host memory for its device
+ * (weight_map: pinned, read over the bus) the embed op gathers the step's rows from it
+ * there, ids fed on the device included, so no host round trip is needed; elsewhere (the
+ * CPU; a mapping refused, say by a locked-memory limit) the rows are gathered on the host
+ * into a staging buffer and uploaded. With model_opts.ple_on_device it is bound like any
+ * weight. All three give the same f32 rows, so the same logits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +79,9 @@ typedef struct g4 {
     backend *b;
     int slots, ctx, step_tokens;
     dtype kv_dt;          /* of the owners' caches (arch_kv_dtype) */
-    int ple_host;         /* PLE rows gathered on the host (§5) */
+    int ple_host;         /* PLE table in host memory (§5) */
+    int ple_mapped;       /* ... and read by the backend's ops there (ple_dev) */
+    bk_weight ple_dev;    /* the table as the backend's ops address it, when mapped */
     bk_weight embed;      /* [vocab, h] */
     bk_weight ple_table;  /* embed_tokens_per_layer [vocab, L·P] */
     bk_weight ple_proj;   /* per_layer_model_projection [L·P, h] */
@@ -472,8 +477,9 @@ static int g4_alloc(g4 *m, strata_err *err) {
         ARCH_ALLOC(m->plt, T * LP);
         ARCH_ALLOC(m->pg, T * c->P);
         m->ple_idx = malloc(sizeof(int32_t) * T * (size_t)c->n_layer);
-        if (m->ple_host) m->stage = malloc(sizeof(float) * T * LP);
-        if (!m->ple_idx || (m->ple_host && !m->stage))
+        int host_gather = m->ple_host && !m->ple_mapped;
+        if (host_gather) m->stage = malloc(sizeof(float) * T * LP);
+        if (!m->ple_idx || (host_gather && !m->stage))
             return strata_err_set(err, STRATA_ENOMEM, "gemma4: out of host memory for PLE");
     }
     for (int i = 0; i < c->n_layer; i++) {
@@ -517,6 +523,7 @@ static void g4_close(void *impl) {
         if (*bufs[i]) b->ops->free(b, *bufs[i]);
     arch_head_free(b, &m->head);
     for (int i = 0; m->layers && i < m->c.n_layer; i++) arch_kv_free(b, &m->layers[i].kv);
+    if (m->ple_mapped) b->ops->weight_unmap(b, &m->ple_dev);
     free(m->stage);
     free(m->ple_idx);
     free(m->layers);
@@ -557,13 +564,16 @@ static int g4_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     arch_sizes(ctx, c->max_pos, &m->slots, &m->ctx, &m->step_tokens);
     m->ple_host = !ctx->opts->ple_on_device;
     if (g4_bind(m, ctx, err)) goto fail;
+    strata_err merr = {0}; /* unmapped: the host gathers the rows */
+    m->ple_mapped =
+        m->ple_host && c->P && !backend_weight_map(m->b, &m->ple_table, &m->ple_dev, &merr);
     m->kv_dt = arch_kv_dtype(ctx, m->embed.dt);
     if (g4_alloc(m, err)) goto fail;
 
     if (arch_info(ctx, ARCH_NAME, c->vocab, m->slots, m->ctx, m->step_tokens, 1, info, err))
         goto fail;
     info->weight_bytes = g4_weight_bytes(m);
-    info->host_ids = m->ple_host && c->P > 0; /* its rows are gathered by the host's ids */
+    info->host_ids = m->ple_host && !m->ple_mapped && c->P > 0; /* the host gathers by id */
     for (int i = 0; i < c->first_shared; i++)
         info->kv_bytes_per_token += 2LL * c->kvh[i] * c->hd[i] * (int64_t)dtype_size(m->kv_dt);
     *impl = m;
@@ -606,11 +616,11 @@ static void g4_ple(g4 *m, const bk_batch *bt, const int32_t *tokens, const int32
     const backend_ops *o = b->ops;
     int T = bt->n_tokens, L = c->n_layer, P = c->P;
     size_t n = (size_t)T * L * P;
-    if (m->ple_host) {
+    if (m->ple_host && !m->ple_mapped) {
         g4_ple_gather_host(m, tokens, T);
         o->upload(b, m->ple, m->stage, n * sizeof(float));
     } else {
-        arch_embed(b, m->ple, &m->ple_table, tokens, fed, bt);
+        arch_embed(b, m->ple, m->ple_mapped ? &m->ple_dev : &m->ple_table, tokens, fed, bt);
     }
     o->scale(b, m->ple, m->s_ple, NULL, n);       /* u = r · √P */
     o->matmul(b, m->big1, m->x, &m->ple_proj, T); /* z = x₀ · W_pmpᵀ */

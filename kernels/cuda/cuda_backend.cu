@@ -11,6 +11,7 @@
  * the peak it reports. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_internal.cuh"
@@ -265,6 +266,52 @@ static void cuda_weight_release(backend *b, bk_weight *w) {
     w->data = NULL;
 }
 
+/* Pins the whole pages under host's data, read-only (a checkpoint's mmapped, read-only
+ * pages may be pinned only so), and takes the device's address of them. */
+static int cuda_weight_map(backend *b, const bk_weight *host, bk_weight *dev, strata_err *err) {
+    cuda_impl *c = cuda_impl_of(b);
+    if (c->mode != CUDA_MODE_EAGER)
+        return strata_err_set(err, STRATA_ESTATE, "cuda backend: weight_map during a graph");
+    if (c->n_maps == CUDA_MAPS_MAX)
+        return strata_err_set(err, STRATA_ERANGE, "cuda: more than %d mapped weights",
+                              CUDA_MAPS_MAX);
+    size_t n = 1;
+    for (int i = 0; i < host->ndim; i++) n *= (size_t)host->shape[i];
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), at = (uintptr_t)host->data;
+    uintptr_t base = at & ~(page - 1),
+              end = (at + n * dtype_size(host->dt) + page - 1) & ~(page - 1);
+    cuda_use(c);
+    cudaError_t e = cudaHostRegister((void *)base, end - base,
+                                     cudaHostRegisterMapped | cudaHostRegisterReadOnly);
+    void *d = NULL;
+    if (e == cudaSuccess) {
+        e = cudaHostGetDevicePointer(&d, (void *)base, 0);
+        if (e != cudaSuccess) cudaHostUnregister((void *)base);
+    }
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* not sticky: the caller reads the weight on the host instead */
+        return strata_err_set(err, STRATA_EDEVICE, "cuda: cannot map %zu MiB of host memory: %s",
+                              (size_t)(end - base) >> 20, cudaGetErrorString(e));
+    }
+    *dev = *host;
+    dev->data = (const char *)d + (at - base);
+    c->maps[c->n_maps++] = cuda_map_rec{dev->data, (void *)base};
+    return 0;
+}
+
+static void cuda_weight_unmap(backend *b, bk_weight *dev) {
+    cuda_impl *c = cuda_impl_of(b);
+    for (int i = 0; i < c->n_maps; i++) {
+        if (c->maps[i].dev != dev->data) continue;
+        cuda_use(c);
+        cudaStreamSynchronize(c->stream); /* queued ops may still read it */
+        cudaHostUnregister(c->maps[i].base);
+        c->maps[i] = c->maps[--c->n_maps];
+        dev->data = NULL;
+        return;
+    }
+}
+
 static int cuda_batch_prepare(backend *b, bk_batch *bt, strata_err *err) {
     cuda_impl *c = cuda_impl_of(b);
     if (c->err_code) return strata_err_set(err, c->err_code, "%s", c->err_msg);
@@ -293,6 +340,7 @@ static void cuda_destroy(backend *b) {
         cuda_use(c);
         if (c->stream) cudaStreamSynchronize(c->stream);
         cuda_graph_clear(b);
+        for (int i = 0; i < c->n_maps; i++) cudaHostUnregister(c->maps[i].base);
         for (size_t i = 0; i < c->n_allocs; i++) cudaFree(c->allocs[i].p);
         free(c->allocs);
         if (c->blas) cublasDestroy(c->blas);
@@ -331,6 +379,8 @@ static void cuda_fill_ops(backend_ops *o) {
     o->weight_prepare = cuda_weight_prepare;
     o->weight_release = cuda_weight_release;
     o->batch_prepare = cuda_batch_prepare;
+    o->weight_map = cuda_weight_map;
+    o->weight_unmap = cuda_weight_unmap;
     o->embed = cuda_embed;
     o->rmsnorm = cuda_rmsnorm;
     o->rmsnorm_gated = cuda_rmsnorm_gated;

@@ -35,6 +35,7 @@ enum {
     CUDA_ATT_PART_FLOATS = 4 << 20, /* flash-decoding split partials */
     CUDA_GRAPH_MAX = 64,            /* captured graphs kept (batch-size buckets x 2 halves) */
     CUDA_FLIGHT_MAX = 2,            /* graphs launched and not yet synced */
+    CUDA_MAPS_MAX = 8,              /* host weights mapped for the device (weight_map) */
     CUDA_PENDING_MAX = 64,          /* downloads deferred to graph_end */
     CUDA_SAMPLE_ROWS = 256,         /* logit rows one sample launch takes */
     CUDA_SAMPLE_PARTS = 64,         /* blocks per row in the sampler's vocabulary passes */
@@ -48,6 +49,13 @@ typedef struct cuda_bdev {
     const int32_t *tok_pos, *tok_seq;         /* [n_tokens] device */
     int n_tokens, n_seqs;
 } cuda_bdev;
+
+/* A host range page-locked and mapped by weight_map: its device address, what was
+ * registered (whole pages) and where. */
+typedef struct cuda_map_rec {
+    const void *dev;
+    void *base;
+} cuda_map_rec;
 
 typedef struct cuda_alloc_rec {
     void *p;
@@ -105,6 +113,8 @@ typedef struct cuda_impl {
     cuda_alloc_rec *allocs;
     size_t n_allocs, cap_allocs;
     size_t cur_bytes, peak_bytes, scratch_bytes;
+    cuda_map_rec maps[CUDA_MAPS_MAX];
+    int n_maps;
     /* graphs */
     cuda_mode mode;
     uint64_t key, sig;

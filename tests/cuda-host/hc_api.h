@@ -24,6 +24,8 @@ typedef enum cudaError {
     cudaErrorIllegalState = 401,
     cudaErrorNotReady = 600,
     cudaErrorLaunchOutOfResources = 701,
+    cudaErrorHostMemoryAlreadyRegistered = 712,
+    cudaErrorHostMemoryNotRegistered = 713,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
     cudaErrorStreamCaptureWrongThread = 908,
@@ -74,6 +76,10 @@ enum {
     cudaHostAllocPortable = 0x1,
     cudaHostAllocMapped = 0x2,
     cudaHostAllocWriteCombined = 0x4,
+    cudaHostRegisterDefault = 0x0,
+    cudaHostRegisterPortable = 0x1,
+    cudaHostRegisterMapped = 0x2,
+    cudaHostRegisterReadOnly = 0x8,
 };
 
 typedef struct hc_stream *cudaStream_t;
@@ -109,6 +115,9 @@ cudaError_t cudaFree(void *p);
 cudaError_t cudaMallocHost(void **p, size_t bytes);
 cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags);
 cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags);
+cudaError_t cudaHostUnregister(void *p);
+cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned flags);
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,

@@ -61,6 +61,8 @@ const char *cudaGetErrorName(cudaError_t e) {
         HC_NAME(cudaErrorIllegalState)
         HC_NAME(cudaErrorNotReady)
         HC_NAME(cudaErrorLaunchOutOfResources)
+        HC_NAME(cudaErrorHostMemoryAlreadyRegistered)
+        HC_NAME(cudaErrorHostMemoryNotRegistered)
         HC_NAME(cudaErrorStreamCaptureUnsupported)
         HC_NAME(cudaErrorStreamCaptureInvalidated)
         HC_NAME(cudaErrorStreamCaptureWrongThread)
@@ -87,6 +89,10 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
+    case cudaErrorHostMemoryAlreadyRegistered:
+        return "part or all of the requested memory range is already mapped";
+    case cudaErrorHostMemoryNotRegistered:
+        return "pointer does not correspond to a registered memory region";
     case cudaErrorStreamCaptureUnsupported:
         return "operation not permitted when stream is capturing";
     case cudaErrorStreamCaptureInvalidated:
@@ -206,6 +212,7 @@ cudaError_t cudaRuntimeGetVersion(int *v) { return cudaDriverGetVersion(v); }
 struct hc_alloc {
     size_t bytes;
     bool device;
+    bool registered; /* host memory of the caller's, page-locked by cudaHostRegister */
 };
 
 static std::mutex hc_mem_lock;
@@ -245,11 +252,13 @@ static cudaError_t hc_alloc_any(void **p, size_t bytes, bool device) {
         if (device && (want > hc_mem_limit() || hc_dev_used + want > hc_mem_limit()))
             return hc_error(cudaErrorMemoryAllocation);
     }
-    void *m = aligned_alloc(256, (want + 255) & ~(size_t)255);
+    /* whole pages, as a driver maps them: never a page shared with the process's own heap,
+     * which cudaHostRegister may pin */
+    void *m = aligned_alloc(4096, (want + 4095) & ~(size_t)4095);
     if (!m) return hc_error(cudaErrorMemoryAllocation);
     if (device) memset(m, 0xff, want); /* NaN in f32, f16 and bf16 alike */
     std::lock_guard<std::mutex> lk(hc_mem_lock);
-    hc_allocs[(uintptr_t)m] = hc_alloc{bytes, device};
+    hc_allocs[(uintptr_t)m] = hc_alloc{bytes, device, false};
     if (device) hc_dev_used += want;
     *p = m;
     return cudaSuccess;
@@ -260,7 +269,7 @@ static cudaError_t hc_free_any(void *p, bool device) {
     cudaDeviceSynchronize(); /* as cudaFree does: nothing queued may still use it */
     std::lock_guard<std::mutex> lk(hc_mem_lock);
     auto it = hc_allocs.find((uintptr_t)p);
-    if (it == hc_allocs.end() || it->second.device != device)
+    if (it == hc_allocs.end() || it->second.device != device || it->second.registered)
         return hc_error(device ? cudaErrorInvalidDevicePointer : cudaErrorInvalidValue);
     if (device) hc_dev_used -= it->second.bytes ? it->second.bytes : 1;
     hc_allocs.erase(it);
@@ -276,6 +285,45 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
     return hc_alloc_any(p, bytes, false);
 }
 cudaError_t cudaFreeHost(void *p) { return hc_free_any(p, false); }
+
+/* Host memory the caller owns becomes pinned: kernels and copies may take it (one address
+ * space: the device pointer is the host one, as on every 64-bit CUDA system). CUDA refuses a
+ * range that overlaps one already pinned; so does this. */
+cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags) {
+    if (!p || !bytes || (flags & ~0xfu)) return hc_error(cudaErrorInvalidValue);
+    if (getenv("HC_NO_REGISTER")) /* as a locked-memory limit would: callers' fallbacks run */
+        return hc_error(cudaErrorMemoryAllocation);
+    if (hc_capture_forbids()) {
+        hc_capture_spoil_all();
+        return hc_error(cudaErrorStreamCaptureUnsupported);
+    }
+    std::lock_guard<std::mutex> lk(hc_mem_lock);
+    uintptr_t a = (uintptr_t)p;
+    auto it = hc_allocs.lower_bound(a);
+    if (it != hc_allocs.end() && it->first < a + bytes)
+        return hc_error(cudaErrorHostMemoryAlreadyRegistered);
+    if (it != hc_allocs.begin() && std::prev(it)->first + std::prev(it)->second.bytes > a)
+        return hc_error(cudaErrorHostMemoryAlreadyRegistered);
+    hc_allocs[a] = hc_alloc{bytes, false, true};
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void *p) {
+    cudaDeviceSynchronize(); /* as CUDA: nothing queued may still read it */
+    std::lock_guard<std::mutex> lk(hc_mem_lock);
+    auto it = hc_allocs.find((uintptr_t)p);
+    if (it == hc_allocs.end() || !it->second.registered)
+        return hc_error(cudaErrorHostMemoryNotRegistered);
+    hc_allocs.erase(it);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned flags) {
+    if (!dev || flags) return hc_error(cudaErrorInvalidValue);
+    if (hc_locate(host, 0) != HC_HOST_PINNED) return hc_error(cudaErrorInvalidValue);
+    *dev = host;
+    return cudaSuccess;
+}
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     if (!free_bytes || !total_bytes) return hc_error(cudaErrorInvalidValue);

@@ -19,8 +19,9 @@ export STRATA_CUDA_LIB=$PWD/$BUILD/cuda-host/libstrata_cuda.so HC_STATS=1 HC_COV
 # rides in the GEMV that multiplies it: the MLPs' down projections, Qwen3.5's attention
 # output gate, Gemma's PLE projection; a DeltaNet's q / k l2norms, gates and delta rule are
 # one kernel (gdn); an attention layer's split, q / k / v norms, RoPE and kv store are one
-# (attn_prep))
-BUDGETS="qwen35_tiny:47 qwen35_tiny_bf16:41 gemma4_tiny:93 gemma4_tiny_bf16:81 nemotron_h_tiny:36"
+# (attn_prep); Gemma's PLE rows are gathered by a kernel from the mapped host table, where
+# the host gathered and copied them before: one kernel more, one copy less)
+BUDGETS="qwen35_tiny:47 qwen35_tiny_bf16:41 gemma4_tiny:94 gemma4_tiny_bf16:82 nemotron_h_tiny:36"
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
 runs() { # model, decode tokens -> kernel runs of the whole bench

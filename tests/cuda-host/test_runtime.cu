@@ -246,6 +246,39 @@ static void test_memory(void) {
     cudaFree(d);
 }
 
+/* Host memory of the program's own, registered: a kernel reads it through the device
+ * pointer CUDA gives for it; pages already registered are refused; unregistering twice is
+ * an error. */
+static void test_register(void) {
+    const int n = 4096;
+    float *host = (float *)aligned_alloc(4096, sizeof(float) * n), *dp = NULL, *d = NULL;
+    for (int i = 0; i < n; i++) host[i] = (float)i;
+    check(cudaHostRegister(host, sizeof(float) * n,
+                           cudaHostRegisterMapped | cudaHostRegisterReadOnly) == cudaSuccess,
+          "cudaHostRegister of malloc'ed memory");
+    check(cudaHostGetDevicePointer((void **)&dp, host, 0) == cudaSuccess && dp,
+          "the device pointer of registered memory");
+    cudaMalloc(&d, sizeof(float) * n);
+    k_fill<<<4, 256>>>(d, 1.0f, n);
+    k_add_from<<<4, 256>>>(d, dp, n);
+    float back[2];
+    cudaMemcpy(back, d + n - 2, sizeof back, cudaMemcpyDeviceToHost);
+    check(back[0] == n - 1.0f && back[1] == (float)n, "a kernel reads registered host memory");
+    check(cudaHostRegister(host + 1024, 64, cudaHostRegisterMapped) ==
+                  cudaErrorHostMemoryAlreadyRegistered &&
+              cudaGetLastError() == cudaErrorHostMemoryAlreadyRegistered,
+          "pages already registered are refused");
+    check(cudaHostUnregister(host) == cudaSuccess, "cudaHostUnregister");
+    check(cudaHostUnregister(host) == cudaErrorHostMemoryNotRegistered &&
+              cudaGetLastError() == cudaErrorHostMemoryNotRegistered,
+          "unregistering twice is an error");
+    check(cudaHostGetDevicePointer((void **)&dp, host, 0) != cudaSuccess,
+          "no device pointer for unregistered memory");
+    cudaGetLastError();
+    cudaFree(d);
+    free(host);
+}
+
 /* Pageable copies complete before the call returns; pinned ones in stream order. */
 static void test_copies(void) {
     const int n = 1 << 16;
@@ -523,6 +556,7 @@ int main(int argc, char **argv) {
     test_blocks();
     test_limits();
     test_memory();
+    test_register();
     test_copies();
     test_graphs();
     test_convert();

@@ -171,6 +171,20 @@ EOF
             echo "exit status $rc" >>"$f"
             cat "$f"
         done
+        # Gemma 4 E2B with its PLE table on the device, against the run above (the table in
+        # host memory, read by the device where it lies): the cost of the host table
+        f="$WORK/strata_gemma4-e2b-ple-on-device.txt"
+        t=$(limit 90 "$PEER_MIN_S")
+        if [ "$t" -ge 20 ] && [[ ",$MODELS," == *,gemma4-e2b,* ]]; then
+            echo "--- strata bench gemma4-e2b --ple-on-device"
+            timeout -k 5 "$t" "$B/bin/strata" bench --model "$(hub_id gemma4-e2b)" \
+                --load-format dummy --device cuda --prompt-len 16 --gen-len "$gen" \
+                --ple-on-device >"$f" 2>&1
+            echo "exit status $?" >>"$f"
+            cat "$f"
+        else
+            echo "skipped: deadline or model not asked for" >"$f"
+        fi
         cat "$WORK"/strata_*.txt >"$LOG/strata.log" 2>/dev/null
     else
         echo "no $B/bin/strata: strata benchmarks skipped"
@@ -194,6 +208,7 @@ EOF
     section "final table"
     local sf=()
     for m in ${MODELS//,/ }; do sf+=("$WORK/strata_$m.txt"); done
+    sf+=("$WORK/strata_gemma4-e2b-ple-on-device.txt")
     timeout 60 $PY "$(tool summarize.py)" --tests "$WORK/cuda_steps.txt" \
         --prefill "$WORK/strata_prefill1024.txt" --peer "$LOG/peer.json" --strata "${sf[@]}" |
         tee "$LOG/summary.md"

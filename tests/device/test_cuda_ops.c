@@ -168,7 +168,28 @@ static void test_embed_fed(void) {
     gpu->ops->embed_fed(gpu, d, &t.d, ids, dfed, &tb.db, 5);
     float *got = gget(d, 5 * 77);
     report("embed_fed", "[1000,77] bf16, 3 of 5 ids fed", got, ref, 5 * 77, 0);
-    free(ref), free(got), gfree(d), gfree(dfed), wfree(&t);
+    free(got);
+    /* the table left in host memory, mapped for the device (Gemma 4's PLE table); a second
+     * mapping of the same pages is refused, and the refusal is not a device error */
+    bk_weight mapped, again;
+    strata_err merr = {0};
+    if (backend_weight_map(gpu, &t.h, &mapped, &merr)) {
+        printf("embed_fed mapped table: %s  FAIL\n", merr.msg);
+        report("embed_fed", "mapped host table", NULL, NULL, 0, -1);
+    } else {
+        tb_dev(&tb);
+        gpu->ops->embed_fed(gpu, d, &mapped, ids, dfed, &tb.db, 5);
+        got = gget(d, 5 * 77);
+        report("embed_fed", "[1000,77] bf16 in mapped host memory", got, ref, 5 * 77, 0);
+        free(got);
+        float refused = backend_weight_map(gpu, &t.h, &again, &merr) != 0, one = 1.0f;
+        const char *(*last)(const backend *) = gpu->ops->last_error;
+        refused *= !(last && last(gpu));
+        report("weight_map", "second map of the same pages refused, not sticky", &refused, &one, 1,
+               0);
+        gpu->ops->weight_unmap(gpu, &mapped);
+    }
+    free(ref), gfree(d), gfree(dfed), wfree(&t);
 }
 
 static void test_rmsnorm(void) {
