@@ -244,6 +244,19 @@ static const struct {
     {1, 1, 300, 20, 1, {3}, {0}, {1}},              /* dk > 256: generic kernel */
 };
 
+/* A delta-rule op's output [on] and state [ssz] on the device against the CPU's. */
+static void gd_report(const char *op, int Hk, int Hv, int dk, int dv, int m, const float *dout,
+                      const float *out, size_t on, const float *dst, const float *st, size_t ssz) {
+    float *go = gget(dout, on), *gs = gget(dst, ssz);
+    char shape[64], what[32];
+    snprintf(shape, sizeof shape, "Hk %d Hv %d dk %d dv %d, %d tokens", Hk, Hv, dk, dv, m);
+    snprintf(what, sizeof what, "%s out", op);
+    report(what, shape, go, out, on, TOL_REC);
+    snprintf(what, sizeof what, "%s state", op);
+    report(what, shape, gs, st, ssz, TOL_REC);
+    free(go), free(gs);
+}
+
 void test_gated_delta(void) {
     const __typeof__(gd_cases[0]) *cs = gd_cases;
     for (size_t ci = 0; ci < sizeof gd_cases / sizeof gd_cases[0]; ci++) {
@@ -276,12 +289,8 @@ void test_gated_delta(void) {
         tb_dev(&tb);
         gpu->ops->gated_delta(gpu, dout, dq, dk_, ld_qk, dv_, ld_v, dg, dbe, dst, &tb.db, Hk, Hv,
                               dk, dv);
-        float *go = gget(dout, on), *gs = gget(dst, ssz);
-        char shape[64];
-        snprintf(shape, sizeof shape, "Hk %d Hv %d dk %d dv %d, %d tokens", Hk, Hv, dk, dv, m);
-        report("gated_delta out", shape, go, out, on, TOL_REC);
-        report("gated_delta state", shape, gs, st, ssz, TOL_REC);
-        free(q), free(k), free(v), free(g), free(be), free(st), free(out), free(go), free(gs);
+        gd_report("gated_delta", Hk, Hv, dk, dv, m, dout, out, on, dst, st, ssz);
+        free(q), free(k), free(v), free(g), free(be), free(st), free(out);
         gfree(dq), gfree(dk_), gfree(dv_), gfree(dg), gfree(dbe), gfree(dst), gfree(dout);
     }
 }
@@ -359,12 +368,8 @@ void test_gdn(void) {
         tb_dev(&tb);
         gpu->ops->gdn(gpu, dout, dx, dx + Hk * dk, ld, dx + 2 * Hk * dk, ld, da, dbb, &A_log.d,
                       &dt_bias.d, dg, dbe, dst, &tb.db, Hk, Hv, dk, dv, qs);
-        float *go = gget(dout, on), *gs = gget(dst, ssz);
-        char shape[64];
-        snprintf(shape, sizeof shape, "Hk %d Hv %d dk %d dv %d, %d tokens", Hk, Hv, dk, dv, m);
-        report("gdn out", shape, go, out, on, TOL_REC);
-        report("gdn state", shape, gs, st, ssz, TOL_REC);
-        free(x), free(a), free(bb), free(st), free(out), free(g), free(be), free(go), free(gs);
+        gd_report("gdn", Hk, Hv, dk, dv, m, dout, out, on, dst, st, ssz);
+        free(x), free(a), free(bb), free(st), free(out), free(g), free(be);
         gfree(dx), gfree(da), gfree(dbb), gfree(dst), gfree(dout), gfree(dg), gfree(dbe);
         wfree(&A_log), wfree(&dt_bias);
     }
@@ -392,14 +397,25 @@ static void graph_forward(graph_fix *f, const int32_t *ids, int pos, float *logi
     gpu->ops->download(gpu, logits, f->dy, sizeof(float) * GT * GN);
 }
 
+/* The miniature model of the graph tests: embedding, norm, head, RoPE frequencies, and
+ * zeroed activations for rows tokens. */
+static void graph_fix_init(graph_fix *f, int rows) {
+    f->emb = wmake(DTYPE_BF16, GV, GH, 1.0f);
+    f->nw = wmake(DTYPE_F32, GH, 0, 0.5f);
+    f->W = wmake(DTYPE_BF16, GN, GH, 0.2f);
+    float inv[8];
+    for (int i = 0; i < 8; i++) inv[i] = (float)pow(10000.0, -2.0 * i / 16);
+    f->dinv = gput(inv, 8), f->dx = gput(NULL, (size_t)rows * GH);
+    f->dy = gput(NULL, (size_t)rows * GN);
+}
+
+static void graph_fix_free(graph_fix *f) {
+    gfree(f->dinv), gfree(f->dx), gfree(f->dy), wfree(&f->emb), wfree(&f->nw), wfree(&f->W);
+}
+
 void test_graph(void) {
     graph_fix f;
-    f.emb = wmake(DTYPE_BF16, GV, GH, 1.0f);
-    f.nw = wmake(DTYPE_F32, GH, 0, 0.5f);
-    f.W = wmake(DTYPE_BF16, GN, GH, 0.2f);
-    float inv[8], z[GT * GN] = {0};
-    for (int i = 0; i < 8; i++) inv[i] = (float)pow(10000.0, -2.0 * i / 16);
-    f.dinv = gput(inv, 8), f.dx = gput(z, GT * GH), f.dy = gput(z, GT * GN);
+    graph_fix_init(&f, GT);
     int32_t ids[4][GT];
     static float ref[4][GT * GN], got[GT * GN];
     for (int s = 0; s < 4; s++) {
@@ -464,7 +480,7 @@ void test_graph(void) {
         }
         report("graph sampled", "capture, 2 replays, new requests", gt, wt, 3 * GT, 0);
     }
-    gfree(f.dinv), gfree(f.dx), gfree(f.dy), wfree(&f.emb), wfree(&f.nw), wfree(&f.W);
+    graph_fix_free(&f);
 }
 
 /* ---- decode steps chained on the device ---- */
@@ -505,12 +521,7 @@ static void chain_forward(graph_fix *f, const int32_t *ids, int step, int32_t *f
 void test_graph_chain(void) {
     if (!gpu->ops->sample || !gpu->ops->embed_fed || !gpu->ops->graph_sync) return;
     graph_fix f;
-    f.emb = wmake(DTYPE_BF16, GV, GH, 1.0f);
-    f.nw = wmake(DTYPE_F32, GH, 0, 0.5f);
-    f.W = wmake(DTYPE_BF16, GN, GH, 0.2f);
-    float inv[8], z[CN * GN] = {0};
-    for (int i = 0; i < 8; i++) inv[i] = (float)pow(10000.0, -2.0 * i / 16);
-    f.dinv = gput(inv, 8), f.dx = gput(z, CN * GH), f.dy = gput(z, CN * GN);
+    graph_fix_init(&f, CN);
     int32_t *fed = gpu->ops->alloc(gpu, 8 * sizeof(int32_t));
     int32_t ids[CN], fed_ids[CN] = {-1, -1, -1};
     bk_sample_res want[CSTEPS][CN], got[CSTEPS][CN];
@@ -549,8 +560,8 @@ void test_graph_chain(void) {
             gt[2 * (s * CN + i) + 1] = got[s][i].logprob;
         }
     report("graph chained", "5 steps fed on the device, 2 in flight", gt, wt, 2 * CSTEPS * CN, 0);
-    gfree(fed), gfree(f.dinv), gfree(f.dx), gfree(f.dy);
-    wfree(&f.emb), wfree(&f.nw), wfree(&f.W);
+    gfree(fed);
+    graph_fix_free(&f);
 }
 
 /* ---- speed (printed, not judged) ---- */

@@ -7,16 +7,18 @@
 #
 # prepare builds into $DEV_DIR (default build/cuda-device): libstrata_cuda.so, the op test
 # (test_cuda_ops: needs only libc), the golden tests on CUDA (test_cuda_golden_<arch>, one
-# per tests/unit/test_<arch>_golden.c), and a copy of strata (not with
-# NO_STRATA=1). The Debian libraries the last two need are copied, with their ldd
+# per tests/unit/test_<arch>_golden.c), the engine's test on CUDA (test_cuda_engine), and a
+# copy of strata (not with NO_STRATA=1). The Debian libraries the last three need are
+# copied, with their ldd
 # dependencies (glibc and the CUDA / driver libraries excepted), into $LIB_DIR (default
 # $DEV_DIR/lib). tools/device_bundle.sh calls it to fill the bundle.
 #
 # run needs nothing but the carried tree: a prebuilt piece that is missing or does not load
 # is rebuilt there when it can be (libstrata_cuda.so with nvcc, test_cuda_ops with gcc);
 # the golden tests and strata need our libraries, so without them those steps fail. It
-# runs the op test, the golden tests, and (unless BENCH=0) `strata bench --device cuda` on
-# every dummy preset plus a 1,024-token prefill of Qwen3.5-2B; one line per step. cuBLAS
+# runs the op test, the golden tests, the engine's test, and (unless BENCH=0) `strata bench
+# --device cuda` on every dummy preset plus a 1,024-token prefill of Qwen3.5-2B; one line
+# per step. cuBLAS
 # is the machine's (libcublas.so.13: ldconfig, the toolkit, or the pip wheel torch uses):
 # at ~600 MB it cannot travel; the CUDA runtime is linked statically into the library.
 # Env: DEV_DIR, LIB_DIR, BUILD (prepare: the make build folder, default build), STRATA
@@ -104,6 +106,16 @@ prepare() {
                 rc=1
             fi
         done
+        # the engine's unit test (padded, chained decode steps fed on the device)
+        if gcc $CFLAGS_T tests/device/test_cuda_engine.c "$BUILD/libstrata.a" \
+            -o "$DEV_DIR/test_cuda_engine" -ljansson -luv -lmicrohttpd -lcurl -lcrypto -lonig \
+            -lsentencepiece -lstdc++ -lm -lpthread -ldl; then
+            strip --strip-debug "$DEV_DIR/test_cuda_engine"
+            copy_deps "$DEV_DIR/test_cuda_engine"
+        else
+            echo "prepare: test_cuda_engine did not build; its step will fail"
+            rc=1
+        fi
     else
         echo "prepare: the library did not build; strata and the golden test are left out"
         rc=1
@@ -251,6 +263,18 @@ run() {
             step "golden $u on cuda" FAIL "no prebuilt test_cuda_golden_$u with its libraries ($DEV_DIR)"
         fi
     done
+    g=$dev/test_cuda_engine
+    if [ $no_gpu = 1 ]; then
+        step "engine on cuda" SKIP "no usable CUDA device"
+    elif [ -x "$g" ] && ! $with_libs ldd "$g" 2>&1 | grep -q 'not found'; then
+        t=$(tl 60)
+        timeout -k 5 "$t" $with_libs "$g" >"$log/engine.log" 2>&1
+        rc=$?
+        grep -E 'CHECK failed|FAILED|checks,|no CUDA backend' "$log/engine.log" | head -20
+        step "engine on cuda" "$(verdict $rc)" "rc $rc, $(tail -1 "$log/engine.log")"
+    else
+        step "engine on cuda" FAIL "no prebuilt test_cuda_engine with its libraries ($DEV_DIR)"
+    fi
     [ "${BENCH:-1}" = 0 ] && return 0
     local strata=${STRATA:-$dev/strata}
     [ -x "$strata" ] || strata=build/strata

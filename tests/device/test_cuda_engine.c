@@ -7,27 +7,12 @@
  * rows beside it (the GEMV at m <= 8), nor a prompt's on the prompts prefilled with it
  * (the host runtime's GEMM sums each row in k order). Exit 77 when no CUDA device can be
  * used. */
-#include "kernels/backend_select.h"
-#include "kernels/cpu/cpu_backend.h"
+#include "tests/device/cuda_unit.h"
 
-static int engine_cuda_backend(int threads, backend **out, strata_err *err) {
-    (void)threads;
-    return backend_create("cuda", 0, out, err);
-}
-
-#define backend_cpu_create engine_cuda_backend
+#define backend_cpu_create cuda_unit_backend
 #define main engine_unit_main
 #include "tests/unit/test_engine.c"
 #undef main
 #undef backend_cpu_create
 
-int main(void) {
-    backend *b = NULL;
-    strata_err e = {0};
-    if (backend_create("cuda", 0, &b, &e)) {
-        fprintf(stderr, "no CUDA backend: %s\n", e.msg);
-        return 77;
-    }
-    backend_destroy(b);
-    return engine_unit_main();
-}
+int main(void) { return cuda_unit_main(engine_unit_main); }

@@ -8,25 +8,19 @@
  * CUDA device can be used. */
 #include <string.h>
 
-#include "kernels/cpu/cpu_backend.h"
 #include "kernels/backend.h"
-#include "kernels/backend_select.h"
+#include "tests/device/cuda_unit.h"
 #include "tests/golden_util.h"
 
 #ifndef GOLDEN_UNIT
 #define GOLDEN_UNIT "tests/unit/test_qwen35_golden.c"
 #endif
 
-static int golden_cuda_backend(int threads, backend **out, strata_err *err) {
-    (void)threads;
-    return backend_create("cuda", 0, out, err);
-}
-
 static void golden_compare_cuda(const char *name, const char *what, const float *got,
                                 const float *want, int n, int vocab, double rel_tol);
 
 #define golden_compare golden_compare_cuda
-#define backend_cpu_create golden_cuda_backend
+#define backend_cpu_create cuda_unit_backend
 #define main golden_unit_main
 #include GOLDEN_UNIT
 #undef main
@@ -68,13 +62,4 @@ static void golden_compare_cuda(const char *name, const char *what, const float 
     golden_compare(name, what, got, want, n, vocab, rel_tol);
 }
 
-int main(void) {
-    backend *b = NULL;
-    strata_err e = {0};
-    if (backend_create("cuda", 0, &b, &e)) {
-        fprintf(stderr, "no CUDA backend: %s\n", e.msg);
-        return 77;
-    }
-    backend_destroy(b);
-    return golden_unit_main();
-}
+int main(void) { return cuda_unit_main(golden_unit_main); }
