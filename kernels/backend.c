@@ -19,6 +19,7 @@ int backend_supports(const backend *b, int op, dtype dt) {
     case BK_OP_SAMPLE: return o->sample != NULL;
     case BK_OP_EMBED_FED: return o->embed_fed != NULL;
     case BK_OP_WEIGHT_MAP: return o->weight_map && o->weight_unmap;
+    case BK_OP_PROFILE: return o->profile && o->profile_read;
     default:
         return op >= 0 && op < BK_OP_FIRST_OPTIONAL &&
                (dt == DTYPE_COUNT || dt == DTYPE_BF16 || dt == DTYPE_F16 || dt == DTYPE_F32);

@@ -86,6 +86,13 @@ typedef struct bk_sample_res {
     float top_lp[BK_SAMPLE_TOP];
 } bk_sample_res;
 
+/* One kind of op's share of a profiled forward (backend_ops.profile_read). */
+typedef struct bk_op_time {
+    const char *op; /* the backend's name for it: "MATMUL", "ATTENTION", ... */
+    int count;      /* calls in the forward */
+    double ms;      /* device time between their starts and the next op's */
+} bk_op_time;
+
 /* A kv cache: k and v, each [slots, cap, width] of dt (F32 or BF16) in backend memory. */
 typedef struct bk_kv {
     void *k, *v;
@@ -351,6 +358,12 @@ typedef struct backend_ops {
      * Any error (no mapping, a locked-memory limit): read it on the host instead. */
     int (*weight_map)(backend *b, const bk_weight *host, bk_weight *dev, strata_err *err);
     void (*weight_unmap)(backend *b, bk_weight *dev);
+    /* Profiling: while on, graphs are refused (forwards run eagerly) and every op's start
+     * is timed on the device; profile_read then fills out[max] with the last forward's time
+     * per kind of op, most first, and returns how many kinds it wrote (-1: nothing timed).
+     * For benchmarks only: the timing events cost launches of their own. */
+    void (*profile)(backend *b, int on);
+    int (*profile_read)(backend *b, bk_op_time *out, int max);
     /* 1 when op runs with weights of dtype dt (DTYPE_COUNT: any it takes). NULL: every
      * mandatory op with BF16, F16 or F32 weights, every filled optional slot. */
     int (*supports)(const backend *b, int op, dtype dt);
@@ -366,7 +379,7 @@ typedef struct backend_ops {
     X(ROPE) X(KV_STORE) X(ATTENTION) X(ATTN_PREP) X(CONV1D) X(GDN_GATES)       \
     X(GATED_DELTA) X(GDN) X(GELU_TANH_MUL) X(RELU2) X(SCALE) X(SOFTCAP)        \
     X(RMSNORM_GATED_GROUPED) X(SSD) X(READ_BANDWIDTH) X(MEMORY) X(LAST_ERROR)  \
-    X(GRAPHS) X(SAMPLE) X(EMBED_FED) X(WEIGHT_MAP)
+    X(GRAPHS) X(SAMPLE) X(EMBED_FED) X(WEIGHT_MAP) X(PROFILE)
 /* clang-format on */
 enum {
 #define BK_OP_ENUM(n) BK_OP_##n,

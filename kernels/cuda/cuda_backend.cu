@@ -316,6 +316,7 @@ static int cuda_batch_prepare(backend *b, bk_batch *bt, strata_err *err) {
     cuda_impl *c = cuda_impl_of(b);
     if (c->err_code) return strata_err_set(err, c->err_code, "%s", c->err_msg);
     cuda_use(c);
+    cuda_prof_forward(c);
     cuda_enter(c, CUDA_OP_BATCH, bt->n_tokens, bt->n_seqs);
     cuda_stage_rewind(c);
     int ns = bt->n_seqs, nt = bt->n_tokens;
@@ -340,6 +341,7 @@ static void cuda_destroy(backend *b) {
         cuda_use(c);
         if (c->stream) cudaStreamSynchronize(c->stream);
         cuda_graph_clear(b);
+        cuda_profile(b, 0);
         for (int i = 0; i < c->n_maps; i++) cudaHostUnregister(c->maps[i].base);
         for (size_t i = 0; i < c->n_allocs; i++) cudaFree(c->allocs[i].p);
         free(c->allocs);
@@ -414,6 +416,8 @@ static void cuda_fill_ops(backend_ops *o) {
     o->graph_begin = cuda_graph_begin;
     o->graph_end = cuda_graph_end;
     o->graph_sync = cuda_graph_sync;
+    o->profile = cuda_profile;
+    o->profile_read = cuda_profile_read;
     o->graph_clear = cuda_graph_clear;
     o->sample = cuda_sample;
     o->embed_fed = cuda_embed_fed;

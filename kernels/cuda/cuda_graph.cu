@@ -71,6 +71,8 @@ int cuda_graph_begin(backend *b, uint64_t key, strata_err *err) {
     if (c->mode != CUDA_MODE_EAGER)
         return strata_err_set(err, STRATA_ESTATE, "cuda: graph_begin inside a graph");
     if (c->err_code) return strata_err_set(err, c->err_code, "%s", c->err_msg);
+    if (c->prof) /* a profiled forward times its ops one by one */
+        return strata_err_set(err, STRATA_EUNSUPPORTED, "cuda: no graphs while profiling");
     cuda_use(c);
     /* The host side of the ring is refilled below: the eager copies still reading it must
      * be done, and so must the older of two graphs in flight (it owns the half we take). */

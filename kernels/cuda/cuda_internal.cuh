@@ -36,6 +36,7 @@ enum {
     CUDA_GRAPH_MAX = 64,            /* captured graphs kept (batch-size buckets x 2 halves) */
     CUDA_FLIGHT_MAX = 2,            /* graphs launched and not yet synced */
     CUDA_MAPS_MAX = 8,              /* host weights mapped for the device (weight_map) */
+    CUDA_PROF_MAX = 8192,           /* ops a profiled forward times */
     CUDA_PENDING_MAX = 64,          /* downloads deferred to graph_end */
     CUDA_SAMPLE_ROWS = 256,         /* logit rows one sample launch takes */
     CUDA_SAMPLE_PARTS = 64,         /* blocks per row in the sampler's vocabulary passes */
@@ -115,6 +116,8 @@ typedef struct cuda_impl {
     size_t cur_bytes, peak_bytes, scratch_bytes;
     cuda_map_rec maps[CUDA_MAPS_MAX];
     int n_maps;
+    /* profiling (cuda_profile.cu): an event at every op's start, the op's kind */
+    struct cuda_prof *prof; /* NULL: off */
     /* graphs */
     cuda_mode mode;
     uint64_t key, sig;
@@ -161,47 +164,32 @@ static inline uint64_t cuda_u64(float v) {
     memcpy(&u, &v, 4);
     return u;
 }
+void cuda_prof_mark(cuda_impl *c, int op); /* cuda_profile.cu */
 template <typename... A> static inline int cuda_enter(cuda_impl *c, int op, A... a) {
-    if (c->mode == CUDA_MODE_EAGER) return 1;
+    if (c->mode == CUDA_MODE_EAGER) {
+        if (c->prof) cuda_prof_mark(c, op);
+        return 1;
+    }
     uint64_t v[] = {(uint64_t)op, cuda_u64(a)...};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) c->sig = (c->sig ^ v[i]) * 0x100000001b3ULL;
     c->n_ops++;
     return c->mode == CUDA_MODE_CAPTURE;
 }
+/* The ops, for the graph signature and the profile's names (cuda_profile.cu). */
+/* clang-format off */
+#define CUDA_OP_LIST(X)                                                                       \
+    X(UPLOAD) X(DOWNLOAD) X(ZERO) X(BATCH) X(EMBED) X(RMSNORM) X(RMSNORM_GATED) X(RESIDUAL)    \
+    X(L2NORM) X(ADD) X(SILU_MUL) X(SIGMOID_MUL) X(SPLIT) X(GATHER) X(MATMUL) X(MATMUL_N)       \
+    X(MATMUL_GLU) X(ROPE) X(KV_STORE) X(ATTENTION) X(ATTN_PREP) X(CONV1D) X(GATES) X(DELTA)    \
+    X(GDN) X(GELU_MUL) X(RELU2) X(SCALE) X(SOFTCAP) X(NORM_GROUPED) X(SSD) X(SAMPLE)           \
+    X(EMBED_FED)
+/* clang-format on */
 enum {
-    CUDA_OP_UPLOAD = 1,
-    CUDA_OP_DOWNLOAD,
-    CUDA_OP_ZERO,
-    CUDA_OP_BATCH,
-    CUDA_OP_EMBED,
-    CUDA_OP_RMSNORM,
-    CUDA_OP_RMSNORM_GATED,
-    CUDA_OP_RESIDUAL,
-    CUDA_OP_L2NORM,
-    CUDA_OP_ADD,
-    CUDA_OP_SILU_MUL,
-    CUDA_OP_SIGMOID_MUL,
-    CUDA_OP_SPLIT,
-    CUDA_OP_GATHER,
-    CUDA_OP_MATMUL,
-    CUDA_OP_MATMUL_N,
-    CUDA_OP_MATMUL_GLU,
-    CUDA_OP_ROPE,
-    CUDA_OP_KV_STORE,
-    CUDA_OP_ATTENTION,
-    CUDA_OP_ATTN_PREP,
-    CUDA_OP_CONV1D,
-    CUDA_OP_GATES,
-    CUDA_OP_DELTA,
-    CUDA_OP_GDN,
-    CUDA_OP_GELU_MUL,
-    CUDA_OP_RELU2,
-    CUDA_OP_SCALE,
-    CUDA_OP_SOFTCAP,
-    CUDA_OP_NORM_GROUPED,
-    CUDA_OP_SSD,
-    CUDA_OP_SAMPLE,
-    CUDA_OP_EMBED_FED,
+    CUDA_OP_NONE = 0,
+#define CUDA_OP_ENUM(n) CUDA_OP_##n,
+    CUDA_OP_LIST(CUDA_OP_ENUM)
+#undef CUDA_OP_ENUM
+        CUDA_OP_COUNT
 };
 
 /* ---- staging (cuda_backend.cu) ----
@@ -297,6 +285,10 @@ void cuda_ssd(backend *b, float *y, const float *x, int ld_x, const float *B, co
               int ld_bc, const float *dt, int ld_dt, const bk_weight *A_log,
               const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt, int H,
               int P, int N, int G, float dt_min);
+/* cuda_profile.cu: the profile slots of the ops table, and the forward's start */
+void cuda_profile(backend *b, int on);
+int cuda_profile_read(backend *b, bk_op_time *out, int max);
+void cuda_prof_forward(cuda_impl *c);
 /* cuda_membw.cu */
 double cuda_read_bandwidth(backend *b, size_t bytes);
 /* cuda_graph.cu: the graph slots of the ops table (kernels/backend.h), and the completion

@@ -16,13 +16,14 @@ static const char bench_usage[] =
     "usage: strata bench --model DIR|PRESET [--load-format dummy] [--prompt-len 16]\n"
     "         [--gen-len 60] [--dtype bf16|f16|f32] [--device cpu|cuda|auto] [--threads N]\n"
     "         [--prefill-chunk N] [--kv-cache-dtype auto|bf16|f32] [--host-sampling]\n"
-    "         [--print-tokens] [--gemv]\n"
+    "         [--print-tokens] [--gemv] [--profile]\n"
     "Prints prefill ms, decode tok/s, bytes read per decode token, the measured read\n"
     "bandwidth and the fraction of the roofline reached. --print-tokens also prints the\n"
     "prompt and the greedy tokens (ids, and text with the checkpoint's tokenizer).\n"
     "--host-sampling samples on the CPU where the device has a sampler. --gemv then times\n"
     "every distinct matmul shape of a decode step alone, at m = 1 and m = 8, against the\n"
-    "copy bandwidth (\"gemv\" lines).\n";
+    "copy bandwidth (\"gemv\" lines). --profile then runs one more decode step eagerly with\n"
+    "every op timed on the device (\"profile\" lines: time per kind of op, most first).\n";
 
 /* This machine's streaming bandwidth drifts between phases (about 50 and 85 GB/s on the
  * dev machine), so decode runs in segments with a bandwidth probe between them; each
@@ -88,6 +89,35 @@ static int bench_on_step(void *ud, const engine_step_info *si) {
     return 1;
 }
 
+/* One more decode step, eager, with every op timed on the device (backend_ops.profile):
+ * "profile" lines, the kinds of op by time, most first. The engine is idle between runs,
+ * so the backend may be switched from here. */
+static int bench_profile(engine *e, cli_model *o, const int32_t *ids) {
+    if (!backend_supports(o->b, BK_OP_PROFILE, DTYPE_COUNT)) {
+        printf("profile          the %s backend has no device timers\n", backend_name(o->b));
+        return 0;
+    }
+    bk_op_time t[64];
+    cli_result r = {0};
+    o->b->ops->profile(o->b, 1);
+    int bad = cli_run(e, o, ids, o->prompt_len, 2, NULL, NULL, &r);
+    int n = bad ? -1 : o->b->ops->profile_read(o->b, t, 64);
+    o->b->ops->profile(o->b, 0);
+    cli_result_free(&r);
+    if (n < 0) {
+        fprintf(stderr, "strata: the profiled decode step did not run\n");
+        return -1;
+    }
+    double all = 0;
+    int ops = 0;
+    for (int i = 0; i < n; i++) all += t[i].ms, ops += t[i].count;
+    printf("profile          one decode step, eager: %d ops, %.3f ms\n", ops, all);
+    for (int i = 0; i < n; i++)
+        printf("profile op       %-14s %5d ops %10.3f ms %6.1f%%\n", t[i].op, t[i].count, t[i].ms,
+               all > 0 ? 100.0 * t[i].ms / all : 0.0);
+    return 0;
+}
+
 static void bench_print_ids(const char *what, const int32_t *ids, int n) {
     printf("%-17s", what);
     for (int i = 0; i < n; i++) printf("%s%d", i ? "," : "", ids[i]);
@@ -96,11 +126,13 @@ static void bench_print_ids(const char *what, const int32_t *ids, int n) {
 
 int cmd_bench(int argc, char **argv) {
     cli_model o;
-    int print_tokens = 0, gemv = 0;
-    /* --print-tokens and --gemv are ours; the rest are the shared model options */
+    int print_tokens = 0, gemv = 0, profile = 0;
+    /* --print-tokens, --gemv and --profile are ours; the rest are the shared model options */
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--print-tokens") || !strcmp(argv[i], "--gemv")) {
+        if (!strcmp(argv[i], "--print-tokens") || !strcmp(argv[i], "--gemv") ||
+            !strcmp(argv[i], "--profile")) {
             if (!strcmp(argv[i], "--gemv")) gemv = 1;
+            else if (!strcmp(argv[i], "--profile")) profile = 1;
             else print_tokens = 1;
             memmove(argv + i, argv + i + 1, sizeof *argv * (size_t)(argc - i));
             argc--, i--;
@@ -204,6 +236,7 @@ int cmd_bench(int argc, char **argv) {
             goto out;
         }
     }
+    if (profile && bench_profile(e, &o, ids)) goto out;
     rc = 0;
 out:
     engine_destroy(e);

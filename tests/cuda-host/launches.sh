@@ -5,7 +5,8 @@
 # execute). Each must stay within its budget below: fusing kernels lowers a budget, and a
 # change that adds launches to the decode step fails here. The real-size presets' counts
 # are in BENCHMARKS.md (same method). The timed decode steps must also have replayed the
-# captured graph and sampled on the device: an eager or host-sampled decode step fails.
+# captured graph and sampled on the device: an eager or host-sampled decode step fails. Last,
+# `bench --profile` must time one eager decode step op by op.
 # Env: BUILD.
 set -u
 BUILD=${BUILD:-build}
@@ -51,5 +52,16 @@ for entry in $BUDGETS; do
         fail=$((fail + 1))
     fi
 done
+# the profiling mode: one eager decode step with every op timed, the fused ops among them
+prof=$(timeout 300 "$BUILD/strata" bench --device cuda --model tests/golden/qwen35_tiny_bf16 \
+    --prompt-len 4 --gen-len 1 --profile 2>&1)
+ops=$(sed -n 's/^profile  *one decode step, eager: \([0-9]*\) ops.*/\1/p' <<< "$prof")
+if [ -z "$ops" ] || [ "$ops" -lt 20 ] || ! grep -q "^profile op  *GDN " <<< "$prof" ||
+    ! grep -q "^profile op  *ATTN_PREP " <<< "$prof"; then
+    echo "FAIL bench --profile: $(grep '^profile' <<< "$prof" | head -3)"
+    fail=$((fail + 1))
+else
+    echo "ok   bench --profile: $ops ops timed in one decode step"
+fi
 echo "launches: $fail over budget"
 [ $fail -eq 0 ]

@@ -165,7 +165,7 @@ EOF
             fi
             echo "--- strata bench $m"
             timeout -k 5 "$t" "$B/bin/strata" bench --model "$(hub_id "$m")" --load-format dummy \
-                --device cuda --prompt-len 16 --gen-len "$gen" --gemv >"$f" 2>&1
+                --device cuda --prompt-len 16 --gen-len "$gen" --gemv --profile >"$f" 2>&1
             rc=$?
             [ $rc -eq 124 ] && echo "timed out after $t s" >>"$f"
             echo "exit status $rc" >>"$f"

@@ -143,6 +143,7 @@ def main():
               f"| {f(s.get('dev_tokens'), '.0f')} / {f(s.get('host_tokens'), '.0f')} "
               f"| {'; '.join(notes)} |")
     print_gemv(args.strata)
+    print_profile(args.strata)
     return 0
 
 
@@ -168,6 +169,34 @@ def print_gemv(paths):
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r[0]} | {r[1]} x {r[2]} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]} |")
+
+
+PROF_STEP = re.compile(r"^profile\s+one decode step, eager: (\d+) ops, ([0-9.]+) ms", re.M)
+PROF_OP = re.compile(r"^profile op\s+(\S+)\s+(\d+) ops\s+([0-9.]+) ms\s+([0-9.]+)%", re.M)
+
+
+def print_profile(paths, top=6):
+    """The `bench --profile` lines: one eager decode step's device time by kind of op."""
+    rows = []
+    for p in paths:
+        m = re.match(r"strata_(.+)\.txt$", os.path.basename(p))
+        try:
+            text = open(p, errors="replace").read()
+        except OSError:
+            continue
+        step = PROF_STEP.search(text)
+        if not step:
+            continue
+        ops = PROF_OP.findall(text)[:top]
+        rows.append((m.group(1) if m else p, step.group(1), step.group(2),
+                     ", ".join(f"{o} {c}x {ms} ms ({pc}%)" for o, c, ms, pc in ops)))
+    if not rows:
+        return
+    print("\n### One eager decode step, device time by op (bench --profile)\n")
+    print("| model | ops | ms | the largest kinds |")
+    print("|---|---|---|---|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} |")
 
 
 if __name__ == "__main__":
