@@ -151,17 +151,23 @@ GEMV = re.compile(r"^gemv\s+\[(\d+) x (\d+)\] (\w+): m 1 ([0-9.]+) us [0-9]+ GB/
                   r"m 8 ([0-9.]+) us [0-9]+ GB/s \(([0-9.]+)\)", re.M)
 
 
-def print_gemv(paths):
-    """The per-shape GEMV lines of `bench --gemv`: time and fraction of the copy bandwidth."""
-    rows = []
+def strata_texts(paths):
+    """(model, text) of each readable strata_<model>.txt."""
     for p in paths:
         m = re.match(r"strata_(.+)\.txt$", os.path.basename(p))
         try:
             text = open(p, errors="replace").read()
         except OSError:
             continue
+        yield (m.group(1) if m else p), text
+
+
+def print_gemv(paths):
+    """The per-shape GEMV lines of `bench --gemv`: time and fraction of the copy bandwidth."""
+    rows = []
+    for model, text in strata_texts(paths):
         for g in GEMV.finditer(text):
-            rows.append((m.group(1) if m else p,) + g.groups())
+            rows.append((model,) + g.groups())
     if not rows:
         return
     print("\n### Decode GEMV per shape (fraction of the copy bandwidth)\n")
@@ -178,17 +184,12 @@ PROF_OP = re.compile(r"^profile op\s+(\S+)\s+(\d+) ops\s+([0-9.]+) ms\s+([0-9.]+
 def print_profile(paths, top=6):
     """The `bench --profile` lines: one eager decode step's device time by kind of op."""
     rows = []
-    for p in paths:
-        m = re.match(r"strata_(.+)\.txt$", os.path.basename(p))
-        try:
-            text = open(p, errors="replace").read()
-        except OSError:
-            continue
+    for model, text in strata_texts(paths):
         step = PROF_STEP.search(text)
         if not step:
             continue
         ops = PROF_OP.findall(text)[:top]
-        rows.append((m.group(1) if m else p, step.group(1), step.group(2),
+        rows.append((model, step.group(1), step.group(2),
                      ", ".join(f"{o} {c}x {ms} ms ({pc}%)" for o, c, ms, pc in ops)))
     if not rows:
         return
