@@ -6,7 +6,8 @@
 # change that adds launches to the decode step fails here. The real-size presets' counts
 # are in BENCHMARKS.md (same method). The timed decode steps must also have replayed the
 # captured graph and sampled on the device: an eager or host-sampled decode step fails. Last,
-# `bench --profile` must time one eager decode step op by op.
+# `bench --profile` must time one eager decode step op by op, and Gemma 4 must give the same
+# tokens with its PLE table mapped for the device (chained) and gathered on the host.
 # Env: BUILD.
 set -u
 BUILD=${BUILD:-build}
@@ -62,6 +63,23 @@ if [ -z "$ops" ] || [ "$ops" -lt 20 ] || ! grep -q "^profile op  *GDN " <<< "$pr
     fail=$((fail + 1))
 else
     echo "ok   bench --profile: $ops ops timed in one decode step"
+fi
+# Gemma 4's PLE table mapped for the device (its steps chain) and, where host memory cannot
+# be pinned (HC_NO_REGISTER=1), gathered on the host (they cannot): the same greedy tokens
+pl() { # extra env, then the bench's output
+    env "$@" timeout 300 "$BUILD/strata" bench --device cuda --model tests/golden/gemma4_tiny_bf16 \
+        --prompt-len 6 --gen-len 5 --print-tokens 2>&1
+}
+mapped=$(pl HC_STATS=) unmapped=$(pl HC_STATS= HC_NO_REGISTER=1)
+ids() { sed -n 's/^generated ids *//p' <<< "$1"; }
+if [ -z "$(ids "$mapped")" ] || [ "$(ids "$mapped")" != "$(ids "$unmapped")" ] ||
+    ! grep -q "^decode steps .* [1-9][0-9]* chained" <<< "$mapped" ||
+    ! grep -q "^decode steps .* 0 chained" <<< "$unmapped"; then
+    echo "FAIL gemma4 PLE mapped vs gathered on the host:"
+    grep "^decode steps\|^generated ids" <<< "$mapped$unmapped"
+    fail=$((fail + 1))
+else
+    echo "ok   gemma4 PLE: mapped (chained) and host-gathered (not) give the same tokens"
 fi
 echo "launches: $fail over budget"
 [ $fail -eq 0 ]
