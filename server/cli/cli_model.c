@@ -137,6 +137,7 @@ int cli_model_parse(cli_model *o, int argc, char **argv, const char *usage) {
             used = 0;
         } else if (!strcmp(a, "--ple-on-device")) {
             o->ple_on_device = 1;
+            used = 0;
         } else if (!strcmp(a, "--kv-cache-dtype")) {
             if ((o->kv_cache = model_kv_cache_parse(v ? v : "?")) < 0) {
                 fprintf(stderr, "strata: --kv-cache-dtype is auto, bf16 or f32\n");

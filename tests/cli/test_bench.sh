@@ -42,6 +42,11 @@ assert len(rows) == len(shapes) >= 5, rows  # distinct shapes, each once
 assert (512, 64) in shapes, shapes  # the head: vocab 512 x hidden 64
 assert all(float(r[2]) >= 0 and float(r[4]) > 0 for r in rows), rows
 PY
+# --ple-on-device is a flag (it took the next argument as its value once), and --profile on
+# a backend without device timers says so instead of failing
+out=$("$S" bench --model tests/golden/gemma4_tiny --prompt-len 4 --gen-len 2 --threads 2 \
+    --profile --ple-on-device 2>&1) || fail "bench --ple-on-device exited $?: $out"
+grep -q "^profile  *the cpu backend has no device timers" <<< "$out" || fail "--profile on cpu: $out"
 err=$("$S" bench --model /nonexistent/model --gen-len 4 2>&1)
 rc=$?
 [ $rc -eq 1 ] || fail "bad model: exit $rc ($err)"

@@ -10,6 +10,7 @@
 #      Gemma 4 and Nemotron-H on CUDA (tests/device/cuda_tests.sh run)
 #   3. strata on CUDA: a 1,024-token prefill of Qwen3.5-2B, then batch-1 decode per model
 #   4. the transformers peer baseline (tools/device/peer_bench.py) in the time left
+#   4b. Gemma 4 E2B again with --ple-on-device (against stage 3's host table), if time is left
 #   5. one final table (tools/device/summarize.py): test verdicts, then the benchmarks
 # Every stage prints as it goes, so a run cut short still shows what it reached.
 # Expected on the H200 (estimate; nothing has run there yet): environment ~15 s, CUDA
@@ -171,20 +172,6 @@ EOF
             echo "exit status $rc" >>"$f"
             cat "$f"
         done
-        # Gemma 4 E2B with its PLE table on the device, against the run above (the table in
-        # host memory, read by the device where it lies): the cost of the host table
-        f="$WORK/strata_gemma4-e2b-ple-on-device.txt"
-        t=$(limit 90 "$PEER_MIN_S")
-        if [ "$t" -ge 20 ] && [[ ",$MODELS," == *,gemma4-e2b,* ]]; then
-            echo "--- strata bench gemma4-e2b --ple-on-device"
-            timeout -k 5 "$t" "$B/bin/strata" bench --model "$(hub_id gemma4-e2b)" \
-                --load-format dummy --device cuda --prompt-len 16 --gen-len "$gen" \
-                --ple-on-device >"$f" 2>&1
-            echo "exit status $?" >>"$f"
-            cat "$f"
-        else
-            echo "skipped: deadline or model not asked for" >"$f"
-        fi
         cat "$WORK"/strata_*.txt >"$LOG/strata.log" 2>/dev/null
     else
         echo "no $B/bin/strata: strata benchmarks skipped"
@@ -202,6 +189,23 @@ EOF
         echo "peer_bench exit status ${PIPESTATUS[0]}"
     else
         echo "skipped: deadline (${t}s left)"
+    fi
+
+    # ---------------------------------------------------------------- 4b. PLE on the device
+    # Gemma 4 E2B with its PLE table on the device, against stage 3's run (the table in host
+    # memory, read by the device where it lies): what the host table costs. After the peer,
+    # in the time left.
+    f="$WORK/strata_gemma4-e2b-ple-on-device.txt"
+    t=$(limit 90 20)
+    if [ -x "$B/bin/strata" ] && [ "$t" -ge 30 ] && [[ ",$MODELS," == *,gemma4-e2b,* ]]; then
+        section "strata gemma4-e2b --ple-on-device"
+        timeout -k 5 "$t" "$B/bin/strata" bench --model "$(hub_id gemma4-e2b)" \
+            --load-format dummy --device cuda --prompt-len 16 --gen-len "$gen" \
+            --ple-on-device >"$f" 2>&1
+        echo "exit status $?" >>"$f"
+        tee -a "$LOG/strata.log" <"$f"
+    else
+        echo "skipped: deadline, no strata, or gemma4-e2b not asked for" >"$f"
     fi
 
     # ---------------------------------------------------------------- 5. final table
