@@ -25,7 +25,7 @@ typedef struct sched_flight {
     int dev;      /* rows sampled on the device */
     int graph;    /* engine_step_info.graph */
     int chained;  /* launched while the step before was in flight */
-    int n_tokens, n_seqs, n_decode, n_pad;
+    int n_tokens, n_seqs, n_decode, n_pad; /* n_seqs: the real sequences, pads apart */
     double t_start;
     engine_seq **seq;          /* [max_seqs] each sampling row's sequence; NULL: a pad */
     int32_t *pos;              /* [max_seqs] the row's sequence's positions after the step */

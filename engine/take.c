@@ -125,12 +125,13 @@ int take_step(engine *e, sched_flight *f, strata_err *err) {
         if (f->seq[r]) f->seq[r]->in_flight--;
     if (rc) return rc;
     if (!f->deferred) take_prefill(e, f);
-    int n_host = f->dev ? 0 : f->nout - f->n_pad;
+    int n_host = 0, n_dev = 0; /* tokens taken, by who picked them (dropped rows apart) */
     for (int r = 0; r < f->nout; r++) {
         engine_seq *s = f->seq[r];
         sampler_result res;
         if (!s || s->done) continue;
-        n_host += f->dev && f->res[r].token < 0;
+        n_host += !f->dev || f->res[r].token < 0;
+        n_dev += f->dev && f->res[r].token >= 0;
         if (!f->dev) {
             sampler_sample(s->smp, e->logits + (size_t)r * (size_t)e->vocab, &res);
         } else if (dsample_result(&e->ds, &f->res[r], r, s->slot, s->smp, f->sampled_rows, &res)) {
@@ -140,7 +141,6 @@ int take_step(engine *e, sched_flight *f, strata_err *err) {
         }
         take_token(e, s, &res, f->pos[r]);
     }
-    int n_dev = f->dev ? f->nout - f->n_pad - n_host : 0;
     if (f->n_decode == f->n_seqs && !f->n_plp) {
         atomic_fetch_add(f->graph == 1   ? &e->graph_replays
                          : f->graph == 0 ? &e->graph_captures
@@ -153,7 +153,7 @@ int take_step(engine *e, sched_flight *f, strata_err *err) {
     atomic_fetch_add(&e->smp_host, n_host);
     if (e->on_step) {
         engine_step_info si = {.n_tokens = f->n_tokens,
-                               .n_seqs = f->n_seqs - f->n_pad,
+                               .n_seqs = f->n_seqs,
                                .n_decode = f->n_decode,
                                .n_pad = f->n_pad,
                                .graph = f->graph,
