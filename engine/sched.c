@@ -185,6 +185,7 @@ static int sched_bucket(const engine *e, int n) {
  * prompt chunks, then pad rows. Returns the step's tokens (0: nothing to run). */
 static int sched_build(engine *e, sched_flight *f) {
     int nout = 0, n_decode = 0, n_plp = 0;
+    *f = (sched_flight){.seq = f->seq, .pos = f->pos, .res = f->res}; /* its arrays kept */
     batch_buf_clear(&e->bb);
     memset(e->slot_used, 0, (size_t)e->max_seqs);
     /* decode tokens first: one per sequence whose prompt is in the cache and that may
@@ -235,7 +236,6 @@ static int sched_build(engine *e, sched_flight *f) {
         budget -= c;
     }
     int nt = e->bb.bt.n_tokens;
-    *f = (sched_flight){.seq = f->seq, .pos = f->pos, .res = f->res};
     f->n_seqs = e->bb.bt.n_seqs;
     f->n_decode = n_decode;
     f->n_plp = n_plp;
