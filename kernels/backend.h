@@ -40,8 +40,10 @@ typedef struct bk_weight {
 
 /* One step's token layout. Sequence i owns tokens [start[i], start[i] + len[i]),
  * lives in cache slot slot[i] and its first token is at absolute position pos0[i].
- * tok_pos / tok_seq repeat that per token. Host arrays; the backend mirrors them to
- * the device in batch_prepare() (dev points at that mirror, owned by the backend). */
+ * tok_pos / tok_seq repeat that per token. A paged kv cache (bk_kv.block > 0) finds
+ * sequence i's position p in pool block blk[i · blk_w + p / block]; blk_w covers every
+ * position of the step's sequences. Host arrays; the backend mirrors them to the device
+ * in batch_prepare() (dev points at that mirror, owned by the backend). */
 typedef struct bk_batch {
     int n_tokens;
     int n_seqs;
@@ -51,6 +53,8 @@ typedef struct bk_batch {
     const int32_t *pos0;    /* [n_seqs] */
     const int32_t *tok_pos; /* [n_tokens] */
     const int32_t *tok_seq; /* [n_tokens] */
+    const int32_t *blk;     /* [n_seqs · blk_w] block table rows; NULL when blk_w is 0 */
+    int blk_w;              /* entries per sequence; 0: the step touches no paged cache */
     const void *dev;        /* backend-private mirror, set by batch_prepare */
 } bk_batch;
 
@@ -93,13 +97,28 @@ typedef struct bk_op_time {
     double ms;      /* device time between their starts and the next op's */
 } bk_op_time;
 
-/* A kv cache: k and v, each [slots, cap, width] of dt (F32 or BF16) in backend memory. */
+/* A kv cache: k and v of dt (F32 or BF16) in backend memory, in one of two layouts.
+ *   block 0: a ring per slot, [slots, cap, width]; a sequence's position p is row
+ *            slot · cap + p % cap (sliding-window layers keep window + step rows).
+ *   block > 0: paged, [blocks, block, width] shared by every sequence through the step's
+ *            block table (bk_batch.blk): row blk[seq · blk_w + p / block] · block +
+ *            p % block; cap is unused. bk_kv_row() below is the one definition. */
 typedef struct bk_kv {
     void *k, *v;
     dtype dt;
-    int cap;   /* rows per slot */
+    int cap;   /* rows per slot (block 0) */
     int width; /* floats per row: kv heads · head dim */
+    int block; /* positions per block; 0: slot rings */
 } bk_kv;
+
+/* The row of kv holding position pos of the batch's sequence seq. */
+static inline size_t bk_kv_row(const bk_kv *kv, const bk_batch *bt, int seq, int pos) {
+    if (kv->block > 0)
+        return (size_t)bt->blk[(size_t)seq * (size_t)bt->blk_w + (size_t)(pos / kv->block)] *
+                   (size_t)kv->block +
+               (size_t)(pos % kv->block);
+    return (size_t)bt->slot[seq] * (size_t)kv->cap + (size_t)(pos % kv->cap);
+}
 
 /* Activations of a gated pair, for matmul_glu. */
 enum {
@@ -141,6 +160,9 @@ typedef struct backend_ops {
     void (*upload)(backend *b, void *dst, const void *src, size_t bytes);
     void (*download)(backend *b, void *dst, const void *src, size_t bytes);
     void (*zero)(backend *b, void *dst, size_t bytes);
+    /* bytes from src to dst, both backend memory, not overlapping; ordered on the stream
+     * like any op (a recurrent-state snapshot and its restore). */
+    void (*copy)(backend *b, void *dst, const void *src, size_t bytes);
     /* Makes w usable by this backend (CPU: nothing; CUDA: upload, rewriting w->data).
      * Returns 0 or STRATA_ENOMEM / STRATA_EDEVICE. */
     int (*weight_prepare)(backend *b, bk_weight *w, strata_err *err);
@@ -217,8 +239,9 @@ typedef struct backend_ops {
                  int rot, int ld);
 
     /* ---- attention over the cache ---- */
-    /* Writes each token's k, v rows ([m, kv->width] contiguous, f32) into the cache at row
-     * tok_pos % cap of its sequence's slot, rounded to bf16 (nearest even) in a BF16 cache. */
+    /* Writes each token's k, v rows ([m, kv->width] contiguous, f32) into the cache at its
+     * sequence's row for its position (bk_kv_row), rounded to bf16 (nearest even) in a BF16
+     * cache. */
     void (*kv_store)(backend *b, const bk_kv *kv, const float *k, const float *v,
                      const bk_batch *bt);
     /* Causal GQA attention for every token of bt, after kv_store for the same step.
@@ -226,7 +249,7 @@ typedef struct backend_ops {
      * at position p attends to cached positions max(0, p - window + 1) .. p (window 0 = no
      * limit); s = q·k · scale, then s = softcap · tanh(s / softcap) when softcap > 0;
      * softmax and the weighted sum in f32 (a BF16 cache's rows read back exactly). Cache
-     * rows are found at position % cap (cap >= every position a token may see). */
+     * rows are found by bk_kv_row (a ring's cap >= every position a token may see). */
     void (*attention)(backend *b, float *out, const float *q, const bk_kv *kv, const bk_batch *bt,
                       int H, int KV, int D, float scale, int window, float softcap);
 

@@ -40,8 +40,7 @@ void cpu_attention_kv_store_ref(const bk_kv *kv, const float *k, const float *v,
                                 const bk_batch *bt) {
     size_t w = (size_t)kv->width;
     for (int i = 0; i < bt->n_tokens; i++) {
-        size_t row =
-            (size_t)bt->slot[bt->tok_seq[i]] * kv->cap + (size_t)(bt->tok_pos[i] % kv->cap);
+        size_t row = bk_kv_row(kv, bt, bt->tok_seq[i], bt->tok_pos[i]);
         cpu_kv_put(kv, kv->k, row, k + (size_t)i * w);
         cpu_kv_put(kv, kv->v, row, v + (size_t)i * w);
     }
@@ -54,10 +53,10 @@ static float cpu_kv_at(const bk_kv *kv, const void *half, size_t row, int kvh, i
                                : dtype_bf16_to_f32(((const uint16_t *)half)[i]);
 }
 
-/* Score of query row q against cached position p (softcap applied). */
-static float cpu_att_score(const float *q, const bk_kv *kv, size_t slot_row0, int p, int kvh, int D,
-                           float scale, float softcap) {
-    size_t row = slot_row0 + (size_t)(p % kv->cap);
+/* Score of query row q against cached position p of sequence seq (softcap applied). */
+static float cpu_att_score(const float *q, const bk_kv *kv, const bk_batch *bt, int seq, int p,
+                           int kvh, int D, float scale, float softcap) {
+    size_t row = bk_kv_row(kv, bt, seq, p);
     float s = 0.0f;
     for (int d = 0; d < D; d++) s += q[d] * cpu_kv_at(kv, kv->k, row, kvh, D, d);
     s *= scale;
@@ -71,22 +70,22 @@ void cpu_attention_ref(float *out, const float *q, const bk_kv *kv, const bk_bat
     for (int i = 0; i < bt->n_tokens; i++) {
         int p = bt->tok_pos[i];
         int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
-        size_t row0 = (size_t)bt->slot[bt->tok_seq[i]] * kv->cap;
+        int seq = bt->tok_seq[i];
         for (int h = 0; h < H; h++) {
             const float *qh = q + ((size_t)i * H + h) * D;
             float *oh = out + ((size_t)i * H + h) * D;
             int kvh = h / group;
             float mx = -INFINITY, sum = 0.0f;
             for (int t = lo; t <= p; t++) {
-                float s = cpu_att_score(qh, kv, row0, t, kvh, D, scale, softcap);
+                float s = cpu_att_score(qh, kv, bt, seq, t, kvh, D, scale, softcap);
                 mx = s > mx ? s : mx;
             }
             for (int t = lo; t <= p; t++)
-                sum += expf(cpu_att_score(qh, kv, row0, t, kvh, D, scale, softcap) - mx);
+                sum += expf(cpu_att_score(qh, kv, bt, seq, t, kvh, D, scale, softcap) - mx);
             for (int d = 0; d < D; d++) oh[d] = 0.0f;
             for (int t = lo; t <= p; t++) {
-                float w = expf(cpu_att_score(qh, kv, row0, t, kvh, D, scale, softcap) - mx) / sum;
-                size_t row = row0 + (size_t)(t % kv->cap);
+                float w = expf(cpu_att_score(qh, kv, bt, seq, t, kvh, D, scale, softcap) - mx) / sum;
+                size_t row = bk_kv_row(kv, bt, seq, t);
                 for (int d = 0; d < D; d++) oh[d] += w * cpu_kv_at(kv, kv->v, row, kvh, D, d);
             }
         }
@@ -115,8 +114,7 @@ static void cpu_att_one(const cpu_att_job *j, int i, int h) {
     const bk_batch *bt = j->bt;
     const bk_kv *kv = j->kv;
     int D = j->D, kvh = h / (j->H / j->KV), p = bt->tok_pos[i];
-    int lo = j->window > 0 && p - j->window + 1 > 0 ? p - j->window + 1 : 0;
-    size_t row0 = (size_t)bt->slot[bt->tok_seq[i]] * kv->cap;
+    int lo = j->window > 0 && p - j->window + 1 > 0 ? p - j->window + 1 : 0, seq = bt->tok_seq[i];
     const float *qh = j->q + ((size_t)i * j->H + h) * D;
     /* A BF16 cache's head row is widened into kr / vr first (exact), then the same dot and
      * axpby run as on an F32 cache: only the head's D values, not the whole row. */
@@ -129,7 +127,7 @@ static void cpu_att_one(const cpu_att_job *j, int i, int h) {
         int nb = p + 1 - t0 < CPU_ATT_BLOCK ? p + 1 - t0 : CPU_ATT_BLOCK;
         float bmax = -INFINITY;
         for (int t = 0; t < nb; t++) {
-            size_t row = (row0 + (size_t)((t0 + t) % kv->cap)) * j->KV + (size_t)kvh;
+            size_t row = bk_kv_row(kv, bt, seq, t0 + t) * j->KV + (size_t)kvh;
             const float *kr = cpu_kv_row(&head, kv->k, row, kbuf);
             float s = j->k->dot(qh, kr, D) * j->scale;
             if (j->softcap > 0.0f) s = j->softcap * tanhf(s / j->softcap);
@@ -140,7 +138,7 @@ static void cpu_att_one(const cpu_att_job *j, int i, int h) {
         float c = expf(mx - nmx); /* 0 on the first block (mx = -inf) */
         l = l * c + j->k->exp_sum(sc, sc, nmx, nb);
         for (int t = 0; t < nb; t++) {
-            size_t row = (row0 + (size_t)((t0 + t) % kv->cap)) * j->KV + (size_t)kvh;
+            size_t row = bk_kv_row(kv, bt, seq, t0 + t) * j->KV + (size_t)kvh;
             const float *vr = cpu_kv_row(&head, kv->v, row, vbuf);
             j->k->axpby(acc, vr, sc[t], t == 0 ? c : 1.0f, D);
         }

@@ -111,6 +111,11 @@ static void cpu_copy(backend *b, void *dst, const void *src, size_t bytes) {
     if (bytes) memmove(dst, src, bytes);
 }
 
+static void cpu_copy(backend *b, void *dst, const void *src, size_t bytes) {
+    (void)b;
+    memcpy(dst, src, bytes);
+}
+
 static void cpu_zero(backend *b, void *dst, size_t bytes) {
     (void)b;
     if (bytes) memset(dst, 0, bytes);
@@ -144,6 +149,7 @@ static const backend_ops cpu_backend_ops = {
     .upload = cpu_copy,
     .download = cpu_copy,
     .zero = cpu_zero,
+    .copy = cpu_copy,
     .weight_prepare = cpu_weight_prepare,
     .weight_release = cpu_weight_release,
     .batch_prepare = cpu_batch_prepare,
