@@ -33,7 +33,12 @@ void batch_buf_deinit(batch_buf *b) {
 }
 
 void batch_buf_clear(batch_buf *b) {
-    b->bt = (bk_batch){0, 0, b->slot, b->start, b->len, b->pos0, b->tok_pos, b->tok_seq, NULL};
+    b->bt = (bk_batch){.slot = b->slot,
+                       .start = b->start,
+                       .len = b->len,
+                       .pos0 = b->pos0,
+                       .tok_pos = b->tok_pos,
+                       .tok_seq = b->tok_seq};
 }
 
 int batch_buf_add(batch_buf *b, int slot, int pos0, int len) {

@@ -111,11 +111,6 @@ static void cpu_copy(backend *b, void *dst, const void *src, size_t bytes) {
     if (bytes) memmove(dst, src, bytes);
 }
 
-static void cpu_copy(backend *b, void *dst, const void *src, size_t bytes) {
-    (void)b;
-    memcpy(dst, src, bytes);
-}
-
 static void cpu_zero(backend *b, void *dst, size_t bytes) {
     (void)b;
     if (bytes) memset(dst, 0, bytes);
