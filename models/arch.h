@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "kernels/backend.h"
+#include "models/kv_pool.h"
 #include "models/load/wsrc.h"
 #include "models/model.h"
 
@@ -21,7 +22,15 @@ typedef struct model_arch_ctx {
     const model_opts *opts;
     json_t *config;     /* the whole config.json (borrowed) */
     json_t *gen_config; /* generation_config.json or NULL (borrowed) */
+    kv_pool *pool;      /* the paged kv pool, sized by arch_kv_pool (owned by model.c) */
 } model_arch_ctx;
+
+/* One part of a slot's recurrent state: bytes at base + slot · bytes (backend memory). */
+typedef struct arch_state_part {
+    void *base;
+    size_t bytes;
+} arch_state_part;
+#define ARCH_STATE_MAX 256 /* parts a model may have (two per layer) */
 
 typedef struct model_arch {
     const char *model_type; /* config.json model_type this arch accepts */
@@ -31,6 +40,9 @@ typedef struct model_arch {
     int (*forward)(void *impl, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,
                    int n_out, model_out *out, strata_err *err);
     void (*reset_slot)(void *impl, int slot);
+    /* The parts of a slot's state outside the paged pool, in a fixed order; returns how
+     * many (<= max). */
+    int (*state_parts)(void *impl, arch_state_part *out, int max);
     void (*close)(void *impl);
 } model_arch;
 
@@ -103,8 +115,8 @@ int cfg_eos(json_t *val, const char *where, int vocab, model_info *info, strata_
  * (it must be an object), else config.json itself; *where names it for messages. */
 int cfg_text_config(json_t *root, json_t **tc, const char **where, strata_err *err);
 
-/* The sizes a model runs with: slots (default 1), context (default the model's max_pos,
- * capped at 4096) and tokens a step (default 512), unless the options set them. */
+/* The sizes a model runs with: slots (default 1), context (default the model's max_pos)
+ * and tokens a step (default 512), unless the options set them. */
 void arch_sizes(const model_arch_ctx *ctx, int max_pos, int *slots, int *ctx_size,
                 int *step_tokens);
 /* What every open reports: arch, vocab, the sizes, and the eos ids of
@@ -130,6 +142,17 @@ dtype arch_kv_dtype(const model_arch_ctx *ctx, dtype weights);
 /* Both halves of a kv cache of slots x cap rows of width values in dt (bk_kv). */
 int arch_kv_alloc(backend *b, bk_kv *kv, dtype dt, int slots, int cap, int width, const char *arch,
                   strata_err *err);
+/* Sizes ctx->pool for paged layers holding pos_bytes per position in all, from
+ * opts->kv_memory, else an auto budget: on a backend with memory of its own, gpu_util of
+ * it less what it holds already and a reserve for the engine; on the CPU, what every slot
+ * at full context would need, at most a quarter of physical memory (untouched pages of the
+ * pool cost nothing there). Lowers *ctx_size to what the pool holds when one sequence
+ * could outgrow it. Call it after the weights and activations are in backend memory. */
+int arch_kv_pool(const model_arch_ctx *ctx, int64_t pos_bytes, int slots, int *ctx_size,
+                 const char *arch, strata_err *err);
+/* A paged kv cache on ctx->pool's blocks (bk_kv.block > 0). */
+int arch_kv_alloc_paged(const model_arch_ctx *ctx, bk_kv *kv, dtype dt, int width, const char *arch,
+                        strata_err *err);
 void arch_kv_free(backend *b, bk_kv *kv);
 /* A step the model can run: at most step_tokens tokens, every sequence inside ctx. */
 int arch_check_batch(const char *arch, const bk_batch *bt, int step_tokens, int ctx,

@@ -444,7 +444,7 @@ static float g4_round_to(float x, dtype dt) {
     return x;
 }
 
-static int g4_alloc(g4 *m, strata_err *err) {
+static int g4_alloc(g4 *m, const model_arch_ctx *ctx, strata_err *err) {
     const g4_config *c = &m->c;
     backend *b = m->b;
     size_t T = (size_t)m->step_tokens, S = (size_t)m->slots, LP = (size_t)c->n_layer * c->P;
@@ -482,14 +482,26 @@ static int g4_alloc(g4 *m, strata_err *err) {
         if (!m->ple_idx || (host_gather && !m->stage))
             return strata_err_set(err, STRATA_ENOMEM, "gemma4: out of host memory for PLE");
     }
+    /* Full layers page their kv from the pool; sliding ones keep a ring per slot of
+     * window + step rows (>= window + T - 1: see the file comment), part of the slot's state. */
+    int ring = c->window + m->step_tokens;
+    int64_t pos_bytes = 0;
+    for (int i = 0; i < c->n_layer; i++)
+        if (c->donor[i] == i && c->full[i])
+            pos_bytes += 2 * (int64_t)c->kvh[i] * c->hd[i] * (int64_t)dtype_size(m->kv_dt);
+    if (pos_bytes && arch_kv_pool(ctx, pos_bytes, m->slots, &m->ctx, ARCH_NAME, err))
+        return err->code;
     for (int i = 0; i < c->n_layer; i++) {
         g4_layer *L = &m->layers[i];
         if (c->donor[i] != i) continue;
         size_t w = (size_t)c->kvh[i] * c->hd[i];
-        int ring = c->window + m->step_tokens; /* >= window + T - 1: see the file comment */
-        int cap = !c->full[i] && ring < m->ctx ? ring : m->ctx;
-        if (arch_kv_alloc(b, &L->kv, m->kv_dt, (int)S, cap, (int)w, ARCH_NAME, err))
+        if (c->full[i]) {
+            if (arch_kv_alloc_paged(ctx, &L->kv, m->kv_dt, (int)w, ARCH_NAME, err))
+                return err->code;
+        } else if (arch_kv_alloc(b, &L->kv, m->kv_dt, (int)S, ring < m->ctx ? ring : m->ctx, (int)w,
+                                 ARCH_NAME, err)) {
             return err->code;
+        }
     }
     /* §3.6: inv_freq[i] = 1 / θ^(2i/hd) for i < angles, 0 after (those dims pass through),
      * in f32 as transformers computes it, then / factor. */
@@ -568,7 +580,7 @@ static int g4_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     m->ple_mapped =
         m->ple_host && c->P && !backend_weight_map(m->b, &m->ple_table, &m->ple_dev, &merr);
     m->kv_dt = arch_kv_dtype(ctx, m->embed.dt);
-    if (g4_alloc(m, err)) goto fail;
+    if (g4_alloc(m, ctx, err)) goto fail;
 
     if (arch_info(ctx, ARCH_NAME, c->vocab, m->slots, m->ctx, m->step_tokens, 1, info, err))
         goto fail;
@@ -581,6 +593,20 @@ static int g4_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
 fail:
     g4_close(m);
     return err->code ? err->code : STRATA_EINVALID;
+}
+
+static int g4_state_parts(void *impl, arch_state_part *out, int max) {
+    g4 *m = impl;
+    const g4_config *c = &m->c;
+    int n = 0;
+    for (int i = 0; i < c->n_layer && n + 2 <= max; i++) {
+        const bk_kv *kv = &m->layers[i].kv;
+        if (c->donor[i] != i || kv->block) continue;
+        size_t bytes = (size_t)kv->cap * (size_t)kv->width * dtype_size(kv->dt);
+        out[n++] = (arch_state_part){kv->k, bytes};
+        out[n++] = (arch_state_part){kv->v, bytes};
+    }
+    return n;
 }
 
 static void g4_reset_slot(void *impl, int slot) {
@@ -719,5 +745,6 @@ const model_arch arch_gemma4 = {
     .open = g4_open,
     .forward = g4_forward,
     .reset_slot = g4_reset_slot,
+    .state_parts = g4_state_parts,
     .close = g4_close,
 };

@@ -23,6 +23,9 @@ struct model {
     backend *b;
     json_t *config, *gen_config;
     unsigned char *slot_busy; /* [max_seqs] scratch for the distinct-slot check */
+    kv_pool pool;             /* the paged kv blocks (n_blocks 0: no paged layer) */
+    arch_state_part state[ARCH_STATE_MAX];
+    int n_state;
 };
 
 static int read_json(const char *path, json_t **out, int optional, strata_err *err) {
@@ -55,6 +58,7 @@ void model_close(model *m) {
     json_decref(m->config);
     json_decref(m->gen_config);
     free(m->slot_busy);
+    kv_pool_deinit(&m->pool);
     free(m);
 }
 
@@ -98,11 +102,15 @@ int model_open(model **out, const model_opts *opts, backend *b, strata_err *err)
     }
     if (!opts->load_dummy && st_open(&m->st, opts->path, err)) goto fail;
     if (wsrc_create(&m->src, m->st, opts->path, opts->weight_dtype, opts->seed, b, err)) goto fail;
-    model_arch_ctx ctx = {b, wsrc_iface(m->src), opts, m->config, m->gen_config};
+    model_arch_ctx ctx = {b, wsrc_iface(m->src), opts, m->config, m->gen_config, &m->pool};
     if (m->arch->open(&m->impl, &ctx, &m->info, err)) {
         m->impl = NULL;
         goto fail;
     }
+    m->info.kv_block = m->pool.block;
+    m->info.kv_blocks = m->pool.n_blocks;
+    m->n_state = m->arch->state_parts(m->impl, m->state, ARCH_STATE_MAX);
+    for (int i = 0; i < m->n_state; i++) m->info.slot_state_bytes += (int64_t)m->state[i].bytes;
     m->slot_busy = calloc((size_t)m->info.max_seqs, 1);
     if (!m->slot_busy) {
         strata_err_set(err, STRATA_ENOMEM, "out of memory");
@@ -118,7 +126,81 @@ fail:
 const model_info *model_get_info(const model *m) { return &m->info; }
 
 void model_reset_slot(model *m, int slot) {
-    if (slot >= 0 && slot < m->info.max_seqs) m->arch->reset_slot(m->impl, slot);
+    if (slot < 0 || slot >= m->info.max_seqs) return;
+    model_release_slot(m, slot);
+    m->arch->reset_slot(m->impl, slot);
+}
+
+void model_release_slot(model *m, int slot) {
+    if (m->pool.n_blocks && slot >= 0 && slot < m->info.max_seqs) kv_pool_release(&m->pool, slot);
+}
+
+int model_kv_free(const model *m) { return m->pool.n_free; }
+int model_kv_used(const model *m) { return kv_pool_used(&m->pool); }
+int model_kv_peak(const model *m) { return (int)m->pool.peak_used; }
+
+int model_kv_need(const model *m, int slot, int end) {
+    return m->pool.n_blocks ? kv_pool_need(&m->pool, slot, end) : 0;
+}
+
+int model_kv_table(const model *m, int slot, const int32_t **ids) {
+    if (!m->pool.n_blocks) {
+        *ids = NULL;
+        return 0;
+    }
+    return kv_pool_table(&m->pool, slot, ids);
+}
+
+void model_kv_attach(model *m, int slot, const int32_t *ids, int n) {
+    if (m->pool.n_blocks) kv_pool_attach(&m->pool, slot, ids, n);
+}
+
+void model_kv_ref(model *m, int32_t id) { kv_pool_ref(&m->pool, id); }
+void model_kv_unref(model *m, int32_t id) { kv_pool_unref(&m->pool, id); }
+
+int model_kv_step_width(const model *m, int end) {
+    return m->pool.n_blocks ? kv_pool_step_width(&m->pool, end) : 0;
+}
+
+void model_state_save(model *m, int slot, void *dst) {
+    char *d = dst;
+    for (int i = 0; i < m->n_state; i++) {
+        const arch_state_part *p = &m->state[i];
+        m->b->ops->copy(m->b, d, (const char *)p->base + (size_t)slot * p->bytes, p->bytes);
+        d += p->bytes;
+    }
+}
+
+void model_state_load(model *m, int slot, const void *src) {
+    const char *s = src;
+    for (int i = 0; i < m->n_state; i++) {
+        const arch_state_part *p = &m->state[i];
+        m->b->ops->copy(m->b, (char *)p->base + (size_t)slot * p->bytes, s, p->bytes);
+        s += p->bytes;
+    }
+}
+
+/* Takes the blocks the step's sequences reach and lays out their table rows in bt. */
+static int model_kv_prepare(model *m, bk_batch *bt, strata_err *err) {
+    kv_pool *p = &m->pool;
+    int end = 0;
+    for (int s = 0; s < bt->n_seqs; s++) {
+        int e = bt->pos0[s] + bt->len[s];
+        if (kv_pool_reserve(p, bt->slot[s], e, err)) return err->code;
+        end = e > end ? e : end;
+    }
+    int w = kv_pool_step_width(p, end);
+    for (int s = 0; s < bt->n_seqs; s++) {
+        const int32_t *ids;
+        int n = kv_pool_table(p, bt->slot[s], &ids);
+        int32_t *row = p->step + (size_t)s * w;
+        if (n > w) n = w;
+        memcpy(row, ids, (size_t)n * sizeof *row);
+        memset(row + n, 0, (size_t)(w - n) * sizeof *row); /* never read: a valid id anyway */
+    }
+    bt->blk = p->step;
+    bt->blk_w = w;
+    return 0;
 }
 
 /* The batch must be what backend.h promises the ops: contiguous sequences in
@@ -194,5 +276,8 @@ int model_forward_to(model *m, bk_batch *bt, const int32_t *tokens, const int32_
         return strata_err_set(err, STRATA_EUNSUPPORTED, "%s backend: no device sampler",
                               backend_name(m->b));
     out->sampled_rows = NULL;
+    bt->blk = NULL;
+    bt->blk_w = 0;
+    if (m->pool.n_blocks && model_kv_prepare(m, bt, err)) return err->code;
     return m->arch->forward(m->impl, bt, tokens, out_rows, n_out, out, err);
 }

@@ -20,11 +20,17 @@ typedef struct model_opts {
     int load_dummy;     /* random weights of the real shapes (--load-format dummy) */
     dtype weight_dtype; /* dtype of dummy weights / conversion target; DTYPE_COUNT = as stored */
     int max_seqs;       /* cache slots */
-    int ctx_size;       /* max positions per sequence (0 = min(model max, 4096)) */
+    int ctx_size;       /* max positions per sequence (0 = the model's max_position_embeddings) */
     int step_tokens;    /* max tokens in one forward (prefill chunk + decodes) */
     uint64_t seed;      /* dummy weight seed */
     int ple_on_device;  /* Gemma 4: PLE table with the other weights, not host-side */
     int kv_cache;       /* MODEL_KV_*: the kv cache dtype */
+    int kv_block;       /* positions per paged kv block (0: 16); a power of two */
+    /* bytes of the paged kv pool (0: auto, model_kv_auto_bytes) */
+    int64_t kv_memory;
+    /* on a backend with memory of its own, the share of it weights, activations and the
+     * auto-sized kv pool may fill (0: 0.9) */
+    double gpu_util;
 } model_opts;
 
 enum { MODEL_KV_AUTO = 0, MODEL_KV_F32, MODEL_KV_BF16 };
@@ -34,7 +40,7 @@ int model_kv_cache_parse(const char *s);
 typedef struct model_info {
     const char *arch; /* "qwen3_5", ... */
     int vocab;        /* logits per row */
-    int ctx_size;     /* positions per sequence the caches hold */
+    int ctx_size;     /* positions one sequence may reach: the context, or the pool if smaller */
     int max_seqs;
     int step_tokens;
     int n_eos; /* stop token ids from config / generation_config */
@@ -45,6 +51,12 @@ typedef struct model_info {
     /* the forward reads every token id on the host (Gemma 4's PLE table in host memory):
      * ids fed on the device (model_out.fed) are refused */
     int host_ids;
+    /* the paged kv pool (kv_pool.h): positions per block, blocks, bytes of one block over
+     * every paged layer; 0 blocks: the model has no paged layer */
+    int kv_block, kv_blocks;
+    int64_t kv_block_bytes;
+    /* bytes of one slot's recurrent state (model_state_save); 0: none */
+    int64_t slot_state_bytes;
 } model_info;
 
 /* Opens a model (see model_opts). Caller frees with model_close. */
@@ -54,8 +66,36 @@ backend *model_backend(const model *m);
 void model_close(model *m);
 const model_info *model_get_info(const model *m);
 
-/* Clears the caches of a slot so a new sequence can start in it. */
+/* Clears the caches of a slot so a new sequence can start in it (its kv blocks released). */
 void model_reset_slot(model *m, int slot);
+/* Releases the kv blocks of a finished slot so other sequences may take them. */
+void model_release_slot(model *m, int slot);
+
+/* ---- the paged kv pool (models/kv_pool.h), for the engine's admission and prefix cache ----
+ * Blocks are taken as a slot's sequence reaches new positions, in model_forward; a caller
+ * that wants a step never to fail for want of blocks asks model_kv_need first. */
+/* Blocks free now; blocks slot still needs to reach position end - 1. */
+int model_kv_free(const model *m);
+int model_kv_need(const model *m, int slot, int end);
+/* Blocks held by anyone, and the most ever held at once. */
+int model_kv_used(const model *m);
+int model_kv_peak(const model *m);
+/* Slot's blocks in position order (*ids borrowed until the next forward); returns how many. */
+int model_kv_table(const model *m, int slot, const int32_t **ids);
+/* Starts the empty table of slot with n blocks held by the caller (a prefix cache). */
+void model_kv_attach(model *m, int slot, const int32_t *ids, int n);
+/* A hold on a block, and its release (the prefix cache keeps finished blocks). */
+void model_kv_ref(model *m, int32_t id);
+void model_kv_unref(model *m, int32_t id);
+/* The block table width a step reaching position end - 1 uses (a graph key must include
+ * it); 0 without a pool. */
+int model_kv_step_width(const model *m, int end);
+
+/* ---- a slot's recurrent state: DeltaNet / Mamba2 states and conv windows, Gemma's
+ * sliding-window rings: everything a slot holds outside the paged pool ----
+ * dst / src: info.slot_state_bytes of backend memory. Ordered on the backend's stream. */
+void model_state_save(model *m, int slot, void *dst);
+void model_state_load(model *m, int slot, const void *src);
 
 /* Runs one step: the tokens of bt (host ids, bt->n_tokens <= step_tokens, positions
  * continuing each slot's sequence) go through the network and update the slots'

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "models/arch.h"
 
@@ -132,7 +133,7 @@ void arch_sizes(const model_arch_ctx *ctx, int max_pos, int *slots, int *ctx_siz
                 int *step_tokens) {
     const model_opts *o = ctx->opts;
     *slots = o->max_seqs > 0 ? o->max_seqs : 1;
-    *ctx_size = o->ctx_size > 0 ? o->ctx_size : (max_pos < 4096 ? max_pos : 4096);
+    *ctx_size = o->ctx_size > 0 ? o->ctx_size : max_pos;
     *step_tokens = o->step_tokens > 0 ? o->step_tokens : 512;
 }
 
@@ -214,6 +215,49 @@ void arch_kv_free(backend *b, bk_kv *kv) {
     if (kv->k) b->ops->free(b, kv->k);
     if (kv->v) b->ops->free(b, kv->v);
     kv->k = kv->v = NULL;
+}
+
+int arch_kv_pool(const model_arch_ctx *ctx, int64_t pos_bytes, int slots, int *ctx_size,
+                 const char *arch, strata_err *err) {
+    const model_opts *o = ctx->opts;
+    int block = o->kv_block > 0 ? o->kv_block : 16;
+    if (block & (block - 1))
+        return strata_err_set(err, STRATA_EINVALID,
+                              "%s: kv block of %d positions: a power of "
+                              "two is needed",
+                              arch, block);
+    int64_t block_bytes = pos_bytes * block, budget = o->kv_memory;
+    if (budget <= 0) {
+        backend_mem bm;
+        int64_t full = block_bytes * (((int64_t)*ctx_size + block - 1) / block) * slots;
+        if (backend_memory(ctx->b, &bm) == 0) {
+            double util = o->gpu_util > 0 ? o->gpu_util : 0.9;
+            budget = (int64_t)(util * (double)bm.total) - (int64_t)bm.used - ((int64_t)256 << 20);
+            if (budget > full) budget = full;
+        } else {
+            long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+            int64_t quarter = pages > 0 && psz > 0 ? (int64_t)pages * psz / 4 : (int64_t)1 << 30;
+            budget = full < quarter ? full : quarter;
+        }
+    }
+    int64_t n = budget / block_bytes;
+    if (n < 1)
+        return strata_err_set(err, STRATA_ENOMEM,
+                              "%s: a kv pool of %lld bytes holds no block of %d positions "
+                              "(%lld bytes; --kv-cache-memory)",
+                              arch, (long long)budget, block, (long long)block_bytes);
+    if (n > (1 << 30)) n = 1 << 30;
+    if (n * block < *ctx_size) *ctx_size = (int)(n * block);
+    return kv_pool_init(ctx->pool, block, (int)n, slots, *ctx_size, err);
+}
+
+int arch_kv_alloc_paged(const model_arch_ctx *ctx, bk_kv *kv, dtype dt, int width, const char *arch,
+                        strata_err *err) {
+    const kv_pool *p = ctx->pool;
+    if (arch_kv_alloc(ctx->b, kv, dt, p->n_blocks, p->block, width, arch, err)) return err->code;
+    kv->block = p->block;
+    kv->cap = 0;
+    return 0;
 }
 
 int arch_check_batch(const char *arch, const bk_batch *bt, int step_tokens, int ctx,

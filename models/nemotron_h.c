@@ -401,7 +401,7 @@ static int nh_bind(nh *m, const model_arch_ctx *ctx, strata_err *err) {
 
 static size_t nh_max(size_t a, size_t b) { return a > b ? a : b; }
 
-static int nh_alloc(nh *m, strata_err *err) {
+static int nh_alloc(nh *m, const model_arch_ctx *ctx, strata_err *err) {
     const nh_config *c = &m->c;
     backend *b = m->b;
     size_t T = (size_t)m->step_tokens, S = (size_t)m->slots;
@@ -423,16 +423,21 @@ static int nh_alloc(nh *m, strata_err *err) {
                           .h = c->h,
                           .vocab = c->vocab};
     if (arch_head_init(b, &m->head, ARCH_NAME, m->slots, m->step_tokens, err)) return err->code;
+    int n_att = 0;
     for (int i = 0; i < c->n_layer; i++) {
         nh_layer *L = &m->layers[i];
-        if (c->kind[i] == '*') {
-            if (arch_kv_alloc(b, &L->kv, m->kv_dt, (int)S, m->cap, (int)kw, ARCH_NAME, err))
-                return err->code;
-        } else if (c->kind[i] == 'M') {
+        n_att += c->kind[i] == '*';
+        if (c->kind[i] == 'M') {
             ARCH_ALLOC(L->conv_state, S * (size_t)(c->K - 1) * CD);
             ARCH_ALLOC(L->S, S * I * c->N);
         }
     }
+    int64_t pos_bytes = (int64_t)n_att * 2 * (int64_t)kw * (int64_t)dtype_size(m->kv_dt);
+    if (n_att && arch_kv_pool(ctx, pos_bytes, m->slots, &m->cap, ARCH_NAME, err)) return err->code;
+    for (int i = 0; i < c->n_layer; i++)
+        if (c->kind[i] == '*' &&
+            arch_kv_alloc_paged(ctx, &m->layers[i].kv, m->kv_dt, (int)kw, ARCH_NAME, err))
+            return err->code;
     return 0;
 }
 
@@ -484,7 +489,7 @@ static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     arch_sizes(ctx, c->max_pos, &m->slots, &m->cap, &m->step_tokens);
     if (nh_bind(m, ctx, err)) goto fail;
     m->kv_dt = arch_kv_dtype(ctx, m->lm_head.dt);
-    if (nh_alloc(m, err)) goto fail;
+    if (nh_alloc(m, ctx, err)) goto fail;
 
     if (arch_info(ctx, ARCH_NAME, c->vocab, m->slots, m->cap, m->step_tokens, 0, info, err))
         goto fail;
@@ -509,6 +514,20 @@ static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
 fail:
     nh_close(m);
     return err->code ? err->code : STRATA_EINVALID;
+}
+
+static int nh_state_parts(void *impl, arch_state_part *out, int max) {
+    nh *m = impl;
+    const nh_config *c = &m->c;
+    size_t I = (size_t)c->mH * c->mP, CD = I + 2u * c->G * c->N;
+    int n = 0;
+    for (int i = 0; i < c->n_layer && n + 2 <= max; i++) {
+        if (c->kind[i] != 'M') continue;
+        nh_layer *L = &m->layers[i];
+        out[n++] = (arch_state_part){L->conv_state, (size_t)(c->K - 1) * CD * sizeof(float)};
+        out[n++] = (arch_state_part){L->S, I * c->N * sizeof(float)};
+    }
+    return n;
 }
 
 static void nh_reset_slot(void *impl, int slot) {
@@ -616,5 +635,6 @@ const model_arch arch_nemotron_h = {
     .open = nh_open,
     .forward = nh_forward,
     .reset_slot = nh_reset_slot,
+    .state_parts = nh_state_parts,
     .close = nh_close,
 };

@@ -292,7 +292,7 @@ static int q35_bind(q35 *m, const model_arch_ctx *ctx, strata_err *err) {
 
 /* ---- caches and scratch ---- */
 
-static int q35_alloc(q35 *m, strata_err *err) {
+static int q35_alloc(q35 *m, const model_arch_ctx *ctx, strata_err *err) {
     const q35_config *c = &m->c;
     backend *b = m->b;
     size_t T = (size_t)m->step_tokens, S = (size_t)m->slots;
@@ -325,15 +325,19 @@ static int q35_alloc(q35 *m, strata_err *err) {
     if (arch_head_init(b, &m->head, ARCH_NAME, m->slots, m->step_tokens, err)) return err->code;
     ARCH_ALLOC(m->inv_freq, c->rot / 2);
     for (int i = 0; i < c->n_layer; i++) {
+        if (c->full[i]) continue;
         q35_layer *L = &m->layers[i];
-        if (c->full[i]) {
-            if (arch_kv_alloc(b, &L->kv, m->kv_dt, (int)S, m->cap, (int)kw, ARCH_NAME, err))
-                return err->code;
-        } else {
-            ARCH_ALLOC(L->conv_state, S * (c->K - 1) * C);
-            ARCH_ALLOC(L->S, S * c->Hv * c->dk * c->dv);
-        }
+        ARCH_ALLOC(L->conv_state, S * (c->K - 1) * C);
+        ARCH_ALLOC(L->S, S * c->Hv * c->dk * c->dv);
     }
+    int n_full = 0;
+    for (int i = 0; i < c->n_layer; i++) n_full += c->full[i];
+    int64_t pos_bytes = (int64_t)n_full * 2 * (int64_t)kw * (int64_t)dtype_size(m->kv_dt);
+    if (n_full && arch_kv_pool(ctx, pos_bytes, m->slots, &m->cap, ARCH_NAME, err)) return err->code;
+    for (int i = 0; i < c->n_layer; i++)
+        if (c->full[i] &&
+            arch_kv_alloc_paged(ctx, &m->layers[i].kv, m->kv_dt, (int)kw, ARCH_NAME, err))
+            return err->code;
     /* §6: inv_freq[i] = theta^(-2i/R), in f32 as T computes it. */
     float *f = malloc(sizeof(float) * (size_t)(c->rot / 2));
     if (!f) return strata_err_set(err, STRATA_ENOMEM, "qwen3_5: out of memory");
@@ -374,7 +378,7 @@ static int q35_open(void **impl, const model_arch_ctx *ctx, model_info *info, st
     arch_sizes(ctx, c->max_pos, &m->slots, &m->cap, &m->step_tokens);
     if (q35_bind(m, ctx, err)) goto fail;
     m->kv_dt = arch_kv_dtype(ctx, m->lm_head.dt);
-    if (q35_alloc(m, err)) goto fail;
+    if (q35_alloc(m, ctx, err)) goto fail;
 
     if (arch_info(ctx, ARCH_NAME, c->vocab, m->slots, m->cap, m->step_tokens, 0, info, err))
         goto fail;
@@ -399,6 +403,20 @@ static int q35_open(void **impl, const model_arch_ctx *ctx, model_info *info, st
 fail:
     q35_close(m);
     return err->code ? err->code : STRATA_EINVALID;
+}
+
+static int q35_state_parts(void *impl, arch_state_part *out, int max) {
+    q35 *m = impl;
+    const q35_config *c = &m->c;
+    size_t C = 2u * c->Hk * c->dk + (size_t)c->Hv * c->dv;
+    int n = 0;
+    for (int i = 0; i < c->n_layer && n + 2 <= max; i++) {
+        if (c->full[i]) continue;
+        q35_layer *L = &m->layers[i];
+        out[n++] = (arch_state_part){L->conv_state, (size_t)(c->K - 1) * C * sizeof(float)};
+        out[n++] = (arch_state_part){L->S, (size_t)c->Hv * c->dk * c->dv * sizeof(float)};
+    }
+    return n;
 }
 
 static void q35_reset_slot(void *impl, int slot) {
@@ -508,5 +526,6 @@ const model_arch arch_qwen35 = {
     .open = q35_open,
     .forward = q35_forward,
     .reset_slot = q35_reset_slot,
+    .state_parts = q35_state_parts,
     .close = q35_close,
 };
