@@ -308,6 +308,9 @@ int config_check(const config *c, strata_err *err) {
         {"http-threads", c->http_threads, 1, 256},
         {"max-seqs", c->max_seqs, 1, 4096},
         {"ctx-size", c->ctx_size, 0, 1 << 24},
+        {"kv-cache-memory", c->kv_cache_memory, 0, 1LL << 50},
+        {"kv-block-size", c->kv_block_size, 1, 4096},
+        {"prefix-cache-memory", c->prefix_cache_memory, 1, 1LL << 50},
         {"prefill-chunk", c->prefill_chunk, 1, 1 << 20},
         {"max-queue", c->max_queue, 0, 1 << 20},
         {"max-body-bytes", c->max_body_bytes, 1024, 1LL << 32},
@@ -324,6 +327,15 @@ int config_check(const config *c, strata_err *err) {
         if (r[i].v < r[i].lo || r[i].v > r[i].hi)
             return strata_err_set(err, STRATA_EINVALID, "--%s is %lld; allowed %lld..%lld",
                                   r[i].flag, r[i].v, r[i].lo, r[i].hi);
+    if (c->kv_block_size & (c->kv_block_size - 1))
+        return strata_err_set(err, STRATA_EINVALID,
+                              "--kv-block-size is %lld; a power of two is "
+                              "needed",
+                              c->kv_block_size);
+    if (!(c->gpu_memory_utilization > 0 && c->gpu_memory_utilization <= 1))
+        return strata_err_set(err, STRATA_EINVALID,
+                              "--gpu-memory-utilization is %g; allowed (0, 1]",
+                              c->gpu_memory_utilization);
     if (c->load_format && strcmp(c->load_format, "auto") && strcmp(c->load_format, "dummy") &&
         strcmp(c->load_format, "safetensors"))
         return strata_err_set(err, STRATA_EINVALID,

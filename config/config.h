@@ -37,7 +37,16 @@
       "sample on the CPU even where the device has a sampler")                                     \
     X(http_threads, "http-threads", INT, 4, "HTTP worker threads")                                 \
     X(max_seqs, "max-seqs", INT, 8, "sequences decoded together (cache slots)")                    \
-    X(ctx_size, "ctx-size", INT, 0, "positions per sequence (0 = min(model max, 4096))")           \
+    X(ctx_size, "ctx-size", INT, 0, "positions per sequence (0 = the model's max)")                \
+    X(kv_cache_memory, "kv-cache-memory", INT, 0,                                                  \
+      "bytes of the paged kv cache (0 = auto: gpu-memory-utilization on a GPU)")                   \
+    X(gpu_memory_utilization, "gpu-memory-utilization", NUM, 0.9,                                  \
+      "share of GPU memory the model and an auto-sized kv cache may fill")                         \
+    X(kv_block_size, "kv-block-size", INT, 16, "positions per kv cache block (a power of two)")    \
+    X(prefix_cache, "prefix-cache", BOOL, 1,                                                       \
+      "reuse the kv blocks and state of prompt prefixes seen before (--no-prefix-cache)")          \
+    X(prefix_cache_memory, "prefix-cache-memory", INT, 1073741824,                                 \
+      "bytes of recurrent-state snapshots the prefix cache keeps")                                 \
     X(prefill_chunk, "prefill-chunk", INT, 512, "prompt tokens per step (chunked prefill)")        \
     X(max_queue, "max-queue", INT, 256, "requests waiting for a slot before 429")                  \
     X(max_body_bytes, "max-body-bytes", INT, 4194304, "largest request body (413 above)")          \

@@ -56,6 +56,19 @@ void engine_get_stats(engine *e, engine_stats *st) {
     st->pad_rows = atomic_load(&e->pad_rows);
     st->sampled_device = atomic_load(&e->smp_device);
     st->sampled_host = atomic_load(&e->smp_host);
+    const model_info *mi = model_get_info(e->m);
+    st->kv_block = mi->kv_block;
+    st->kv_blocks = mi->kv_blocks;
+    st->kv_blocks_used = atomic_load(&e->kv_used);
+    st->kv_blocks_peak = atomic_load(&e->kv_peak);
+    st->prefix_cache = e->prefix_on;
+    st->prefix_queries = atomic_load(&e->pc_queries);
+    st->prefix_hits = atomic_load(&e->pc_hits);
+    st->prefix_query_tokens = atomic_load(&e->pc_query_tokens);
+    st->prefix_hit_tokens = atomic_load(&e->pc_hit_tokens);
+    st->kv_evictions = atomic_load(&e->kv_evictions);
+    st->prefix_blocks = atomic_load(&e->pc_nodes);
+    st->prefix_snapshots = atomic_load(&e->pc_snaps);
 }
 
 static void *engine_thread_main(void *arg) {
@@ -116,6 +129,12 @@ int engine_create(engine **out, model *m, const tokenizer *tok, const engine_opt
     for (int i = 0; i < mi->n_eos && i < 8; i++) e->eos[e->n_eos++] = mi->eos[i];
     if (tok && tok_eos_id(tok) >= 0 && e->n_eos < 9) e->eos[e->n_eos++] = tok_eos_id(tok);
     if ((rc = sched_alloc(e, err))) goto fail;
+    /* a model without paged layers or recurrent state has nothing such a cache could key */
+    if (o->prefix_cache && mi->kv_blocks > 0) {
+        int64_t budget = o->prefix_cache_memory > 0 ? o->prefix_cache_memory : (int64_t)1 << 30;
+        if ((rc = prefix_init(&e->pc, m, e->max_seqs, budget, o->prefix_interval, err))) goto fail;
+        e->prefix_on = 1;
+    }
     if (pthread_create(&e->th, NULL, engine_thread_main, e)) {
         rc = strata_err_set(err, STRATA_ENOMEM, "engine: cannot start the step thread");
         goto fail;
@@ -137,6 +156,7 @@ void engine_destroy(engine *e) {
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->th, NULL);
     }
+    if (e->prefix_on) prefix_deinit(&e->pc);
     sched_free(e);
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->mu);

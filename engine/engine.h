@@ -71,6 +71,13 @@ typedef struct engine_opts {
     /* 1: sample on the host even where the backend has a sampler (comparisons, and a way
      * out should the device sampler misbehave) */
     int host_sampling;
+    /* The prefix cache (engine/prefix.h): 1 to reuse the kv blocks and recurrent state of
+     * prompts seen before; its state snapshots take at most prefix_cache_memory bytes of
+     * backend memory (0: 1 GiB), taken at prefill every prefix_interval positions (0: 1024),
+     * at each prompt's last block boundary and at a finished sequence's. */
+    int prefix_cache;
+    int64_t prefix_cache_memory;
+    int prefix_interval;
     /* Called on the step thread after a slot became free (a sequence finished or was
      * cancelled); the server uses it to admit waiting requests. May be NULL. */
     void (*on_slot_free)(void *ud);
@@ -169,6 +176,9 @@ typedef struct engine_seq_times {
     double finished;
 } engine_seq_times;
 void engine_seq_get_times(engine_seq *s, engine_seq_times *t);
+/* Prompt tokens restored from the prefix cache instead of computed (usage's
+ * cached_tokens); final once the first token or the finish was taken. */
+int engine_seq_cached_tokens(engine_seq *s);
 
 /* Load, for admission and metrics. Any thread (atomics, may be a step stale). */
 typedef struct engine_stats {
@@ -186,6 +196,14 @@ typedef struct engine_stats {
     int64_t chained_decode_steps;
     int64_t pad_rows; /* rows that filled decode steps up to their graph's batch size */
     int64_t sampled_device, sampled_host; /* tokens picked by the backend's sampler / the host's */
+    /* the paged kv pool: blocks of kv_block positions, held now and at most */
+    int kv_block, kv_blocks, kv_blocks_used, kv_blocks_peak;
+    /* the prefix cache: requests that looked (queries) and found a prefix (hits), prompt
+     * tokens looked up and restored, sequences that gave up their blocks for others
+     * (kv_evictions), cached blocks and state snapshots held */
+    int prefix_cache;
+    int64_t prefix_queries, prefix_hits, prefix_query_tokens, prefix_hit_tokens, kv_evictions;
+    int prefix_blocks, prefix_snapshots;
 } engine_stats;
 void engine_get_stats(engine *e, engine_stats *st);
 int engine_free_slots(engine *e);

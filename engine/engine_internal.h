@@ -11,6 +11,7 @@
 #include "engine/batch.h"
 #include "engine/dsample.h"
 #include "engine/engine.h"
+#include "engine/prefix.h"
 #include "engine/text/detok.h"
 
 /* A step from its launch until the host has taken its tokens (sched.c). A decode step
@@ -41,7 +42,7 @@ struct engine_seq {
     engine_seq *next; /* incoming list link, under e->mu */
 
     /* copied params */
-    int32_t *prompt; /* [n_prompt] */
+    int32_t *prompt; /* [n_prompt + max_tokens]: the prompt, then each token taken */
     int n_prompt, max_tokens, logprobs, ignore_eos;
     /* prompt logprobs being filled by the step thread, [n_prompt]; allocated at create
      * (never in a step), moved to the pending chunk when the prefill ends; NULL when
@@ -57,14 +58,19 @@ struct engine_seq {
     void *ud;
 
     /* step thread state */
-    int slot;       /* cache slot, -1 before admission */
-    int n_done;     /* prompt tokens in the cache */
-    int pos;        /* positions in the cache */
-    int32_t last;   /* the sampled token to feed next, once taken (in_flight 0) */
-    int in_flight;  /* tokens launched and not taken yet: the next one is fed on the device */
-    int dev_sample; /* seated in the device sampler (dsample_seat succeeded) */
-    int n_gen;      /* tokens generated */
-    int done;       /* finished: waiting to leave the running list */
+    int slot;          /* cache slot, -1 before admission */
+    int n_done;        /* prompt tokens in the cache */
+    int pos;           /* positions in the cache */
+    int32_t last;      /* the sampled token to feed next, once taken (in_flight 0) */
+    int in_flight;     /* tokens launched and not taken yet: the next one is fed on the device */
+    int dev_sample;    /* seated in the device sampler (dsample_seat succeeded) */
+    int n_gen;         /* tokens generated */
+    int done;          /* finished: waiting to leave the running list */
+    int finish;        /* its ENGINE_FINISH_* once done */
+    atomic_int cached; /* prompt positions restored from the prefix cache (read by
+                     * engine_seq_cached_tokens from any thread once the prompt is in) */
+    int stored;        /* furthest position whose state went to the prefix cache */
+    int pend_pos;      /* position of the slot's pending snapshot (0: none) */
     double t_last_tok;
 
     /* output, under mu */
@@ -96,6 +102,8 @@ struct engine {
     atomic_llong cached, steps, prompt_tokens, gen_tokens;
     atomic_llong graph_replays, graph_captures, eager_decode_steps, smp_device, smp_host;
     atomic_llong chained_steps, pad_rows;
+    atomic_llong pc_queries, pc_hits, pc_query_tokens, pc_hit_tokens, kv_evictions;
+    atomic_int kv_used, kv_peak, pc_nodes, pc_snaps;
 
     /* step thread only, sized at create */
     sched_flight fl[2];       /* the step being built and the one that may be in flight */
@@ -117,6 +125,10 @@ struct engine {
     float *logits;          /* [max_seqs + plp_rows, vocab] */
     int host_sampling;      /* engine_opts.host_sampling */
     dsample ds;             /* the device sampler's side (ds.b NULL: host sampling only) */
+    int kv_promised;        /* build scratch: pool blocks the step's rows will take */
+    int starved;            /* build scratch: a sequence waits for blocks */
+    int prefix_on;          /* pc is set up */
+    prefix_cache pc;
 };
 
 /* seq.c */

@@ -90,6 +90,31 @@ void sched_free(engine *e) {
     dsample_free(&e->ds);
 }
 
+/* A new sequence starts from the longest prefix of its prompt the cache holds (never the
+ * whole prompt: its last token's logits are needed). Prompt logprobs need every row, so a
+ * sequence that wants them computes its prompt. */
+static void sched_restore(engine *e, engine_seq *s) {
+    if (!e->prefix_on || s->plp) return;
+    int hit = prefix_restore(&e->pc, s->slot, s->prompt, s->n_prompt, s->n_prompt);
+    atomic_fetch_add(&e->pc_queries, 1);
+    atomic_fetch_add(&e->pc_query_tokens, s->n_prompt);
+    atomic_store(&s->cached, hit);
+    if (!hit) return;
+    s->n_done = s->pos = s->stored = hit;
+    atomic_fetch_add(&e->cached, hit);
+    atomic_fetch_add(&e->pc_hits, 1);
+    atomic_fetch_add(&e->pc_hit_tokens, hit);
+}
+
+/* The pool's and the cache's figures for engine_get_stats. */
+static void sched_kv_stats(engine *e) {
+    atomic_store(&e->kv_used, model_kv_used(e->m));
+    atomic_store(&e->kv_peak, model_kv_peak(e->m));
+    if (!e->prefix_on) return;
+    atomic_store(&e->pc_nodes, prefix_nodes(&e->pc));
+    atomic_store(&e->pc_snaps, prefix_snapshots(&e->pc));
+}
+
 void sched_admit(engine *e, engine_seq *list) {
     while (list) {
         engine_seq *s = list;
@@ -99,7 +124,8 @@ void sched_admit(engine *e, engine_seq *list) {
         s->slot = e->free_slots[--e->n_free];
         /* cleared when taken, not when freed: pad rows run in free slots */
         model_reset_slot(e->m, s->slot);
-        s->n_done = s->pos = s->n_gen = s->in_flight = 0;
+        s->n_done = s->pos = s->n_gen = s->in_flight = s->stored = s->pend_pos = 0;
+        sched_restore(e, s);
         for (int i = 0; i < s->n_prompt; i++) sampler_accept_prompt(s->smp, s->prompt[i]);
         strata_err serr = {0}; /* a sequence the device cannot seat samples on the host */
         s->dev_sample = e->ds.b && !dsample_seat(&e->ds, s->slot, s->smp, &serr);
@@ -119,6 +145,12 @@ static void sched_compact(engine *e) {
             e->run[k++] = s;
             continue;
         }
+        /* the state a finished sequence passed last goes to the cache (a failed one's
+         * caches are not trusted), then its blocks go back to the pool */
+        if (e->prefix_on && s->finish != ENGINE_FINISH_ERROR && s->pend_pos > s->stored &&
+            s->pend_pos <= s->n_prompt + s->n_gen)
+            prefix_commit(&e->pc, s->slot, s->prompt, s->pend_pos);
+        model_release_slot(e->m, s->slot);
         e->free_slots[e->n_free++] = s->slot;
         atomic_fetch_sub(&e->cached, s->pos);
         atomic_fetch_sub(&e->active, 1);
@@ -126,6 +158,7 @@ static void sched_compact(engine *e) {
         freed++;
     }
     e->n_run = k;
+    sched_kv_stats(e);
     if (freed && e->on_slot_free) e->on_slot_free(e->ud);
 }
 
@@ -181,11 +214,67 @@ static int sched_bucket(const engine *e, int n) {
     return b < e->max_seqs ? b : e->max_seqs;
 }
 
+/* Free slots keep the block a pad row took; they give it back when the pool runs short. */
+static void sched_release_free_slots(engine *e) {
+    for (int i = 0; i < e->n_free; i++) model_release_slot(e->m, e->free_slots[i]);
+}
+
+/* Promises the step the blocks slot needs to reach position end - 1, making room in the
+ * prefix cache when the pool is short; -1 when they cannot be had. */
+static int sched_blocks(engine *e, int slot, int end) {
+    int need = model_kv_need(e->m, slot, end);
+    if (!need) return 0;
+    if (model_kv_free(e->m) - e->kv_promised < need) {
+        sched_release_free_slots(e);
+        if (e->prefix_on) prefix_make_room(&e->pc, e->kv_promised + need);
+    }
+    if (model_kv_free(e->m) - e->kv_promised < need) return -1;
+    e->kv_promised += need;
+    return 0;
+}
+
+/* The longest prompt chunk from s->n_done of at most c tokens whose blocks the pool has
+ * (0: none), cut at the prefix cache's next snapshot point. */
+static int sched_chunk(engine *e, engine_seq *s, int c) {
+    if (e->prefix_on) {
+        int B = e->pc.block, iv = e->pc.interval, at = s->n_done;
+        int last = (s->n_prompt - 1) / B * B, next = (at / iv + 1) * iv;
+        if (last > at && last < at + c) c = last - at;
+        if (next < at + c) c = next - at;
+    }
+    if (!sched_blocks(e, s->slot, s->pos + c)) return c;
+    const int32_t *ids;
+    int have = model_kv_table(e->m, s->slot, &ids), B = model_get_info(e->m)->kv_block;
+    int avail = model_kv_free(e->m) - e->kv_promised;
+    int fit = (have + avail) * B - s->pos;
+    if (fit <= 0) return 0;
+    if (sched_blocks(e, s->slot, s->pos + fit)) return 0;
+    return fit < c ? fit : c;
+}
+
+/* Before a step feeds s at a block boundary: a prompt's state at a snapshot point goes to
+ * the prefix cache (its tokens are known); a decoding sequence's to its pending buffer
+ * (the token before may still be on the device), committed when it finishes. */
+static void sched_snapshot(engine *e, engine_seq *s) {
+    if (!e->prefix_on || s->pos == 0 || s->pos % e->pc.block || s->pos <= s->stored) return;
+    if (s->n_done < s->n_prompt) {
+        int last = (s->n_prompt - 1) / e->pc.block * e->pc.block;
+        if (s->pos % e->pc.interval && s->pos != last) return;
+        prefix_store(&e->pc, s->slot, s->prompt, s->pos);
+        s->stored = s->pos;
+    } else if (s->pos > s->pend_pos) {
+        prefix_save_pending(&e->pc, s->slot);
+        s->pend_pos = s->pos;
+    }
+}
+
 /* Lays out the next step in e->bb / e->b_tokens / e->b_out_rows and f: decode rows, then
  * prompt chunks, then pad rows. Returns the step's tokens (0: nothing to run). */
 static int sched_build(engine *e, sched_flight *f) {
     int nout = 0, n_decode = 0, n_plp = 0;
     *f = (sched_flight){.seq = f->seq, .pos = f->pos, .res = f->res}; /* its arrays kept */
+    e->kv_promised = 0;
+    e->starved = 0;
     batch_buf_clear(&e->bb);
     memset(e->slot_used, 0, (size_t)e->max_seqs);
     /* decode tokens first: one per sequence whose prompt is in the cache and that may
@@ -195,6 +284,11 @@ static int sched_build(engine *e, sched_flight *f) {
         e->b_chunk[i] = 0;
         if (s->done || s->n_done < s->n_prompt) continue;
         if (s->n_gen + s->in_flight >= s->max_tokens || s->pos >= e->ctx) continue;
+        if (sched_blocks(e, s->slot, s->pos + 1)) {
+            e->starved = 1; /* waits for a block */
+            continue;
+        }
+        sched_snapshot(e, s);
         int nt = batch_buf_add(&e->bb, s->slot, s->pos, 1);
         e->b_tokens[nt] = s->in_flight ? -1 : s->last; /* -1: the device feeds it */
         e->b_out_rows[nout] = nt;
@@ -212,13 +306,17 @@ static int sched_build(engine *e, sched_flight *f) {
         int c = s->n_prompt - s->n_done;
         if (c > budget) c = budget;
         if (c > e->step_tokens - first) c = e->step_tokens - first;
+        if (!(c = sched_chunk(e, s, c))) {
+            e->starved = 1;
+            continue;
+        }
         if (s->plp) {
             /* row j predicts prompt token n_done + j + 1; the prompt's last row is the
              * sampling row below. Cut the chunk to the prompt rows left this step. */
             int need = s->n_prompt - 1 - s->n_done;
             if (need > c) need = c;
             if (need > plp_left) c = need = plp_left;
-            if (!c) continue;
+            if (!c) continue; /* its promised blocks are taken by a later step */
             for (int j = 0; j < need; j++) {
                 e->b_plp_row[n_plp] = first + j;
                 e->b_plp_idx[n_plp] = s->n_done + j + 1;
@@ -226,6 +324,7 @@ static int sched_build(engine *e, sched_flight *f) {
             }
             plp_left -= need;
         }
+        sched_snapshot(e, s);
         batch_buf_add(&e->bb, s->slot, s->pos, c);
         memcpy(e->b_tokens + first, s->prompt + s->n_done, (size_t)c * sizeof *e->b_tokens);
         if (s->n_done + c == s->n_prompt && s->max_tokens > 0) {
@@ -245,6 +344,7 @@ static int sched_build(engine *e, sched_flight *f) {
         int bucket = sched_bucket(e, n_decode);
         for (int slot = 0; slot < e->max_seqs && n_decode + f->n_pad < bucket; slot++) {
             if (e->slot_used[slot]) continue;
+            if (sched_blocks(e, slot, 1)) break;
             int t = batch_buf_add(&e->bb, slot, 0, 1);
             e->b_tokens[t] = 0;
             e->b_out_rows[nout] = t;
@@ -296,7 +396,13 @@ static int sched_launch(engine *e, sched_flight *f, strata_err *err) {
     if (f->n_decode == f->n_seqs && !f->n_plp &&
         backend_supports(e->b, BK_OP_GRAPHS, DTYPE_COUNT)) {
         strata_err gerr = {0};
-        uint64_t key = (uint64_t)f->dev << 63 | (uint64_t)bt->n_seqs << 32 | (uint64_t)n_out;
+        int end = 0, w = 0;
+        for (int s = 0; s < bt->n_seqs; s++)
+            if (bt->pos0[s] + bt->len[s] > end) end = bt->pos0[s] + bt->len[s];
+        for (int bw = model_kv_step_width(e->m, end); bw > 1; bw >>= 1) w++;
+        /* the block table's width sizes the step's copies: part of the op sequence */
+        uint64_t key = (uint64_t)f->dev << 63 | (uint64_t)w << 48 | (uint64_t)bt->n_seqs << 32 |
+                       (uint64_t)n_out;
         int g = backend_graph_begin(e->b, key, &gerr);
         if (g >= 0) {
             rc = model_forward_to(e->m, bt, e->b_tokens, e->b_out_rows, n_out, &out, err);
@@ -334,6 +440,30 @@ static void sched_advance(engine *e, sched_flight *f) {
     f->live = 1;
 }
 
+/* No sequence could be fed for want of kv blocks (each holds some, none can grow): the
+ * youngest gives its blocks up. One still in its prompt starts it again later (from the
+ * prefix cache where it can); a decoding one cannot be recomputed exactly without its
+ * sampler's history, so it ends with an error naming the limit. */
+static void sched_unstarve(engine *e) {
+    for (int i = e->n_run - 1; i >= 0; i--) {
+        engine_seq *s = e->run[i];
+        if (s->done || s->in_flight || s->pos == 0) continue;
+        atomic_fetch_add(&e->kv_evictions, 1);
+        if (s->n_done < s->n_prompt && !s->plp) {
+            atomic_fetch_sub(&e->cached, s->pos);
+            model_reset_slot(e->m, s->slot);
+            s->n_done = s->pos = s->stored = s->pend_pos = 0;
+            atomic_store(&s->cached, 0);
+            sched_restore(e, s);
+            return;
+        }
+        engine_seq_finish(s, ENGINE_FINISH_ERROR,
+                          "the kv cache is full: too many long sequences at once for "
+                          "--kv-cache-memory");
+        return;
+    }
+}
+
 void sched_step(engine *e) {
     sched_flight *prev = sched_in_flight(e);
     /* The next step may run behind the one in flight only when the device has picked
@@ -347,6 +477,7 @@ void sched_step(engine *e) {
     sched_flight *f = prev == &e->fl[0] ? &e->fl[1] : &e->fl[0];
     if (!sched_build(e, f)) {
         if (prev) sched_take(e, prev);
+        if (!prev && e->starved) sched_unstarve(e);
         sched_compact(e);
         return;
     }

@@ -105,7 +105,9 @@ int engine_seq_create(engine *e, const engine_seq_params *p, void (*wake)(void *
     s->max_tokens = p->max_tokens;
     s->logprobs = p->logprobs;
     s->ignore_eos = p->ignore_eos;
-    if (!(s->prompt = malloc((size_t)p->n_prompt * sizeof *s->prompt))) {
+    /* room for the completion too: the tokens after the prompt key the prefix cache when
+     * the sequence finishes (pages never written cost nothing) */
+    if (!(s->prompt = malloc(((size_t)p->n_prompt + (size_t)p->max_tokens) * sizeof *s->prompt))) {
         rc = strata_err_set(err, STRATA_ENOMEM, "engine: out of memory");
         goto fail;
     }
@@ -176,6 +178,8 @@ void engine_seq_get_times(engine_seq *s, engine_seq_times *t) {
     pthread_mutex_unlock(&s->mu);
 }
 
+int engine_seq_cached_tokens(engine_seq *s) { return atomic_load(&s->cached); }
+
 /* Appends one step's result to the pending output. Step thread. */
 int engine_seq_emit(engine_seq *s, const char *text, size_t text_len, const char *reasoning,
                     size_t reasoning_len, const sampler_result *tok, int finish,
@@ -218,5 +222,6 @@ void engine_seq_set_scheduled(engine_seq *s) {
 void engine_seq_finish(engine_seq *s, int finish, const char *why) {
     engine_seq_emit(s, NULL, 0, NULL, 0, NULL, finish, why);
     s->done = 1;
+    s->finish = finish;
     if (s->wake) s->wake(s->ud);
 }

@@ -53,6 +53,7 @@ static void take_prompt_logprob(sampler_result *out, const float *row, int vocab
 static void take_token(engine *e, engine_seq *s, const sampler_result *res, int pos) {
     sampler_accept(s->smp, res->token);
     s->last = res->token;
+    s->prompt[s->n_prompt + s->n_gen] = res->token; /* n_gen < max_tokens: room was made */
     s->n_gen++;
     atomic_fetch_add(&e->gen_tokens, 1);
     double now = strata_now();

@@ -24,10 +24,11 @@ typedef struct kv_pool {
     int32_t *refs; /* [n_blocks] holders of each block (slots and caches) */
     int32_t *free; /* [n_blocks] stack of unheld blocks */
     int n_free;
-    int32_t *tbl;      /* [slots, max_blk] each slot's blocks in position order */
-    int32_t *n_tbl;    /* [slots] blocks in each table */
-    int32_t *step;     /* a step's table rows (bk_batch.blk): slots of the widest width */
-    int64_t peak_used; /* most blocks held at once since init */
+    int32_t *tbl;        /* [slots, max_blk] each slot's blocks in position order */
+    int32_t *n_tbl;      /* [slots] blocks in each table */
+    int32_t *step;       /* a step's table rows (bk_batch.blk): slots of the widest width */
+    int64_t peak_used;   /* most blocks held at once since init */
+    int64_t block_bytes; /* of one block over every paged layer (set by the model) */
 } kv_pool;
 
 /* A pool of n_blocks blocks of `block` positions for slots sequences of up to ctx

@@ -109,6 +109,7 @@ int model_open(model **out, const model_opts *opts, backend *b, strata_err *err)
     }
     m->info.kv_block = m->pool.block;
     m->info.kv_blocks = m->pool.n_blocks;
+    m->info.kv_block_bytes = m->pool.block_bytes;
     m->n_state = m->arch->state_parts(m->impl, m->state, ARCH_STATE_MAX);
     for (int i = 0; i < m->n_state; i++) m->info.slot_state_bytes += (int64_t)m->state[i].bytes;
     m->slot_busy = calloc((size_t)m->info.max_seqs, 1);
@@ -157,6 +158,7 @@ void model_kv_attach(model *m, int slot, const int32_t *ids, int n) {
 
 void model_kv_ref(model *m, int32_t id) { kv_pool_ref(&m->pool, id); }
 void model_kv_unref(model *m, int32_t id) { kv_pool_unref(&m->pool, id); }
+int model_kv_refs(const model *m, int32_t id) { return m->pool.refs[id]; }
 
 int model_kv_step_width(const model *m, int end) {
     return m->pool.n_blocks ? kv_pool_step_width(&m->pool, end) : 0;

@@ -87,6 +87,8 @@ void model_kv_attach(model *m, int slot, const int32_t *ids, int n);
 /* A hold on a block, and its release (the prefix cache keeps finished blocks). */
 void model_kv_ref(model *m, int32_t id);
 void model_kv_unref(model *m, int32_t id);
+/* Holders of a block now (slots and caches). */
+int model_kv_refs(const model *m, int32_t id);
 /* The block table width a step reaching position end - 1 uses (a graph key must include
  * it); 0 without a pool. */
 int model_kv_step_width(const model *m, int end);

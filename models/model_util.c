@@ -248,7 +248,9 @@ int arch_kv_pool(const model_arch_ctx *ctx, int64_t pos_bytes, int slots, int *c
                               arch, (long long)budget, block, (long long)block_bytes);
     if (n > (1 << 30)) n = 1 << 30;
     if (n * block < *ctx_size) *ctx_size = (int)(n * block);
-    return kv_pool_init(ctx->pool, block, (int)n, slots, *ctx_size, err);
+    if (kv_pool_init(ctx->pool, block, (int)n, slots, *ctx_size, err)) return err->code;
+    ctx->pool->block_bytes = block_bytes;
+    return 0;
 }
 
 int arch_kv_alloc_paged(const model_arch_ctx *ctx, bk_kv *kv, dtype dt, int width, const char *arch,

@@ -117,12 +117,25 @@ static void fmt_logprobs(const srv_req *r, srv_choice *ch, const sampler_result 
     }
 }
 
+/* The prompt tokens the prefix cache restored, once per prompt as prompt_tokens counts
+ * them (the n choices of one prompt share it: the first one's). */
+static int fmt_cached_tokens(const srv_req *r) {
+    int cached = 0;
+    for (int i = 0; i < r->n_choices; i++) {
+        int first = 1;
+        for (int j = 0; j < i && first; j++)
+            if (r->ch[j].prompt_idx == r->ch[i].prompt_idx) first = 0;
+        if (first && r->ch[i].seq) cached += engine_seq_cached_tokens(r->ch[i].seq);
+    }
+    return cached;
+}
+
 static json_t *fmt_usage(const srv_req *r) {
     int gen = 0;
     for (int i = 0; i < r->n_choices; i++) gen += r->ch[i].n_gen;
     return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", r->prompt_tokens,
                      "completion_tokens", gen, "total_tokens", r->prompt_tokens + gen,
-                     "prompt_tokens_details", "cached_tokens", 0);
+                     "prompt_tokens_details", "cached_tokens", fmt_cached_tokens(r));
 }
 
 static const char *fmt_finish(int f) {

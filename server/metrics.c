@@ -150,6 +150,31 @@ int metrics_render(metrics *m, const metrics_gauges *g, strbuf *o) {
                         (double)g->head_timeouts);
     rc |= metrics_gauge(o, md, "kv_cache_usage_perc", "gauge",
                         "KV-cache and state usage. 1 means 100 percent usage.", g->kv_usage);
+    rc |= metrics_gauge(o, md, "kv_cache_blocks", "gauge", "Blocks in the paged kv cache pool.",
+                        (double)g->kv_blocks);
+    rc |= metrics_gauge(o, md, "kv_cache_blocks_used", "gauge",
+                        "Blocks held by running sequences and the prefix cache.",
+                        (double)g->kv_blocks_used);
+    rc |= metrics_gauge(o, md, "kv_cache_blocks_peak", "gauge",
+                        "Most blocks held at once since start.", (double)g->kv_blocks_peak);
+    rc |= metrics_gauge(o, md, "kv_cache_preemptions_total", "counter",
+                        "Sequences that gave up their blocks because the pool was full.",
+                        (double)g->kv_evictions);
+    rc |= metrics_gauge(o, md, "prefix_cache_queries_total", "counter",
+                        "Prompt tokens looked up in the prefix cache.",
+                        (double)g->prefix_query_tokens);
+    rc |= metrics_gauge(o, md, "prefix_cache_hits_total", "counter",
+                        "Prompt tokens restored from the prefix cache instead of computed.",
+                        (double)g->prefix_hit_tokens);
+    rc |= metrics_gauge(o, md, "prefix_cache_requests_total", "counter",
+                        "Requests that looked in the prefix cache.", (double)g->prefix_queries);
+    rc |= metrics_gauge(o, md, "prefix_cache_request_hits_total", "counter",
+                        "Requests that found a cached prefix.", (double)g->prefix_hits);
+    rc |= metrics_gauge(o, md, "prefix_cache_blocks", "gauge", "kv blocks the prefix cache holds.",
+                        (double)g->prefix_blocks);
+    rc |= metrics_gauge(o, md, "prefix_cache_snapshots", "gauge",
+                        "Recurrent-state snapshots the prefix cache holds.",
+                        (double)g->prefix_snapshots);
     rc |= metrics_gauge(o, md, "server_ready", "gauge",
                         "1 when the model is loaded and the server admits requests.", g->ready);
     rc |= metrics_gauge(o, md, "prompt_tokens_total", "counter",

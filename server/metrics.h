@@ -36,7 +36,7 @@ typedef struct metrics metrics;
 typedef struct metrics_gauges {
     int running;           /* sequences holding a slot */
     int waiting;           /* requests in the queue */
-    double kv_usage;       /* 0..1: cached positions / (slots x context) */
+    double kv_usage;       /* 0..1: kv cache blocks held / blocks in the pool */
     int64_t prompt_tokens; /* prompt tokens processed since start */
     int64_t generation_tokens;
     int ready;             /* 1 when the model is loaded and not draining */
@@ -46,6 +46,10 @@ typedef struct metrics_gauges {
     /* the engine's decode steps by how they ran, and its tokens by who sampled them */
     int64_t graph_replays, graph_captures, eager_decode_steps, sampled_device, sampled_host;
     int64_t chained_decode_steps, pad_rows;
+    /* the paged kv pool and the prefix cache (engine_stats) */
+    int64_t kv_blocks, kv_blocks_used, kv_blocks_peak, kv_evictions;
+    int64_t prefix_queries, prefix_hits, prefix_query_tokens, prefix_hit_tokens;
+    int64_t prefix_blocks, prefix_snapshots;
 } metrics_gauges;
 
 /* model_name labels every series. Caller frees with metrics_destroy. */

@@ -57,7 +57,17 @@ enum MHD_Result route_metrics(srv *S, struct MHD_Connection *c) {
         engine_stats st;
         engine_get_stats(S->eng, &st);
         g.running = st.active;
-        g.kv_usage = (double)st.cached_tokens / ((double)st.max_seqs * (double)st.ctx_size);
+        g.kv_usage = st.kv_blocks ? (double)st.kv_blocks_used / (double)st.kv_blocks : 0.0;
+        g.kv_blocks = st.kv_blocks;
+        g.kv_blocks_used = st.kv_blocks_used;
+        g.kv_blocks_peak = st.kv_blocks_peak;
+        g.kv_evictions = st.kv_evictions;
+        g.prefix_queries = st.prefix_queries;
+        g.prefix_hits = st.prefix_hits;
+        g.prefix_query_tokens = st.prefix_query_tokens;
+        g.prefix_hit_tokens = st.prefix_hit_tokens;
+        g.prefix_blocks = st.prefix_blocks;
+        g.prefix_snapshots = st.prefix_snapshots;
         g.prompt_tokens = st.prompt_tokens;
         g.generation_tokens = st.generated_tokens;
         g.graph_replays = st.graph_replays;

@@ -56,7 +56,10 @@ int srv_load(srv *S, strata_err *err) {
                      .step_tokens = (int)(cfg->max_seqs + cfg->prefill_chunk),
                      .seed = (uint64_t)cfg->seed,
                      .ple_on_device = cfg->ple_on_device,
-                     .kv_cache = model_kv_cache_parse(cfg->kv_cache_dtype)};
+                     .kv_cache = model_kv_cache_parse(cfg->kv_cache_dtype),
+                     .kv_block = (int)cfg->kv_block_size,
+                     .kv_memory = cfg->kv_cache_memory,
+                     .gpu_util = cfg->gpu_memory_utilization};
     if ((rc = model_open(&S->m, &mo, S->b, err))) return rc;
     const model_info *mi = model_get_info(S->m);
     const char *tdir = cfg->tokenizer ? cfg->tokenizer : dummy ? NULL : path;
@@ -82,6 +85,8 @@ int srv_load(srv *S, strata_err *err) {
     engine_opts eo = {.max_seqs = (int)cfg->max_seqs,
                       .prefill_chunk = (int)cfg->prefill_chunk,
                       .host_sampling = cfg->host_sampling,
+                      .prefix_cache = cfg->prefix_cache,
+                      .prefix_cache_memory = cfg->prefix_cache_memory,
                       .on_slot_free = srv_on_slot_free,
                       .on_token_gap = srv_on_token_gap,
                       .ud = S};
@@ -89,8 +94,12 @@ int srv_load(srv *S, strata_err *err) {
     S->ctx = mi->ctx_size;
     S->vocab = mi->vocab;
     S->max_seqs = eo.max_seqs < mi->max_seqs ? eo.max_seqs : mi->max_seqs;
-    fprintf(stderr, "strata: %s ready (%s on %s, vocab %d, ctx %d, %d slots)\n", S->model_name,
-            mi->arch, backend_name(S->b), mi->vocab, mi->ctx_size, S->max_seqs);
+    fprintf(stderr,
+            "strata: %s ready (%s on %s, vocab %d, ctx %d, %d slots, kv cache %d blocks of %d "
+            "positions = %lld MiB, prefix cache %s)\n",
+            S->model_name, mi->arch, backend_name(S->b), mi->vocab, mi->ctx_size, S->max_seqs,
+            mi->kv_blocks, mi->kv_block, (long long)(mi->kv_block_bytes * mi->kv_blocks >> 20),
+            cfg->prefix_cache ? "on" : "off");
     return 0;
 }
 

@@ -84,7 +84,8 @@ void cpu_attention_ref(float *out, const float *q, const bk_kv *kv, const bk_bat
                 sum += expf(cpu_att_score(qh, kv, bt, seq, t, kvh, D, scale, softcap) - mx);
             for (int d = 0; d < D; d++) oh[d] = 0.0f;
             for (int t = lo; t <= p; t++) {
-                float w = expf(cpu_att_score(qh, kv, bt, seq, t, kvh, D, scale, softcap) - mx) / sum;
+                float w =
+                    expf(cpu_att_score(qh, kv, bt, seq, t, kvh, D, scale, softcap) - mx) / sum;
                 size_t row = bk_kv_row(kv, bt, seq, t);
                 for (int d = 0; d < D; d++) oh[d] += w * cpu_kv_at(kv, kv->v, row, kvh, D, d);
             }
