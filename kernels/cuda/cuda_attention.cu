@@ -9,13 +9,17 @@
  * with a warp reduction, and updates that head's online softmax (max, sum, output). The
  * warps' triples are merged in shared memory; with one split that is the answer, else
  * each split writes its triple and att_merge combines them. The split count depends only
- * on the step's shape (tokens, heads, cap, window), never on positions, and each block
+ * on the step's shape (tokens, heads, window, and the cache's reach: a ring's cap, or a
+ * paged cache's blk_w · block, fixed per graph key), never on positions, and each block
  * finds its range from the token's position on the device, so a captured decode graph
- * stays right as the context grows. Prefill runs the same kernel with one split: every
- * token's block streams its keys from L2 (a tensor-core tiled prefill is future work,
- * README.md). Softmax in f32 with expf; scores are q·k · scale, then the softcap. A BF16
- * cache (k and v rounded to nearest even by the store) is widened to f32 as it is loaded,
- * so both caches run the same arithmetic; its rows are half the bytes. */
+ * stays right as the context grows. Every kernel finds a position's cache row as
+ * bk_kv_row does (cuda_kv_row, cuda_internal.cuh): in its slot's ring, or in the pool
+ * block the step's block table (staged with the batch, refilled by a replay) names for
+ * it. Prefill runs the same kernel with one split: every token's block streams its keys
+ * from L2 (a tensor-core tiled prefill is future work, README.md). Softmax in f32 with
+ * expf; scores are q·k · scale, then the softcap. A BF16 cache (k and v rounded to nearest
+ * even by the store) is widened to f32 as it is loaded, so both caches run the same
+ * arithmetic; its rows are half the bytes. */
 #include <math.h>
 
 #include "kernels/cuda/cuda_internal.cuh"
@@ -35,12 +39,12 @@ __device__ __forceinline__ void att_st(void *__restrict__ c, int dt, size_t i, f
 
 __global__ void att_kv_store(void *__restrict__ kc, void *__restrict__ vc, int dt,
                              const float *__restrict__ k, const float *__restrict__ v,
-                             const int32_t *tok_pos, const int32_t *tok_seq, const int32_t *slot,
-                             int m, int kvw, int cap) {
+                             const int32_t *tok_pos, const int32_t *tok_seq, cuda_kv_map map, int m,
+                             int kvw) {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= kvw) return;
     for (int t = blockIdx.y; t < m; t += gridDim.y) {
-        size_t row = (size_t)slot[tok_seq[t]] * cap + (size_t)(tok_pos[t] % cap);
+        size_t row = cuda_kv_row(map, tok_seq[t], tok_pos[t]);
         att_st(kc, dt, row * kvw + j, k[(size_t)t * kvw + j]);
         att_st(vc, dt, row * kvw + j, v[(size_t)t * kvw + j]);
     }
@@ -92,7 +96,8 @@ struct ap_args {
     float *q, *gate;
     const float *qg, *k, *v;
     void *kc, *vc;
-    int kdt, cap, width;
+    cuda_kv_map map;
+    int kdt, width;
     const void *qw, *kw;
     int qwdt, kwdt, mode, v_norm, rot;
     float eps;
@@ -102,7 +107,7 @@ struct ap_args {
 
 /* Block (token t, head y): y < H a query head, else the k and v of kv head y - H. */
 __global__ void __launch_bounds__(AP_THREADS)
-    ap_heads(ap_args a, const int32_t *tok_pos, const int32_t *tok_seq, const int32_t *slot) {
+    ap_heads(ap_args a, const int32_t *tok_pos, const int32_t *tok_seq) {
     extern __shared__ float ap_row[]; /* [D] */
     __shared__ float red[AP_THREADS / 32];
     const int t = blockIdx.x, y = blockIdx.y, D = a.D, pos = tok_pos[t];
@@ -120,8 +125,7 @@ __global__ void __launch_bounds__(AP_THREADS)
     }
     const int kh = y - a.H;
     const size_t at = ((size_t)t * a.KV + kh) * D;
-    const size_t crow =
-        ((size_t)slot[tok_seq[t]] * a.cap + (size_t)(pos % a.cap)) * a.width + (size_t)kh * D;
+    const size_t crow = cuda_kv_row(a.map, tok_seq[t], pos) * a.width + (size_t)kh * D;
     for (int i = threadIdx.x; i < D; i += AP_THREADS) ap_row[i] = a.k[at + i];
     __syncthreads();
     if (a.kw) ap_norm(ap_row, D, a.kw, a.kwdt, a.mode, a.eps, red);
@@ -140,16 +144,17 @@ template <int DL, int GB>
 __global__ void __launch_bounds__(ATT_THREADS)
     att_split(float *__restrict__ out, float *__restrict__ part, const float *__restrict__ q,
               const void *__restrict__ kc, const void *__restrict__ vc, int dt,
-              const int32_t *tok_pos, const int32_t *tok_seq, const int32_t *slot, int H, int KV,
-              int D, int cap, float scale, int window, float softcap, int n_hc, int n_split) {
+              const int32_t *tok_pos, const int32_t *tok_seq, cuda_kv_map map, int H, int KV, int D,
+              float scale, int window, float softcap, int n_hc, int n_split) {
     extern __shared__ float att_sm[]; /* [ATT_WARPS][GB][D + 2]: max, sum, output */
     const int i = blockIdx.x, kvh = blockIdx.y / n_hc, hc = blockIdx.y % n_hc, z = blockIdx.z;
     const int G = H / KV, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int p = tok_pos[i];
+    const int p = tok_pos[i], seq = tok_seq[i];
     const int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
     const int per = (p - lo + 1 + n_split - 1) / n_split;
     const int t0 = lo + z * per, t1 = min(p + 1, t0 + per);
-    const size_t row0 = (size_t)slot[tok_seq[i]] * cap, stride = (size_t)KV * D;
+    const size_t stride = (size_t)KV * D;
+    const cuda_kv_seq rows = cuda_kv_seq_of(map, seq);
 
     float qr[GB][DL], acc[GB][DL], mx[GB], l[GB];
 #pragma unroll
@@ -166,7 +171,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
         l[g] = 0.0f;
     }
     for (int t = t0 + warp; t < t1; t += ATT_WARPS) {
-        const size_t r = (row0 + (size_t)(t % cap)) * stride + (size_t)kvh * D;
+        const size_t r = cuda_kv_seq_row(rows, t) * stride + (size_t)kvh * D;
         float kv[DL], vv[DL];
 #pragma unroll
         for (int jj = 0; jj < DL; jj++) { /* V loads issued with K's: more bytes in flight */
@@ -262,25 +267,29 @@ void cuda_kv_store(backend *b, const bk_kv *kv, const float *k, const float *v,
     int m = bt->n_tokens, kvw = kv->width;
     if (m <= 0 || kvw <= 0 ||
         !cuda_enter(c, CUDA_OP_KV_STORE, (const void *)kv->k, (const void *)kv->v, (int)kv->dt,
-                    (const void *)k, (const void *)v, m, kvw, kv->cap))
+                    (const void *)k, (const void *)v, m, kvw, kv->cap, kv->block))
         return;
-    if (kv->dt != DTYPE_F32 && kv->dt != DTYPE_BF16) {
-        cuda_fail(c, "kv_store", cudaErrorInvalidValue); /* the models make F32 or BF16 */
+    cuda_kv_map map;
+    /* the models make F32 or BF16 caches, and a paged one only in a step with its table */
+    if ((kv->dt != DTYPE_F32 && kv->dt != DTYPE_BF16) || cuda_kv_map_of(kv, d, &map)) {
+        cuda_fail(c, "kv_store", cudaErrorInvalidValue);
         return;
     }
     dim3 grid((unsigned)((kvw + 255) / 256), (unsigned)(m < 65535 ? m : 65535));
     att_kv_store<<<grid, 256, 0, c->stream>>>(kv->k, kv->v, (int)kv->dt, k, v, d->tok_pos,
-                                              d->tok_seq, d->slot, m, kvw, kv->cap);
+                                              d->tok_seq, map, m, kvw);
     cuda_check_launch(c, "kv_store");
 }
 
 template <int DL, int GB>
 static void att_launch(cuda_impl *c, float *out, const float *q, const bk_kv *kv,
-                       const cuda_bdev *d, int m, int H, int KV, int D, float scale, int window,
-                       float softcap) {
-    int G = H / KV, n_hc = (G + GB - 1) / GB, cap = kv->cap;
-    /* Splits: enough blocks to fill the GPU twice, >= 64 keys each, partials in scratch. */
-    int base = m * KV * n_hc, keys = window > 0 && window < cap ? window : cap;
+                       const cuda_bdev *d, const cuda_kv_map &map, int m, int H, int KV, int D,
+                       float scale, int window, float softcap) {
+    int G = H / KV, n_hc = (G + GB - 1) / GB, reach = cuda_kv_reach(map);
+    /* Splits: enough blocks to fill the GPU twice, >= 64 keys each, partials in scratch.
+     * The keys bound is the cache's reach (a ring's rows, a block table's positions) or
+     * the window: the step's shape, not its positions. */
+    int base = m * KV * n_hc, keys = window > 0 && window < reach ? window : reach;
     int ns = 1;
     if (base < 2 * c->n_sm) {
         ns = (2 * c->n_sm + base - 1) / base;
@@ -293,8 +302,8 @@ static void att_launch(cuda_impl *c, float *out, const float *q, const bk_kv *kv
     size_t smem = sizeof(float) * ATT_WARPS * GB * (size_t)(D + 2);
     dim3 grid((unsigned)m, (unsigned)(KV * n_hc), (unsigned)ns);
     att_split<DL, GB><<<grid, ATT_THREADS, smem, c->stream>>>(
-        out, c->att_part, q, kv->k, kv->v, (int)kv->dt, d->tok_pos, d->tok_seq, d->slot, H, KV, D,
-        cap, scale, window, softcap, n_hc, ns);
+        out, c->att_part, q, kv->k, kv->v, (int)kv->dt, d->tok_pos, d->tok_seq, map, H, KV, D,
+        scale, window, softcap, n_hc, ns);
     cuda_check_launch(c, "attention");
     if (ns > 1) {
         att_merge<<<(unsigned)((size_t)m * H), 128, 0, c->stream>>>(out, c->att_part, D, ns);
@@ -309,10 +318,12 @@ void cuda_attention(backend *b, float *out, const float *q, const bk_kv *kv, con
     int m = bt->n_tokens;
     if (m <= 0 || H <= 0 || KV <= 0 || D <= 0 ||
         !cuda_enter(c, CUDA_OP_ATTENTION, (const void *)out, (const void *)q, (const void *)kv->k,
-                    (const void *)kv->v, (int)kv->dt, m, H, KV, D, kv->cap, scale, window, softcap))
+                    (const void *)kv->v, (int)kv->dt, m, H, KV, D, kv->cap, kv->block, scale,
+                    window, softcap))
         return;
+    cuda_kv_map map;
     if (H % KV || D > 1024 || m > 65535 || kv->width != KV * D ||
-        (kv->dt != DTYPE_F32 && kv->dt != DTYPE_BF16)) {
+        (kv->dt != DTYPE_F32 && kv->dt != DTYPE_BF16) || cuda_kv_map_of(kv, d, &map)) {
         cuda_fail(c, "attention", cudaErrorInvalidValue); /* no model has such heads */
         return;
     }
@@ -320,7 +331,7 @@ void cuda_attention(backend *b, float *out, const float *q, const bk_kv *kv, con
      * registers allow (DL·GB <= 32 floats per lane for q, as many for the output): a
      * larger GB than G would only spend shuffles on heads that do not exist. */
     const int G = H / KV;
-#define ATT_ARGS c, out, q, kv, d, m, H, KV, D, scale, window, softcap
+#define ATT_ARGS c, out, q, kv, d, map, m, H, KV, D, scale, window, softcap
     if (D <= 128) {
         if (G <= 1) att_launch<4, 1>(ATT_ARGS);
         else if (G <= 2) att_launch<4, 2>(ATT_ARGS);
@@ -349,10 +360,12 @@ void cuda_attn_prep(backend *b, float *q, float *gate, const float *qg, float *k
                     (const void *)k, (const void *)v, kv ? kv->k : NULL, kv ? kv->v : NULL, m, p->H,
                     p->KV, p->D, p->q_norm ? p->q_norm->data : NULL,
                     p->k_norm ? p->k_norm->data : NULL, p->norm_mode, p->v_norm, p->eps,
-                    (const void *)p->inv_freq, p->rot))
+                    (const void *)p->inv_freq, p->rot, kv ? kv->cap : 0, kv ? kv->block : 0))
         return;
+    cuda_kv_map map = {};
     if (m > 65535 || heads > 65535 || p->rot > p->D || p->rot % 2 ||
-        (kv && (kv->width != p->KV * p->D || (kv->dt != DTYPE_F32 && kv->dt != DTYPE_BF16)))) {
+        (kv && (kv->width != p->KV * p->D || (kv->dt != DTYPE_F32 && kv->dt != DTYPE_BF16) ||
+                cuda_kv_map_of(kv, d, &map)))) {
         cuda_fail(c, "attn_prep", cudaErrorInvalidValue); /* no model has such heads */
         return;
     }
@@ -363,8 +376,8 @@ void cuda_attn_prep(backend *b, float *q, float *gate, const float *qg, float *k
                  v,
                  kv ? kv->k : NULL,
                  kv ? kv->v : NULL,
+                 map,
                  kv ? (int)kv->dt : DTYPE_F32,
-                 kv ? kv->cap : 1,
                  kv ? kv->width : 0,
                  p->q_norm ? p->q_norm->data : NULL,
                  p->k_norm ? p->k_norm->data : NULL,
@@ -380,6 +393,6 @@ void cuda_attn_prep(backend *b, float *q, float *gate, const float *qg, float *k
                  p->D};
     dim3 grid((unsigned)m, (unsigned)heads);
     ap_heads<<<grid, AP_THREADS, sizeof(float) * (size_t)p->D, c->stream>>>(a, d->tok_pos,
-                                                                            d->tok_seq, d->slot);
+                                                                            d->tok_seq);
     cuda_check_launch(c, "attn_prep");
 }

@@ -221,6 +221,18 @@ static void cuda_zero(backend *b, void *dst, size_t bytes) {
     if (e != cudaSuccess) cuda_fail(c, "zero", e);
 }
 
+/* Device to device on the stream, after every op queued before it (graphs in flight
+ * included) and before every later one; nothing staged, so it needs no part of the ring.
+ * Under a graph it is captured (and skipped by replays) like zero. */
+static void cuda_copy(backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_impl *c = cuda_impl_of(b);
+    if (!bytes) return;
+    cuda_use(c);
+    if (!cuda_enter(c, CUDA_OP_COPY, (const void *)dst, src, bytes)) return;
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream);
+    if (e != cudaSuccess) cuda_fail(c, "copy", e);
+}
+
 static int cuda_weight_prepare(backend *b, bk_weight *w, strata_err *err) {
     cuda_impl *c = cuda_impl_of(b);
     if (w->dt != DTYPE_F32 && w->dt != DTYPE_BF16 && w->dt != DTYPE_F16)
@@ -317,17 +329,29 @@ static int cuda_batch_prepare(backend *b, bk_batch *bt, strata_err *err) {
     if (c->err_code) return strata_err_set(err, c->err_code, "%s", c->err_msg);
     cuda_use(c);
     cuda_prof_forward(c);
-    cuda_enter(c, CUDA_OP_BATCH, bt->n_tokens, bt->n_seqs);
+    /* blk_w is in the signature: it sizes the staged copy a replay refills. */
+    cuda_enter(c, CUDA_OP_BATCH, bt->n_tokens, bt->n_seqs, bt->blk_w);
     cuda_stage_rewind(c);
-    int ns = bt->n_seqs, nt = bt->n_tokens;
-    /* One staged block: slot, start, len, pos0 [ns], then tok_pos, tok_seq [nt]. */
+    int ns = bt->n_seqs, nt = bt->n_tokens, bw = bt->blk_w;
+    if (bw < 0 || (bw > 0 && !bt->blk))
+        return strata_err_set(err, STRATA_EINVALID, "cuda: a block table of width %d without rows",
+                              bw);
+    /* One staged block: slot, start, len, pos0 [ns], tok_pos, tok_seq [nt], then the block
+     * table [ns · blk_w]; a graph's share of the ring (half) must hold it too. */
     size_t sb = sizeof(int32_t) * (size_t)ns, tb = sizeof(int32_t) * (size_t)nt;
-    if (4 * sb + 2 * tb > CUDA_STAGE_BYTES / 4)
-        return strata_err_set(err, STRATA_ERANGE, "cuda: a step of %d tokens is too large", nt);
-    const void *src[6] = {bt->slot, bt->start, bt->len, bt->pos0, bt->tok_pos, bt->tok_seq};
-    size_t part[6] = {sb, sb, sb, sb, tb, tb};
-    const int32_t *d = (const int32_t *)cuda_stage_parts(c, 6, src, part);
-    c->bdev = cuda_bdev{d, d + ns, d + 2 * ns, d + 3 * ns, d + 4 * ns, d + 4 * ns + nt, nt, ns};
+    size_t bb = sizeof(int32_t) * (size_t)ns * (size_t)bw;
+    if (4 * sb + 2 * tb + bb > CUDA_STAGE_BYTES / 4)
+        return strata_err_set(err, STRATA_ERANGE,
+                              "cuda: a step of %d tokens and %d sequences with %d block table "
+                              "entries each is too large (%zu KiB of batch arrays, at most %d KiB)",
+                              nt, ns, bw, (4 * sb + 2 * tb + bb) >> 10, CUDA_STAGE_BYTES / 4 >> 10);
+    const void *src[7] = {bt->slot,    bt->start,   bt->len, bt->pos0,
+                          bt->tok_pos, bt->tok_seq, bt->blk};
+    size_t part[7] = {sb, sb, sb, sb, tb, tb, bb};
+    const int32_t *d = (const int32_t *)cuda_stage_parts(c, 7, src, part);
+    c->bdev =
+        cuda_bdev{d, d + ns, d + 2 * ns, d + 3 * ns, d + 4 * ns, d + 4 * ns + nt, NULL, nt, ns, bw};
+    if (bw) c->bdev.blk = d + 4 * ns + 2 * nt;
     bt->dev = &c->bdev;
     return 0;
 }
@@ -378,6 +402,7 @@ static void cuda_fill_ops(backend_ops *o) {
     o->upload = cuda_upload;
     o->download = cuda_download;
     o->zero = cuda_zero;
+    o->copy = cuda_copy;
     o->weight_prepare = cuda_weight_prepare;
     o->weight_release = cuda_weight_release;
     o->batch_prepare = cuda_batch_prepare;

@@ -48,8 +48,17 @@ typedef enum { CUDA_MODE_EAGER = 0, CUDA_MODE_CAPTURE, CUDA_MODE_REPLAY } cuda_m
 typedef struct cuda_bdev {
     const int32_t *slot, *start, *len, *pos0; /* [n_seqs] device */
     const int32_t *tok_pos, *tok_seq;         /* [n_tokens] device */
-    int n_tokens, n_seqs;
+    const int32_t *blk; /* [n_seqs · blk_w] device block table rows; NULL when blk_w is 0 */
+    int n_tokens, n_seqs, blk_w;
 } cuda_bdev;
+
+/* Where a kv cache keeps the step's positions, for the kernels (by value): a ring per
+ * slot (block 0) or pool blocks through the step's block table (block > 0). */
+typedef struct cuda_kv_map {
+    const int32_t *slot; /* [n_seqs] device */
+    const int32_t *blk;  /* [n_seqs · blk_w] device (block > 0) */
+    int cap, block, blk_w;
+} cuda_kv_map;
 
 /* A host range page-locked and mapped by weight_map: its device address, what was
  * registered (whole pages) and where. */
@@ -182,7 +191,7 @@ template <typename... A> static inline int cuda_enter(cuda_impl *c, int op, A...
     X(L2NORM) X(ADD) X(SILU_MUL) X(SIGMOID_MUL) X(SPLIT) X(GATHER) X(MATMUL) X(MATMUL_N)       \
     X(MATMUL_GLU) X(ROPE) X(KV_STORE) X(ATTENTION) X(ATTN_PREP) X(CONV1D) X(GATES) X(DELTA)    \
     X(GDN) X(GELU_MUL) X(RELU2) X(SCALE) X(SOFTCAP) X(NORM_GROUPED) X(SSD) X(SAMPLE)           \
-    X(EMBED_FED)
+    X(EMBED_FED) X(COPY)
 /* clang-format on */
 enum {
     CUDA_OP_NONE = 0,
@@ -191,6 +200,40 @@ enum {
 #undef CUDA_OP_ENUM
         CUDA_OP_COUNT
 };
+
+/* The map of kv for the step prepared in d; 0, or -1 when kv and d cannot go together
+ * (a ring without rows, a paged cache in a step without a block table). */
+static inline int cuda_kv_map_of(const bk_kv *kv, const cuda_bdev *d, cuda_kv_map *m) {
+    *m = cuda_kv_map{d->slot, d->blk, kv->cap, kv->block, d->blk_w};
+    if (kv->block > 0) return d->blk_w > 0 && d->blk ? 0 : -1;
+    return kv->cap > 0 ? 0 : -1;
+}
+/* One sequence's rows: its ring's first row, or its block table row. */
+typedef struct cuda_kv_seq {
+    const int32_t *blk; /* [blk_w] (block > 0) */
+    size_t row0;        /* slot · cap (block 0) */
+    int cap, block;
+} cuda_kv_seq;
+__device__ __forceinline__ cuda_kv_seq cuda_kv_seq_of(const cuda_kv_map &m, int seq) {
+    if (m.block > 0) return cuda_kv_seq{m.blk + (size_t)seq * (size_t)m.blk_w, 0, 0, m.block};
+    return cuda_kv_seq{NULL, (size_t)m.slot[seq] * (size_t)m.cap, m.cap, 0};
+}
+/* The row holding position pos of that sequence. */
+__device__ __forceinline__ size_t cuda_kv_seq_row(const cuda_kv_seq &s, int pos) {
+    if (s.block > 0)
+        return (size_t)s.blk[pos / s.block] * (size_t)s.block + (size_t)(pos % s.block);
+    return s.row0 + (size_t)(pos % s.cap);
+}
+/* The row of the cache holding position pos of the step's sequence seq: bk_kv_row
+ * (kernels/backend.h) on the device. */
+__device__ __forceinline__ size_t cuda_kv_row(const cuda_kv_map &m, int seq, int pos) {
+    return cuda_kv_seq_row(cuda_kv_seq_of(m, seq), pos);
+}
+/* The most positions a token of the step may see in the cache: a ring's rows, or the
+ * block table's reach (fixed per graph key, so split counts chosen from it are too). */
+static inline int cuda_kv_reach(const cuda_kv_map &m) {
+    return m.block > 0 ? m.blk_w * m.block : m.cap;
+}
 
 /* ---- staging (cuda_backend.cu) ----
  * Copies bytes of host memory into the staging ring and returns where the device sees
