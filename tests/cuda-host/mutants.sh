@@ -5,11 +5,11 @@
 # that forgets to round x to bf16, a fused residual norming the wrong row, a multi-weight
 # GEMV segment edge off by one, a bf16 kv cache read wrong, four sampler slips, a fed id
 # read from the next slot, a gated GEMV staging half a row short, a fused DeltaNet scaling
-# k instead of q, a fused RoPE turning the wrong way), builds
-# the host library from it and runs that kernel's op test (test_cuda_ops --only), which
-# must fail on every one: comparisons that fail, or the runtime aborting on a fault. A
-# mutant whose pattern is no longer in the source is an error too: the list must follow
-# the kernels.
+# k instead of q, a fused RoPE turning the wrong way, a paged cache read through the wrong
+# block table row), builds the host library from it and runs that kernel's op test
+# (test_cuda_ops --only), which must fail on every one: comparisons that fail, or the
+# runtime aborting on a fault. A mutant whose pattern is no longer in the source is an
+# error too: the list must follow the kernels.
 # Env (make cuda-host-check passes them): BUILD, CXX, HC_FLAGS. Exit 0 when all are caught.
 set -u
 BUILD=${BUILD:-build}
@@ -46,6 +46,7 @@ MUTANTS=(
     "fused DeltaNet scales k instead of q|cuda_deltanet.cu|gdn|(rr < nc ? fu.q_scale : 1.0f)|(rr < nc ? 1.0f : fu.q_scale)"
     "fused RoPE turns the second half the wrong way|cuda_attention.cu|attn_prep|row[j] * c + row[j - half] * s;|row[j] * c - row[j - half] * s;"
     "gated GEMV stages one row too few|cuda_matmul.cu|matmul_glu|for (int i = threadIdx.x; i < M * k; i += MM_THREADS)|for (int i = threadIdx.x; i < (M - 1) * k + k / 2; i += MM_THREADS)"
+    "paged kv rows from the wrong block table row|cuda_internal.cuh|attention|m.blk + (size_t)seq * (size_t)m.blk_w|m.blk + (size_t)seq"
 )
 
 caught=0; missed=0

@@ -297,6 +297,16 @@ static void test_copies(void) {
     cudaMemcpyAsync(pin, d, sizeof(float) * n, cudaMemcpyDeviceToHost, s);
     cudaStreamSynchronize(s);
     check(pin[0] == 2.0f && pin[n - 1] == 2.0f, "pinned copies and kernels keep stream order");
+    float *d2;
+    cudaMalloc(&d2, sizeof(float) * n);
+    k_fill<<<64, 256, 0, s>>>(d, 4.0f, n);
+    cudaMemcpyAsync(d2, d, sizeof(float) * n, cudaMemcpyDeviceToDevice, s);
+    k_fill<<<64, 256, 0, s>>>(d, 9.0f, n);
+    cudaMemcpyAsync(pin, d2, sizeof(float) * n, cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+    check(pin[0] == 4.0f && pin[n - 1] == 4.0f,
+          "a device-to-device copy runs after the kernel before it, before the one after");
+    cudaFree(d2);
     cudaEvent_t a, b;
     cudaEventCreate(&a), cudaEventCreate(&b);
     cudaEventRecord(a, s);

@@ -1,6 +1,8 @@
-/* cuda_ops_mixers.c - the sequence ops of the CUDA op test (kv_store + attention, conv1d,
- * gated delta rule, SSD) against the CPU backend, the graph capture / replay path, the
- * device sampler inside a graph, and the speed figures. Part of test_cuda_ops (see test_cuda_ops.c). */
+/* cuda_ops_mixers.c - the sequence ops of the CUDA op test (kv_store + attention and
+ * attn_prep over slot rings and paged pools, conv1d, gated delta rule, SSD) against the
+ * CPU backend, the graph capture / replay path (paged decode steps included), the device
+ * sampler inside a graph, and the speed figures. Part of test_cuda_ops (see
+ * test_cuda_ops.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +30,9 @@ static void *att_dev(const void *h, size_t bytes) {
     return d;
 }
 
-static void att_one(const att_cfg *c, dtype dt) {
+/* table: the step also carries a block table (for another, paged cache), which a ring
+ * cache must not be misled by. */
+static void att_one(const att_cfg *c, dtype dt, int table) {
     int kvw = c->KV * c->D, m = 0;
     for (int s = 0; s < c->n_seqs; s++) m += c->len[s];
     size_t csz = (size_t)c->slots * c->cap * kvw, qn = (size_t)m * c->H * c->D;
@@ -38,12 +42,16 @@ static void att_one(const att_cfg *c, dtype dt) {
     float *kc0 = hrand(csz, 1.0f), *vc0 = hrand(csz, 1.0f);
     float *k = hrand((size_t)m * kvw, 1.0f), *v = hrand((size_t)m * kvw, 1.0f);
     float *q = hrand(qn, 2.0f), *out = hvec(qn);
-    bk_kv hkv = {test_kv_half(kc0, csz, dt), test_kv_half(vc0, csz, dt), dt, c->cap, kvw};
-    bk_kv dkv = {att_dev(hkv.k, cbytes), att_dev(hkv.v, cbytes), dt, c->cap, kvw};
+    bk_kv hkv = {test_kv_half(kc0, csz, dt), test_kv_half(vc0, csz, dt), dt, c->cap, kvw, 0};
+    bk_kv dkv = {att_dev(hkv.k, cbytes), att_dev(hkv.v, cbytes), dt, c->cap, kvw, 0};
     float *dk = gput(k, (size_t)m * kvw);
     float *dv = gput(v, (size_t)m * kvw), *dq = gput(q, qn), *dout = gput(out, qn);
     tbatch tb;
     tb_make(&tb, c->n_seqs, c->len, c->pos0, c->slot);
+    if (table) {
+        const int32_t blk[3 * 4] = {5, 2, 7, 1, 0, 3, 6, 4, 9, 8, 11, 10};
+        tb_blocks(&tb, 4, blk);
+    }
     cpu->ops->kv_store(cpu, &hkv, k, v, &tb.hb);
     cpu->ops->attention(cpu, out, q, &hkv, &tb.hb, c->H, c->KV, c->D, c->scale, c->window,
                         c->softcap);
@@ -57,12 +65,197 @@ static void att_one(const att_cfg *c, dtype dt) {
     gpu->ops->download(gpu, gkb, dkv.k, cbytes);
     float *gk = test_kv_widen(gkb, csz, dt), *wk = test_kv_widen(hkv.k, csz, dt);
     char name[96];
-    snprintf(name, sizeof name, "%s, %s cache", c->name, dtn(dt));
+    snprintf(name, sizeof name, "%s, %s cache%s", c->name, dtn(dt),
+             table ? ", a block table beside" : "");
     report("kv_store", name, gk, wk, csz, 0);
     report("attention", name, got, out, qn, TOL_ATT);
     free(kc0), free(vc0), free(k), free(v), free(q), free(out), free(got), free(gk), free(wk);
     free(gkb), free(hkv.k), free(hkv.v);
     gfree(dkv.k), gfree(dkv.v), gfree(dk), gfree(dv), gfree(dq), gfree(dout);
+}
+
+/* ---- the paged layout: pool blocks through a scrambled block table ---- */
+
+static int pg_gcd(int a, int b) {
+    while (b) {
+        int r = a % b;
+        a = b, b = r;
+    }
+    return a;
+}
+
+/* A block table for n_seqs sequences whose positions reach top[s] (exclusive): the u-th
+ * block taken is pool block (u · stride + 3) % n_blocks (not in order, not at its own
+ * index), each sequence taking the ones it needs in turn; with share > 0 the last
+ * sequence's first share entries are the first sequence's (a shared prefix, written by
+ * neither). Entries past a sequence's need name a pool block nobody took, so a row read
+ * through them is wrong. Aborts when the pool is too small (a bug of the test). */
+static void pg_table(int32_t *blk, int blk_w, int n_seqs, const int *top, int block, int n_blocks,
+                     int share) {
+    int stride = 7; /* the first of 7, 8, 9, ... coprime with n_blocks */
+    while (pg_gcd(stride, n_blocks) != 1) stride++;
+    int used = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        int need = (top[s] + block - 1) / block;
+        if (need > blk_w) abort();
+        for (int e = 0; e < blk_w; e++) {
+            int32_t *at = &blk[(size_t)s * blk_w + e];
+            if (s == n_seqs - 1 && s > 0 && e < share) *at = blk[e];
+            else if (e < need) *at = (int32_t)((used++ * stride + 3) % n_blocks);
+            else *at = (int32_t)(((n_blocks - 1 - s) * stride + 3) % n_blocks); /* untaken */
+        }
+    }
+    if (used > n_blocks - n_seqs) abort(); /* the untaken ones above were taken after all */
+}
+
+typedef struct {
+    const char *name;
+    int H, KV, D, block, n_blocks, blk_w, window;
+    float scale, softcap;
+    int n_seqs, len[4], pos0[4], share;
+} pg_cfg;
+
+/* One step over a paged cache against the CPU backend (the pool bit for bit, the output
+ * at TOL_ATT), then the same history laid out as slot rings of cap blk_w · block (the
+ * paged cache's reach, so the same split count) through the same kernels: the outputs
+ * must be the same bits. */
+static void att_paged_one(const pg_cfg *c, dtype dt) {
+    static const int slots[4] = {3, 0, 2, 1};
+    int kvw = c->KV * c->D, m = 0, top[4], reach = c->blk_w * c->block;
+    for (int s = 0; s < c->n_seqs; s++) m += c->len[s], top[s] = c->pos0[s] + c->len[s];
+    size_t psz = (size_t)c->n_blocks * c->block * kvw, rsz = (size_t)4 * reach * kvw;
+    size_t qn = (size_t)m * c->H * c->D, pbytes = psz * dtype_size(dt);
+    tbatch tb;
+    tb_make(&tb, c->n_seqs, c->len, c->pos0, slots);
+    int32_t table[4 * 256];
+    pg_table(table, c->blk_w, c->n_seqs, top, c->block, c->n_blocks, c->share);
+    tb_blocks(&tb, c->blk_w, table);
+    float *kc0 = hrand(psz, 1.0f), *vc0 = hrand(psz, 1.0f);
+    float *k = hrand((size_t)m * kvw, 1.0f), *v = hrand((size_t)m * kvw, 1.0f);
+    float *q = hrand(qn, 2.0f), *out = hvec(qn);
+    bk_kv hkv = {test_kv_half(kc0, psz, dt), test_kv_half(vc0, psz, dt), dt, 0, kvw, c->block};
+    bk_kv dkv = {att_dev(hkv.k, pbytes), att_dev(hkv.v, pbytes), dt, 0, kvw, c->block};
+    /* the rings: sequence s's position p at row slots[s] · reach + p, from the pool */
+    float *rk0 = hvec(rsz), *rv0 = hvec(rsz);
+    for (int s = 0; s < c->n_seqs; s++)
+        for (int p = 0; p < reach; p++) {
+            size_t from = bk_kv_row(&hkv, &tb.hb, s, p) * kvw;
+            size_t to = ((size_t)slots[s] * reach + p) * kvw;
+            memcpy(rk0 + to, kc0 + from, sizeof(float) * kvw);
+            memcpy(rv0 + to, vc0 + from, sizeof(float) * kvw);
+        }
+    size_t rbytes = rsz * dtype_size(dt);
+    void *rkh = test_kv_half(rk0, rsz, dt), *rvh = test_kv_half(rv0, rsz, dt);
+    bk_kv rkv = {att_dev(rkh, rbytes), att_dev(rvh, rbytes), dt, reach, kvw, 0};
+    float *dk = gput(k, (size_t)m * kvw), *dv = gput(v, (size_t)m * kvw), *dq = gput(q, qn);
+    float *dout = gput(NULL, qn), *dring = gput(NULL, qn);
+    cpu->ops->kv_store(cpu, &hkv, k, v, &tb.hb);
+    cpu->ops->attention(cpu, out, q, &hkv, &tb.hb, c->H, c->KV, c->D, c->scale, c->window,
+                        c->softcap);
+    tb_dev(&tb);
+    gpu->ops->kv_store(gpu, &dkv, dk, dv, &tb.db);
+    gpu->ops->attention(gpu, dout, dq, &dkv, &tb.db, c->H, c->KV, c->D, c->scale, c->window,
+                        c->softcap);
+    gpu->ops->kv_store(gpu, &rkv, dk, dv, &tb.db);
+    gpu->ops->attention(gpu, dring, dq, &rkv, &tb.db, c->H, c->KV, c->D, c->scale, c->window,
+                        c->softcap);
+    float *got = gget(dout, qn), *gring = gget(dring, qn);
+    char name[128];
+    snprintf(name, sizeof name, "%s, %s pool", c->name, dtn(dt));
+    void *gb = malloc(pbytes);
+    if (!gb) abort();
+    for (int half = 0; half < 2; half++) { /* k, then v: the whole pool */
+        gpu->ops->download(gpu, gb, half ? dkv.v : dkv.k, pbytes);
+        float *gw = test_kv_widen(gb, psz, dt), *ww = test_kv_widen(half ? hkv.v : hkv.k, psz, dt);
+        report(half ? "kv_store paged v" : "kv_store paged k", name, gw, ww, psz, 0);
+        free(gw), free(ww);
+    }
+    report("attention paged", name, got, out, qn, TOL_ATT);
+    report("attention paged = ring", name, got, gring, qn, 0);
+    free(kc0), free(vc0), free(k), free(v), free(q), free(out), free(got), free(gring), free(gb);
+    free(rk0), free(rv0), free(rkh), free(rvh), free(hkv.k), free(hkv.v);
+    gfree(dkv.k), gfree(dkv.v), gfree(rkv.k), gfree(rkv.v), gfree(dk), gfree(dv), gfree(dq);
+    gfree(dout), gfree(dring);
+}
+
+static void test_attention_paged(void) {
+    const pg_cfg cfgs[] = {
+        {"block 16: a prefill chunk, a decode, a chunk",
+         8,
+         2,
+         128,
+         16,
+         24,
+         8,
+         0,
+         0.0884f,
+         0,
+         3,
+         {5, 1, 3},
+         {0, 37, 90},
+         0},
+        {"block 4 window 8, 4 seqs",
+         4,
+         2,
+         64,
+         4,
+         40,
+         16,
+         8,
+         0.125f,
+         0,
+         4,
+         {3, 1, 6, 2},
+         {20, 50, 9, 0},
+         0},
+        {"block 8, a shared prefix of 2 blocks, D20 H6/3",
+         6,
+         3,
+         20,
+         8,
+         12,
+         4,
+         0,
+         0.2236f,
+         0,
+         3,
+         {2, 4, 1},
+         {16, 3, 20},
+         2},
+        {"block 5, D512 softcap 30", 8, 1, 512, 5, 9, 4, 0, 1.0f, 30.0f, 2, {4, 1}, {10, 0}, 0},
+        {"decode at 3000 and 1234, block 32 (splits)",
+         8,
+         2,
+         256,
+         32,
+         160,
+         128,
+         0,
+         0.0625f,
+         0,
+         2,
+         {1, 1},
+         {3000, 1234},
+         0},
+        {"window 512 decode at 2000, block 16 (splits)",
+         8,
+         1,
+         256,
+         16,
+         130,
+         128,
+         512,
+         0.0625f,
+         0,
+         1,
+         {1},
+         {2000},
+         0},
+    };
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        att_paged_one(&cfgs[i], DTYPE_F32);
+        att_paged_one(&cfgs[i], DTYPE_BF16);
+    }
 }
 
 void test_attention(void) {
@@ -108,9 +301,12 @@ void test_attention(void) {
         {"D512 H2/2 (G 1)", 2, 2, 512, 24, 1, 0, 0.0442f, 0, 1, {2}, {7}, {0}},
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
-        att_one(&cfgs[i], DTYPE_F32);
-        att_one(&cfgs[i], DTYPE_BF16);
+        att_one(&cfgs[i], DTYPE_F32, 0);
+        att_one(&cfgs[i], DTYPE_BF16, 0);
     }
+    att_one(&cfgs[0], DTYPE_BF16, 1); /* 3 sequences: the table's rows lie after tok_seq */
+    att_one(&cfgs[3], DTYPE_F32, 1);
+    test_attention_paged();
 }
 
 /* ---- attn_prep: split, norms, RoPE and kv store in one op ---- */
@@ -121,10 +317,13 @@ typedef struct {
 } ap_cfg;
 
 /* One step of 3 sequences through attn_prep on both backends: the queries (and gates) and
- * the whole cache after it. A bf16 cache row may differ by the last bf16 bit where the f32
- * sums round apart; 8e-3 is that one step of the largest value, far below a wrong row. */
-static void ap_one(const ap_cfg *c, dtype dt) {
+ * the whole cache after it, slot rings of 16 rows or (paged) the same rows as a pool of 12
+ * blocks of 4 through a scrambled block table. A bf16 cache row may differ by the last
+ * bf16 bit where the f32 sums round apart; 8e-3 is that one step of the largest value,
+ * far below a wrong row. */
+static void ap_one(const ap_cfg *c, dtype dt, int paged) {
     int len[3] = {4, 1, 2}, pos0[3] = {0, 13, 6}, slot[3] = {1, 2, 0}, m = 7, cap = 16;
+    int top[3] = {4, 14, 8}, block = paged ? 4 : 0, blk_w = 8;
     size_t qw = (size_t)c->H * c->D, kvw = (size_t)c->KV * c->D, csz = 3 * (size_t)cap * kvw;
     size_t qgn = (size_t)m * qw * (c->gate ? 2 : 1), qn = (size_t)m * qw;
     size_t cbytes = csz * dtype_size(dt);
@@ -135,8 +334,9 @@ static void ap_one(const ap_cfg *c, dtype dt) {
     float inv[512] = {0};
     for (int i = 0; i < c->rot / 2; i++) inv[i] = (float)pow(10000.0, -2.0 * i / c->rot);
     float *dinv = gput(inv, c->rot / 2 + 1);
-    bk_kv hkv = {test_kv_half(c0, csz, dt), test_kv_half(c0, csz, dt), dt, cap, (int)kvw};
-    bk_kv dkv = {att_dev(hkv.k, cbytes), att_dev(hkv.v, cbytes), dt, cap, (int)kvw};
+    int ring = paged ? 0 : cap; /* a paged cache has no rings */
+    bk_kv hkv = {test_kv_half(c0, csz, dt), test_kv_half(c0, csz, dt), dt, ring, (int)kvw, block};
+    bk_kv dkv = {att_dev(hkv.k, cbytes), att_dev(hkv.v, cbytes), dt, ring, (int)kvw, block};
     float *dqg = gput(qg, qgn), *dk = gput(k, (size_t)m * kvw), *dv = gput(v, (size_t)m * kvw);
     float *dq = c->gate ? gput(NULL, qn) : gput(qg, qn), *dgate = gput(NULL, qn);
     bk_qkv_prep hp = {.H = c->H,
@@ -154,6 +354,11 @@ static void ap_one(const ap_cfg *c, dtype dt) {
     dp.inv_freq = dinv;
     tbatch tb;
     tb_make(&tb, 3, len, pos0, slot);
+    if (paged) {
+        int32_t table[3 * 8];
+        pg_table(table, blk_w, 3, top, block, (int)(csz / kvw) / block, 0);
+        tb_blocks(&tb, blk_w, table);
+    }
     cpu->ops->attn_prep(cpu, q, c->gate ? gate : NULL, qg, k, v, c->owner ? &hkv : NULL, &tb.hb,
                         &hp);
     tb_dev(&tb);
@@ -161,7 +366,7 @@ static void ap_one(const ap_cfg *c, dtype dt) {
                         &tb.db, &dp);
     float *gq = gget(dq, qn), *gg = gget(dgate, qn);
     char name[96];
-    snprintf(name, sizeof name, "%s, %s cache", c->name, dtn(dt));
+    snprintf(name, sizeof name, "%s, %s %s", c->name, dtn(dt), paged ? "pool" : "cache");
     report("attn_prep q", name, gq, q, qn, TOL_ATT);
     if (c->gate) report("attn_prep gate", name, gg, gate, qn, 0);
     void *gb = malloc(cbytes);
@@ -189,10 +394,12 @@ void test_attn_prep(void) {
         {"gemma4 kv-shared: queries only", 8, 1, 256, 256, 0, BK_NORM_PLAIN, 1, 0},
         {"no norms, no RoPE", 4, 2, 64, 0, 0, -1, 0, 1},
     };
-    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
-        ap_one(&cfgs[i], DTYPE_F32);
-        ap_one(&cfgs[i], DTYPE_BF16);
-    }
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++)
+        for (int paged = 0; paged < 2; paged++) {
+            if (paged && !cfgs[i].owner) continue; /* no cache written */
+            ap_one(&cfgs[i], DTYPE_F32, paged);
+            ap_one(&cfgs[i], DTYPE_BF16, paged);
+        }
 }
 
 /* ---- conv1d ---- */
@@ -564,6 +771,102 @@ void test_graph_chain(void) {
     graph_fix_free(&f);
 }
 
+/* ---- paged decode steps as graphs ---- */
+
+enum { PG_H = 4, PG_KV = 2, PG_D = 64, PG_BLOCK = 4, PG_W = 4, PG_BLOCKS = 10, PG_STEPS = 4 };
+
+/* A paged decode step of two sequences: their q, k, v uploaded (staged), kv_store and
+ * attention through the step's block table, the output downloaded. */
+static void pg_forward(tbatch *tb, const bk_kv *kv, float *const dev[4], const float *const in[3],
+                       float *out) {
+    size_t qn = 2 * PG_H * PG_D, kn = 2 * PG_KV * PG_D;
+    tb_dev(tb);
+    gpu->ops->upload(gpu, dev[0], in[0], qn * sizeof(float));
+    gpu->ops->upload(gpu, dev[1], in[1], kn * sizeof(float));
+    gpu->ops->upload(gpu, dev[2], in[2], kn * sizeof(float));
+    gpu->ops->kv_store(gpu, kv, dev[1], dev[2], &tb->db);
+    gpu->ops->attention(gpu, dev[3], dev[0], kv, &tb->db, PG_H, PG_KV, PG_D, 0.125f, 0, 0);
+    gpu->ops->download(gpu, out, dev[3], qn * sizeof(float));
+}
+
+/* Decode steps over a paged BF16 cache captured once and replayed with the positions
+ * crossing into new blocks (the block table, staged with the batch, gains an entry each
+ * time: a replay must read the refilled one), each against the CPU backend, the pool bit
+ * for bit after them; the last step is left in flight while copy snapshots its output
+ * (ordered behind the graph, needing no staging); and a step whose table is wider (blk_w
+ * is part of the graph key) is refused under the same key. */
+void test_graph_paged(void) {
+    if (!gpu->ops->graph_sync) return;
+    const int slot[2] = {1, 0}, pos0[2] = {6, 9}; /* new blocks at steps 2 and 3 */
+    const size_t qn = 2 * PG_H * PG_D, kn = 2 * PG_KV * PG_D;
+    const size_t psz = (size_t)PG_BLOCKS * PG_BLOCK * PG_KV * PG_D, pbytes = psz * 2;
+    int top[2] = {pos0[0] + PG_STEPS, pos0[1] + PG_STEPS}, len[2] = {1, 1};
+    int32_t full[2 * PG_W], table[2 * PG_W];
+    pg_table(full, PG_W, 2, top, PG_BLOCK, PG_BLOCKS, 0);
+    const int32_t spare = full[PG_W - 1]; /* sequence 0 takes 3 of its 4 entries: untaken */
+    float *c0 = hrand(psz, 1.0f);
+    bk_kv hkv = {test_kv_half(c0, psz, DTYPE_BF16),
+                 test_kv_half(c0, psz, DTYPE_BF16),
+                 DTYPE_BF16,
+                 0,
+                 PG_KV * PG_D,
+                 PG_BLOCK};
+    bk_kv dkv = {
+        att_dev(hkv.k, pbytes), att_dev(hkv.v, pbytes), DTYPE_BF16, 0, PG_KV * PG_D, PG_BLOCK};
+    float *dev[4] = {gput(NULL, qn), gput(NULL, kn), gput(NULL, kn), gput(NULL, qn)};
+    float *snap = gput(NULL, qn), ref[PG_STEPS][2 * PG_H * PG_D], got[PG_STEPS][2 * PG_H * PG_D];
+    strata_err ge = {0};
+    int bad = 0;
+    tbatch tb;
+    for (int s = 0; s < PG_STEPS; s++) {
+        int pos[2] = {pos0[0] + s, pos0[1] + s};
+        tb_make(&tb, 2, len, pos, slot);
+        for (int i = 0; i < 2; i++) /* the entries a step may reach; the rest not yet taken */
+            for (int e = 0; e < PG_W; e++)
+                table[i * PG_W + e] = e <= pos[i] / PG_BLOCK ? full[i * PG_W + e] : spare;
+        tb_blocks(&tb, PG_W, table);
+        float *in[3] = {hrand(qn, 2.0f), hrand(kn, 1.0f), hrand(kn, 1.0f)};
+        cpu->ops->kv_store(cpu, &hkv, in[1], in[2], &tb.hb);
+        cpu->ops->attention(cpu, ref[s], in[0], &hkv, &tb.hb, PG_H, PG_KV, PG_D, 0.125f, 0, 0);
+        int last = s == PG_STEPS - 1;
+        int mode = backend_graph_begin(gpu, 300, &ge);
+        pg_forward(&tb, &dkv, dev, (const float *const *)in, got[s]);
+        int rc = backend_graph_end(gpu, !last, &ge);
+        if (!rc && last) {
+            gpu->ops->copy(gpu, snap, dev[3], qn * sizeof(float));
+            rc = backend_graph_sync(gpu, &ge);
+        }
+        if (mode != (s ? 1 : 0) || rc) {
+            printf("    paged graph step %d (begin %d): %s\n", s, mode, ge.msg);
+            bad = 1;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "bf16 pool, step %d: %s", s, s ? "replay" : "capture");
+        report("graph paged", what, got[s], ref[s], bad ? 0 : qn, bad ? -1 : TOL_ATT);
+        free(in[0]), free(in[1]), free(in[2]);
+    }
+    void *gb = malloc(pbytes);
+    if (!gb) abort();
+    gpu->ops->download(gpu, gb, dkv.k, pbytes);
+    float *gk = test_kv_widen(gb, psz, DTYPE_BF16), *wk = test_kv_widen(hkv.k, psz, DTYPE_BF16);
+    report("graph paged k pool", "after the steps", gk, wk, psz, 0);
+    float *gs = gget(snap, qn);
+    report("copy behind a graph", "the last step's output", gs, got[PG_STEPS - 1], qn, 0);
+    /* the same key with a table twice as wide: another staged size, refused */
+    int32_t wide[4 * PG_W];
+    for (int e = 0; e < 4 * PG_W; e++) wide[e] = table[e % (2 * PG_W)];
+    tb_blocks(&tb, 2 * PG_W, wide);
+    float *in[3] = {hrand(qn, 2.0f), hrand(kn, 1.0f), hrand(kn, 1.0f)};
+    int mode = backend_graph_begin(gpu, 300, &ge);
+    pg_forward(&tb, &dkv, dev, (const float *const *)in, got[0]);
+    int rc = backend_graph_end(gpu, 1, &ge);
+    float refused = mode == 1 && rc != 0, one = 1.0f;
+    report("graph paged refused", "blk_w 8 under a blk_w 4 graph", &refused, &one, 1, 0);
+    free(in[0]), free(in[1]), free(in[2]), free(gb), free(gk), free(wk), free(gs), free(c0);
+    free(hkv.k), free(hkv.v), gfree(dkv.k), gfree(dkv.v), gfree(snap);
+    for (int i = 0; i < 4; i++) gfree(dev[i]);
+}
+
 /* ---- speed (printed, not judged) ---- */
 
 static void sync_gpu(const float *d) {
@@ -614,7 +917,7 @@ void test_speed(void) {
         tb_make(&tb, 1, &len, &pos, &slot);
         tb_dev(&tb);
         for (int bf = 0; bf < 2; bf++) { /* a bf16 cache is the same buffers read as half */
-            bk_kv kv = {dkc, dvc, bf ? DTYPE_BF16 : DTYPE_F32, cap, KV * D};
+            bk_kv kv = {dkc, dvc, bf ? DTYPE_BF16 : DTYPE_F32, cap, KV * D, 0};
             gpu->ops->attention(gpu, dout, dq, &kv, &tb.db, H, KV, D, 0.0625f, 0, 0);
             sync_gpu(dout);
             t0 = strata_now();

@@ -58,8 +58,11 @@ typedef struct {
     bk_batch hb, db; /* the CPU's and the device's view of the same arrays */
     int32_t slot[8], start[8], len[8], pos0[8];
     int32_t tok_pos[4096], tok_seq[4096];
+    int32_t blk[1024]; /* the block table rows of a paged step */
 } tbatch;
 void tb_make(tbatch *t, int n_seqs, const int *len, const int *pos0, const int *slot);
+/* After tb_make: the step's block table, blk_w entries a sequence (copied). */
+void tb_blocks(tbatch *t, int blk_w, const int32_t *blk);
 /* The device mirror is the backend's last prepared batch: call right before the ops. */
 void tb_dev(tbatch *t);
 
@@ -72,6 +75,7 @@ void test_gdn(void);
 void test_ssd(void);
 void test_graph(void);
 void test_graph_chain(void);
+void test_graph_paged(void);
 void test_speed(void);
 /* cuda_ops_sample.c */
 void test_sample(void);

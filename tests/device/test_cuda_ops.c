@@ -122,6 +122,13 @@ void tb_make(tbatch *t, int n_seqs, const int *len, const int *pos0, const int *
     t->db = t->hb;
     cpu->ops->batch_prepare(cpu, &t->hb, &err);
 }
+void tb_blocks(tbatch *t, int blk_w, const int32_t *blk) {
+    size_t n = (size_t)t->hb.n_seqs * (size_t)blk_w;
+    if (n > sizeof t->blk / sizeof t->blk[0]) abort();
+    memcpy(t->blk, blk, n * sizeof(int32_t));
+    t->hb.blk = t->db.blk = blk_w ? t->blk : NULL;
+    t->hb.blk_w = t->db.blk_w = blk_w;
+}
 /* The device mirror is the backend's last prepared batch: prepare right before use. */
 void tb_dev(tbatch *t) {
     if (gpu->ops->batch_prepare(gpu, &t->db, &err)) {
@@ -388,6 +395,29 @@ static void test_split_gather(void) {
     gfree(din), gfree(da), gfree(dg), gfree(dx), gfree(dout);
 }
 
+/* copy: device to device in stream order (an add queued before it changes what it copies,
+ * one after it does not), at float offsets and an odd byte count, against the CPU's. */
+static void test_copy(void) {
+    size_t n = 10007;
+    float *a = hrand(n, 3.0f), *ref = hvec(n);
+    float *da = gput(a, n), *dd = gput(NULL, n);
+    const size_t big = 9000 * sizeof(float), odd = 7;
+    cpu->ops->add(cpu, a, a, a, n);
+    cpu->ops->copy(cpu, ref + 5, a + 2, big);
+    cpu->ops->copy(cpu, ref + 9010, a + 1, odd);
+    cpu->ops->copy(cpu, ref, a, 0);
+    cpu->ops->add(cpu, a, a, a, n);
+    gpu->ops->add(gpu, da, da, da, n);
+    gpu->ops->copy(gpu, dd + 5, da + 2, big);
+    gpu->ops->copy(gpu, dd + 9010, da + 1, odd);
+    gpu->ops->copy(gpu, dd, da, 0);
+    gpu->ops->add(gpu, da, da, da, n);
+    float *got = gget(dd, n), *gota = gget(da, n);
+    report("copy", "9000 floats, then 7 bytes, between two adds", got, ref, n, 0);
+    report("copy source", "the add after the copy", gota, a, n, 0);
+    free(a), free(ref), free(got), free(gota), gfree(da), gfree(dd);
+}
+
 static void test_gates(void) {
     for (int di = 0; di < 2; di++) {
         dtype dt = di ? DTYPE_BF16 : DTYPE_F32;
@@ -599,6 +629,7 @@ static const struct {
     {"l2norm", test_l2norm},
     {"elementwise", test_elementwise},
     {"split_gather", test_split_gather},
+    {"copy", test_copy},
     {"gates", test_gates},
     {"rope", test_rope},
     {"matmul", test_matmul},
@@ -646,6 +677,7 @@ int main(int argc, char **argv) {
         test_oom();
         test_graph();
         test_graph_chain();
+        test_graph_paged();
         if (speed) test_speed();
         backend_mem dm;
         if (!backend_memory(gpu, &dm))
