@@ -196,7 +196,8 @@ typedef struct engine_stats {
     int64_t chained_decode_steps;
     int64_t pad_rows; /* rows that filled decode steps up to their graph's batch size */
     int64_t sampled_device, sampled_host; /* tokens picked by the backend's sampler / the host's */
-    /* the paged kv pool: blocks of kv_block positions, held now and at most */
+    /* the paged kv pool: blocks of kv_block positions, held by sequences now (blocks only
+     * the prefix cache holds are free to take), held by anyone at most */
     int kv_block, kv_blocks, kv_blocks_used, kv_blocks_peak;
     /* the prefix cache: requests that looked (queries) and found a prefix (hits), prompt
      * tokens looked up and restored, sequences that gave up their blocks for others

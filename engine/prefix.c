@@ -146,15 +146,14 @@ int prefix_make_room(prefix_cache *pc, int need) {
     return model_kv_free(pc->m);
 }
 
-/* A snapshot buffer for the cache: a free one, else the least recently used node's. */
+/* A snapshot buffer for the cache: a free one, else the least recently used node's (one
+ * on the path being stored too: a later state of the same tokens is worth more). */
 static int prefix_take_snap(prefix_cache *pc) {
     if (pc->n_snap_free) return pc->snap_free[--pc->n_snap_free];
     int best = -1;
     for (int i = 0; i < pc->cap; i++) {
         const prefix_node *n = &pc->nodes[i];
-        if (n->live && n->snap >= 0 && n->used < pc->tick &&
-            (best < 0 || n->used < pc->nodes[best].used))
-            best = i;
+        if (n->live && n->snap >= 0 && (best < 0 || n->used < pc->nodes[best].used)) best = i;
     }
     if (best < 0) return -1;
     int s = pc->nodes[best].snap;

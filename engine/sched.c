@@ -108,7 +108,7 @@ static void sched_restore(engine *e, engine_seq *s) {
 
 /* The pool's and the cache's figures for engine_get_stats. */
 static void sched_kv_stats(engine *e) {
-    atomic_store(&e->kv_used, model_kv_used(e->m));
+    atomic_store(&e->kv_used, model_kv_held(e->m));
     atomic_store(&e->kv_peak, model_kv_peak(e->m));
     if (!e->prefix_on) return;
     atomic_store(&e->pc_nodes, prefix_nodes(&e->pc));

@@ -18,11 +18,12 @@ int kv_pool_init(kv_pool *p, int block, int n_blocks, int slots, int ctx, strata
     size_t tbl = (size_t)slots * (size_t)p->max_blk;
     size_t step = (size_t)slots * (size_t)kv_pool_step_width(p, ctx);
     p->refs = calloc((size_t)n_blocks, sizeof *p->refs);
+    p->srefs = calloc((size_t)n_blocks, sizeof *p->srefs);
     p->free = malloc((size_t)n_blocks * sizeof *p->free);
     p->tbl = malloc(tbl * sizeof *p->tbl);
     p->n_tbl = calloc((size_t)slots, sizeof *p->n_tbl);
     p->step = calloc(step, sizeof *p->step);
-    if (!p->refs || !p->free || !p->tbl || !p->n_tbl || !p->step) {
+    if (!p->refs || !p->srefs || !p->free || !p->tbl || !p->n_tbl || !p->step) {
         kv_pool_deinit(p);
         return strata_err_set(err, STRATA_ENOMEM, "kv pool: out of memory for %d blocks", n_blocks);
     }
@@ -34,6 +35,7 @@ int kv_pool_init(kv_pool *p, int block, int n_blocks, int slots, int ctx, strata
 
 void kv_pool_deinit(kv_pool *p) {
     free(p->refs);
+    free(p->srefs);
     free(p->free);
     free(p->tbl);
     free(p->n_tbl);
@@ -60,6 +62,8 @@ int kv_pool_reserve(kv_pool *p, int slot, int end, strata_err *err) {
     for (int i = 0; i < need; i++) {
         int32_t id = p->free[--p->n_free];
         p->refs[id] = 1;
+        p->srefs[id] = 1;
+        p->n_held++;
         t[p->n_tbl[slot]++] = id;
     }
     if (kv_pool_used(p) > p->peak_used) p->peak_used = kv_pool_used(p);
@@ -78,7 +82,10 @@ void kv_pool_ref(kv_pool *p, int32_t id) {
 
 void kv_pool_release(kv_pool *p, int slot) {
     const int32_t *t = p->tbl + (size_t)slot * p->max_blk;
-    for (int i = 0; i < p->n_tbl[slot]; i++) kv_pool_unref(p, t[i]);
+    for (int i = 0; i < p->n_tbl[slot]; i++) {
+        if (--p->srefs[t[i]] == 0) p->n_held--;
+        kv_pool_unref(p, t[i]);
+    }
     p->n_tbl[slot] = 0;
 }
 
@@ -87,6 +94,7 @@ void kv_pool_attach(kv_pool *p, int slot, const int32_t *ids, int n) {
     int32_t *t = p->tbl + (size_t)slot * p->max_blk;
     for (int i = 0; i < n; i++) {
         kv_pool_ref(p, ids[i]);
+        if (p->srefs[ids[i]]++ == 0) p->n_held++;
         t[i] = ids[i];
     }
     p->n_tbl[slot] = n;

@@ -17,12 +17,14 @@
 #include "engine/base/err.h"
 
 typedef struct kv_pool {
-    int block;     /* positions per block */
-    int n_blocks;  /* blocks in the pool */
-    int slots;     /* tables */
-    int max_blk;   /* entries per table: ceil(ctx / block) */
-    int32_t *refs; /* [n_blocks] holders of each block (slots and caches) */
-    int32_t *free; /* [n_blocks] stack of unheld blocks */
+    int block;      /* positions per block */
+    int n_blocks;   /* blocks in the pool */
+    int slots;      /* tables */
+    int max_blk;    /* entries per table: ceil(ctx / block) */
+    int32_t *refs;  /* [n_blocks] holders of each block (slots and caches) */
+    int32_t *srefs; /* [n_blocks] of them slots */
+    int n_held;     /* blocks some slot holds (the rest of the used ones only a cache) */
+    int32_t *free;  /* [n_blocks] stack of unheld blocks */
     int n_free;
     int32_t *tbl;        /* [slots, max_blk] each slot's blocks in position order */
     int32_t *n_tbl;      /* [slots] blocks in each table */
@@ -50,8 +52,9 @@ void kv_pool_ref(kv_pool *p, int32_t id);
 void kv_pool_unref(kv_pool *p, int32_t id);
 /* Slot's table: *ids gets its blocks; returns how many. */
 int kv_pool_table(const kv_pool *p, int slot, const int32_t **ids);
-/* Blocks held by anyone. */
+/* Blocks held by anyone; by some slot. */
 static inline int kv_pool_used(const kv_pool *p) { return p->n_blocks - p->n_free; }
+static inline int kv_pool_held(const kv_pool *p) { return p->n_held; }
 
 /* The table width a step whose furthest position is end - 1 uses: a power of two, so a
  * captured graph's copy size changes only when a context doubles. */

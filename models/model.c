@@ -138,6 +138,7 @@ void model_release_slot(model *m, int slot) {
 
 int model_kv_free(const model *m) { return m->pool.n_free; }
 int model_kv_used(const model *m) { return kv_pool_used(&m->pool); }
+int model_kv_held(const model *m) { return kv_pool_held(&m->pool); }
 int model_kv_peak(const model *m) { return (int)m->pool.peak_used; }
 
 int model_kv_need(const model *m, int slot, int end) {

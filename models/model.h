@@ -77,8 +77,10 @@ void model_release_slot(model *m, int slot);
 /* Blocks free now; blocks slot still needs to reach position end - 1. */
 int model_kv_free(const model *m);
 int model_kv_need(const model *m, int slot, int end);
-/* Blocks held by anyone, and the most ever held at once. */
+/* Blocks held by anyone, by some slot (a prefix cache's alone are free to evict), and the
+ * most ever held at once. */
 int model_kv_used(const model *m);
+int model_kv_held(const model *m);
 int model_kv_peak(const model *m);
 /* Slot's blocks in position order (*ids borrowed until the next forward); returns how many. */
 int model_kv_table(const model *m, int slot, const int32_t **ids);

@@ -153,7 +153,7 @@ int metrics_render(metrics *m, const metrics_gauges *g, strbuf *o) {
     rc |= metrics_gauge(o, md, "kv_cache_blocks", "gauge", "Blocks in the paged kv cache pool.",
                         (double)g->kv_blocks);
     rc |= metrics_gauge(o, md, "kv_cache_blocks_used", "gauge",
-                        "Blocks held by running sequences and the prefix cache.",
+                        "Blocks held by sequences (the prefix cache's alone are free to take).",
                         (double)g->kv_blocks_used);
     rc |= metrics_gauge(o, md, "kv_cache_blocks_peak", "gauge",
                         "Most blocks held at once since start.", (double)g->kv_blocks_peak);

@@ -75,9 +75,13 @@ def check_error(status, body, want_status, param=None):
     return e
 
 
-def check_usage(u, prompt=None, completion=None):
+def check_usage(u, prompt=None, completion=None, cached=None):
     assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"], u
-    assert u["prompt_tokens_details"]["cached_tokens"] == 0, u
+    # the prefix cache restores whole blocks, never the prompt's last token
+    c = u["prompt_tokens_details"]["cached_tokens"]
+    assert 0 <= c < max(u["prompt_tokens"], 1), u
+    if cached is not None:
+        assert c == cached, u
     if prompt is not None:
         assert u["prompt_tokens"] == prompt, u
     if completion is not None:
