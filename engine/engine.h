@@ -72,8 +72,8 @@ typedef struct engine_opts {
      * out should the device sampler misbehave) */
     int host_sampling;
     /* The prefix cache (engine/prefix.h): 1 to reuse the kv blocks and recurrent state of
-     * prompts seen before; its state snapshots take at most prefix_cache_memory bytes of
-     * backend memory (0: 1 GiB), taken at prefill every prefix_interval positions (0: 1024),
+     * prompts seen before; its state snapshots (one pending per slot included) take at
+     * most prefix_cache_memory bytes of backend memory (0: 1 GiB; slots + 1 at least), taken at prefill every prefix_interval positions (0: 1024),
      * at each prompt's last block boundary and at a finished sequence's. */
     int prefix_cache;
     int64_t prefix_cache_memory;

@@ -40,7 +40,8 @@ int prefix_init(prefix_cache *pc, model *m, int slots, int64_t budget, int inter
     pc->interval = interval > 0 ? interval : 1024;
     pc->interval = (pc->interval + pc->block - 1) / pc->block * pc->block;
     pc->snap_bytes = (size_t)(mi->slot_state_bytes > 0 ? mi->slot_state_bytes : 1);
-    int64_t n = budget / (int64_t)pc->snap_bytes;
+    /* the budget holds the slots' pending buffers too; the cache keeps at least one */
+    int64_t n = budget / (int64_t)pc->snap_bytes - slots;
     pc->n_cache_snap = n < 1 ? 1 : n > 1 << 20 ? 1 << 20 : (int)n;
     pc->n_snap = pc->n_cache_snap + slots;
     pc->cap = (mi->kv_blocks > 0 ? mi->kv_blocks : 1) + 1;

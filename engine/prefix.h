@@ -45,8 +45,9 @@ typedef struct prefix_cache {
     uint64_t tick;
 } prefix_cache;
 
-/* A cache for m with snapshot buffers within budget bytes (at least one), for slots
- * pending ones; interval: prefill snapshot spacing in positions (0: 1024). */
+/* A cache for m with snapshot buffers within budget bytes, the slots' pending ones
+ * included (the cache keeps at least one more whatever the budget); interval: prefill
+ * snapshot spacing in positions (0: 1024). */
 int prefix_init(prefix_cache *pc, model *m, int slots, int64_t budget, int interval,
                 strata_err *err);
 void prefix_deinit(prefix_cache *pc);

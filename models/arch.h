@@ -144,7 +144,7 @@ int arch_kv_alloc(backend *b, bk_kv *kv, dtype dt, int slots, int cap, int width
                   strata_err *err);
 /* Sizes ctx->pool for paged layers holding pos_bytes per position in all, from
  * opts->kv_memory, else an auto budget: on a backend with memory of its own, gpu_util of
- * it less what it holds already and a reserve for the engine; on the CPU, what every slot
+ * it less what it holds already, opts->reserve_bytes and 256 MiB for the engine; on the CPU, what every slot
  * at full context would need, at most a quarter of physical memory (untouched pages of the
  * pool cost nothing there). Lowers *ctx_size to what the pool holds when one sequence
  * could outgrow it. Call it after the weights and activations are in backend memory. */

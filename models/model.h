@@ -31,6 +31,9 @@ typedef struct model_opts {
     /* on a backend with memory of its own, the share of it weights, activations and the
      * auto-sized kv pool may fill (0: 0.9) */
     double gpu_util;
+    /* backend memory the caller allocates after the model (the prefix cache's snapshots),
+     * left out of an auto-sized kv pool */
+    int64_t reserve_bytes;
 } model_opts;
 
 enum { MODEL_KV_AUTO = 0, MODEL_KV_F32, MODEL_KV_BF16 };

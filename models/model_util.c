@@ -232,7 +232,8 @@ int arch_kv_pool(const model_arch_ctx *ctx, int64_t pos_bytes, int slots, int *c
         int64_t full = block_bytes * (((int64_t)*ctx_size + block - 1) / block) * slots;
         if (backend_memory(ctx->b, &bm) == 0) {
             double util = o->gpu_util > 0 ? o->gpu_util : 0.9;
-            budget = (int64_t)(util * (double)bm.total) - (int64_t)bm.used - ((int64_t)256 << 20);
+            budget = (int64_t)(util * (double)bm.total) - (int64_t)bm.used - o->reserve_bytes -
+                     ((int64_t)256 << 20);
             if (budget > full) budget = full;
         } else {
             long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);

@@ -59,7 +59,8 @@ int srv_load(srv *S, strata_err *err) {
                      .kv_cache = model_kv_cache_parse(cfg->kv_cache_dtype),
                      .kv_block = (int)cfg->kv_block_size,
                      .kv_memory = cfg->kv_cache_memory,
-                     .gpu_util = cfg->gpu_memory_utilization};
+                     .gpu_util = cfg->gpu_memory_utilization,
+                     .reserve_bytes = cfg->prefix_cache ? cfg->prefix_cache_memory : 0};
     if ((rc = model_open(&S->m, &mo, S->b, err))) return rc;
     const model_info *mi = model_get_info(S->m);
     const char *tdir = cfg->tokenizer ? cfg->tokenizer : dummy ? NULL : path;
