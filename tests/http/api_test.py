@@ -274,11 +274,32 @@ def test_errors():
     assert resp.startswith(b"HTTP/1.1 413"), resp[:100]
 
 
+def test_chat_turn_reuse():
+    """Each turn resends the conversation: the prefix cache finds the state the last answer
+    ended at (its last block boundary), so only about the new message is computed, and the
+    answers are those of a server computing everything (the determinism test's promise)."""
+    msgs = [{"role": "system", "content": "Answer in one short sentence."}]
+    prev = 0
+    for turn in range(3):
+        msgs.append({"role": "user", "content": "Question %d: what is the tide made of?" % turn})
+        s, b = post_json(CHAT, {"messages": msgs, "max_tokens": 12, "temperature": 0,
+                                "chat_template_kwargs": NO_THINK})
+        assert s == 200, b
+        u = b["usage"]
+        check_usage(u)
+        if turn:
+            # the last prompt's blocks at least, and (re-rendered the same) its answer's
+            assert u["prompt_tokens_details"]["cached_tokens"] >= (prev - 1) // 16 * 16 > 0, u
+        prev = u["prompt_tokens"]
+        msgs.append({"role": "assistant", "content": b["choices"][0]["message"]["content"]})
+
+
 def main():
     text = test_completion_shapes()
     for t in (test_small_routes, test_prompt_forms, test_echo_logprobs, lambda: test_stop_strings(text),
               test_stop_token_ids_and_bias, test_sampling_params, test_chat, test_chat_logprobs_n,
-              test_reasoning, test_stream_matches_full, test_tokenize, test_errors):
+              test_reasoning, test_stream_matches_full, test_tokenize, test_errors,
+              test_chat_turn_reuse):
         t()
         print("ok", getattr(t, "__name__", "stop_strings"))
     print("api_test: all passed")
