@@ -45,7 +45,8 @@ static model *open_model(const char *dir, int slots, int ctx, int block) {
 }
 
 /* One sequence's tokens [pos0, pos0 + n) in slot, logits of every row into lg. */
-static int forward_run(model *m, int slot, const int32_t *ids, int pos0, int n, float *lg) {
+static int forward_try(model *m, int slot, const int32_t *ids, int pos0, int n, float *lg,
+                       strata_err *err) {
     int32_t slots[1] = {slot}, start[1] = {0}, len[1] = {n}, p0[1] = {pos0};
     int32_t tp[64], ts[64], rows[64];
     for (int i = 0; i < n; i++) {
@@ -61,8 +62,12 @@ static int forward_run(model *m, int slot, const int32_t *ids, int pos0, int n, 
                    .pos0 = p0,
                    .tok_pos = tp,
                    .tok_seq = ts};
+    return model_forward(m, &bt, ids + pos0, rows, n, lg, err);
+}
+
+static int forward_run(model *m, int slot, const int32_t *ids, int pos0, int n, float *lg) {
     strata_err err = {0};
-    int rc = model_forward(m, &bt, ids + pos0, rows, n, lg, &err);
+    int rc = forward_try(m, slot, ids, pos0, n, lg, &err);
     CHECK_MSG(rc == 0, "%s", err.msg);
     return rc;
 }
@@ -156,18 +161,8 @@ static void test_pool_limits(void) {
     forward_run(m, 0, ids, 0, 24, lg); /* 3 blocks */
     CHECK_EQ_INT(model_kv_free(m), 2);
     CHECK_EQ_INT(model_kv_need(m, 1, 24), 3);
-    int32_t slots[1] = {1}, start[1] = {0}, len[1] = {24}, p0[1] = {0}, tp[24], ts[24],
-            rows[1] = {0};
-    for (int i = 0; i < 24; i++) tp[i] = i, ts[i] = 0;
-    bk_batch bt = {.n_tokens = 24,
-                   .n_seqs = 1,
-                   .slot = slots,
-                   .start = start,
-                   .len = len,
-                   .pos0 = p0,
-                   .tok_pos = tp,
-                   .tok_seq = ts};
-    CHECK_EQ_INT(model_forward(m, &bt, ids, rows, 1, lg, &err), STRATA_EBUSY);
+    /* 24 more positions in slot 1 need 3 blocks; 2 are free */
+    CHECK_EQ_INT(forward_try(m, 1, ids, 0, 24, lg, &err), STRATA_EBUSY);
     CHECK(strstr(err.msg, "kv-cache-memory") != NULL);
     model_reset_slot(m, 0);
     CHECK_EQ_INT(model_kv_free(m), 5);
