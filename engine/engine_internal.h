@@ -59,7 +59,9 @@ struct engine_seq {
 
     /* step thread state */
     int slot;          /* cache slot, -1 before admission */
-    int n_done;        /* prompt tokens in the cache */
+    int n_feed;        /* tokens the prefill feeds: the prompt, or after a preemption every token
+                 * taken (prompt[0, n_prompt + n_gen)) */
+    int n_done;        /* of them in the cache */
     int pos;           /* positions in the cache */
     int32_t last;      /* the sampled token to feed next, once taken (in_flight 0) */
     int in_flight;     /* tokens launched and not taken yet: the next one is fed on the device */

@@ -93,15 +93,18 @@ void sched_free(engine *e) {
 /* A new sequence starts from the longest prefix of its prompt the cache holds (never the
  * whole prompt: its last token's logits are needed). Prompt logprobs need every row, so a
  * sequence that wants them computes its prompt. */
-static void sched_restore(engine *e, engine_seq *s) {
+static void sched_restore(engine *e, engine_seq *s, int first) {
     if (!e->prefix_on || s->plp) return;
-    int hit = prefix_restore(&e->pc, s->slot, s->prompt, s->n_prompt, s->n_prompt);
+    int hit = prefix_restore(&e->pc, s->slot, s->prompt, s->n_feed, s->n_feed);
+    if (hit) {
+        s->n_done = s->pos = s->stored = hit;
+        atomic_fetch_add(&e->cached, hit);
+    }
+    if (!first) return; /* a recomputation: not the request's figures */
     atomic_fetch_add(&e->pc_queries, 1);
     atomic_fetch_add(&e->pc_query_tokens, s->n_prompt);
     atomic_store(&s->cached, hit);
     if (!hit) return;
-    s->n_done = s->pos = s->stored = hit;
-    atomic_fetch_add(&e->cached, hit);
     atomic_fetch_add(&e->pc_hits, 1);
     atomic_fetch_add(&e->pc_hit_tokens, hit);
 }
@@ -125,7 +128,8 @@ void sched_admit(engine *e, engine_seq *list) {
         /* cleared when taken, not when freed: pad rows run in free slots */
         model_reset_slot(e->m, s->slot);
         s->n_done = s->pos = s->n_gen = s->in_flight = s->stored = s->pend_pos = 0;
-        sched_restore(e, s);
+        s->n_feed = s->n_prompt;
+        sched_restore(e, s, 1);
         for (int i = 0; i < s->n_prompt; i++) sampler_accept_prompt(s->smp, s->prompt[i]);
         strata_err serr = {0}; /* a sequence the device cannot seat samples on the host */
         s->dev_sample = e->ds.b && !dsample_seat(&e->ds, s->slot, s->smp, &serr);
@@ -238,7 +242,7 @@ static int sched_blocks(engine *e, int slot, int end) {
 static int sched_chunk(engine *e, engine_seq *s, int c) {
     if (e->prefix_on) {
         int B = e->pc.block, iv = e->pc.interval, at = s->n_done;
-        int last = (s->n_prompt - 1) / B * B, next = (at / iv + 1) * iv;
+        int last = (s->n_feed - 1) / B * B, next = (at / iv + 1) * iv;
         if (last > at && last < at + c) c = last - at;
         if (next < at + c) c = next - at;
     }
@@ -257,8 +261,8 @@ static int sched_chunk(engine *e, engine_seq *s, int c) {
  * (the token before may still be on the device), committed when it finishes. */
 static void sched_snapshot(engine *e, engine_seq *s) {
     if (!e->prefix_on || s->pos == 0 || s->pos % e->pc.block || s->pos <= s->stored) return;
-    if (s->n_done < s->n_prompt) {
-        int last = (s->n_prompt - 1) / e->pc.block * e->pc.block;
+    if (s->n_done < s->n_feed) {
+        int last = (s->n_feed - 1) / e->pc.block * e->pc.block;
         if (s->pos % e->pc.interval && s->pos != last) return;
         prefix_store(&e->pc, s->slot, s->prompt, s->pos);
         s->stored = s->pos;
@@ -282,7 +286,7 @@ static int sched_build(engine *e, sched_flight *f) {
     for (int i = 0; i < e->n_run; i++) {
         engine_seq *s = e->run[i];
         e->b_chunk[i] = 0;
-        if (s->done || s->n_done < s->n_prompt) continue;
+        if (s->done || s->n_done < s->n_feed) continue;
         if (s->n_gen + s->in_flight >= s->max_tokens || s->pos >= e->ctx) continue;
         if (sched_blocks(e, s->slot, s->pos + 1)) {
             e->starved = 1; /* waits for a block */
@@ -301,9 +305,9 @@ static int sched_build(engine *e, sched_flight *f) {
     int budget = e->prefill_chunk, plp_left = e->plp_rows;
     for (int i = 0; i < e->n_run && budget > 0 && e->bb.bt.n_tokens < e->step_tokens; i++) {
         engine_seq *s = e->run[i];
-        if (s->done || s->n_done >= s->n_prompt) continue;
+        if (s->done || s->n_done >= s->n_feed) continue;
         int first = e->bb.bt.n_tokens;
-        int c = s->n_prompt - s->n_done;
+        int c = s->n_feed - s->n_done;
         if (c > budget) c = budget;
         if (c > e->step_tokens - first) c = e->step_tokens - first;
         if (!(c = sched_chunk(e, s, c))) {
@@ -313,7 +317,7 @@ static int sched_build(engine *e, sched_flight *f) {
         if (s->plp) {
             /* row j predicts prompt token n_done + j + 1; the prompt's last row is the
              * sampling row below. Cut the chunk to the prompt rows left this step. */
-            int need = s->n_prompt - 1 - s->n_done;
+            int need = s->n_feed - 1 - s->n_done;
             if (need > c) need = c;
             if (need > plp_left) c = need = plp_left;
             if (!c) continue; /* its promised blocks are taken by a later step */
@@ -327,7 +331,7 @@ static int sched_build(engine *e, sched_flight *f) {
         sched_snapshot(e, s);
         batch_buf_add(&e->bb, s->slot, s->pos, c);
         memcpy(e->b_tokens + first, s->prompt + s->n_done, (size_t)c * sizeof *e->b_tokens);
-        if (s->n_done + c == s->n_prompt && s->max_tokens > 0) {
+        if (s->n_done + c == s->n_feed && s->max_tokens > 0) {
             e->b_out_rows[nout] = first + c - 1;
             f->seq[nout++] = s;
         }
@@ -441,25 +445,26 @@ static void sched_advance(engine *e, sched_flight *f) {
 }
 
 /* No sequence could be fed for want of kv blocks (each holds some, none can grow): the
- * youngest gives its blocks up. One still in its prompt starts it again later (from the
- * prefix cache where it can); a decoding one cannot be recomputed exactly without its
- * sampler's history, so it ends with an error naming the limit. */
+ * youngest gives its blocks and state up and computes them again later, from the prefix
+ * cache where it can: its prompt and every token it was given are fed again, and the last
+ * one's logits pick its next token as they would have (the sampler's history and draw
+ * count are kept, and on the CPU the recomputed state is the same to the bit). */
 static void sched_unstarve(engine *e) {
+    int live = 0;
+    for (int i = 0; i < e->n_run; i++) live += !e->run[i]->done;
     for (int i = e->n_run - 1; i >= 0; i--) {
         engine_seq *s = e->run[i];
         if (s->done || s->in_flight || s->pos == 0) continue;
         atomic_fetch_add(&e->kv_evictions, 1);
-        if (s->n_done < s->n_prompt && !s->plp) {
-            atomic_fetch_sub(&e->cached, s->pos);
-            model_reset_slot(e->m, s->slot);
-            s->n_done = s->pos = s->stored = s->pend_pos = 0;
-            atomic_store(&s->cached, 0);
-            sched_restore(e, s);
+        if (live < 2) { /* alone, it cannot be short of blocks others hold: a bug */
+            engine_seq_finish(s, ENGINE_FINISH_ERROR, "the kv cache is full (--kv-cache-memory)");
             return;
         }
-        engine_seq_finish(s, ENGINE_FINISH_ERROR,
-                          "the kv cache is full: too many long sequences at once for "
-                          "--kv-cache-memory");
+        atomic_fetch_sub(&e->cached, s->pos);
+        model_reset_slot(e->m, s->slot);
+        s->n_feed = s->n_prompt + s->n_gen;
+        s->n_done = s->pos = s->stored = s->pend_pos = 0;
+        sched_restore(e, s, 0);
         return;
     }
 }

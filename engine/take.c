@@ -113,7 +113,7 @@ static void take_prefill(engine *e, const sched_flight *f) {
     }
     for (int i = 0; i < e->n_run; i++) {
         engine_seq *s = e->run[i];
-        if (e->b_chunk[i] <= 0 || s->done || s->n_done < s->n_prompt) continue;
+        if (e->b_chunk[i] <= 0 || s->done || s->n_done < s->n_feed) continue;
         if (s->plp) engine_seq_emit_prompt(s);
         if (!s->max_tokens) engine_seq_finish(s, ENGINE_FINISH_LENGTH, NULL);
     }

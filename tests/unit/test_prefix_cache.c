@@ -249,6 +249,18 @@ static void generate(engine *e, const int32_t *prompt, int n, int n_gen, out *o)
     }
 }
 
+typedef struct job {
+    engine *e;
+    const int32_t *p;
+    out *o;
+} job;
+
+static void *run_job(void *arg) {
+    job *j = arg;
+    generate(j->e, j->p, 40, 50, j->o);
+    return NULL;
+}
+
 static int same(const out *a, const out *b) {
     if (a->n != b->n) return 0;
     for (int i = 0; i < a->n; i++) {
@@ -392,6 +404,42 @@ static void test_engine_eviction(void) {
     model_close(small);
 }
 
+/* Two sequences that together outgrow the pool: the younger gives its blocks up, is
+ * computed again once the older one is done, and both outputs are the ones of a pool that
+ * holds everything (with and without the prefix cache to recompute from). */
+static void test_engine_preemption(void) {
+    int64_t blk = model_get_info(DEMO)->kv_block_bytes;
+    model *small = open_model_kv("models/demo", 2, 512, 16, blk * 8); /* 128 positions */
+    if (!small) return;
+    engine *plain = make_engine(0, 0);
+    int32_t a[40], b[40];
+    prompt_ids(a, 40, 30);
+    prompt_ids(b, 40, 31);
+    out ra, rb;
+    generate(plain, a, 40, 50, &ra);
+    generate(plain, b, 40, 50, &rb);
+    for (int prefix = 0; prefix < 2; prefix++) {
+        engine *e = make_engine_on(small, prefix, 0);
+        /* both at once: 2 x 90 positions need 12 blocks of the 8 */
+        out got[2];
+        pthread_t th[2];
+        job jobs[2] = {{e, a, &got[0]}, {e, b, &got[1]}};
+        for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, run_job, &jobs[i]);
+        for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+        CHECK_MSG(same(&ra, &got[0]) && same(&rb, &got[1]),
+                  "prefix %d: a preempted sequence "
+                  "came out different",
+                  prefix);
+        engine_stats st;
+        engine_get_stats(e, &st);
+        CHECK_MSG(st.kv_evictions >= 1, "prefix %d: no preemption (%lld)", prefix,
+                  (long long)st.kv_evictions);
+        engine_destroy(e);
+    }
+    engine_destroy(plain);
+    model_close(small);
+}
+
 int main(void) {
     strata_err err = {0};
     int rc = backend_cpu_create(2, &B, &err);
@@ -405,6 +453,7 @@ int main(void) {
         RUN(test_engine_multi_turn);
         RUN(test_engine_shared_prefix);
         RUN(test_engine_eviction);
+        RUN(test_engine_preemption);
         model_close(DEMO);
     }
     backend_destroy(B);
