@@ -217,6 +217,11 @@ static int parse_messages(openai_request *r, json_t *v, openai_error *e) {
             json_decref(copy);
             return openai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         }
+        int rc = openai_tool_calls_normalize(copy, i, e);
+        if (rc) {
+            json_decref(copy);
+            return rc;
+        }
         if (json_array_append_new(r->messages, copy))
             return openai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     }

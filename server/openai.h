@@ -105,6 +105,11 @@ int openai_request_parse(openai_request *r, int kind, const char *body, size_t l
                          const openai_limits *lim, openai_error *e);
 void openai_request_free(openai_request *r);
 
+/* An assistant message's tool_calls (openai_tools.c), checked and with each call's
+ * arguments parsed from the OpenAI JSON string into the object chat templates iterate;
+ * msg is the request's copy of messages[i] (its list is replaced, the body's untouched). */
+int openai_tool_calls_normalize(json_t *msg, size_t i, openai_error *e);
+
 /* The refused fields of root (openai_refuse.c): 0, or a 400 naming the first. */
 int openai_refuse_fields(json_t *root, int kind, openai_error *e);
 

@@ -72,9 +72,10 @@ if [ ${#need[@]} -gt 0 ]; then
     pip_install "${need[@]}"
 fi
 # tests/http: the official openai SDK, schemathesis (fuzzes the API from its OpenAPI
-# document) and prometheus_client's text parser; pinned, known to work on Python 3.11.
+# document), prometheus_client's text parser and Jinja2 (the oracle of the real templates'
+# tool round trips); pinned, known to work on Python 3.11.
 http_pkgs=()
-for t in openai:openai==3.57.0 schemathesis:schemathesis==4.32.5 prometheus_client:prometheus-client==0.26.0; do
+for t in openai:openai==3.57.0 schemathesis:schemathesis==4.32.5 prometheus_client:prometheus-client==0.26.0 jinja2:jinja2==3.1.6; do
     python3 -c "import ${t%%:*}" 2>/dev/null || http_pkgs+=("${t#*:}")
 done
 if [ ${#http_pkgs[@]} -gt 0 ]; then
