@@ -341,6 +341,13 @@ int config_check(const config *c, strata_err *err) {
         return strata_err_set(err, STRATA_EINVALID,
                               "--load-format is '%s'; allowed auto, safetensors, dummy",
                               c->load_format);
+    if (c->tool_call_parser && strcmp(c->tool_call_parser, "auto") &&
+        strcmp(c->tool_call_parser, "xml") && strcmp(c->tool_call_parser, "qwen3_coder") &&
+        strcmp(c->tool_call_parser, "gemma4") && strcmp(c->tool_call_parser, "none"))
+        return strata_err_set(err, STRATA_EINVALID,
+                              "--tool-call-parser is '%s'; allowed auto, xml (qwen3_coder), "
+                              "gemma4, none",
+                              c->tool_call_parser);
     if (c->kv_cache_dtype && strcmp(c->kv_cache_dtype, "auto") &&
         strcmp(c->kv_cache_dtype, "bf16") && strcmp(c->kv_cache_dtype, "f32"))
         return strata_err_set(err, STRATA_EINVALID,

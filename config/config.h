@@ -33,6 +33,9 @@
       "Gemma 4: keep the per-layer embeddings on the GPU")                                         \
     X(kv_cache_dtype, "kv-cache-dtype", STR, "auto",                                               \
       "auto (bf16 for a 16-bit model on the GPU, else f32), bf16 or f32")                          \
+    X(tool_call_parser, "tool-call-parser", STR, "auto",                                           \
+      "how tool calls are read from the output: auto (from the model and its template), "          \
+      "xml (Qwen3.5, Nemotron), gemma4, none")                                                     \
     X(host_sampling, "host-sampling", BOOL, 0,                                                     \
       "sample on the CPU even where the device has a sampler")                                     \
     X(http_threads, "http-threads", INT, 4, "HTTP worker threads")                                 \

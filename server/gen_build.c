@@ -152,20 +152,33 @@ static int gen_make_choices(srv *S, srv_req *r, int32_t **ids, const int *n, ope
             ch->req = r;
             ch->prompt_idx = p;
             ch->n_prompt = n[p];
-            engine_seq_params sp = {.prompt = ids[p],
-                                    .n_prompt = n[p],
-                                    .max_tokens = budget,
-                                    .logprobs = o->logprobs,
-                                    .n_stop = o->n_stop,
-                                    .prompt_logprobs =
-                                        o->kind == OPENAI_COMPLETION && o->echo && o->logprobs,
-                                    .stop = (const char *const *)o->stop,
-                                    .n_stop_ids = n_stop_ids,
-                                    .stop_ids = stop_ids,
-                                    .ignore_eos = o->ignore_eos,
-                                    .skip_special = o->skip_special_tokens,
-                                    .split_reasoning = r->split_reasoning > 0,
-                                    .start_in_reasoning = r->split_reasoning == 2};
+            toolcall_delta_init(&ch->td);
+            if (o->kind == OPENAI_CHAT && o->tools && !o->tool_choice_none &&
+                S->tc_fmt != TOOLCALL_NONE) {
+                strata_err err = {0};
+                if (toolcall_parser_create(&ch->tc, S->tc_fmt, o->tools, &err)) {
+                    openai_error_from_strata(e, &err, "tools");
+                    return -1;
+                }
+            }
+            engine_seq_params sp = {
+                .prompt = ids[p],
+                .n_prompt = n[p],
+                .max_tokens = budget,
+                .logprobs = o->logprobs,
+                .n_stop = o->n_stop,
+                .prompt_logprobs = o->kind == OPENAI_COMPLETION && o->echo && o->logprobs,
+                .stop = (const char *const *)o->stop,
+                .n_stop_ids = n_stop_ids,
+                .stop_ids = stop_ids,
+                .ignore_eos = o->ignore_eos,
+                /* Gemma 4 writes its calls with special tokens
+                                     * (<|tool_call>, <|"|>): the parser must see them */
+                .skip_special = o->skip_special_tokens &&
+                                !(o->kind == OPENAI_CHAT && o->tools && !o->tool_choice_none &&
+                                  S->tc_fmt == TOOLCALL_GEMMA4),
+                .split_reasoning = r->split_reasoning > 0,
+                .start_in_reasoning = r->split_reasoning == 2};
             gen_sampling(o, j, &sp.sampling);
             strata_err err = {0};
             atomic_fetch_add(&r->mem, 1); /* dropped by gen_seq_released */

@@ -142,6 +142,34 @@ static const char *fmt_finish(int f) {
     return f == ENGINE_FINISH_STOP ? "stop" : f == ENGINE_FINISH_LENGTH ? "length" : "abort";
 }
 
+/* A choice that made tool calls finished for them (vLLM reports so also when the length
+ * limit came after a complete call: the calls are there to run). */
+static const char *fmt_finish_choice(const srv_choice *ch) {
+    if (ch->tc && toolcall_count(ch->tc) > 0 &&
+        (ch->finish == ENGINE_FINISH_STOP || ch->finish == ENGINE_FINISH_LENGTH))
+        return "tool_calls";
+    return fmt_finish(ch->finish);
+}
+
+/* Feeds a chat choice's new content to its tool-call parser: ch->td then holds the content
+ * to send and the calls completed. */
+static int fmt_tool_feed(srv_req *r, srv_choice *ch, const char *text, size_t len, int final) {
+    strata_err err = {0};
+    if (ch->tc_final) return 0; /* a response formatted again: td holds it */
+    ch->tc_final = final;
+    toolcall_delta_clear(&ch->td);
+    if (!toolcall_feed(ch->tc, text ? text : "", text ? len : 0, final, &ch->td, &err)) return 0;
+    openai_error_set(&r->err, 500, "server_error", NULL, NULL, "tool calls: %s", err.msg);
+    return -1;
+}
+
+/* One call as OpenAI's message.tool_calls entry. */
+static json_t *fmt_call(const toolcall_call *c) {
+    return json_pack("{s:s, s:s, s:{s:o, s:o}}", "id", c->id, "type", "function", "function",
+                     "name", fmt_str(c->name, strlen(c->name)), "arguments",
+                     fmt_str(c->arguments, strlen(c->arguments)));
+}
+
 /* Sets r->err when a choice ended in an error or was cut short; 0 when all is well. */
 static int fmt_check_failure(srv_req *r) {
     for (int i = 0; i < r->n_choices; i++) {
@@ -197,13 +225,31 @@ json_t *gen_format_full(srv_req *r) {
         srv_choice *ch = &r->ch[i];
         json_t *lp = ch->lp ? json_incref(ch->lp) : json_null(), *c;
         if (r->oai.kind == OPENAI_CHAT) {
-            json_t *msg = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
-                                    fmt_str(ch->text.p, ch->text.len), "refusal");
+            const char *text = ch->text.p;
+            size_t len = ch->text.len;
+            if (ch->tc) {
+                if (fmt_tool_feed(r, ch, text, len, 1)) {
+                    json_decref(lp);
+                    json_decref(choices);
+                    return NULL;
+                }
+                text = ch->td.content.p, len = ch->td.content.len;
+            }
+            /* a turn of only calls has null content, as OpenAI's */
+            json_t *content = ch->td.n_calls && !len ? json_null() : fmt_str(text, len);
+            json_t *msg =
+                json_pack("{s:s, s:o, s:n}", "role", "assistant", "content", content, "refusal");
             if (ch->reasoning.len)
                 json_object_set_new(msg, "reasoning_content",
                                     fmt_str(ch->reasoning.p, ch->reasoning.len));
+            if (ch->td.n_calls) {
+                json_t *calls = json_array();
+                for (int k = 0; k < ch->td.n_calls; k++)
+                    json_array_append_new(calls, fmt_call(&ch->td.calls[k]));
+                json_object_set_new(msg, "tool_calls", calls);
+            }
             c = json_pack("{s:i, s:o, s:o, s:s}", "index", i, "message", msg, "logprobs", lp,
-                          "finish_reason", fmt_finish(ch->finish));
+                          "finish_reason", fmt_finish_choice(ch));
         } else {
             strbuf t = {0};
             if (r->echo && r->echo[ch->prompt_idx]) strbuf_adds(&t, r->echo[ch->prompt_idx]);
@@ -257,6 +303,25 @@ static int fmt_choice_event(srv_req *r, int i, const char *text, size_t text_len
     return fmt_event(r, json_pack("[o]", c), NULL);
 }
 
+/* The stream deltas of one tool call: its id, type and name with empty arguments, then
+ * the arguments (OpenAI's shape; clients concatenate the argument fragments by index). */
+static int fmt_call_events(srv_req *r, int i, srv_choice *ch, const toolcall_call *call) {
+    int k = ch->n_calls_sent++, rc = 0;
+    json_t *head = json_pack("{s:[{s:i, s:s, s:s, s:{s:o, s:s}}]}", "tool_calls", "index", k, "id",
+                             call->id, "type", "function", "function", "name",
+                             fmt_str(call->name, strlen(call->name)), "arguments", "");
+    json_t *args = json_pack("{s:[{s:i, s:{s:o}}]}", "tool_calls", "index", k, "function",
+                             "arguments", fmt_str(call->arguments, strlen(call->arguments)));
+    json_t *deltas[2] = {head, args};
+    for (int d = 0; d < 2; d++) {
+        json_t *c = deltas[d] ? json_pack("{s:i, s:o, s:n, s:n}", "index", i, "delta", deltas[d],
+                                          "logprobs", "finish_reason")
+                              : NULL;
+        rc |= c ? fmt_event(r, json_pack("[o]", c), NULL) : STRATA_ENOMEM;
+    }
+    return rc;
+}
+
 int gen_format_stream(srv_req *r, int *all_done) {
     int rc = 0, failed = 0;
     for (int i = 0; i < r->n_choices && !failed; i++) {
@@ -287,16 +352,26 @@ int gen_format_stream(srv_req *r, int *all_done) {
             text = first.p, text_len = first.len;
         }
         if (r->oai.logprobs && c->n_tok) fmt_logprobs(r, ch, c->tok, c->n_tok, &lp);
+        if (ch->tc && !failed) {
+            if (fmt_tool_feed(r, ch, text, text_len, c->finish != 0)) {
+                rc |= STRATA_ENOMEM; /* the parser fails only for memory */
+                text_len = 0;
+            } else {
+                text = ch->td.content.p, text_len = ch->td.content.len;
+            }
+        }
         if (text_len || c->reasoning.len || lp)
             rc |= fmt_choice_event(r, i, text, text_len, c->reasoning.p, c->reasoning.len, lp, NULL,
                                    0);
+        for (int k = 0; ch->tc && k < ch->td.n_calls; k++)
+            rc |= fmt_call_events(r, i, ch, &ch->td.calls[k]);
         strbuf_free(&first);
         if (!c->finish) continue;
         ch->finish = c->finish;
         snprintf(ch->err, sizeof ch->err, "%s", c->error);
         r->n_finished++;
         if (c->finish == ENGINE_FINISH_STOP || c->finish == ENGINE_FINISH_LENGTH)
-            rc |= fmt_choice_event(r, i, NULL, 0, NULL, 0, NULL, fmt_finish(c->finish), 0);
+            rc |= fmt_choice_event(r, i, NULL, 0, NULL, 0, NULL, fmt_finish_choice(ch), 0);
         else failed = 1;
     }
     if (failed) {

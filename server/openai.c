@@ -296,6 +296,8 @@ static int parse_body(openai_request *r, json_t *root, const openai_limits *lim,
         if ((rc = parse_messages(r, json_object_get(root, "messages"), e))) return rc;
         v = json_object_get(root, "tools");
         r->tools = v && json_is_array(v) && json_array_size(v) ? v : NULL;
+        v = json_object_get(root, "tool_choice");
+        r->tool_choice_none = json_is_string(v) && !strcmp(json_string_value(v), "none");
         if ((rc = get_bool(root, "add_generation_prompt", &r->add_generation_prompt, e))) return rc;
         if ((rc = get_bool(root, "continue_final_message", &r->continue_final_message, e)))
             return rc;

@@ -50,6 +50,8 @@ static void req_free(srv_req *r) {
         strbuf_free(&r->ch[i].text);
         strbuf_free(&r->ch[i].reasoning);
         json_decref(r->ch[i].lp);
+        toolcall_parser_free(r->ch[i].tc);
+        toolcall_delta_deinit(&r->ch[i].td);
     }
     if (r->echo)
         for (int i = 0; i < r->oai.n_prompts; i++) free(r->echo[i]);

@@ -73,6 +73,10 @@ int srv_load(srv *S, strata_err *err) {
         } else if (rc) {
             return strata_err_wrap(err, "chat template: ");
         }
+        if ((rc = toolcall_format_pick(cfg->tool_call_parser, mi->arch,
+                                       S->tmpl ? chat_template_source(S->tmpl) : NULL, &S->tc_fmt,
+                                       err)))
+            return rc;
         S->has_think =
             tok_piece_to_id(S->tok, "<think>") >= 0 && tok_piece_to_id(S->tok, "</think>") >= 0;
         S->im_end = tok_piece_to_id(S->tok, "<|im_end|>");

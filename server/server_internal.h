@@ -30,6 +30,7 @@
 #include "engine/text/tokenizer.h"
 #include "server/metrics.h"
 #include "server/openai.h"
+#include "server/toolcall.h"
 #include "engine/base/strbuf.h"
 
 #define STRATA_VERSION "0.1.0"
@@ -78,6 +79,10 @@ typedef struct srv_choice {
     char err[256];
     strbuf text, reasoning; /* non-stream: the whole output */
     json_t *lp;             /* logprobs accumulated (non-stream) */
+    toolcall_parser *tc;    /* a chat with tools: the output's calls; NULL otherwise */
+    toolcall_delta td;      /* what the parser settled, not yet sent */
+    int n_calls_sent;       /* stream: tool_calls deltas sent (their index) */
+    int tc_final;           /* the parser had its final feed */
     size_t text_offset;     /* completions logprobs text_offset */
 } srv_choice;
 
@@ -150,8 +155,9 @@ struct srv {
     chat_template *tmpl;
     engine *eng;
     int ctx, vocab, max_seqs;
-    int has_think;  /* the vocab has <think> and </think> */
-    int32_t im_end; /* <|im_end|> / end-of-turn id for chat, -1 */
+    int has_think;          /* the vocab has <think> and </think> */
+    toolcall_format tc_fmt; /* how a chat with tools reads calls from the output */
+    int32_t im_end;         /* <|im_end|> / end-of-turn id for chat, -1 */
 
     struct MHD_Daemon *mhd;
     metrics *met;

@@ -23,6 +23,7 @@ struct chat_template {
     jnodes body;      /* the default template */
     jnodes tool_body; /* the "tool_use" template of a named list; n == 0: none */
     int has_tool_body;
+    const char *src, *tool_src; /* the sources of body and tool_body (arena copies) */
     const char *special[NSPECIAL];
     chat_template_limits lim;
 };
@@ -48,6 +49,10 @@ const char *chat_template_bos(const chat_template *ct) { return ct->special[0]; 
 
 const char *chat_template_eos(const chat_template *ct) { return ct->special[1]; }
 
+const char *chat_template_source(const chat_template *ct) {
+    return ct->tool_src ? ct->tool_src : ct->src;
+}
+
 static int parse_into(chat_template *ct, jnodes *body, const char *src, size_t len,
                       strata_err *err) {
     if (jinja_utf8_valid_prefix(src, len) != len)
@@ -56,7 +61,12 @@ static int parse_into(chat_template *ct, jnodes *body, const char *src, size_t l
     int rc = jinja_parse_template(body, ct->arena, src, len, ct->lim.max_depth, err);
     if (rc == STRATA_ENOMEM && jinja_arena_over_budget(ct->arena))
         return strata_err_set(err, STRATA_ERANGE, "chat template too large to parse");
-    return rc;
+    if (rc) return rc;
+    const char *copy = jinja_arena_strndup(ct->arena, src, len);
+    if (!copy) return strata_err_set(err, STRATA_ENOMEM, "out of memory loading the chat template");
+    if (body == &ct->tool_body) ct->tool_src = copy;
+    else ct->src = copy;
+    return 0;
 }
 
 static int ct_new(chat_template **out, const chat_template_limits *lim, strata_err *err) {

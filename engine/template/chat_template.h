@@ -47,6 +47,9 @@ void chat_template_set_limits(chat_template *ct, const chat_template_limits *lim
 /* The special token strings found at load (NULL when unset). */
 const char *chat_template_bos(const chat_template *ct);
 const char *chat_template_eos(const chat_template *ct);
+/* The source of the template a request with tools renders (the "tool_use" one of a named
+ * list, else the default): what a tool-call parser is picked by. */
+const char *chat_template_source(const chat_template *ct);
 
 /* messages: JSON array of {role, content, ...}; tools and kwargs may be NULL; kwargs
  * entries (e.g. enable_thinking) become template variables. *out is malloc'ed
