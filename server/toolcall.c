@@ -213,6 +213,13 @@ static int take_call(toolcall_parser *p, const char *s, size_t n, int final, too
     if (r != TOOLCALL_DONE) return r;
     c.i = 0;
     if ((r = parse_call(p, &c, &name, &args)) != TOOLCALL_DONE) goto fail;
+    /* a key given twice (a parameter written twice, a Gemma object's repeated key) is no
+     * argument object a client can send back: its next turn's body would be refused */
+    if (toolcall_json_dup_keys(args.p, args.len)) {
+        strbuf_free(&name);
+        strbuf_free(&args);
+        return TOOLCALL_BAD;
+    }
     if (out->n_calls == out->cap_calls) {
         int cap = out->cap_calls ? 2 * out->cap_calls : 4;
         toolcall_call *calls = realloc(out->calls, (size_t)cap * sizeof *calls);

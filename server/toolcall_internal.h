@@ -82,6 +82,9 @@ int toolcall_gemma_parse(toolcall_cur *c, strbuf *name, strbuf *args);
 int toolcall_json_valid(const char *s, size_t n);
 /* 1 when s[0..n) is exactly a JSON number; *integral: it has no fraction or exponent. */
 int toolcall_json_number(const char *s, size_t n, int *integral);
+/* 1 when some object of the valid JSON s[0..n) has a key twice (compared as written: the
+ * parsers write every key the same way). Allocates nothing. */
+int toolcall_json_dup_keys(const char *s, size_t n);
 /* Appends s[0..n) (UTF-8) as a JSON string literal. */
 int toolcall_json_add_string(strbuf *b, const char *s, size_t n);
 /* s[0..*n) without the whitespace around it: returns the new start, shortens *n. */

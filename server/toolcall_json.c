@@ -189,3 +189,58 @@ const char *toolcall_json_trim(const char *s, size_t *n) {
     *n = b - a;
     return s + a;
 }
+
+/* The end of the JSON value starting at s[i] (valid JSON: no checks), iteratively. */
+static size_t json_skip(const char *s, size_t n, size_t i) {
+    int depth = 0;
+    do {
+        char c = s[i];
+        if (c == '"') {
+            for (i++; i < n && s[i] != '"'; i++)
+                if (s[i] == '\\') i++;
+            i++;
+        } else if (c == '{' || c == '[') {
+            depth++, i++;
+        } else if (c == '}' || c == ']') {
+            depth--, i++;
+        } else if (c == ',' || c == ':' || c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+            i++;
+        } else {
+            while (i < n && !strchr(",:}] \t\r\n", s[i])) i++;
+        }
+    } while (depth > 0 && i < n);
+    return i;
+}
+
+static size_t json_ws(const char *s, size_t n, size_t i) {
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) i++;
+    return i;
+}
+
+/* 1 when the object at s[o] has two members whose keys are written alike. */
+static int json_object_dup(const char *s, size_t n, size_t o) {
+    for (size_t k = json_ws(s, n, o + 1); k < n && s[k] == '"';) {
+        size_t kend = json_skip(s, n, k);
+        for (size_t j = json_ws(s, n, o + 1); j < k;) { /* the members before this one */
+            size_t jend = json_skip(s, n, j);
+            if (jend - j == kend - k && !memcmp(s + j, s + k, kend - k)) return 1;
+            j = json_ws(s, n, json_skip(s, n, json_ws(s, n, json_ws(s, n, jend) + 1)));
+            j = j < n && s[j] == ',' ? json_ws(s, n, j + 1) : n;
+        }
+        k = json_ws(s, n, json_skip(s, n, json_ws(s, n, json_ws(s, n, kend) + 1)));
+        k = k < n && s[k] == ',' ? json_ws(s, n, k + 1) : n;
+    }
+    return 0;
+}
+
+int toolcall_json_dup_keys(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"') { /* a string: braces inside are text */
+            for (i++; i < n && s[i] != '"'; i++)
+                if (s[i] == '\\') i++;
+        } else if (s[i] == '{' && json_object_dup(s, n, i)) {
+            return 1;
+        }
+    }
+    return 0;
+}

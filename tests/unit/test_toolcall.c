@@ -163,12 +163,13 @@ static const tc_case cases[] = {
      TOOLCALL_XML,
      CALL_OPEN("get_weather") PARAM("days", "three") PARAM("temp", "1,5") PARAM("metric", "yes")
          PARAM("opts", "{unit: C}") PARAM("tags", "a, b") PARAM("limit", "12")
-             PARAM("mixed", "seven") PARAM("days", "2.5") PARAM("temp", "1e999")
-                 PARAM("limit", "99999999999999999999") CALL_CLOSE,
+             PARAM("mixed", "seven") CALL_CLOSE "\n" CALL_OPEN("get_weather") PARAM("days", "2.5")
+                 PARAM("temp", "1e999") PARAM("limit", "99999999999999999999") CALL_CLOSE,
      "",
      {{"get_weather", "{\"days\":\"three\",\"temp\":\"1,5\",\"metric\":\"yes\","
                       "\"opts\":\"{unit: C}\",\"tags\":\"a, b\",\"limit\":12,"
-                      "\"mixed\":\"seven\",\"days\":\"2.5\",\"temp\":\"1e999\","
+                      "\"mixed\":\"seven\"}"},
+      {"get_weather", "{\"days\":\"2.5\",\"temp\":\"1e999\","
                       "\"limit\":\"99999999999999999999\"}"}}},
     {"xml unknown tool and unknown parameter are strings",
      TOOLCALL_XML,
@@ -198,6 +199,18 @@ static const tc_case cases[] = {
      TOOLCALL_XML,
      CALL_OPEN("get_weather") PARAM("city", "Paris") "</tool_call>\nok",
      CALL_OPEN("get_weather") PARAM("city", "Paris") "</tool_call>\nok",
+     {{NULL}}},
+    {"xml a parameter given twice stays content (no argument object has a key twice)",
+     TOOLCALL_XML,
+     CALL_OPEN("get_weather") PARAM("city", "Paris") PARAM("city", "Oslo") "</function>\n"
+                                                                           "</tool_call>",
+     CALL_OPEN("get_weather") PARAM("city", "Paris") PARAM("city", "Oslo") "</function>\n"
+                                                                           "</tool_call>",
+     {{NULL}}},
+    {"gemma4 a key given twice stays content",
+     TOOLCALL_GEMMA4,
+     "<|tool_call>call:f{a:1,a:2}<tool_call|>",
+     "<|tool_call>call:f{a:1,a:2}<tool_call|>",
      {{NULL}}},
     {"xml wrong closing tag stays content",
      TOOLCALL_XML,
