@@ -8,10 +8,12 @@
 MODEL=$(cd "$(dirname "$0")/../.." && pwd)/models/demo
 source "$(dirname "$0")/../http/lib.sh"
 [ -n "${STRATA_CUDA_LIB:-}" ] || fail "STRATA_CUDA_LIB is not set (run through tests/cuda-host/run.sh)"
-http_start --device cuda --max-seqs 4 --prefill-chunk 64 --host-sampling
+# No prefix cache: the cases share one prompt, which it would restore in one step, so the
+# batched run's sequences would start decoding in lockstep and never leave a row to pad.
+http_start --device cuda --max-seqs 4 --prefill-chunk 64 --host-sampling --no-prefix-cache
 timeout 600 python3 tests/cuda-host/sampling_test.py "$TMP/host.json" - host || fail "host sampling"
 http_stop
-http_start --device cuda --max-seqs 4 --prefill-chunk 64
+http_start --device cuda --max-seqs 4 --prefill-chunk 64 --no-prefix-cache
 timeout 600 python3 tests/cuda-host/sampling_test.py "$TMP/device.json" "$TMP/host.json" device ||
     fail "device sampling differs from host sampling"
 http_stop
