@@ -21,7 +21,7 @@ ISA_AVX512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16
 
 MAIN_SRC  = server/cli/main.c
 # every room's sources (docs/design.md): a room's subfolders are rooms of their own
-ROOMS     = engine engine/base engine/unicode engine/text engine/template engine/hub models \
+ROOMS     = engine engine/base engine/unicode engine/text engine/template engine/hub engine/constrain models \
             models/load kernels kernels/cpu server server/cli config
 LIB_C     = $(filter-out $(MAIN_SRC),$(foreach r,$(ROOMS),$(wildcard $(r)/*.c)))
 LIB_CC    = $(foreach r,$(ROOMS),$(wildcard $(r)/*.cc))
