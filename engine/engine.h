@@ -24,6 +24,7 @@
 #include "engine/base/clock.h" /* engine_seq_times and engine_step_info are strata_now() */
 #include "engine/base/err.h"
 #include "engine/base/strbuf.h"
+#include "engine/constrain/constrain.h"
 #include "models/model.h"
 #include "engine/sampler.h"
 #include "engine/text/tokenizer.h"
@@ -120,6 +121,11 @@ typedef struct engine_seq_params {
     int skip_special;        /* drop special tokens from the text */
     int split_reasoning;     /* <think>...</think> text goes to reasoning */
     int start_in_reasoning;  /* the prompt already opened <think> */
+    /* A grammar the output must follow (engine/constrain): only tokens that keep it a
+     * prefix of the grammar's language are sampled (on the host), and the sequence stops
+     * when the grammar is complete. engine_seq_create takes it over on success (it is then
+     * freed with the sequence); on failure the caller still owns it. NULL: none. */
+    constrain *cons;
 } engine_seq_params;
 
 /* wake(ud) runs on the step thread after new output was appended (and after the

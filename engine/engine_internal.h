@@ -51,8 +51,10 @@ struct engine_seq {
     int plp_top;       /* alternatives per prompt token */
     int32_t *stop_ids; /* [n_stop_ids] */
     int n_stop_ids;
-    sampler *smp; /* step thread */
-    detok *dt;    /* step thread; NULL without a tokenizer */
+    sampler *smp;    /* step thread */
+    constrain *cons; /* the output's grammar, or NULL (step thread) */
+    uint8_t *allow;  /* [vocab] the grammar's mask of a step (with cons) */
+    detok *dt;       /* step thread; NULL without a tokenizer */
     void (*wake)(void *ud);
     void (*release)(void *ud);
     void *ud;

@@ -132,7 +132,8 @@ void sched_admit(engine *e, engine_seq *list) {
         sched_restore(e, s, 1);
         for (int i = 0; i < s->n_prompt; i++) sampler_accept_prompt(s->smp, s->prompt[i]);
         strata_err serr = {0}; /* a sequence the device cannot seat samples on the host */
-        s->dev_sample = e->ds.b && !dsample_seat(&e->ds, s->slot, s->smp, &serr);
+        /* a grammar's mask is made on the host: such a sequence samples there */
+        s->dev_sample = e->ds.b && !s->cons && !dsample_seat(&e->ds, s->slot, s->smp, &serr);
         engine_seq_set_scheduled(s);
         e->run[e->n_run++] = s;
     }

@@ -62,6 +62,8 @@ static void engine_seq_free(engine_seq *s) {
     engine_chunk_deinit(&s->pending);
     pthread_mutex_destroy(&s->mu);
     free(s->prompt);
+    constrain_free(s->cons);
+    free(s->allow);
     free(s->plp);
     free(s->stop_ids);
     free(s);
@@ -131,6 +133,10 @@ int engine_seq_create(engine *e, const engine_seq_params *p, void (*wake)(void *
         s->n_stop_ids = p->n_stop_ids;
     }
     if ((rc = sampler_create(&s->smp, &p->sampling, e->vocab, err))) goto fail;
+    if (p->cons && !(s->allow = malloc((size_t)e->vocab))) {
+        rc = strata_err_set(err, STRATA_ENOMEM, "engine: out of memory for the grammar's mask");
+        goto fail;
+    }
     if (e->tok) {
         detok_opts o = {.skip_special = p->skip_special,
                         .n_stop = p->n_stop,
@@ -139,7 +145,9 @@ int engine_seq_create(engine *e, const engine_seq_params *p, void (*wake)(void *
                         .start_in_reasoning = p->start_in_reasoning};
         if ((rc = detok_create(&s->dt, e->tok, &o, err))) goto fail;
     }
-    /* Set last: a failed create must not call release (the caller still owns ud). */
+    /* Set last: a failed create must not call release (the caller still owns ud), nor free
+     * the grammar (the caller still owns it too). */
+    s->cons = p->cons;
     s->wake = wake;
     s->release = release;
     s->ud = ud;

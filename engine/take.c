@@ -48,6 +48,22 @@ static void take_prompt_logprob(sampler_result *out, const float *row, int vocab
     out->logprob = row[target] - lse;
 }
 
+/* The grammar's mask on a logits row: tokens that would leave it get -inf, so the sampler
+ * (bias, penalties, temperature, top-k/p) only ever sees tokens that fit. The end of the
+ * sequence is the grammar's (take_token stops it when complete), never an eos token. Fails
+ * the sequence (returns 1) when no token fits: the vocabulary cannot write the grammar's
+ * next byte. */
+static int take_mask(engine *e, engine_seq *s, float *row) {
+    if (constrain_mask(s->cons, s->allow, e->vocab) > 0) {
+        for (int i = 0; i < e->vocab; i++)
+            if (!s->allow[i]) row[i] = -INFINITY;
+        return 0;
+    }
+    engine_seq_finish(s, ENGINE_FINISH_ERROR,
+                      "no token of the vocabulary continues the required output format");
+    return 1;
+}
+
 /* Takes res as the next token of s, whose positions in the cache after the step that
  * sampled it were pos, and emits text / finish. */
 static void take_token(engine *e, engine_seq *s, const sampler_result *res, int pos) {
@@ -64,7 +80,9 @@ static void take_token(engine *e, engine_seq *s, const sampler_result *res, int 
     char idtext[24], why[256] = "";
     detok_out o = {0};
     strata_err err = {0};
-    if (take_is_stop_id(e, s, res->token)) {
+    int complete =
+        s->cons && !constrain_accept(s->cons, res->token) && constrain_complete(s->cons) == 2;
+    if (!complete && take_is_stop_id(e, s, res->token)) {
         finish = ENGINE_FINISH_STOP;
         flush = 1;
     } else if (s->dt) {
@@ -82,7 +100,10 @@ static void take_token(engine *e, engine_seq *s, const sampler_result *res, int 
         o.text = idtext;
         o.text_len = (size_t)n;
     }
-    if (!finish && (s->n_gen >= s->max_tokens || pos >= e->ctx)) {
+    if (!finish && complete) { /* the grammar's sentence is whole: nothing may follow */
+        finish = ENGINE_FINISH_STOP;
+        flush = 1;
+    } else if (!finish && (s->n_gen >= s->max_tokens || pos >= e->ctx)) {
         finish = ENGINE_FINISH_LENGTH;
         flush = 1;
     }
@@ -134,7 +155,9 @@ int take_step(engine *e, sched_flight *f, strata_err *err) {
         n_host += !f->dev || f->res[r].token < 0;
         n_dev += f->dev && f->res[r].token >= 0;
         if (!f->dev) {
-            sampler_sample(s->smp, e->logits + (size_t)r * (size_t)e->vocab, &res);
+            float *row = e->logits + (size_t)r * (size_t)e->vocab;
+            if (s->cons && take_mask(e, s, row)) continue;
+            sampler_sample(s->smp, row, &res);
         } else if (dsample_result(&e->ds, &f->res[r], r, s->slot, s->smp, f->sampled_rows, &res)) {
             engine_seq_finish(s, ENGINE_FINISH_ERROR,
                               "the device sampler left a row it had not kept");

@@ -181,8 +181,13 @@ static int gen_make_choices(srv *S, srv_req *r, int32_t **ids, const int *n, ope
                 .start_in_reasoning = r->split_reasoning == 2};
             gen_sampling(o, j, &sp.sampling);
             strata_err err = {0};
+            if (o->json_object && constrain_json_object(&sp.cons, S->cvocab, &err)) {
+                openai_error_from_strata(e, &err, "response_format");
+                return -1;
+            }
             atomic_fetch_add(&r->mem, 1); /* dropped by gen_seq_released */
             if (engine_seq_create(S->eng, &sp, gen_wake, gen_seq_released, ch, &ch->seq, &err)) {
+                constrain_free(sp.cons);
                 atomic_fetch_sub(&r->mem, 1);
                 ch->seq = NULL;
                 openai_error_from_strata(e, &err, o->kind == OPENAI_CHAT ? "messages" : "prompt");
@@ -203,6 +208,11 @@ int gen_build(srv *S, srv_req *r, openai_error *e) {
         openai_error_set(e, 404, "not_found_error", "model", "model_not_found",
                          "The model '%.200s' does not exist; this server serves '%.200s'", model,
                          S->model_name);
+        return -1;
+    }
+    if (r->oai.json_object && !S->cvocab) {
+        openai_error_set(e, 400, "invalid_request_error", "response_format", NULL,
+                         "response_format json_object needs the model's tokenizer");
         return -1;
     }
     if (kind == OPENAI_CHAT && (!S->tok || !S->tmpl)) {

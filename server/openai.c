@@ -286,6 +286,9 @@ static int parse_body(openai_request *r, json_t *root, const openai_limits *lim,
     json_t *v;
     if ((rc = openai_refuse_fields(root, r->kind, e))) return rc;
     if ((v = json_object_get(root, "model")) && json_is_string(v)) r->model = json_string_value(v);
+    v = json_object_get(root, "response_format"); /* openai_refuse_fields checked its shape */
+    r->json_object = json_is_object(v) && json_is_string(json_object_get(v, "type")) &&
+                     !strcmp(json_string_value(json_object_get(v, "type")), "json_object");
     if (r->kind == OPENAI_COMPLETION) {
         if ((rc = parse_prompt(r, json_object_get(root, "prompt"), lim, e))) return rc;
         if ((rc = get_bool(root, "echo", &r->echo, e))) return rc;

@@ -71,6 +71,7 @@ typedef struct openai_request {
     json_t *messages;          /* chat: normalized copy (owned): content is a string */
     json_t *tools;             /* borrowed from root; NULL when absent */
     int tool_choice_none;      /* tool_choice "none": tools rendered, no calls parsed */
+    int json_object;           /* response_format json_object: the output is one JSON object */
     json_t *template_kwargs;   /* owned object (chat_template_kwargs), never NULL for chat */
     int add_generation_prompt; /* default 1 */
     int continue_final_message;

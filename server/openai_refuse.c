@@ -105,9 +105,10 @@ int openai_refuse_fields(json_t *root, int kind, openai_error *e) {
         json_t *t = json_object_get(v, "type");
         if (!json_is_object(v) || !json_is_string(t))
             return BAD(e, "response_format", "'response_format' must be an object with a type");
-        if (strcmp(json_string_value(t), "text"))
+        if (strcmp(json_string_value(t), "text") && strcmp(json_string_value(t), "json_object"))
             return BAD(e, "response_format",
-                       "response_format type '%.40s' is not supported (text only)",
+                       "response_format type '%.40s' is not supported (text or json_object; "
+                       "json_schema is not built yet)",
                        json_string_value(t));
     }
     if ((v = json_object_get(root, "tool_choice")) && !json_is_null(v) &&

@@ -77,6 +77,8 @@ int srv_load(srv *S, strata_err *err) {
                                        S->tmpl ? chat_template_source(S->tmpl) : NULL, &S->tc_fmt,
                                        err)))
             return rc;
+        if ((rc = constrain_vocab_build(&S->cvocab, S->tok, mi->vocab, err)))
+            return strata_err_wrap(err, "constrained decoding: ");
         S->has_think =
             tok_piece_to_id(S->tok, "<think>") >= 0 && tok_piece_to_id(S->tok, "</think>") >= 0;
         S->im_end = tok_piece_to_id(S->tok, "<|im_end|>");
@@ -110,6 +112,8 @@ int srv_load(srv *S, strata_err *err) {
 
 void srv_unload(srv *S) {
     engine_destroy(S->eng);
+    constrain_vocab_free(S->cvocab);
+    S->cvocab = NULL;
     chat_template_free(S->tmpl);
     tok_free(S->tok);
     model_close(S->m);

@@ -155,9 +155,10 @@ struct srv {
     chat_template *tmpl;
     engine *eng;
     int ctx, vocab, max_seqs;
-    int has_think;          /* the vocab has <think> and </think> */
-    toolcall_format tc_fmt; /* how a chat with tools reads calls from the output */
-    int32_t im_end;         /* <|im_end|> / end-of-turn id for chat, -1 */
+    int has_think;           /* the vocab has <think> and </think> */
+    toolcall_format tc_fmt;  /* how a chat with tools reads calls from the output */
+    constrain_vocab *cvocab; /* the tokens' bytes for grammars (NULL without a tokenizer) */
+    int32_t im_end;          /* <|im_end|> / end-of-turn id for chat, -1 */
 
     struct MHD_Daemon *mhd;
     metrics *met;

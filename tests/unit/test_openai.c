@@ -164,7 +164,7 @@ static void test_invalid(void) {
          "top_logprobs", 400},
         {OPENAI_CHAT,
          "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": "
-         "{\"type\": \"json_object\"}}",
+         "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\"}}}",
          "response_format", 400},
         {OPENAI_CHAT,
          "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": "
