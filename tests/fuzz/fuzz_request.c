@@ -3,7 +3,7 @@
  * The first byte picks the route (even: completions, odd: chat), the rest is the
  * body. Any input must parse or fail with a 4xx/5xx openai_error, and free cleanly;
  * on success the struct must be consistent (ids in range, n within the limit). */
-// fuzz-sources: server/openai.c server/openai_refuse.c server/openai_error.c engine/base/err.c
+// fuzz-sources: server/openai.c server/openai_refuse.c server/openai_tools.c server/openai_error.c engine/base/err.c
 // fuzz-libs: -ljansson
 #include <stddef.h>
 #include <stdint.h>
