@@ -29,8 +29,6 @@ static uint64_t prefix_hash(uint64_t parent, const int32_t *toks, int n) {
     return h;
 }
 
-static int32_t *node_toks(const prefix_cache *pc, int i);
-
 int prefix_init(prefix_cache *pc, model *m, int slots, int64_t budget, int interval,
                 strata_err *err) {
     memset(pc, 0, sizeof *pc);
