@@ -49,18 +49,28 @@ static void take_prompt_logprob(sampler_result *out, const float *row, int vocab
 }
 
 /* The grammar's mask on a logits row: tokens that would leave it get -inf, so the sampler
- * (bias, penalties, temperature, top-k/p) only ever sees tokens that fit. The end of the
- * sequence is the grammar's (take_token stops it when complete), never an eos token. Fails
- * the sequence (returns 1) when no token fits: the vocabulary cannot write the grammar's
- * next byte. */
+ * (bias, penalties, temperature, top-k/p) only ever sees tokens that fit. An eos or stop
+ * token stays only where the grammar may end (a grammar that must end has already stopped the
+ * sequence in take_token). Fails the sequence (returns 1) when nothing fits: the
+ * vocabulary cannot write the grammar's next byte, or its tables ran out of memory. */
 static int take_mask(engine *e, engine_seq *s, float *row) {
-    if (constrain_mask(s->cons, s->allow, e->vocab) > 0) {
+    int n = constrain_mask(s->cons, s->allow, e->vocab);
+    if (n >= 0 && constrain_complete(s->cons) == 1) {
+        for (int i = 0; i < e->n_eos + s->n_stop_ids; i++) {
+            int32_t t = i < e->n_eos ? e->eos[i] : s->stop_ids[i - e->n_eos];
+            if (t < 0 || t >= e->vocab || s->allow[t] || (i < e->n_eos && s->ignore_eos)) continue;
+            s->allow[t] = 1;
+            n++;
+        }
+    }
+    if (n > 0) {
         for (int i = 0; i < e->vocab; i++)
             if (!s->allow[i]) row[i] = -INFINITY;
         return 0;
     }
     engine_seq_finish(s, ENGINE_FINISH_ERROR,
-                      "no token of the vocabulary continues the required output format");
+                      n < 0 ? "out of memory for the output format's grammar"
+                            : "no token of the vocabulary continues the required output format");
     return 1;
 }
 

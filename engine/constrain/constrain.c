@@ -1,12 +1,17 @@
 /* constrain.c - one sequence's position in its grammar, and the calls the engine makes on
  * it each step: the mask of tokens that may come next, the move past the token picked, and
- * whether the output may end. The grammar is json_pda.c's; the vocabulary and its trie are
- * constrain_vocab.c's. */
+ * whether the output may end. The grammar is json_pda.c's JSON recognizer or a GBNF
+ * grammar run by grammar_match.c; the vocabulary and its trie are constrain_vocab.c's. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/constrain/constrain.h"
 #include "engine/constrain/constrain_internal.h"
+
+/* A grammar's tables past this many bytes are rebuilt from the current position before
+ * the next mask: they only cache, and a long generation through a big grammar keeps
+ * adding to them. */
+#define CONSTRAIN_MAX_TABLES ((size_t)64 << 20)
 
 int constrain_json_object(constrain **out, const constrain_vocab *v, strata_err *err) {
     constrain *c = calloc(1, sizeof *c);
@@ -21,22 +26,87 @@ int constrain_json_object(constrain **out, const constrain_vocab *v, strata_err 
     return 0;
 }
 
+int constrain_grammar(constrain **out, const constrain_vocab *v, const char *gbnf, size_t len,
+                      const char *start, strata_err *err) {
+    grammar *g;
+    int rc = grammar_parse(&g, gbnf, len, err);
+    if (rc) return rc;
+    if (start) {
+        uint32_t r = 0;
+        while (r < g->n_rules && strcmp(g->names[r], start)) r++;
+        if (r == g->n_rules) {
+            grammar_free(g);
+            return strata_err_set(err, STRATA_EINVALID, "grammar: no rule named %.100s", start);
+        }
+        g->root = r;
+    }
+    constrain *c = calloc(1, sizeof *c);
+    if (!c) goto nomem;
+    c->v = v;
+    c->g = g;
+    c->gwalk = malloc(((size_t)v->max_len + 1) * sizeof *c->gwalk);
+    c->bits = malloc((size_t)v->n_nodes + 1);
+    if (!c->gwalk || !c->bits || gmatch_create(&c->gm, g)) goto nomem;
+    if (!gmatch_fast_bits(c->gm, v, c->bits)) {
+        free(c->bits);
+        c->bits = NULL;
+    }
+    c->set = gmatch_start(c->gm);
+    if (c->set == UINT32_MAX) goto nomem;
+    if (!c->set) {
+        constrain_free(c);
+        return strata_err_set(err, STRATA_EINVALID, "grammar: the root rule matches nothing");
+    }
+    *out = c;
+    return 0;
+nomem:
+    if (c) constrain_free(c);
+    else grammar_free(g);
+    return strata_err_set(err, STRATA_ENOMEM, "constrain: out of memory");
+}
+
+int constrain_grammar_check(const char *gbnf, size_t len, strata_err *err) {
+    grammar *g;
+    int rc = grammar_parse(&g, gbnf, len, err);
+    if (!rc) grammar_free(g);
+    return rc;
+}
+
 void constrain_free(constrain *c) {
     if (!c) return;
     free(c->walk);
+    gmatch_free(c->gm);
+    grammar_free(c->g);
+    free(c->bits);
+    free(c->gwalk);
     free(c);
 }
 
 int constrain_mask(constrain *c, uint8_t *allow, int n) {
     if (n <= 0) return 0;
     memset(allow, 0, (size_t)n);
-    return json_pda_mask_walk(&c->state, c->v, c->walk, allow, n);
+    if (!c->g) return json_pda_mask_walk(&c->state, c->v, c->walk, allow, n);
+    if (gmatch_size(c->gm) > CONSTRAIN_MAX_TABLES) {
+        uint32_t s = gmatch_compact(&c->gm, c->set);
+        if (s == UINT32_MAX) return -1;
+        c->set = s;
+    }
+    int k = gmatch_mask_walk(c->gm, c->set, c->v, c->bits, c->gwalk, allow, n);
+    if (k < 0) memset(allow, 0, (size_t)n);
+    return k;
 }
 
 int constrain_accept(constrain *c, int32_t id) {
     const constrain_vocab *v = c->v;
     if (id < 0 || id >= v->n_ids || !v->len[id]) return -1;
-    return json_pda_feed(&c->state, v->bytes + v->off[id], v->len[id]);
+    if (!c->g) return json_pda_feed(&c->state, v->bytes + v->off[id], v->len[id]);
+    uint32_t s = gmatch_feed(c->gm, c->set, v->bytes + v->off[id], v->len[id]);
+    if (!s || s == UINT32_MAX) return -1;
+    c->set = s;
+    return 0;
 }
 
-int constrain_complete(const constrain *c) { return c->state.mode == JSON_PDA_DONE ? 2 : 0; }
+int constrain_complete(const constrain *c) {
+    if (c->g) return gmatch_complete(c->gm, c->set);
+    return c->state.mode == JSON_PDA_DONE ? 2 : 0;
+}

@@ -96,8 +96,14 @@ typedef struct constrain_node {
     uint32_t tok;   /* first of its subtree's tokens in sorted[] */
     uint16_t depth; /* bytes from the root (the root: 0) */
     uint8_t byte;   /* the byte on the edge into this node */
-    uint8_t safe;   /* every token below fits from JSON_PDA_STR without closing the string */
+    uint8_t safe;   /* CONSTRAIN_NODE_* flags of the bytes after this node in every token below */
 } constrain_node;
+
+/* They fit from JSON_PDA_STR without closing the string. */
+#define CONSTRAIN_NODE_JSTR 1
+/* Read from a character boundary they are valid UTF-8, the last character perhaps cut
+ * short (what a grammar's string loop needs besides its ASCII bytes; grammar_match.c). */
+#define CONSTRAIN_NODE_UTF8 2
 
 struct constrain_vocab {
     int n_ids;             /* the model's vocabulary rows */
@@ -111,11 +117,41 @@ struct constrain_vocab {
     int max_len;           /* the longest token's bytes: the walk's deepest node */
 };
 
-/* One sequence's grammar position (constrain.c). */
+/* ---- grammars (grammar.h, gbnf.c, grammar_match.c) ----------------------------------- */
+
+#include "engine/constrain/grammar.h"
+
+/* A grammar's lazily built DFA: positions are set ids (0: the empty set, no way on);
+ * calls returning a set id return UINT32_MAX when out of memory. */
+typedef struct gmatch gmatch;
+int gmatch_create(gmatch **out, const grammar *g); /* g borrowed; -1: out of memory */
+void gmatch_free(gmatch *m);                       /* accepts NULL */
+uint32_t gmatch_start(gmatch *m);                  /* the set before any byte */
+uint32_t gmatch_feed(gmatch *m, uint32_t set, const uint8_t *b, size_t n);
+/* 0: more must come, 1: the text may end here, 2: nothing may follow */
+int gmatch_complete(const gmatch *m, uint32_t set);
+size_t gmatch_size(const gmatch *m); /* bytes of its tables */
+/* bits[v->n_nodes]: the trie subtrees a set looping on a string-like class allows whole.
+ * 0 when the grammar has no such class (bits unused), else 1. */
+int gmatch_fast_bits(const gmatch *m, const struct constrain_vocab *v, uint8_t *bits);
+/* As json_pda_mask_walk, from set; bits from gmatch_fast_bits or NULL; states: max_len + 1
+ * entries. -1 when out of memory. */
+int gmatch_mask_walk(gmatch *m, uint32_t set, const struct constrain_vocab *v, const uint8_t *bits,
+                     uint32_t *states, uint8_t *allow, int n);
+/* Moves set into a fresh matcher replacing *m (the old tables dropped); NONE on failure,
+ * *m then unchanged. */
+uint32_t gmatch_compact(gmatch **m, uint32_t set);
+
+/* One sequence's grammar position (constrain.c): the JSON recognizer, or a grammar. */
 struct constrain {
     const struct constrain_vocab *v; /* borrowed */
     json_pda state;
     json_pda *walk; /* [v->max_len + 1] the mask walk's states, allocated at create */
+    grammar *g;     /* owned; NULL: the JSON recognizer */
+    gmatch *gm;
+    uint32_t set;    /* the position in gm */
+    uint8_t *bits;   /* [v->n_nodes] gmatch_fast_bits, or NULL */
+    uint32_t *gwalk; /* [v->max_len + 1] */
 };
 
 /* allow[id] = 1 (ids < n) for every token whose bytes fit after *s; states: max_len + 1

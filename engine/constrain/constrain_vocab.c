@@ -117,6 +117,25 @@ static int decoded_bytes(strbuf *out, const tokenizer *t, int32_t anchor, int32_
     return r;
 }
 
+/* 1 when b[0..n) is valid UTF-8 from a character boundary, the last character perhaps
+ * cut short but with a valid start (no overlong, surrogate or past U+10FFFF). */
+static int utf8_prefix_ok(const uint8_t *b, size_t n) {
+    for (size_t i = 0; i < n;) {
+        uint8_t c = b[i];
+        size_t len = c < 0x80 ? 1 : c < 0xC2 ? 0 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF5 ? 4 : 0;
+        if (!len) return 0;
+        /* the second byte's range depends on the lead (UTF-8's table 3-7) */
+        uint8_t lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+        uint8_t hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+        for (size_t j = 1; j < len && i + j < n; j++) {
+            uint8_t x = b[i + j];
+            if (j == 1 ? x < lo || x > hi : (x & 0xC0) != 0x80) return 0;
+        }
+        i += len;
+    }
+    return 1;
+}
+
 typedef struct entry {
     const uint8_t *p;
     uint32_t len;
@@ -188,12 +207,16 @@ static int build_trie(constrain_vocab *v, const entry *e, strata_err *err) {
             nodes[n] = (constrain_node){.tok = (uint32_t)k,
                                         .depth = (uint16_t)(depth + 1),
                                         .byte = e[k].p[depth],
-                                        .safe = 1};
+                                        .safe = CONSTRAIN_NODE_JSTR | CONSTRAIN_NODE_UTF8};
             path[depth + 1] = (uint32_t)n++;
         }
-        for (uint32_t d = 1; d <= len; d++)
-            if (nodes[path[d]].safe && !json_pda_string_safe(e[k].p + d, len - d))
-                nodes[path[d]].safe = 0;
+        for (uint32_t d = 1; d <= len; d++) {
+            constrain_node *nd = &nodes[path[d]];
+            if ((nd->safe & CONSTRAIN_NODE_JSTR) && !json_pda_string_safe(e[k].p + d, len - d))
+                nd->safe &= (uint8_t)~CONSTRAIN_NODE_JSTR;
+            if ((nd->safe & CONSTRAIN_NODE_UTF8) && !utf8_prefix_ok(e[k].p + d, len - d))
+                nd->safe &= (uint8_t)~CONSTRAIN_NODE_UTF8;
+        }
     }
     for (; depth > 0; depth--) nodes[path[depth]].end = (uint32_t)n;
     nodes[0].end = (uint32_t)n;

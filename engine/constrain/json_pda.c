@@ -277,7 +277,7 @@ int json_pda_mask_walk(const json_pda *s, const struct constrain_vocab *v, json_
         json_pda t = states[nd->depth - 1];
         if (json_pda_step(&t, nd->byte)) {
             i = nd->end;
-        } else if (nd->safe && t.mode == JSON_PDA_STR) {
+        } else if ((nd->safe & CONSTRAIN_NODE_JSTR) && t.mode == JSON_PDA_STR) {
             count += mark(v->sorted, nd->tok, nodes[nd->end].tok, allow, n);
             i = nd->end;
         } else {
