@@ -181,8 +181,11 @@ static int gen_make_choices(srv *S, srv_req *r, int32_t **ids, const int *n, ope
                 .start_in_reasoning = r->split_reasoning == 2};
             gen_sampling(o, j, &sp.sampling);
             strata_err err = {0};
-            if (o->json_object && constrain_json_object(&sp.cons, S->cvocab, &err)) {
-                openai_error_from_strata(e, &err, "response_format");
+            if ((o->json_object && constrain_json_object(&sp.cons, S->cvocab, &err)) ||
+                (o->grammar && constrain_grammar(&sp.cons, S->cvocab, o->grammar, o->grammar_len,
+                                                 r->grammar_start, &err))) {
+                openai_error_from_strata(e, &err,
+                                         o->grammar ? o->grammar_param : "response_format");
                 return -1;
             }
             atomic_fetch_add(&r->mem, 1); /* dropped by gen_seq_released */
@@ -210,9 +213,10 @@ int gen_build(srv *S, srv_req *r, openai_error *e) {
                          S->model_name);
         return -1;
     }
-    if (r->oai.json_object && !S->cvocab) {
-        openai_error_set(e, 400, "invalid_request_error", "response_format", NULL,
-                         "response_format json_object needs the model's tokenizer");
+    if ((r->oai.json_object || r->oai.grammar) && !S->cvocab) {
+        openai_error_set(e, 400, "invalid_request_error",
+                         r->oai.grammar ? r->oai.grammar_param : "response_format", NULL,
+                         "constrained output needs the model's tokenizer");
         return -1;
     }
     if (kind == OPENAI_CHAT && (!S->tok || !S->tmpl)) {
@@ -225,7 +229,11 @@ int gen_build(srv *S, srv_req *r, openai_error *e) {
     int32_t **ids = calloc((size_t)n_prompts, sizeof *ids);
     int *n = calloc((size_t)n_prompts, sizeof *n), rc = -1;
     if (!ids || !n) gen_nomem(e);
-    else rc = gen_tokenize(S, r, ids, n, e) || gen_make_choices(S, r, ids, n, e) ? -1 : 0;
+    else
+        rc = gen_tokenize(S, r, ids, n, e) || gen_grammar(S, r, e) ||
+                     gen_make_choices(S, r, ids, n, e)
+                 ? -1
+                 : 0;
     for (int i = 0; ids && i < n_prompts; i++) free(ids[i]);
     free(ids);
     free(n);

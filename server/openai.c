@@ -286,9 +286,6 @@ static int parse_body(openai_request *r, json_t *root, const openai_limits *lim,
     json_t *v;
     if ((rc = openai_refuse_fields(root, r->kind, e))) return rc;
     if ((v = json_object_get(root, "model")) && json_is_string(v)) r->model = json_string_value(v);
-    v = json_object_get(root, "response_format"); /* openai_refuse_fields checked its shape */
-    r->json_object = json_is_object(v) && json_is_string(json_object_get(v, "type")) &&
-                     !strcmp(json_string_value(json_object_get(v, "type")), "json_object");
     if (r->kind == OPENAI_COMPLETION) {
         if ((rc = parse_prompt(r, json_object_get(root, "prompt"), lim, e))) return rc;
         if ((rc = get_bool(root, "echo", &r->echo, e))) return rc;
@@ -299,8 +296,6 @@ static int parse_body(openai_request *r, json_t *root, const openai_limits *lim,
         if ((rc = parse_messages(r, json_object_get(root, "messages"), e))) return rc;
         v = json_object_get(root, "tools");
         r->tools = v && json_is_array(v) && json_array_size(v) ? v : NULL;
-        v = json_object_get(root, "tool_choice");
-        r->tool_choice_none = json_is_string(v) && !strcmp(json_string_value(v), "none");
         if ((rc = get_bool(root, "add_generation_prompt", &r->add_generation_prompt, e))) return rc;
         if ((rc = get_bool(root, "continue_final_message", &r->continue_final_message, e)))
             return rc;
@@ -378,7 +373,7 @@ static int parse_body(openai_request *r, json_t *root, const openai_limits *lim,
     }
     if ((rc = get_bool(root, "ignore_eos", &r->ignore_eos, e))) return rc;
     if ((rc = get_bool(root, "skip_special_tokens", &r->skip_special_tokens, e))) return rc;
-    return 0;
+    return openai_parse_format(r, root, e);
 }
 
 int openai_request_parse(openai_request *r, int kind, const char *body, size_t len,
@@ -416,5 +411,6 @@ void openai_request_free(openai_request *r) {
     json_decref(r->messages);
     json_decref(r->template_kwargs);
     json_decref(r->root);
+    free(r->grammar);
     memset(r, 0, sizeof *r);
 }

@@ -6,9 +6,9 @@
  * the model (token counts against the context) the server checks after tokenizing.
  * Semantics follow the OpenAI API with the usual vLLM extensions (top_k, min_p,
  * repetition_penalty, ignore_eos, stop_token_ids, skip_special_tokens,
- * chat_template_kwargs, add_generation_prompt, continue_final_message). Fields
- * that would change the output in ways we do not honour (structured outputs, beam
- * search, samplers we lack) are a 400 naming the field (openai_refuse.c); other
+ * chat_template_kwargs, add_generation_prompt, continue_final_message) and the
+ * structured-output fields of vLLM and llama-server (openai_format.c). Fields
+ * that would change the output in ways we do not honour (beam search, samplers we lack) are a 400 naming the field (openai_refuse.c); other
  * unknown fields are ignored; known fields with a wrong type or range are a 400
  * naming the param. Thread: any (no shared state). */
 #ifndef STRATA_OPENAI_H
@@ -68,10 +68,16 @@ typedef struct openai_request {
 
     openai_prompt *prompts; /* completions: [n_prompts] */
     int n_prompts;
-    json_t *messages;          /* chat: normalized copy (owned): content is a string */
-    json_t *tools;             /* borrowed from root; NULL when absent */
-    int tool_choice_none;      /* tool_choice "none": tools rendered, no calls parsed */
-    int json_object;           /* response_format json_object: the output is one JSON object */
+    json_t *messages;             /* chat: normalized copy (owned): content is a string */
+    json_t *tools;                /* borrowed from root; NULL when absent */
+    int tool_choice_none;         /* tool_choice "none": tools rendered, no calls parsed */
+    int tool_choice_required;     /* "required" or a named function: the output is tool calls */
+    const char *tool_choice_name; /* the named function, or NULL; points into root */
+    int tool_choice_single; /* exactly one forced call (named, or parallel_tool_calls false) */
+    int json_object;        /* response_format json_object: the output is one JSON object */
+    char *grammar;          /* GBNF the output must follow (owned), or NULL */
+    size_t grammar_len;
+    const char *grammar_param; /* the field it came from, for errors (static string) */
     json_t *template_kwargs;   /* owned object (chat_template_kwargs), never NULL for chat */
     int add_generation_prompt; /* default 1 */
     int continue_final_message;
@@ -111,6 +117,11 @@ void openai_request_free(openai_request *r);
  * arguments parsed from the OpenAI JSON string into the object chat templates iterate;
  * msg is the request's copy of messages[i] (its list is replaced, the body's untouched). */
 int openai_tool_calls_normalize(json_t *msg, size_t i, openai_error *e);
+
+/* The output-format fields of root (openai_format.c): response_format, tool_choice, vLLM's
+ * guided_* and structured_outputs, llama-server's grammar and json_schema; fills
+ * json_object, grammar, tool_choice_*. tools must be parsed first. 0 or a 400. */
+int openai_parse_format(openai_request *r, json_t *root, openai_error *e);
 
 /* The refused fields of root (openai_refuse.c): 0, or a 400 naming the first. */
 int openai_refuse_fields(json_t *root, int kind, openai_error *e);

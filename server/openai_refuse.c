@@ -1,8 +1,8 @@
 /* openai_refuse.c - request fields that would change the output in ways this server
  * does not honour yet.
  *
- * The rule is to refuse rather than ignore: a client that asks for structured output,
- * beam search or a sampler we lack and gets unconstrained text back has been lied to.
+ * The rule is to refuse rather than ignore: a client that asks for beam search or a
+ * sampler we lack and gets unconstrained text back has been lied to.
  * Each refused field has a neutral value (what a client sends when it means "off"),
  * which stays accepted so that clients spelling out their defaults keep working.
  * Fields that change nothing a client can see (metadata, store, prediction, ...) are
@@ -30,16 +30,7 @@ static const struct {
     int neutral;
     const char *why;
 } refused[] = {
-    /* structured outputs: vLLM's and llama-server's spellings */
-    {"guided_json", NEUTRAL_NULL, "structured outputs are not supported yet"},
-    {"guided_regex", NEUTRAL_NULL, "structured outputs are not supported yet"},
-    {"guided_choice", NEUTRAL_NULL, "structured outputs are not supported yet"},
-    {"guided_grammar", NEUTRAL_NULL, "structured outputs are not supported yet"},
-    {"structured_outputs", NEUTRAL_NULL, "structured outputs are not supported yet"},
-    {"structural_tag", NEUTRAL_NULL, "structured outputs are not supported yet"},
-    {"grammar", NEUTRAL_EMPTY, "grammars are not supported yet"},
-    {"json_schema", NEUTRAL_NULL, "structured outputs are not supported yet"},
-    {"regex", NEUTRAL_NULL, "structured outputs are not supported yet"},
+    {"structural_tag", NEUTRAL_NULL, "structural tags are not supported"},
     /* decoding we do not implement */
     {"use_beam_search", NEUTRAL_FALSE, "beam search is not supported"},
     {"length_penalty", NEUTRAL_ONE, "beam search is not supported"},
@@ -101,20 +92,6 @@ int openai_refuse_fields(json_t *root, int kind, openai_error *e) {
         return BAD(e, "echo", "'echo' is only supported on /v1/completions");
     if ((v = json_object_get(root, "suffix")) && !is_neutral(v, NEUTRAL_EMPTY))
         return BAD(e, "suffix", "'suffix' is not supported");
-    if ((v = json_object_get(root, "response_format")) && !json_is_null(v)) {
-        json_t *t = json_object_get(v, "type");
-        if (!json_is_object(v) || !json_is_string(t))
-            return BAD(e, "response_format", "'response_format' must be an object with a type");
-        if (strcmp(json_string_value(t), "text") && strcmp(json_string_value(t), "json_object"))
-            return BAD(e, "response_format",
-                       "response_format type '%.40s' is not supported (text or json_object; "
-                       "json_schema is not built yet)",
-                       json_string_value(t));
-    }
-    if ((v = json_object_get(root, "tool_choice")) && !json_is_null(v) &&
-        !(json_is_string(v) &&
-          (!strcmp(json_string_value(v), "none") || !strcmp(json_string_value(v), "auto"))))
-        return BAD(e, "tool_choice", "'tool_choice' may only be \"none\" or \"auto\"");
     if ((v = json_object_get(root, "tools")) && !json_is_null(v) && !json_is_array(v))
         return BAD(e, "tools", "'tools' must be a list");
     if (kind == OPENAI_COMPLETION && (v = json_object_get(root, "best_of")) && !json_is_null(v)) {

@@ -105,6 +105,7 @@ struct srv_req {
     int prompt_tokens; /* usage: every prompt counted once */
     char **echo;       /* completions echo text per prompt (or NULL) */
     int split_reasoning;
+    const char *grammar_start; /* the rule oai.grammar starts from (NULL: root) */
 
     /* under mu */
     int phase;
@@ -238,6 +239,9 @@ int chat_prompt_render(srv *S, const openai_request *r, char **out, openai_error
  * context check, one sequence per choice). 0, or -1 with e filled; either way r is
  * in a state req_unref frees. Any thread but MHD's (it is the heavy part). */
 int gen_build(srv *S, srv_req *r, openai_error *e);
+/* The grammar r's choices follow, once its prompt is rendered (gen_grammar.c): replaces
+ * r->oai.grammar and sets r->grammar_start. 0, or -1 with e. */
+int gen_grammar(srv *S, srv_req *r, openai_error *e);
 
 /* routes.c: the small routes (MHD threads), and the /tokenize and /detokenize answers
  * (preparation workers: 0 and the 200 body in *out, or -1 with e) */

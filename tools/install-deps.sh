@@ -73,9 +73,12 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 # tests/http: the official openai SDK, schemathesis (fuzzes the API from its OpenAPI
 # document), prometheus_client's text parser and Jinja2 (the oracle of the real templates'
-# tool round trips); pinned, known to work on Python 3.11.
+# tool round trips), and the structured-output clients: jsonschema (validates what the
+# grammars let through), LangChain's OpenAI chat model and the llm CLI; pinned, known to work
+# on Python 3.11.
 http_pkgs=()
-for t in openai:openai==3.57.0 schemathesis:schemathesis==4.32.5 prometheus_client:prometheus-client==0.26.0 jinja2:jinja2==3.1.6; do
+for t in openai:openai==3.57.0 schemathesis:schemathesis==4.32.5 prometheus_client:prometheus-client==0.26.0 jinja2:jinja2==3.1.6 \
+    jsonschema:jsonschema==4.26.0 langchain_openai:langchain-openai==1.8.1 llm:llm==0.36; do
     python3 -c "import ${t%%:*}" 2>/dev/null || http_pkgs+=("${t#*:}")
 done
 if [ ${#http_pkgs[@]} -gt 0 ]; then
