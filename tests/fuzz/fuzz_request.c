@@ -3,7 +3,7 @@
  * The first byte picks the route (even: completions, odd: chat), the rest is the
  * body. Any input must parse or fail with a 4xx/5xx openai_error, and free cleanly;
  * on success the struct must be consistent (ids in range, n within the limit). */
-// fuzz-sources: server/openai.c server/openai_refuse.c server/openai_tools.c server/openai_error.c server/openai_format.c server/schema_gbnf.c server/gbnf_text.c engine/constrain/constrain.c engine/constrain/grammar_match.c engine/constrain/json_pda.c engine/constrain/gbnf.c engine/constrain/regex_gbnf.c engine/base/strbuf.c engine/base/err.c
+// fuzz-sources: server/openai.c server/openai_refuse.c server/openai_tools.c server/openai_error.c server/openai_format.c server/schema_gbnf.c server/schema_gbnf_value.c server/schema_gbnf_object.c server/gbnf_text.c engine/constrain/constrain.c engine/constrain/grammar_match.c engine/constrain/json_pda.c engine/constrain/gbnf.c engine/constrain/regex_gbnf.c engine/base/strbuf.c engine/base/err.c
 // fuzz-libs: -ljansson -lm
 #include <stddef.h>
 #include <stdint.h>

@@ -4,7 +4,8 @@
  * (engine/constrain/gbnf.c) must accept its output: a request's schema never turns into a
  * grammar the server then fails on. A refusal must be STRATA_EINVALID or STRATA_EUNSUPPORTED
  * with a message naming it; ASan checks that either path frees what it took. */
-// fuzz-sources: server/schema_gbnf.c engine/constrain/gbnf.c engine/constrain/regex_gbnf.c
+// fuzz-sources: server/schema_gbnf.c server/schema_gbnf_value.c server/schema_gbnf_object.c
+// fuzz-sources: engine/constrain/gbnf.c engine/constrain/regex_gbnf.c
 // fuzz-sources: engine/base/err.c engine/base/strbuf.c
 // fuzz-libs: -ljansson -lm
 #include <jansson.h>
