@@ -38,8 +38,10 @@ void dsample_free(dsample *d) {
         if (d->bias_vals) b->ops->free(b, d->bias_vals);
         if (d->counts) b->ops->free(b, d->counts);
         if (d->fed) b->ops->free(b, d->fed);
+        if (d->allow) b->ops->free(b, d->allow);
     }
     free(d->host_row);
+    free(d->bits);
     free(d->row);
     free(d->req);
     memset(d, 0, sizeof *d);
@@ -114,6 +116,29 @@ int dsample_result(dsample *d, const bk_sample_res *res, int r, int slot, sample
         uint32_t v = (sampler_count_of(smp, out->token) | 1u) + 2u;
         d->b->ops->upload(d->b, d->counts + (size_t)slot * V + (size_t)out->token, &v, sizeof v);
     }
+    return 0;
+}
+
+int dsample_mask(dsample *d, int r, int slot, const uint8_t *allow, strata_err *err) {
+    const backend_ops *o = d->b->ops;
+    if (!d->allow) {
+        d->words = (d->vocab + 31) / 32;
+        d->bits = malloc(sizeof(uint32_t) * (size_t)d->words);
+        d->allow = o->alloc(d->b, sizeof(uint32_t) * (size_t)d->words * (size_t)d->slots);
+        if (!d->bits || !d->allow) {
+            free(d->bits);
+            if (d->allow) o->free(d->b, d->allow);
+            d->bits = NULL, d->allow = NULL;
+            return strata_err_set(err, STRATA_ENOMEM,
+                                  "no backend memory for the grammar masks of %d slots", d->slots);
+        }
+    }
+    memset(d->bits, 0, sizeof(uint32_t) * (size_t)d->words);
+    for (int i = 0; i < d->vocab; i++)
+        if (allow[i]) d->bits[i >> 5] |= 1u << (i & 31);
+    uint32_t *row = d->allow + (size_t)slot * (size_t)d->words;
+    o->upload(d->b, row, d->bits, sizeof(uint32_t) * (size_t)d->words);
+    d->req[r].allow = row;
     return 0;
 }
 

@@ -19,6 +19,9 @@ typedef struct dsample {
     float *bias_vals;   /* backend [slots, DSAMPLE_MAX_BIAS] */
     uint32_t *counts;   /* backend [slots, vocab]; allocated by the first request with penalties */
     int32_t *fed;       /* backend [slots]: each slot's last token picked on the device */
+    uint32_t *allow;    /* backend [slots, words]: grammar masks; allocated by the first one */
+    uint32_t *bits;     /* [words] host scratch: a mask packed before upload */
+    int words;          /* (vocab + 31) / 32 */
     uint32_t *host_row; /* [vocab] host scratch: a slot's counts before upload */
     float *row;         /* [vocab] host scratch: a row left to the host */
     bk_sample_req *req; /* [slots] the step's requests (staged by the backend at once) */
@@ -37,6 +40,10 @@ void dsample_req_of(const sampler *smp, bk_sample_req *q);
  * pending ones (tokens picked on the device that smp has not accepted yet); the token is
  * also fed to the slot's next step. */
 void dsample_request(dsample *d, int r, int slot, const sampler *smp, int pending);
+/* Request r (filled by dsample_request for slot) also applies allow[vocab] (1: the token may
+ * come), packed and uploaded to the slot's mask. -1 (with err) when there is no backend
+ * memory for the masks: sample on the host then. */
+int dsample_mask(dsample *d, int r, int slot, const uint8_t *allow, strata_err *err);
 /* Request r for a row that only pads a step to its graph's size: greedy, nothing fed. */
 void dsample_pad(dsample *d, int r);
 /* 1 when the backend picks every token of smp itself (never leaves a row to the host), so

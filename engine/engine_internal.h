@@ -158,5 +158,8 @@ void sched_step(engine *e);
  * a sampling row that is not done gets its token, and on_step is called. On a device
  * failure nothing is taken (f is no longer live either) and the error is returned. */
 int take_step(engine *e, sched_flight *f, strata_err *err);
+/* s->allow for a sequence with a grammar (take.c): how many tokens may come, or -1 when
+ * none may and s was failed. */
+int take_allow(engine *e, engine_seq *s);
 
 #endif

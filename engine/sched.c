@@ -132,8 +132,7 @@ void sched_admit(engine *e, engine_seq *list) {
         sched_restore(e, s, 1);
         for (int i = 0; i < s->n_prompt; i++) sampler_accept_prompt(s->smp, s->prompt[i]);
         strata_err serr = {0}; /* a sequence the device cannot seat samples on the host */
-        /* a grammar's mask is made on the host: such a sequence samples there */
-        s->dev_sample = e->ds.b && !s->cons && !dsample_seat(&e->ds, s->slot, s->smp, &serr);
+        s->dev_sample = e->ds.b && !dsample_seat(&e->ds, s->slot, s->smp, &serr);
         engine_seq_set_scheduled(s);
         e->run[e->n_run++] = s;
     }
@@ -366,7 +365,8 @@ static int sched_build(engine *e, sched_flight *f) {
 }
 
 /* The device samples the step's rows when every sequence in it is seated there; then the
- * requests are filled. f->certain when the next step may be fed on the device. */
+ * requests are filled, with the grammar masks of constrained sequences. f->certain when the
+ * next step may be fed on the device. */
 static void sched_requests(engine *e, sched_flight *f) {
     f->dev = e->ds.b && f->nout > 0;
     for (int r = 0; r < f->nout && f->dev; r++)
@@ -381,6 +381,15 @@ static void sched_requests(engine *e, sched_flight *f) {
         }
         dsample_request(&e->ds, r, s->slot, s->smp, s->in_flight);
         if (!dsample_certain(&e->ds, s->smp)) f->certain = 0;
+        if (s->cons) {
+            /* the mask follows the token before, which the host has taken (a grammar's
+             * step is never certain); the device applies it, the logits stay there */
+            f->certain = 0;
+            strata_err err = {0};
+            if (take_allow(e, s) < 0) dsample_pad(&e->ds, r);
+            else if (dsample_mask(&e->ds, r, s->slot, s->allow, &err))
+                engine_seq_finish(s, ENGINE_FINISH_ERROR, err.msg), dsample_pad(&e->ds, r);
+        }
     }
 }
 

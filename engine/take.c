@@ -48,12 +48,13 @@ static void take_prompt_logprob(sampler_result *out, const float *row, int vocab
     out->logprob = row[target] - lse;
 }
 
-/* The grammar's mask on a logits row: tokens that would leave it get -inf, so the sampler
- * (bias, penalties, temperature, top-k/p) only ever sees tokens that fit. An eos or stop
- * token stays only where the grammar may end (a grammar that must end has already stopped the
- * sequence in take_token). Fails the sequence (returns 1) when nothing fits: the
- * vocabulary cannot write the grammar's next byte, or its tables ran out of memory. */
-static int take_mask(engine *e, engine_seq *s, float *row) {
+/* s->allow: the tokens that keep s's output in its grammar, with its eos and stop tokens
+ * only where the grammar may end (a grammar that must end has already stopped the sequence
+ * in take_token). Returns how many are allowed; fails the sequence (returns -1) when none
+ * is: the vocabulary cannot write the grammar's next byte, or its tables ran out of memory.
+ * The step thread calls it before a step samples (the device applies it) or on the logits
+ * the host samples. */
+int take_allow(engine *e, engine_seq *s) {
     int n = constrain_mask(s->cons, s->allow, e->vocab);
     if (n >= 0 && constrain_complete(s->cons) == 1) {
         for (int i = 0; i < e->n_eos + s->n_stop_ids; i++) {
@@ -62,16 +63,28 @@ static int take_mask(engine *e, engine_seq *s, float *row) {
             s->allow[t] = 1;
             n++;
         }
+    } else if (n > 0) {
+        /* a special token the grammar spells may also be a stop: not before the end */
+        for (int i = 0; i < e->n_eos + s->n_stop_ids; i++) {
+            int32_t t = i < e->n_eos ? e->eos[i] : s->stop_ids[i - e->n_eos];
+            if (t >= 0 && t < e->vocab && s->allow[t]) s->allow[t] = 0, n--;
+        }
     }
-    if (n > 0) {
-        for (int i = 0; i < e->vocab; i++)
-            if (!s->allow[i]) row[i] = -INFINITY;
-        return 0;
-    }
+    if (n > 0) return n;
     engine_seq_finish(s, ENGINE_FINISH_ERROR,
                       n < 0 ? "out of memory for the output format's grammar"
                             : "no token of the vocabulary continues the required output format");
-    return 1;
+    return -1;
+}
+
+/* The grammar's mask on a logits row the host samples: tokens that would leave it get
+ * -inf, so the sampler (bias, penalties, temperature, top-k/p) only ever sees tokens that
+ * fit. 1 when the sequence failed instead. */
+static int take_mask(engine *e, engine_seq *s, float *row) {
+    if (take_allow(e, s) < 0) return 1;
+    for (int i = 0; i < e->vocab; i++)
+        if (!s->allow[i]) row[i] = -INFINITY;
+    return 0;
 }
 
 /* Takes res as the next token of s, whose positions in the cache after the step that

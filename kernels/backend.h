@@ -80,6 +80,9 @@ typedef struct bk_sample_req {
     /* backend memory: the chosen token is also written here (the slot's entry of the fed
      * ids embed_fed reads, so the next step's input never leaves the device); NULL: not */
     int32_t *feed;
+    /* backend memory, [(n + 31) / 32] bits: a clear bit i makes logit i -inf before
+     * anything else (a grammar's mask, engine/constrain); NULL: every token may come */
+    const uint32_t *allow;
 } bk_sample_req;
 
 typedef struct bk_sample_res {
@@ -359,7 +362,8 @@ typedef struct backend_ops {
     int (*graph_sync)(backend *b, strata_err *err);
     void (*graph_clear)(backend *b);
     /* The sampler on the backend: row i of logits [m, n] (backend memory) is turned into a
-     * token by req[i] (host memory) with the semantics of engine/sampler.c (bias, then the
+     * token by req[i] (host memory) with the semantics of engine/sampler.c (the allow mask,
+     * then bias, then the
      * penalties of req[i].counts, then greedy or temperature, top-k, top-p, min-p and the
      * Philox draw req[i].draw of req[i].seed; logprobs of the processed distribution). The
      * results reach host res[m] as a download's do (at graph_end or graph_sync inside a

@@ -1,11 +1,11 @@
-/* cuda_sample.cu - the whole sampler on the device (kernels/backend.h, sample): logit bias,
- * penalties from the slot's token counts, greedy or temperature / top-k / top-p / min-p and
+/* cuda_sample.cu - the whole sampler on the device (kernels/backend.h, sample): a grammar's
+ * allow mask, logit bias, penalties from the slot's token counts, greedy or temperature / top-k / top-p / min-p and
  * a Philox draw, logprobs of the processed distribution, so a decode step downloads a few
  * bytes per sequence instead of its logits row.
  *
  * Two kernels per call, always the same two so a graph's op sequence never depends on the
  * requests:
- *   smp_scan   [parts, m]: bias, penalties (in place), each part's max m, its arg-max, and
+ *   smp_scan   [parts, m]: mask, bias, penalties (in place), each part's max m, its arg-max, and
  *              its Σ exp(l - m) and Σ exp((l - m) / T) in double (when the row wants them);
  *   smp_pick   [m]: the row's max M, its log-normaliser and mass (the parts' sums scaled
  *              by exp(m - M): the host's sums over exp(l - M), to double rounding); the K
@@ -124,7 +124,11 @@ __global__ void __launch_bounds__(SMP_PART_THREADS)
     int arg = 0x7fffffff;
     for (int i = lo + (int)threadIdx.x; i < hi; i += SMP_PART_THREADS) {
         float x = l[i];
-        if (q.counts) {
+        if (q.allow && !((q.allow[i >> 5] >> (i & 31)) & 1u)) {
+            /* a token the grammar refuses: -inf, as the host masks before its sampler */
+            x = -INFINITY;
+            l[i] = x;
+        } else if (q.counts) {
             uint32_t c = q.counts[i];
             if (c) { /* bit 0: seen in the prompt or the output; bits 1..: times generated */
                 if (q.repetition_penalty != 1.0f)

@@ -1,7 +1,7 @@
 """sampling_test.py - the device sampler through `strata serve` on the CUDA backend.
 
 Sends seeded requests with every sampling parameter the server takes (temperature, top_k,
-top_p, min_p, the three penalties, logit_bias, logprobs with alternatives), one at a time,
+top_p, min_p, the three penalties, logit_bias, logprobs with alternatives, grammars), one at a time,
 and writes what came back to argv[1]; then all at once (several rows per step). With
 argv[2] (a run of the same server with --host-sampling) the one-at-a-time tokens must be
 the same and the logprobs equal to float rounding: the device picks as the host does. /metrics
@@ -26,6 +26,11 @@ CASES = [
     {"temperature": 0, "frequency_penalty": 1.5},
     {"temperature": 0.9, "logit_bias": {"42": 8, "7": -100, "100": 3}, "seed": 15},
     {"temperature": 1.0, "top_k": 2000, "seed": 16},  # more candidates than a device keeps
+    # grammars: the host makes the mask, the device applies it (the logits stay there)
+    {"temperature": 0.8, "seed": 21, "guided_regex": "[a-z ]{5,40}"},
+    {"temperature": 0.9, "seed": 22, "response_format": {"type": "json_object"}, "logprobs": 2},
+    {"temperature": 0, "guided_json": {"type": "object", "properties": {
+        "a": {"type": "integer"}, "b": {"enum": ["x", "y"]}}, "required": ["a", "b"]}},
 ]
 
 

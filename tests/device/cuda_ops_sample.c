@@ -4,7 +4,9 @@
  * penalties) bit for bit, and the slot's counts advanced by the chosen token. A row the
  * device leaves to the host (token -1) must be one the host's rule says needs more than
  * BK_SAMPLE_CANDIDATES candidates, and the host's pick from the device's processed row must
- * be the host's own token. Part of test_cuda_ops (see test_cuda_ops.c). */
+ * be the host's own token. A grammar's allow mask on the device equals the host's -inf on
+ * the refused tokens before its sampler (engine/take.c). Part of test_cuda_ops (see
+ * test_cuda_ops.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,7 @@ typedef struct {
     float bias_vals[4];
     int n_bias;
     int expect_host; /* every row goes to the host: the case is there for that path */
+    float allow;     /* > 0: a grammar mask (req.allow) lets this share of tokens through */
 } sample_case;
 
 static float *case_logits(const sample_case *c) {
@@ -127,8 +130,22 @@ static void run_case(const sample_case *c) {
     if (!feed || !dfeed) abort();
     for (int r = 0; r < m; r++) feed[r] = -7;
     gpu->ops->upload(gpu, dfeed, feed, sizeof(int32_t) * (size_t)m);
+    /* the mask: on the device as bits, on the host as -inf before the sampler */
+    const size_t W = ((size_t)n + 31) / 32;
+    uint32_t *bits = calloc(W * (size_t)m, sizeof *bits), *dbits = NULL;
+    if (!bits) abort();
+    if (c->allow > 0) {
+        for (size_t i = 0; i < N; i++) {
+            int ok = (rnd() + 1.0f) * 0.5f < c->allow || i % (size_t)n == 3; /* one always */
+            if (ok) bits[(i / (size_t)n) * W + (i % (size_t)n) / 32] |= 1u << (i % (size_t)n % 32);
+            else logits[i] = -INFINITY;
+        }
+        dbits = gpu->ops->alloc(gpu, W * (size_t)m * sizeof *bits);
+        gpu->ops->upload(gpu, dbits, bits, W * (size_t)m * sizeof *bits);
+    }
     for (int r = 0; r < m; r++) {
         dsample_req_of(smp[r], &req[r]);
+        req[r].allow = dbits ? dbits + (size_t)r * W : NULL;
         req[r].feed = dfeed + r;
         req[r].bias_ids = dbi;
         req[r].bias_vals = dbv;
@@ -204,8 +221,9 @@ static void run_case(const sample_case *c) {
                counts_ok ? "ok" : "differ", feed_ok ? "ok" : "wrong");
     report("sample host rows, counts, feed", shape, &okf, &one, 1, 0);
     free(proc), free(want_tok), free(got_tok), free(want_lp), free(got_lp);
-    free(want_id), free(got_id), free(dev_rows), free(dev_counts), free(feed);
+    free(want_id), free(got_id), free(dev_rows), free(dev_counts), free(feed), free(bits);
     gfree(dfeed);
+    if (dbits) gfree(dbits);
 out:
     for (int r = 0; r < m; r++) sampler_destroy(smp[r]);
     free(smp), free(req), free(res), free(counts), free(logits);
@@ -287,6 +305,24 @@ void test_sample(void) {
          .top_p = 0.8f,
          .logprobs = 1,
          .top_logprobs = 3},
+        {.name = "grammar mask",
+         .n = 3000,
+         .m = 3,
+         .history = 5,
+         .temperature = 0.9f,
+         .top_p = 0.9f,
+         .rep = 1.2f,
+         .logprobs = 1,
+         .top_logprobs = 3,
+         .bias_ids = {3, 4, 5, 6}, /* 3 always allowed, the others mostly refused */
+         .bias_vals = {1.0f, 30.0f, -2.0f, 30.0f},
+         .n_bias = 4,
+         .allow = 0.05f},
+        {.name = "grammar mask, greedy",
+         .n = 248320,
+         .m = 2,
+         .logprobs = 1,
+         .allow = 0.002f},
         {.name = "Qwen3.5 vocab",
          .n = 248320,
          .m = 2,
