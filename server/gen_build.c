@@ -182,8 +182,8 @@ static int gen_make_choices(srv *S, srv_req *r, int32_t **ids, const int *n, ope
             gen_sampling(o, j, &sp.sampling);
             strata_err err = {0};
             if ((o->json_object && constrain_json_object(&sp.cons, S->cvocab, &err)) ||
-                (o->grammar && constrain_grammar(&sp.cons, S->cvocab, o->grammar, o->grammar_len,
-                                                 r->grammar_start, &err))) {
+                (o->grammar && constrain_grammar_ex(&sp.cons, S->cvocab, o->grammar, o->grammar_len,
+                                                    r->grammar_start, r->grammar_flags, &err))) {
                 openai_error_from_strata(e, &err,
                                          o->grammar ? o->grammar_param : "response_format");
                 return -1;

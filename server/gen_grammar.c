@@ -63,5 +63,8 @@ int gen_grammar(srv *S, srv_req *r, openai_error *e) {
     o->grammar_param = param;
     o->json_object = 0;
     r->grammar_start = think ? THINK_START : NULL;
+    /* Gemma 4 writes <|tool_call>, <|"|> and <tool_call|> as single special tokens */
+    r->grammar_flags =
+        o->tool_choice_required && S->tc_fmt == TOOLCALL_GEMMA4 ? CONSTRAIN_SPECIALS : 0;
     return 0;
 }

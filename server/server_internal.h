@@ -106,6 +106,7 @@ struct srv_req {
     char **echo;       /* completions echo text per prompt (or NULL) */
     int split_reasoning;
     const char *grammar_start; /* the rule oai.grammar starts from (NULL: root) */
+    int grammar_flags;         /* constrain_grammar_ex's: CONSTRAIN_SPECIALS for Gemma 4 calls */
 
     /* under mu */
     int phase;

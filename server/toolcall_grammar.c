@@ -5,14 +5,16 @@
  * the required ones always, the others optionally. A string value is raw text up to the
  * closing tag (an enum of strings: one of its members; with maxLength: that many
  * characters, none of them '<'); any other value is JSON valid for
- * its schema (server/schema_gbnf.c), which is how the XML parser types it. */
+ * its schema (server/schema_gbnf.c), which is how the XML parser types it. Gemma 4's form
+ * is toolcall_grammar_gemma.c's. */
 #include <string.h>
 
 #include "server/gbnf_text.h"
 #include "server/schema_gbnf.h"
 #include "server/toolcall_grammar.h"
+#include "server/toolcall_grammar_internal.h"
 
-static int is_required(const json_t *params, const char *key) {
+int toolcall_grammar_required(const json_t *params, const char *key) {
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(params, "required"), i, r) {
@@ -52,7 +54,8 @@ static int xml_function(strbuf *out, int k, const json_t *fn, strata_err *err) {
     int j = 0;
     json_object_foreach((json_t *)props, key, prop) {
         if (rc) break;
-        rc = strbuf_addf(out, " tc-f%d-p%d%s", k, j++, is_required(params, key) ? "" : "?");
+        rc = strbuf_addf(out, " tc-f%d-p%d%s", k, j++,
+                         toolcall_grammar_required(params, key) ? "" : "?");
     }
     if (!rc) rc = strbuf_addc(out, '\n');
     j = 0;
@@ -101,6 +104,7 @@ static int xml_function(strbuf *out, int k, const json_t *fn, strata_err *err) {
 
 int toolcall_grammar(toolcall_format f, const json_t *tools, const char *name, int single,
                      strbuf *out, strata_err *err) {
+    if (f == TOOLCALL_GEMMA4) return toolcall_grammar_gemma(tools, name, single, out, err);
     if (f != TOOLCALL_XML)
         return strata_err_set(err, STRATA_EUNSUPPORTED,
                               "forced tool calls are not supported for the '%s' tool-call format",

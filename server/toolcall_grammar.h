@@ -12,8 +12,9 @@
 
 /* Appends GBNF text whose rule `root` is calls of the tools in tools (name NULL) or of the
  * tool named name: exactly one when single, else one or more, separated as the template
- * separates them. Formats: TOOLCALL_XML. Others, and a tool schema the schema compiler
- * refuses, are STRATA_EUNSUPPORTED / STRATA_EINVALID naming the tool. */
+ * separates them. Formats: TOOLCALL_XML, TOOLCALL_GEMMA4 (toolcall_grammar_gemma.c). Others,
+ * and a tool schema the grammar cannot follow, are STRATA_EUNSUPPORTED / STRATA_EINVALID
+ * naming the tool. */
 int toolcall_grammar(toolcall_format f, const json_t *tools, const char *name, int single,
                      strbuf *out, strata_err *err);
 

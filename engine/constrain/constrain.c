@@ -28,6 +28,11 @@ int constrain_json_object(constrain **out, const constrain_vocab *v, strata_err 
 
 int constrain_grammar(constrain **out, const constrain_vocab *v, const char *gbnf, size_t len,
                       const char *start, strata_err *err) {
+    return constrain_grammar_ex(out, v, gbnf, len, start, 0, err);
+}
+
+int constrain_grammar_ex(constrain **out, const constrain_vocab *v, const char *gbnf, size_t len,
+                         const char *start, int flags, strata_err *err) {
     grammar *g;
     int rc = grammar_parse(&g, gbnf, len, err);
     if (rc) return rc;
@@ -44,6 +49,7 @@ int constrain_grammar(constrain **out, const constrain_vocab *v, const char *gbn
     if (!c) goto nomem;
     c->v = v;
     c->g = g;
+    c->specials = (flags & CONSTRAIN_SPECIALS) != 0;
     c->gwalk = malloc(((size_t)v->max_len + 1) * sizeof *c->gwalk);
     c->bits = malloc((size_t)v->n_nodes + 1);
     if (!c->gwalk || !c->bits || gmatch_create(&c->gm, g)) goto nomem;
@@ -82,6 +88,28 @@ void constrain_free(constrain *c) {
     free(c);
 }
 
+/* Adds to allow the special tokens whose whole text fits: count plus those, or -1. */
+static int mask_specials(constrain *c, uint8_t *allow, int n, int count) {
+    const constrain_vocab *v = c->v;
+    for (int k = 0; k < v->n_specials && v->spec_id[k] < n; k++) {
+        uint32_t s = gmatch_feed(c->gm, c->set, v->spec_bytes + v->spec_off[k], v->spec_len[k]);
+        if (s == UINT32_MAX) return -1;
+        if (s && !allow[v->spec_id[k]]) allow[v->spec_id[k]] = 1, count++;
+    }
+    return count;
+}
+
+/* The index of special token id in v->spec_id, or -1. */
+static int special_index(const constrain_vocab *v, int32_t id) {
+    int lo = 0, hi = v->n_specials;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (v->spec_id[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < v->n_specials && v->spec_id[lo] == id ? lo : -1;
+}
+
 int constrain_mask(constrain *c, uint8_t *allow, int n) {
     if (n <= 0) return 0;
     memset(allow, 0, (size_t)n);
@@ -92,15 +120,21 @@ int constrain_mask(constrain *c, uint8_t *allow, int n) {
         c->set = s;
     }
     int k = gmatch_mask_walk(c->gm, c->set, c->v, c->bits, c->gwalk, allow, n);
+    if (k >= 0 && c->specials) k = mask_specials(c, allow, n, k);
     if (k < 0) memset(allow, 0, (size_t)n);
     return k;
 }
 
 int constrain_accept(constrain *c, int32_t id) {
     const constrain_vocab *v = c->v;
-    if (id < 0 || id >= v->n_ids || !v->len[id]) return -1;
-    if (!c->g) return json_pda_feed(&c->state, v->bytes + v->off[id], v->len[id]);
-    uint32_t s = gmatch_feed(c->gm, c->set, v->bytes + v->off[id], v->len[id]);
+    if (id < 0 || id >= v->n_ids) return -1;
+    const uint8_t *b = v->bytes + v->off[id];
+    uint32_t len = v->len[id];
+    int k = !len && c->specials ? special_index(v, id) : -1;
+    if (k >= 0) b = v->spec_bytes + v->spec_off[k], len = v->spec_len[k];
+    if (!len) return -1;
+    if (!c->g) return json_pda_feed(&c->state, b, len);
+    uint32_t s = gmatch_feed(c->gm, c->set, b, len);
     if (!s || s == UINT32_MAX) return -1;
     c->set = s;
     return 0;

@@ -23,9 +23,10 @@ typedef struct constrain_vocab constrain_vocab;
 typedef struct constrain constrain;
 
 /* The bytes of tokens [0, n_ids) of t (n_ids: the model's vocabulary rows, which may exceed
- * the tokenizer's: ids past it never fit). Special tokens never fit a grammar (the engine
- * allows the end-of-sequence ids itself where the grammar may end), nor do tokens that
- * append nothing or whose bytes the decoder hides. About 0.3 s for a 250k vocabulary.
+ * the tokenizer's: ids past it never fit). Special tokens fit no grammar (the engine
+ * allows the end-of-sequence ids itself where the grammar may end) unless it was made with
+ * CONSTRAIN_SPECIALS; tokens that append nothing or whose bytes the decoder hides never
+ * do. About 0.3 s for a 250k vocabulary.
  * Errors: STRATA_EINVALID (n_ids < 0), STRATA_ENOMEM. Caller frees with
  * constrain_vocab_free. */
 int constrain_vocab_build(constrain_vocab **out, const tokenizer *t, int n_ids, strata_err *err);
@@ -45,6 +46,15 @@ void constrain_free(constrain *c); /* accepts NULL */
  * line or rule, engine/constrain/grammar.h), STRATA_ENOMEM. */
 int constrain_grammar(constrain **out, const constrain_vocab *v, const char *gbnf, size_t len,
                       const char *start, strata_err *err);
+/* As constrain_grammar, with flags: CONSTRAIN_SPECIALS lets a special token (an added
+ * token the vocab keeps apart, such as Gemma 4's <|tool_call> and <|"|>) fit where its
+ * whole text (its added-token content) fits the grammar, and constrain_accept of it feeds
+ * that text. For call syntaxes written with such tokens; the detokenizer must then keep
+ * them in the output (no skip_special) so that what follows reads the same text. The
+ * end-of-sequence and stop ids among them are the engine's to exclude. */
+#define CONSTRAIN_SPECIALS 1
+int constrain_grammar_ex(constrain **out, const constrain_vocab *v, const char *gbnf, size_t len,
+                         const char *start, int flags, strata_err *err);
 /* The same checks without a vocabulary: 0 when constrain_grammar would accept the text. */
 int constrain_grammar_check(const char *gbnf, size_t len, strata_err *err);
 

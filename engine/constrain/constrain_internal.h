@@ -115,6 +115,13 @@ struct constrain_vocab {
     constrain_node *nodes; /* [n_nodes + 1] the trie, root first, then a sentinel */
     uint32_t n_nodes;      /* root included, sentinel not */
     int max_len;           /* the longest token's bytes: the walk's deepest node */
+    /* The special tokens' texts (their added-token content), apart from the trie: they fit
+     * only a grammar made with CONSTRAIN_SPECIALS, each checked whole. */
+    int n_specials;
+    int32_t *spec_id;   /* [n_specials] ascending */
+    uint32_t *spec_off; /* [n_specials] start of its text in spec_bytes */
+    uint32_t *spec_len; /* [n_specials] its length (never 0) */
+    uint8_t *spec_bytes;
 };
 
 /* ---- grammars (grammar.h, gbnf.c, grammar_match.c) ----------------------------------- */
@@ -152,6 +159,7 @@ struct constrain {
     uint32_t set;    /* the position in gm */
     uint8_t *bits;   /* [v->n_nodes] gmatch_fast_bits, or NULL */
     uint32_t *gwalk; /* [v->max_len + 1] */
+    int specials;    /* CONSTRAIN_SPECIALS: the vocab's special tokens may fit */
 };
 
 /* allow[id] = 1 (ids < n) for every token whose bytes fit after *s; states: max_len + 1

@@ -8,7 +8,8 @@
  * drops the first token's leading space does not; a byte-fallback piece <0xHH> is byte
  * HH, which no decode of it alone can show. A token whose bytes stay unknown, a special
  * token, a token that appends nothing (it would let a model stall forever) and an id past
- * the tokenizer's never fit. */
+ * the tokenizer's never fit the trie. The special tokens' texts are kept apart: a grammar
+ * that asks (CONSTRAIN_SPECIALS, for a call syntax written with them) checks each whole. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,6 +182,35 @@ static int fill_bytes(constrain_vocab *v, const tokenizer *t, strata_err *err) {
     return 0;
 }
 
+/* The special tokens' texts (tok_id_to_piece: an added token's content as written) into
+ * v->spec_*, for grammars that let them fit (CONSTRAIN_SPECIALS). */
+static int fill_specials(constrain_vocab *v, const tokenizer *t, strata_err *err) {
+    int n_tok = tok_vocab_size(t) < v->n_ids ? tok_vocab_size(t) : v->n_ids, n = 0;
+    for (int32_t id = 0; id < n_tok; id++) {
+        const char *piece = tok_id_to_piece(t, id);
+        n += piece && *piece && tok_is_special(t, id);
+    }
+    if (!n) return 0;
+    strbuf buf = {0};
+    v->spec_id = malloc((size_t)n * sizeof *v->spec_id);
+    v->spec_off = malloc((size_t)n * sizeof *v->spec_off);
+    v->spec_len = malloc((size_t)n * sizeof *v->spec_len);
+    if (!v->spec_id || !v->spec_off || !v->spec_len) goto nomem;
+    for (int32_t id = 0; id < n_tok; id++) {
+        const char *piece = tok_id_to_piece(t, id);
+        if (!piece || !*piece || !tok_is_special(t, id)) continue;
+        v->spec_id[v->n_specials] = id;
+        v->spec_off[v->n_specials] = (uint32_t)buf.len;
+        v->spec_len[v->n_specials++] = (uint32_t)strlen(piece);
+        if (strbuf_adds(&buf, piece) || buf.len > UINT32_MAX) goto nomem;
+    }
+    v->spec_bytes = (uint8_t *)buf.p;
+    return 0;
+nomem:
+    strbuf_free(&buf);
+    return strata_err_set(err, STRATA_ENOMEM, "constrain vocab: out of memory");
+}
+
 /* Adds the trie over the sorted fitting tokens: nodes in preorder, each token's path made
  * of its longest common prefix with the token before it plus new nodes. */
 static int build_trie(constrain_vocab *v, const entry *e, strata_err *err) {
@@ -241,7 +271,7 @@ int constrain_vocab_build(constrain_vocab **out, const tokenizer *t, int n_ids, 
     v->off = calloc((size_t)n_ids + 1, sizeof *v->off);
     v->len = calloc((size_t)n_ids + 1, sizeof *v->len);
     if (!v->off || !v->len) goto nomem;
-    if ((r = fill_bytes(v, t, err))) goto fail;
+    if ((r = fill_bytes(v, t, err)) || (r = fill_specials(v, t, err))) goto fail;
     int n = 0;
     for (int id = 0; id < n_ids; id++) n += v->len[id] > 0;
     e = malloc(((size_t)n + 1) * sizeof *e);
@@ -270,6 +300,10 @@ fail:
 
 void constrain_vocab_free(constrain_vocab *v) {
     if (!v) return;
+    free(v->spec_id);
+    free(v->spec_off);
+    free(v->spec_len);
+    free(v->spec_bytes);
     free(v->nodes);
     free(v->sorted);
     free(v->bytes);

@@ -387,7 +387,7 @@ uint32_t gmatch_start(gmatch *m) {
 }
 
 uint32_t gmatch_feed(gmatch *m, uint32_t set, const uint8_t *b, size_t n) {
-    for (size_t i = 0; i < n && set; i++) set = set_trans(m, set, b[i]);
+    for (size_t i = 0; i < n && set && set != NONE; i++) set = set_trans(m, set, b[i]);
     return set;
 }
 

@@ -2,7 +2,8 @@
 # Structured outputs on the demo model: response_format json_object
 # (tests/http/structured_test.py), then JSON schemas, regexes, choices, grammars, forced tool
 # calls and the clients that use them (tests/http/structured_schema_test.py), then the same
-# behind Qwen3.5's real thinking template (tests/http/structured_think_test.py).
+# behind Qwen3.5's real thinking template (tests/http/structured_think_test.py), then forced
+# calls in Gemma 4's call syntax (tests/http/structured_gemma_test.py).
 source "$(dirname "$0")/lib.sh"
 MODEL=$ROOT/models/demo http_start --max-seqs 4 --ctx-size 1024
 timeout 600 python3 tests/http/structured_test.py || fail "structured_test.py"
@@ -47,5 +48,10 @@ PY
 export THINK_CLOSE_ID
 MODEL=$d http_start --max-seqs 2 --ctx-size 1024
 timeout 300 python3 tests/http/structured_think_test.py || fail "structured_think_test.py"
+http_stop
+
+# The demo model read as writing Gemma 4's calls: forced calls follow that syntax.
+MODEL=$ROOT/models/demo http_start --max-seqs 2 --ctx-size 1024 --tool-call-parser gemma4
+timeout 300 python3 tests/http/structured_gemma_test.py || fail "structured_gemma_test.py"
 http_stop
 echo "test_structured: ok"
