@@ -81,12 +81,18 @@ void sg_put(sg *c, strbuf *b, const char *s) {
 }
 
 void sg_putf(sg *c, strbuf *b, const char *fmt, ...) {
-    char tmp[256];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap); /* rule lines repeat long rule names: size first */
     va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof tmp || strbuf_add(b, tmp, (size_t)n)) c->oom = 1;
+    if (n < 0 || strbuf_reserve(b, (size_t)n)) {
+        c->oom = 1;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
 }
 
 /* One code point in GBNF, plain ASCII: printable characters stay, the rest are escapes (in a
