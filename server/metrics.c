@@ -125,12 +125,40 @@ void metrics_count_rejected(metrics *m, int status) {
         }
 }
 
+static int metrics_series(strbuf *o, const char *prefix, const char *model, const char *name,
+                          const char *type, const char *help, double v) {
+    return strbuf_addf(o, "# HELP %s:%s %s\n# TYPE %s:%s %s\n%s:%s{model_name=\"%s\"} %.17g\n",
+                       prefix, name, help, prefix, name, type, prefix, name, model, v);
+}
+
 static int metrics_gauge(strbuf *o, const char *model, const char *name, const char *type,
                          const char *help, double v) {
-    return strbuf_addf(
-        o, "# HELP strata:%s %s\n# TYPE strata:%s %s\nstrata:%s{model_name=\"%s\"} %.17g\n", name,
-        help, name, type, name, model, v);
+    return metrics_series(o, "strata", model, name, type, help, v);
 }
+
+/* The same gauges again under the names vLLM exports, because load balancers read those:
+ * the Gateway API Inference Extension's endpoint picker (its built-in "vllm" engine
+ * config, kubernetes-sigs/gateway-api-inference-extension v1.5.0, llm-d/llm-d-router)
+ * reads vllm:num_requests_waiting, vllm:num_requests_running and vllm:kv_cache_usage_perc;
+ * its releases up to v1.2 read vllm:gpu_cache_usage_perc. Only what strata measures: no
+ * vllm:lora_requests_info (no LoRA adapters) and no vllm:cache_config_info. The values
+ * are the strata: gauges of the same render, so both names always agree. */
+enum { METRICS_V_WAITING, METRICS_V_RUNNING, METRICS_V_KV };
+static const struct {
+    const char *name;
+    int value;
+    const char *help;
+} metrics_vllm_aliases[] = {
+    {"num_requests_waiting", METRICS_V_WAITING,
+     "Number of requests waiting to be processed (= strata:num_requests_waiting)."},
+    {"num_requests_running", METRICS_V_RUNNING,
+     "Number of requests in model execution batches (= strata:num_requests_running)."},
+    {"kv_cache_usage_perc", METRICS_V_KV,
+     "KV-cache usage. 1 means 100 percent usage (= strata:kv_cache_usage_perc)."},
+    {"gpu_cache_usage_perc", METRICS_V_KV,
+     "KV-cache usage. 1 means 100 percent usage (= strata:kv_cache_usage_perc; the name "
+     "older vLLM releases and endpoint pickers use)."},
+};
 
 int metrics_render(metrics *m, const metrics_gauges *g, strbuf *o) {
     int rc = 0;
@@ -181,6 +209,14 @@ int metrics_render(metrics *m, const metrics_gauges *g, strbuf *o) {
                         "Number of prefill tokens processed.", (double)g->prompt_tokens);
     rc |= metrics_gauge(o, md, "generation_tokens_total", "counter",
                         "Number of generation tokens processed.", (double)g->generation_tokens);
+    for (size_t i = 0; i < sizeof metrics_vllm_aliases / sizeof metrics_vllm_aliases[0]; i++) {
+        int k = metrics_vllm_aliases[i].value;
+        double v = k == METRICS_V_WAITING   ? g->waiting
+                   : k == METRICS_V_RUNNING ? g->running
+                                            : g->kv_usage;
+        rc |= metrics_series(o, "vllm", md, metrics_vllm_aliases[i].name, "gauge",
+                             metrics_vllm_aliases[i].help, v);
+    }
     rc |= strbuf_adds(o, "# HELP strata:decode_steps_total Decode steps by how they ran: a "
                          "replayed CUDA graph, a capture, or eager launches.\n# TYPE "
                          "strata:decode_steps_total counter\n");

@@ -37,7 +37,7 @@ def strata_env_names(config_h):
     """STRATA_<FLAG> of every option in config/config.h, plus the few STRATA_* variables
     the sources read with getenv() (e.g. STRATA_CUDA_LIB)."""
     src = open(config_h).read()
-    fields = re.findall(r"X\((\w+),\s*\"[\w-]+\",\s*(?:STR|INT|BOOL|NUM)", src)
+    fields = re.findall(r"X\((\w+),\s*\"[\w-]+\",\s*(?:STR|INT|BOOL|NUM|LIST)", src)
     assert fields, "no options found in " + config_h
     names = {"STRATA_" + f.upper() for f in fields}
     root = os.path.dirname(os.path.dirname(os.path.abspath(config_h)))
@@ -60,7 +60,10 @@ def port_number(container, port):
 def main():
     overlay, rendered, config_h = sys.argv[1:4]
     gpu = "--gpu" in sys.argv[4:]
-    docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
+    every = [d for d in yaml.safe_load_all(open(rendered)) if d]
+    # the strata objects (the base labels them); an overlay may add others (the
+    # inference-pool overlay's endpoint picker, checked by check_inference_pool.py)
+    docs = [d for d in every if d["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "strata"]
     by_kind = {}
     for d in docs:
         by_kind.setdefault(d["kind"], []).append(d)
@@ -137,8 +140,9 @@ def main():
     key = env.get("STRATA_API_KEY")
     check(isinstance(key, dict) and "secretKeyRef" in key,
           f"{overlay}: STRATA_API_KEY must come from valueFrom.secretKeyRef, got {key!r}")
-    check("Secret" not in by_kind, f"{overlay}: a Secret is rendered (the API key would be in git)")
-    for d in docs:
+    check(all(d["kind"] != "Secret" for d in every),
+          f"{overlay}: a Secret is rendered (the API key would be in git)")
+    for d in every:
         check("STRATA_API_KEY" not in (d.get("data") or {}),
               f"{overlay}: STRATA_API_KEY inlined in {d['kind']} {d['metadata']['name']}")
 

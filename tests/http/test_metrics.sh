@@ -49,6 +49,62 @@ for name in ("time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_
     assert b == sorted(b), name  # cumulative
 print("metrics values: ok")
 PY
+# The vLLM names the Gateway API Inference Extension's endpoint picker reads
+# (docs/deploy.md, "Several pods behind an inference gateway"): present, typed gauge, and
+# equal to their strata: twins in every scrape taken while requests run and queue
+# (--max-seqs 2, six concurrent requests).
+python3 - "$BASE" <<'PY' || fail "vllm: metric names"
+import json, sys, threading, time, urllib.request
+base = sys.argv[1]
+pairs = {"vllm:num_requests_waiting": "strata:num_requests_waiting",
+         "vllm:num_requests_running": "strata:num_requests_running",
+         "vllm:kv_cache_usage_perc": "strata:kv_cache_usage_perc",
+         "vllm:gpu_cache_usage_perc": "strata:kv_cache_usage_perc"}
+def scrape():
+    text = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+    types, vals = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, typ = line.split(" ")
+            types[name] = typ
+        elif line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            name = k.split("{")[0]
+            assert name not in vals or not name.startswith(("vllm:", "strata:num", "strata:kv")), line
+            vals[name] = (k, float(v))
+    return text, types, vals
+text, types, vals = scrape()
+for v, s in pairs.items():
+    assert types.get(v) == "gauge", (v, types.get(v))
+    assert vals[v][0] == v + '{model_name="tiny"}', vals[v][0]
+for absent in ("vllm:lora_requests_info", "vllm:cache_config_info"):
+    assert absent not in text, absent  # not measured by strata: not exported
+def one(i):
+    body = json.dumps({"prompt": "Hello %d" % i, "max_tokens": 120, "ignore_eos": True}).encode()
+    req = urllib.request.Request(base + "/v1/completions", body, {"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=60).read()
+threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
+for t in threads: t.start()
+seen = {k: 0.0 for k in pairs}
+n = 0
+while any(t.is_alive() for t in threads):
+    _, _, vals = scrape()
+    n += 1
+    for v, s in pairs.items():
+        assert vals[v][1] == vals[s][1], (v, vals[v][1], s, vals[s][1])
+        seen[v] = max(seen[v], vals[v][1])
+    assert 0 <= vals["vllm:kv_cache_usage_perc"][1] <= 1
+    assert vals["vllm:num_requests_running"][1] <= 2
+for t in threads: t.join()
+assert all(x > 0 for x in seen.values()), (n, seen)  # the load showed in every series
+for _ in range(50):  # and drain back to 0 (a slot is freed just after its last token)
+    _, _, vals = scrape()
+    if all(vals[v][1] == 0 for v in pairs):
+        break
+    time.sleep(0.1)
+assert all(vals[v][1] == 0 for v in pairs), vals
+print("vllm: names: typed gauge, equal to strata: in %d scrapes under load, max %s" % (n, seen))
+PY
 grep -q "choice 0: prompt" "$TMP/server.log" || fail "--log-requests wrote no request line"
 grep -q "Hello" "$TMP/server.log" && fail "--log-requests must not log content"
 http_stop
