@@ -26,6 +26,7 @@ typedef struct config_desc {
 #define CONFIG_DEF_INT(def) NULL, (double)(def)
 #define CONFIG_DEF_BOOL(def) NULL, (double)(def)
 #define CONFIG_DEF_NUM(def) NULL, (double)(def)
+#define CONFIG_DEF_LIST(def) (def), 0
 #define CONFIG_ROW(field, flag, type, def, help)                                                   \
     {#field, flag, CONFIG_##type, offsetof(config, field), CONFIG_DEF_##type(def), help},
 static const config_desc config_table[] = {CONFIG_OPTION_LIST(CONFIG_ROW)};
@@ -37,6 +38,43 @@ const char *config_flag_name(int i) { return i >= 0 && i < CONFIG_N ? config_tab
 int config_flag_type(int i) { return i >= 0 && i < CONFIG_N ? config_table[i].type : -1; }
 
 static void *config_slot(config *c, const config_desc *d) { return (char *)c + d->off; }
+
+static void config_list_clear(config_list *l) {
+    for (int i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+/* Appends the n bytes at s (trimmed of blanks) to l; the list is unchanged on error. */
+static int config_list_add(config_list *l, const char *s, size_t n, strata_err *err) {
+    while (n && (*s == ' ' || *s == '\t')) s++, n--;
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r')) n--;
+    char **v = realloc(l->v, (size_t)(l->n + 1) * sizeof *v);
+    if (!v) return strata_err_set(err, STRATA_ENOMEM, "config: out of memory");
+    l->v = v;
+    if (!(v[l->n] = strndup(s, n)))
+        return strata_err_set(err, STRATA_ENOMEM, "config: out of memory");
+    l->n++;
+    return 0;
+}
+
+/* Appends each comma-separated item of v to option d's list; an empty item is an
+ * error (a stray comma, or --api-key= with nothing after it). */
+static int config_list_add_text(config_list *l, const config_desc *d, const char *v,
+                                const char *src, strata_err *err) {
+    for (const char *p = v;;) {
+        const char *q = strchr(p, ',');
+        size_t n = q ? (size_t)(q - p) : strlen(p);
+        int rc = config_list_add(l, p, n, err);
+        if (rc) return rc;
+        if (!*l->v[l->n - 1])
+            return strata_err_set(err, STRATA_EINVALID, "%s: --%s has an empty item in '%s'", src,
+                                  d->flag, v);
+        if (!q) return 0;
+        p = q + 1;
+    }
+}
 
 int config_init(config *c, strata_err *err) {
     memset(c, 0, sizeof *c);
@@ -53,6 +91,7 @@ int config_init(config *c, strata_err *err) {
         case CONFIG_INT: *(long long *)p = (long long)d->def_num; break;
         case CONFIG_BOOL: *(int *)p = (int)d->def_num; break;
         case CONFIG_NUM: *(double *)p = d->def_num; break;
+        case CONFIG_LIST: break; /* empty: zeroed above */
         }
     }
     return 0;
@@ -65,6 +104,8 @@ void config_deinit(config *c) {
             char **p = config_slot(c, &config_table[i]);
             free(*p);
             *p = NULL;
+        } else if (config_table[i].type == CONFIG_LIST) {
+            config_list_clear(config_slot(c, &config_table[i]));
         }
 }
 
@@ -117,13 +158,35 @@ static int config_set_text(config *c, const config_desc *d, const char *v, const
         return strata_err_set(err, STRATA_EINVALID, "%s: --%s wants true or false, got '%s'", src,
                               d->flag, v);
     }
+    case CONFIG_LIST: return config_list_add_text(p, d, v, src, err);
     }
     return strata_err_set(err, STRATA_EINVALID, "config: bad option type");
+}
+
+/* A list from the file: a string (commas separate items), an array of strings, or null. */
+static int config_set_json_list(config *c, const config_desc *d, json_t *v, const char *path,
+                                strata_err *err) {
+    config_list_clear(config_slot(c, d));
+    if (json_is_null(v)) return 0;
+    if (json_is_string(v)) return config_set_text(c, d, json_string_value(v), path, err);
+    size_t i;
+    json_t *x;
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, x) {
+            if (!json_is_string(x)) break;
+            int rc = config_set_text(c, d, json_string_value(x), path, err);
+            if (rc) return rc;
+        }
+        if (i == json_array_size(v)) return 0;
+    }
+    return strata_err_set(err, STRATA_EINVALID, "%s: \"%s\" must be a string or a list of strings",
+                          path, d->flag);
 }
 
 static int config_set_json(config *c, const config_desc *d, json_t *v, const char *path,
                            strata_err *err) {
     char buf[64];
+    if (d->type == CONFIG_LIST) return config_set_json_list(c, d, v, path, err);
     if (d->type == CONFIG_STR && json_is_string(v))
         return config_set_text(c, d, json_string_value(v), path, err);
     if (d->type == CONFIG_STR && json_is_null(v)) {
@@ -248,6 +311,8 @@ static int config_load_env(config *c, char **envp, strata_err *err) {
             if (k != len) continue;
             char src[96];
             snprintf(src, sizeof src, "environment STRATA_%.60s", name);
+            if (config_table[i].type == CONFIG_LIST) /* replaces the file's list */
+                config_list_clear(config_slot(c, &config_table[i]));
             int rc = config_set_text(c, &config_table[i], eq + 1, src, err);
             if (rc) return rc;
         }
@@ -268,6 +333,8 @@ static const char *config_find_file(int argc, char **argv, char **envp) {
 }
 
 static int config_load_argv(config *c, int argc, char **argv, int *help, strata_err *err) {
+    unsigned char seen[CONFIG_N];
+    memset(seen, 0, sizeof seen);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -292,10 +359,27 @@ static int config_load_argv(config *c, int argc, char **argv, int *help, strata_
         else if (d->type == CONFIG_BOOL) v = neg ? "false" : "true";
         else if (i + 1 < argc) v = argv[++i];
         else return strata_err_set(err, STRATA_EINVALID, "option --%s needs a value", d->flag);
+        /* the first of a repeated flag replaces what env and file gave; the rest add */
+        if (d->type == CONFIG_LIST && !seen[d - config_table]) {
+            seen[d - config_table] = 1;
+            config_list_clear(config_slot(c, d));
+        }
         int rc = config_set_text(c, d, v, "command line", err);
         if (rc) return rc;
     }
     return 0;
+}
+
+/* "*", or scheme://host[:port] as a browser sends it in Origin: no path, no slash. */
+static int config_is_origin(const char *o) {
+    if (!strcmp(o, "*")) return 1;
+    const char *h = strstr(o, "://");
+    if (!h || h == o || !h[3]) return 0;
+    for (const char *p = o; p < h; p++)
+        if (!isalnum((unsigned char)*p) && *p != '+' && *p != '-' && *p != '.') return 0;
+    for (const char *p = h + 3; *p; p++)
+        if (*p == '/' || *p == '*' || *p <= ' ' || (unsigned char)*p >= 0x7f) return 0;
+    return 1;
 }
 
 int config_check(const config *c, strata_err *err) {
@@ -358,9 +442,44 @@ int config_check(const config *c, strata_err *err) {
         return strata_err_set(err, STRATA_EINVALID,
                               "--device is '%s'; allowed cpu, cuda, cuda:N, auto",
                               c->device ? c->device : "(null)");
-    if (c->api_key && !*c->api_key)
-        return strata_err_set(err, STRATA_EINVALID, "--api-key is empty");
+    for (int i = 0; i < c->api_key.n; i++)
+        if (!*c->api_key.v[i]) return strata_err_set(err, STRATA_EINVALID, "--api-key is empty");
+    for (int i = 0; i < c->allowed_origins.n; i++)
+        if (!config_is_origin(c->allowed_origins.v[i]))
+            return strata_err_set(err, STRATA_EINVALID,
+                                  "--allowed-origins: '%.200s' is not * or an origin "
+                                  "(scheme://host[:port], no path)",
+                                  c->allowed_origins.v[i]);
     return 0;
+}
+
+/* Adds the keys of --api-key-file to api_key: one a line, blanks trimmed, blank lines
+ * and lines starting with # skipped. Read once at start: a rotated key needs a restart. */
+static int config_load_key_file(config *c, const char *path, strata_err *err) {
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return strata_err_set(err, STRATA_EINVALID, "--api-key-file %s: cannot open (%s)", path,
+                              strerror(errno));
+    char line[4096];
+    int rc = 0, n = 0;
+    while (!rc && fgets(line, sizeof line, f)) {
+        size_t len = strcspn(line, "\r\n");
+        if (len == sizeof line - 1) {
+            rc =
+                strata_err_set(err, STRATA_EINVALID, "--api-key-file %s: a line is too long", path);
+            break;
+        }
+        const char *p = line;
+        while (*p == ' ' || *p == '\t') p++, len--;
+        if (!len || *p == '#') continue;
+        if (!(rc = config_list_add(&c->api_key, p, len, err))) n++;
+    }
+    if (!rc && ferror(f))
+        rc = strata_err_set(err, STRATA_EINVALID, "--api-key-file %s: read failed", path);
+    if (!rc && !n)
+        rc = strata_err_set(err, STRATA_EINVALID, "--api-key-file %s: holds no key", path);
+    fclose(f);
+    return rc;
 }
 
 int config_load(config *c, int argc, char **argv, char **envp, int *help, strata_err *err) {
@@ -371,6 +490,7 @@ int config_load(config *c, int argc, char **argv, char **envp, int *help, strata
     if ((rc = config_load_argv(c, argc, argv, &h, err))) return rc;
     if (help) *help = h;
     if (h) return 0;
+    if (c->api_key_file && (rc = config_load_key_file(c, c->api_key_file, err))) return rc;
     return config_check(c, err);
 }
 

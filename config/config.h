@@ -15,8 +15,11 @@
 #include "engine/base/err.h"
 
 /* X(field, flag, type, default, help). type: STR (char *, NULL = unset), INT (long
- * long), BOOL (int 0/1), NUM (double). Flags are the field with '_' -> '-'; the env
- * name is STRATA_ + field in upper case; the config-file key is the flag name. */
+ * long), BOOL (int 0/1), NUM (double), LIST (config_list, empty by default: a flag
+ * given several times, a comma-separated value, or a JSON array in the file; a later
+ * source replaces the whole list of an earlier one). Flags are the field with '_' ->
+ * '-'; the env name is STRATA_ + field in upper case; the config-file key is the flag
+ * name. */
 #define CONFIG_OPTION_LIST(X)                                                                      \
     X(config, "config", STR, NULL, "JSON config file (comments allowed); CLI and env win")         \
     X(model, "model", STR, NULL, "model directory, hub id, or a preset with --load-format dummy")  \
@@ -26,7 +29,13 @@
     X(served_model_name, "served-model-name", STR, NULL, "model id in the API (default: --model)") \
     X(host, "host", STR, "127.0.0.1", "address to listen on")                                      \
     X(port, "port", INT, 8080, "TCP port to listen on")                                            \
-    X(api_key, "api-key", STR, NULL, "require 'Authorization: Bearer KEY' on the API routes")      \
+    X(api_key, "api-key", LIST, NULL,                                                              \
+      "require 'Authorization: Bearer KEY' on the API routes (repeatable; commas separate keys)")  \
+    X(api_key_file, "api-key-file", STR, NULL,                                                     \
+      "file of API keys, one a line (blank lines and # comments ignored); adds to --api-key")      \
+    X(metrics_auth, "metrics-auth", BOOL, 0, "/metrics needs an API key too (else it is open)")    \
+    X(allowed_origins, "allowed-origins", LIST, NULL,                                              \
+      "CORS: origins whose pages may call the API (scheme://host[:port], a comma list, or *)")     \
     X(device, "device", STR, "auto", "cpu, cuda, cuda:N or auto (CUDA when available)")            \
     X(threads, "threads", INT, 0, "CPU backend threads (0 = one per core)")                        \
     X(ple_on_device, "ple-on-device", BOOL, 0,                                                     \
@@ -69,13 +78,20 @@
     X(seed, "seed", INT, 0, "seed of dummy weights and of requests without one")                   \
     X(log_requests, "log-requests", BOOL, 0, "log one line per request to stderr")
 
-enum { CONFIG_STR, CONFIG_INT, CONFIG_BOOL, CONFIG_NUM };
+enum { CONFIG_STR, CONFIG_INT, CONFIG_BOOL, CONFIG_NUM, CONFIG_LIST };
+
+/* The values of a repeatable option, each a malloc'ed string without commas. */
+typedef struct config_list {
+    char **v;
+    int n;
+} config_list;
 
 typedef struct config {
 #define CONFIG_FIELD_STR char *
 #define CONFIG_FIELD_INT long long
 #define CONFIG_FIELD_BOOL int
 #define CONFIG_FIELD_NUM double
+#define CONFIG_FIELD_LIST config_list
 #define CONFIG_FIELD(field, flag, type, def, help) CONFIG_FIELD_##type field;
     CONFIG_OPTION_LIST(CONFIG_FIELD)
 #undef CONFIG_FIELD
@@ -88,8 +104,10 @@ void config_deinit(config *c);
 
 /* Loads defaults, then the file named by --config / STRATA_CONFIG, then the
  * environment (envp: NULL-terminated "K=V" array, usually environ), then argv
- * (argv[0] is skipped). Unknown flags / keys, bad numbers and out-of-range values are
- * STRATA_EINVALID naming the flag and where it came from. *help is set when --help
+ * (argv[0] is skipped), then adds the keys of --api-key-file to api_key (a file that
+ * cannot be read or holds no key is an error naming it). Unknown flags / keys, bad
+ * numbers and out-of-range values are STRATA_EINVALID naming the flag and where it
+ * came from. *help is set when --help
  * was given. c must be config_init'ed; on error it holds a partial result. */
 int config_load(config *c, int argc, char **argv, char **envp, int *help, strata_err *err);
 

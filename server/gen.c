@@ -120,6 +120,7 @@ enum MHD_Result gen_resume(srv_req *r, struct MHD_Connection *c) {
                                 "text/event-stream; charset=utf-8");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        cors_add_headers(c, resp); /* a page reading the stream needs them too */
         enum MHD_Result rc = MHD_queue_response(c, 200, resp);
         MHD_destroy_response(resp);
         return rc;

@@ -1,9 +1,9 @@
 /* gen_format.c - engine output as OpenAI JSON: whole responses and SSE chunks.
  *
  * Shapes follow openai-python's types: chat.completion / chat.completion.chunk with
- * a role chunk first, content (and reasoning_content) deltas, an empty-delta chunk
- * carrying finish_reason, an optional choices:[] usage chunk, then `data: [DONE]`;
- * text_completion likewise. An error after the stream started is one
+ * a role chunk first, content (and reasoning, named both reasoning_content and
+ * reasoning) deltas, an empty-delta chunk carrying finish_reason, an optional
+ * choices:[] usage chunk, then `data: [DONE]`; text_completion likewise. An error after the stream started is one
  * `data: {"error":{...}}` event, then [DONE]. Caller holds req->mu (MHD thread).
  *
  * Completions with echo and logprobs also cover the prompt, as vLLM: the first prompt
@@ -27,6 +27,14 @@ static json_t *fmt_str(const char *s, size_t n) {
     j = unicode_utf8_lossy(&b, s, n) ? NULL : json_stringn(b.p ? b.p : "", b.len);
     strbuf_free(&b);
     return j;
+}
+
+/* The reasoning text under both names: vLLM renamed reasoning_content to reasoning,
+ * and clients read one or the other. */
+static void fmt_set_reasoning(json_t *obj, const char *s, size_t n) {
+    json_t *j = fmt_str(s, n);
+    json_object_set(obj, "reasoning_content", j);
+    json_object_set_new(obj, "reasoning", j);
 }
 
 static double fmt_lp(float x) { return isfinite(x) ? (double)x : -9999.0; }
@@ -239,9 +247,7 @@ json_t *gen_format_full(srv_req *r) {
             json_t *content = ch->td.n_calls && !len ? json_null() : fmt_str(text, len);
             json_t *msg =
                 json_pack("{s:s, s:o, s:n}", "role", "assistant", "content", content, "refusal");
-            if (ch->reasoning.len)
-                json_object_set_new(msg, "reasoning_content",
-                                    fmt_str(ch->reasoning.p, ch->reasoning.len));
+            if (ch->reasoning.len) fmt_set_reasoning(msg, ch->reasoning.p, ch->reasoning.len);
             if (ch->td.n_calls) {
                 json_t *calls = json_array();
                 for (int k = 0; k < ch->td.n_calls; k++)
@@ -292,8 +298,7 @@ static int fmt_choice_event(srv_req *r, int i, const char *text, size_t text_len
         json_t *delta = json_object();
         if (role) json_object_set_new(delta, "role", json_string("assistant"));
         if (text_len || role) json_object_set_new(delta, "content", fmt_str(text, text_len));
-        if (reasoning_len)
-            json_object_set_new(delta, "reasoning_content", fmt_str(reasoning, reasoning_len));
+        if (reasoning_len) fmt_set_reasoning(delta, reasoning, reasoning_len);
         c = json_pack("{s:i, s:o, s:o, s:o}", "index", i, "delta", delta, "logprobs", lp,
                       "finish_reason", finish ? json_string(finish) : json_null());
     } else {

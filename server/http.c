@@ -4,11 +4,13 @@
  * enabled. The request's framing is checked first (http_guard.c: one Content-Length,
  * not both it and Transfer-Encoding), a request body is collected up to
  * --max-body-bytes (413 past it, refused from Content-Length before reading when
- * possible), the API key is checked in constant time, and the route table sends the
- * request on. Every error leaves as the OpenAI error object. Generation, tokenize and
- * detokenize requests are handed to gen.c, which suspends the connection while a
- * worker prepares them and until the engine has output; what a silent SSE stream
- * sends meanwhile (gen_format_sse_idle_locked) is here. Thread: MHD threads. */
+ * possible), the API key is checked in constant time (against every key), and the
+ * route table sends the request on; a path not in it is a 404 that lists the routes,
+ * and a CORS preflight is answered before the key check (http_cors.c). Every error
+ * leaves as the OpenAI error object. Generation, tokenize and detokenize requests are
+ * handed to gen.c, which suspends the connection while a worker prepares them and
+ * until the engine has output; what a silent SSE stream sends meanwhile
+ * (gen_format_sse_idle_locked) is here. Thread: MHD threads. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -31,18 +33,28 @@ static enum MHD_Result http_error(struct MHD_Connection *c, int status, const ch
     return http_respond_error(c, &e);
 }
 
-/* Compares the Authorization header with "Bearer KEY" in time that depends only on
- * the header's length, so the key cannot be found byte by byte. */
+/* 0 when the hl bytes at h equal key, in time that depends only on hl. */
+static unsigned http_key_diff(const char *h, size_t hl, const char *key) {
+    size_t kl = strlen(key);
+    if (!kl) return 1; /* config_check refuses empty keys */
+    volatile unsigned char diff = (unsigned char)(hl != kl);
+    for (size_t i = 0; i < hl; i++) diff |= (unsigned char)(h[i] ^ key[i % kl]);
+    return diff;
+}
+
+/* Compares the Authorization header with "Bearer KEY" for every key (--api-key,
+ * --api-key-file), never stopping at a match, so the time depends only on the
+ * header's length and the number of keys, and no key can be found byte by byte. */
 static int http_auth_ok(const srv *S, struct MHD_Connection *c) {
-    const char *key = S->cfg->api_key;
-    if (!key) return 1;
+    const config_list *keys = &S->cfg->api_key;
+    if (!keys->n) return 1;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
     h += 7;
-    size_t hl = strlen(h), kl = strlen(key);
-    volatile unsigned char diff = (unsigned char)(hl != kl);
-    for (size_t i = 0; i < hl; i++) diff |= (unsigned char)(h[i] ^ key[i % kl]);
-    return diff == 0;
+    size_t hl = strlen(h);
+    unsigned ok = 0;
+    for (int i = 0; i < keys->n; i++) ok |= http_key_diff(h, hl, keys->v[i]) == 0;
+    return ok != 0;
 }
 
 enum {
@@ -87,15 +99,31 @@ static int http_find_route(const char *url) {
     return R_NONE;
 }
 
+/* The 404 of a path strata does not serve (an OpenAI route it lacks, such as
+ * /v1/embeddings, or a typo), naming the routes it does serve, so a client written
+ * for a larger server learns what is there rather than just "not found". */
+static enum MHD_Result http_not_served(struct MHD_Connection *c, const char *method,
+                                       const char *url) {
+    char msg[512]; /* openai_error's message */
+    int n =
+        snprintf(msg, sizeof msg, "%.16s %.160s is not served here; the routes are:", method, url);
+    for (int i = 0; i < R_NONE && n > 0 && (size_t)n < sizeof msg; i++)
+        n += snprintf(msg + n, sizeof msg - (size_t)n, "%s %s %s%s", i ? "," : "",
+                      http_routes[i].method, http_routes[i].path, i == R_MODEL ? "{model}" : "");
+    for (char *p = msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+    return http_error(c, 404, "not_found_error", "route_not_found", msg);
+}
+
 static enum MHD_Result http_dispatch(srv *S, struct MHD_Connection *c, srv_conn *sc,
                                      const char *url, const char *method, const char *version) {
     int r = http_find_route(url);
-    if (r == R_NONE) {
-        char msg[300];
-        snprintf(msg, sizeof msg, "Unknown route %.200s", url);
-        for (char *p = msg; *p; p++)
-            if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
-        return http_error(c, 404, "not_found_error", NULL, msg);
+    if (r == R_NONE) return http_not_served(c, method, url);
+    /* a browser's preflight carries no key: answered before the key check */
+    if (cors_is_preflight(S, c, method)) {
+        if (guard_cors(c) != CORS_NONE) return cors_preflight(c);
+        return http_error(c, 403, "permission_error", "origin_not_allowed",
+                          "This origin may not call the API (--allowed-origins)");
     }
     int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     if (!(is_get && !strcmp(http_routes[r].method, "GET")) &&
@@ -111,7 +139,8 @@ static enum MHD_Result http_dispatch(srv *S, struct MHD_Connection *c, srv_conn 
         return http_respond_error_close(
             c, 503, "unavailable_error", NULL,
             "Too many open connections (--max-connections); retry later");
-    if (http_routes[r].auth && !http_auth_ok(S, c))
+    int auth = http_routes[r].auth || (r == R_METRICS && S->cfg->metrics_auth);
+    if (auth && !http_auth_ok(S, c))
         return http_error(c, 401, "authentication_error", "invalid_api_key",
                           "Incorrect or missing API key; send 'Authorization: Bearer <key>'");
     switch (r) {
@@ -147,6 +176,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const ch
     if (!sc) {
         if (!(sc = calloc(1, sizeof *sc))) return MHD_NO;
         *con_cls = sc;
+        guard_set_cors(c, cors_mode(S, c)); /* before any answer, early errors included */
         char msg[160];
         if (guard_check_framing(c, msg, sizeof msg)) {
             guard_request_received(S, c);

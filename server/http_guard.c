@@ -17,6 +17,8 @@
  * MHD accepts SRV_RESERVE_CONNS connections beyond --max-connections; those serve
  * /health and /metrics only and get a short deadline, so a probe still answers when
  * the pool is full. --max-connections-per-ip caps one address (MHD enforces it).
+ * The record also carries the current request's CORS answer (http_cors.c), since
+ * the respond functions are handed only the connection.
  * Thread: MHD threads, the sweep on the loop thread. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,7 @@ struct guard_conn {
     int in_head; /* a request (or the wait for one) is being received */
     int reserve;
     double deadline; /* strata_now() seconds, while in_head */
+    int cors;        /* CORS_* of the current request (its MHD thread only) */
     guard_conn *prev, *next;
 };
 
@@ -129,6 +132,16 @@ void guard_request_done(srv *S, struct MHD_Connection *c) {
 int guard_is_reserve(struct MHD_Connection *c) {
     guard_conn *g = guard_of(c);
     return g && g->reserve; /* set before MHD hands the connection to us, never changed */
+}
+
+void guard_set_cors(struct MHD_Connection *c, int mode) {
+    guard_conn *g = guard_of(c);
+    if (g) g->cors = mode; /* untracked: no CORS headers, the browser refuses the answer */
+}
+
+int guard_cors(struct MHD_Connection *c) {
+    guard_conn *g = guard_of(c);
+    return g ? g->cors : CORS_NONE;
 }
 
 #define GUARD_408_BODY                                                                             \

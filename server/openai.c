@@ -320,7 +320,9 @@ static int parse_body(openai_request *r, json_t *root, const openai_limits *lim,
             return BAD(e, "top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
         r->top_logprobs = (int)ll;
     }
-    ll = -1;
+    /* unset: a chat runs to the end of its turn (or of the context); a completion,
+     * which has no turn to end, stops after 16 tokens as OpenAI's and vLLM's do */
+    ll = r->kind == OPENAI_COMPLETION ? OPENAI_COMPLETION_DEFAULT_TOKENS : -1;
     if ((rc = get_int(root, "max_tokens", 0, INT32_MAX, &ll, e))) return rc;
     /* 0 generates nothing: OpenAI and vLLM accept it with echo, to score a prompt */
     if (ll == 0 && !(r->kind == OPENAI_COMPLETION && r->echo))

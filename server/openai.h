@@ -25,6 +25,9 @@ enum { OPENAI_COMPLETION, OPENAI_CHAT };
 #define OPENAI_MAX_STOP 16
 #define OPENAI_MAX_TOP_LOGPROBS 20
 #define OPENAI_MAX_LOGIT_BIAS 1024
+/* max_tokens of a completion that sets neither it nor max_completion_tokens (OpenAI's
+ * and vLLM's default; a chat without one runs to the end of its turn) */
+#define OPENAI_COMPLETION_DEFAULT_TOKENS 16
 /* A chat body holds at most this many messages and content parts (all messages
  * together): each costs a few hundred bytes of JSON objects while a request is
  * prepared, so the caps bound a request's memory by more than its byte size. */
@@ -82,7 +85,7 @@ typedef struct openai_request {
     int add_generation_prompt; /* default 1 */
     int continue_final_message;
 
-    int max_tokens;      /* -1: until the context is full; 0 only with echo */
+    int max_tokens;      /* -1 (chat unset): until the context is full; 0 only with echo */
     double temperature;  /* default 1 */
     double top_p, min_p; /* 1, 0 */
     int top_k;           /* 0 = off */

@@ -1,5 +1,6 @@
 /* respond.c - queueing an answer on a connection: JSON, text, the OpenAI error object,
- * and an error after which the connection must close. MHD threads. */
+ * and an error after which the connection must close; each with the CORS headers its
+ * request's origin gets (http_cors.c). MHD threads. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@ enum MHD_Result http_respond_text(struct MHD_Connection *c, int status, const ch
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (status == 429 || status == 503) MHD_add_response_header(resp, "Retry-After", "1");
+    cors_add_headers(c, resp);
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     return rc;
@@ -45,6 +47,7 @@ enum MHD_Result http_respond_error_hdr(struct MHD_Connection *c, const openai_er
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     MHD_add_response_header(resp, name, value);
     if (e->status == 429 || e->status == 503) MHD_add_response_header(resp, "Retry-After", "1");
+    cors_add_headers(c, resp);
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)e->status, resp);
     MHD_destroy_response(resp);
     return rc;

@@ -208,6 +208,42 @@ struct srv {
 int srv_load(srv *S, strata_err *err);
 void srv_unload(srv *S);
 
+/* http_guard.c: deadlines and limits per connection (MHD threads, sweep on the loop) */
+typedef struct guard_conn guard_conn;
+void guard_init(srv *S);
+void guard_deinit(srv *S);
+void guard_on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                         enum MHD_ConnectionNotificationCode code);
+void *guard_on_request_line(void *cls, const char *uri, struct MHD_Connection *c);
+/* The request is fully read, or answered early: its head deadline is off. */
+void guard_request_received(srv *S, struct MHD_Connection *c);
+/* The response went out: the connection idles until its next request line. */
+void guard_request_done(srv *S, struct MHD_Connection *c);
+/* The connection was accepted beyond --max-connections: /health and /metrics only. */
+int guard_is_reserve(struct MHD_Connection *c);
+/* The header checks RFC 9112 asks of a server: 0, or a 400 message in msg. */
+int guard_check_framing(struct MHD_Connection *c, char *msg, size_t len);
+/* Loop thread: starts the sweep timer. */
+int guard_start(srv *S, strata_err *err);
+/* The CORS answer of the connection's current request (CORS_*; http_cors.c): the
+ * respond functions see only the connection, so it is kept on its guard record. */
+void guard_set_cors(struct MHD_Connection *c, int mode);
+int guard_cors(struct MHD_Connection *c);
+
+/* http_cors.c: CORS for browser pages served from other origins (MHD threads) */
+enum { CORS_NONE, CORS_ORIGIN, CORS_ANY };
+/* What the request's Origin gets under --allowed-origins: CORS_NONE (no headers),
+ * CORS_ORIGIN (its own origin echoed) or CORS_ANY ("*"). */
+int cors_mode(const srv *S, struct MHD_Connection *c);
+/* A preflight (OPTIONS with Access-Control-Request-Method) while CORS is on. */
+int cors_is_preflight(const srv *S, struct MHD_Connection *c, const char *method);
+/* Answers the preflight of an allowed origin: 204 with the Access-Control-Allow-*
+ * headers (http.c refuses the others). */
+enum MHD_Result cors_preflight(struct MHD_Connection *c);
+/* Adds Access-Control-Allow-Origin and Vary: Origin to resp when the request's
+ * origin is allowed (every answer: JSON, errors, SSE). */
+void cors_add_headers(struct MHD_Connection *c, struct MHD_Response *resp);
+
 /* respond.c: queueing an answer on a connection (MHD threads) */
 enum MHD_Result http_respond_json(struct MHD_Connection *c, int status, json_t *body);
 enum MHD_Result http_respond_error(struct MHD_Connection *c, const openai_error *e);
@@ -287,24 +323,6 @@ enum MHD_Result gen_start(srv *S, struct MHD_Connection *c, int job, strbuf *bod
                           srv_req **out);
 enum MHD_Result gen_resume(srv_req *r, struct MHD_Connection *c);
 void gen_connection_closed(srv_req *r);
-
-/* http_guard.c: deadlines and limits per connection (MHD threads, sweep on the loop) */
-typedef struct guard_conn guard_conn;
-void guard_init(srv *S);
-void guard_deinit(srv *S);
-void guard_on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
-                         enum MHD_ConnectionNotificationCode code);
-void *guard_on_request_line(void *cls, const char *uri, struct MHD_Connection *c);
-/* The request is fully read, or answered early: its head deadline is off. */
-void guard_request_received(srv *S, struct MHD_Connection *c);
-/* The response went out: the connection idles until its next request line. */
-void guard_request_done(srv *S, struct MHD_Connection *c);
-/* The connection was accepted beyond --max-connections: /health and /metrics only. */
-int guard_is_reserve(struct MHD_Connection *c);
-/* The header checks RFC 9112 asks of a server: 0, or a 400 message in msg. */
-int guard_check_framing(struct MHD_Connection *c, char *msg, size_t len);
-/* Loop thread: starts the sweep timer. */
-int guard_start(srv *S, strata_err *err);
 
 /* http.c: the libmicrohttpd daemon, routing (MHD threads) */
 int http_start(srv *S, strata_err *err);

@@ -26,7 +26,9 @@ def ref(name):
 ids = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 2147483647}}
 sampling = {
     "model": nullable(STR),
-    "max_tokens": nullable({"type": "integer", "minimum": 1}),
+    "max_tokens": nullable({"type": "integer", "minimum": 1,
+                            "description": "at most this many new tokens; unset: until the turn "
+                                           "ends or the context is full"}),
     "temperature": nullable({"type": "number", "minimum": 0, "maximum": 2}),
     "top_p": nullable({"type": "number", "minimum": 0, "maximum": 1, "exclusiveMinimum": True}),
     "top_k": nullable({"type": "integer", "minimum": -1}),
@@ -56,7 +58,9 @@ completion_req = {
                              dict(ids, minItems=1),
                              {"type": "array", "items": dict(ids, minItems=1), "minItems": 1}]},
         # 0 only with echo: the prompt (and with logprobs its scores) without a completion
-        "max_tokens": nullable({"type": "integer", "minimum": 0}),
+        "max_tokens": nullable({"type": "integer", "minimum": 0, "default": 16,
+                                "description": "at most this many new tokens (16 when unset, as "
+                                               "OpenAI and vLLM); 0 only with echo"}),
         # with logprobs, the logprobs cover the prompt too (the first token's are null)
         "echo": nullable(BOOL),
         "logprobs": nullable({"type": "integer", "minimum": 0, "maximum": 20}),
@@ -123,6 +127,8 @@ chat_resp = {"type": "object", "required": ["id", "object", "created", "model", 
                                                                    "role": {"type": "string", "enum": ["assistant"]},
                                                                    "content": nullable(STR),
                                                                    "reasoning_content": nullable(STR),
+                                                                   # the same text: vLLM's newer name
+                                                                   "reasoning": nullable(STR),
                                                                    "refusal": nullable(STR)}}}}})}
 error = {"type": "object", "required": ["error"], "properties": {"error": {
     "type": "object", "required": ["message", "type"],
@@ -186,7 +192,8 @@ doc = {
             "503": err("Loading or draining")}}},
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {
             "200": {"description": "Prometheus text format 0.0.4",
-                    "content": {"text/plain": {"schema": STR}}}}}},
+                    "content": {"text/plain": {"schema": STR}}},
+            "401": err("Missing or wrong API key (with --metrics-auth)")}}},
         "/openapi.json": {"get": {"summary": "This document", "responses": {
             "200": {"description": "OpenAPI 3 document",
                     "content": {"application/json": {"schema": {"type": "object"}}}}}}},

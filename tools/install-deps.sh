@@ -23,6 +23,9 @@ debs=(build-essential pkg-config
       clang llvm libclang-rt-14-dev clang-format zstd curl python3 python3-pip python3-venv)
 # tests/http/test_metrics.sh: promtool (in Debian's prometheus package) checks /metrics
 debs+=(prometheus)
+# tests/http/test_cors.sh: a real headless browser (driven by the playwright package
+# below through executable_path; no `playwright install` download)
+debs+=(chromium)
 
 # the demo model's corpus: the King James Bible text and its `bible` reader
 [ "$demo_train" = 1 ] && debs+=(bible-kjv bible-kjv-text)
@@ -74,11 +77,12 @@ fi
 # tests/http: the official openai SDK, schemathesis (fuzzes the API from its OpenAPI
 # document), prometheus_client's text parser and Jinja2 (the oracle of the real templates'
 # tool round trips), and the structured-output clients: jsonschema (validates what the
-# grammars let through), LangChain's OpenAI chat model and the llm CLI; pinned, known to work
-# on Python 3.11.
+# grammars let through), LangChain's OpenAI chat model and the llm CLI, and playwright (drives
+# Debian's chromium for the CORS test); pinned, known to work on Python 3.11.
 http_pkgs=()
 for t in openai:openai==3.57.0 schemathesis:schemathesis==4.32.5 prometheus_client:prometheus-client==0.26.0 jinja2:jinja2==3.1.6 \
-    jsonschema:jsonschema==4.26.0 langchain_openai:langchain-openai==1.8.1 llm:llm==0.36; do
+    jsonschema:jsonschema==4.26.0 langchain_openai:langchain-openai==1.8.1 llm:llm==0.36 \
+    playwright:playwright==1.65.2; do
     python3 -c "import ${t%%:*}" 2>/dev/null || http_pkgs+=("${t#*:}")
 done
 if [ ${#http_pkgs[@]} -gt 0 ]; then

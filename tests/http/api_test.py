@@ -197,15 +197,17 @@ def test_reasoning():
     s, b = post_json(CHAT, body)
     m = b["choices"][0]["message"]
     assert m.get("reasoning_content") and not m["content"], m
+    assert m["reasoning"] == m["reasoning_content"], m  # vLLM's newer name, same text
     s, ev = stream(CHAT, dict(body, stream=True))
     assert stream_text(ev, field="reasoning_content") == m["reasoning_content"]
+    assert stream_text(ev, field="reasoning") == m["reasoning_content"]
     assert stream_text(ev) == ""
     # forcing </think> first: reasoning is empty, the rest is content
     body["logit_bias"] = {"4": 100}
     body["max_tokens"] = 1
     s, b = post_json(CHAT, body)
     m = b["choices"][0]["message"]
-    assert not m.get("reasoning_content") and m["content"] == "", m
+    assert not m.get("reasoning_content") and not m.get("reasoning") and m["content"] == "", m
 
 
 def test_stream_matches_full():
@@ -261,6 +263,16 @@ def test_errors():
     assert s == 405
     s, h, b = request("GET", "/nope")
     check_error(s, json.loads(b), 404)
+    # OpenAI routes strata lacks: a 404 that says so and lists what is served
+    for path in ("/v1/embeddings", "/v1/audio/speech", "/v1/images/generations", "/v1/files",
+                 "/v1/batches", "/v1/fine_tuning/jobs", "/v1/moderations", "/v1/assistants",
+                 "/v1/threads", "/v1/responses", "/v2/anything"):
+        s, h, b = request("POST", path, {"input": "x"})
+        e = check_error(s, json.loads(b), 404)
+        assert e["code"] == "route_not_found" and path in e["message"], e
+        for served in ("/v1/chat/completions", "/v1/completions", "/v1/models", "/tokenize",
+                       "/detokenize", "/health", "/metrics"):
+            assert served in e["message"], e
     # over --max-body-bytes: refused from Content-Length before the body is read
     import socket
     import urllib.parse
@@ -272,6 +284,20 @@ def test_errors():
         while b"\r\n\r\n" not in resp:
             resp += sk.recv(4096)
     assert resp.startswith(b"HTTP/1.1 413"), resp[:100]
+
+
+def test_default_max_tokens():
+    # a completion without a limit stops after 16 tokens (OpenAI, vLLM); a chat does not
+    s, b = post_json(CMPL, {"prompt": "Once upon a time", "temperature": 0, "ignore_eos": True})
+    assert s == 200 and b["choices"][0]["finish_reason"] == "length", b
+    assert b["usage"]["completion_tokens"] == 16, b["usage"]
+    s, b = post_json(CMPL, {"prompt": "Once upon a time", "ignore_eos": True,
+                            "max_completion_tokens": 20})
+    assert s == 200 and b["usage"]["completion_tokens"] == 20, b
+    s, b = post_json(CHAT, {"messages": [{"role": "user", "content": "Hi"}], "ignore_eos": True,
+                            "chat_template_kwargs": NO_THINK})
+    assert s == 200 and b["usage"]["completion_tokens"] > 16, b["usage"]
+    assert b["usage"]["total_tokens"] == 256, b["usage"]  # ran to the end of the context
 
 
 def test_chat_turn_reuse():
@@ -299,7 +325,7 @@ def main():
     for t in (test_small_routes, test_prompt_forms, test_echo_logprobs, lambda: test_stop_strings(text),
               test_stop_token_ids_and_bias, test_sampling_params, test_chat, test_chat_logprobs_n,
               test_reasoning, test_stream_matches_full, test_tokenize, test_errors,
-              test_chat_turn_reuse):
+              test_default_max_tokens, test_chat_turn_reuse):
         t()
         print("ok", getattr(t, "__name__", "stop_strings"))
     print("api_test: all passed")

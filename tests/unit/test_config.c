@@ -32,7 +32,8 @@ static void test_defaults(void) {
     CHECK(!strcmp(c.host, "127.0.0.1"));
     CHECK_EQ_INT(c.port, 8080);
     CHECK_EQ_INT(c.max_seqs, 8);
-    CHECK(c.api_key == NULL && c.model == NULL);
+    CHECK(c.api_key.n == 0 && c.api_key.v == NULL && c.model == NULL);
+    CHECK(c.allowed_origins.n == 0 && !c.metrics_auth && c.api_key_file == NULL);
     CHECK(!strcmp(c.load_format, "auto"));
     CHECK_EQ_INT(c.sse_keepalive, 15);
     config_deinit(&c);
@@ -84,7 +85,7 @@ static void test_precedence(void) {
     CHECK_EQ_INT(c.max_seqs, 5);                 /* env beats file */
     CHECK(!strcmp(c.served_model_name, "file")); /* file beats default, snake_case key */
     CHECK(!strcmp(c.host, "0.0.0.0"));
-    CHECK(!strcmp(c.api_key, "k // not a comment"));
+    CHECK(c.api_key.n == 1 && !strcmp(c.api_key.v[0], "k // not a comment"));
     CHECK_EQ_INT(c.log_requests, 0);
     CHECK(!strcmp(c.model, "/m"));
     config_deinit(&c);
@@ -95,6 +96,74 @@ static void test_precedence(void) {
     char *argv2[] = {"serve", NULL};
     CHECK_EQ_INT(load(&c, 1, argv2, envp2, &err), 0);
     CHECK_EQ_INT(c.port, 9000);
+    config_deinit(&c);
+    unlink(path);
+}
+
+static const char *write_file(const char *name, const char *text) {
+    static char path[96];
+    snprintf(path, sizeof path, "/tmp/strata-test-%s-%d", name, (int)getpid());
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static int has(const config_list *l, const char *s) {
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->v[i], s)) return 1;
+    return 0;
+}
+
+/* Repeatable options (LIST): each source's list replaces the earlier source's, within
+ * the command line every occurrence adds, commas separate items, the file takes a
+ * string or an array; --api-key-file adds its keys after all of them. */
+static void test_lists(void) {
+    config c;
+    strata_err err = {0};
+    const char *path =
+        write_tmp("{ \"api-key\": [\"f1\", \"f2\"], "
+                  "\"allowed-origins\": \"http://a.example, https://b.example:8443\" }");
+    char cfg_arg[128];
+    snprintf(cfg_arg, sizeof cfg_arg, "--config=%s", path);
+    char *argv_file[] = {"serve", cfg_arg, NULL};
+    CHECK_MSG(load(&c, 2, argv_file, NULL, &err) == 0, "%s", err.msg);
+    CHECK(c.api_key.n == 2 && has(&c.api_key, "f1") && has(&c.api_key, "f2"));
+    CHECK(c.allowed_origins.n == 2 && has(&c.allowed_origins, "https://b.example:8443"));
+    config_deinit(&c);
+    char *env[] = {"STRATA_API_KEY=e1,e2,e3", "STRATA_METRICS_AUTH=1", NULL};
+    CHECK_MSG(load(&c, 2, argv_file, env, &err) == 0, "%s", err.msg);
+    CHECK(c.api_key.n == 3 && has(&c.api_key, "e3") && !has(&c.api_key, "f1")); /* env replaces */
+    CHECK(c.allowed_origins.n == 2 && c.metrics_auth == 1);
+    config_deinit(&c);
+    char *argv_cli[] = {"serve", cfg_arg, "--api-key", "c1", "--api-key=c2", "--allowed-origins=*",
+                        NULL};
+    CHECK_MSG(load(&c, 6, argv_cli, env, &err) == 0, "%s", err.msg);
+    CHECK(c.api_key.n == 2 && has(&c.api_key, "c1") && has(&c.api_key, "c2")); /* CLI replaces */
+    CHECK(c.allowed_origins.n == 1 && !strcmp(c.allowed_origins.v[0], "*"));
+    config_deinit(&c);
+    unlink(path);
+
+    /* the key file: comments, blank lines, blanks around keys; adds to --api-key */
+    const char *keys = write_file("keys", "# team keys\n\n  k-one  \r\nk-two\n   # indented\n\t\n");
+    char kf[160];
+    snprintf(kf, sizeof kf, "--api-key-file=%s", keys);
+    char *argv_kf[] = {"serve", kf, "--api-key", "cli", NULL};
+    CHECK_MSG(load(&c, 4, argv_kf, NULL, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(c.api_key.n, 3);
+    CHECK(has(&c.api_key, "k-one") && has(&c.api_key, "k-two") && has(&c.api_key, "cli"));
+    config_deinit(&c);
+    /* a file with no key is an error naming it */
+    keys = write_file("keys", "# nothing here\n\n");
+    CHECK_EQ_INT(load(&c, 2, argv_kf, NULL, &err), STRATA_EINVALID);
+    CHECK_MSG(strstr(err.msg, keys) && strstr(err.msg, "no key"), "%s", err.msg);
+    config_deinit(&c);
+    unlink(keys);
+    /* the file's list must hold strings */
+    path = write_tmp("{ \"api-key\": [\"a\", 1] }");
+    snprintf(cfg_arg, sizeof cfg_arg, "--config=%s", path);
+    CHECK_EQ_INT(load(&c, 2, argv_file, NULL, &err), STRATA_EINVALID);
+    CHECK_MSG(strstr(err.msg, "api-key") != NULL, "%s", err.msg);
     config_deinit(&c);
     unlink(path);
 }
@@ -112,6 +181,11 @@ static void test_errors(void) {
         {"--log-requests=maybe", "true or false"},
         {"--load-format=gguf", "load-format"},
         {"--api-key=", "api-key"},
+        {"--api-key=a,,b", "empty item"},
+        {"--allowed-origins=example.com", "allowed-origins"},
+        {"--allowed-origins=http://a.example/", "allowed-origins"},
+        {"--allowed-origins=http://*.example", "allowed-origins"},
+        {"--api-key-file=/nonexistent/keys", "/nonexistent/keys"},
         {"stray", "unexpected argument"},
         {"--device=tpu", "device"},
     };
@@ -177,6 +251,7 @@ int main(void) {
     RUN(test_defaults);
     RUN(test_precedence);
     RUN(test_sse_keepalive);
+    RUN(test_lists);
     RUN(test_errors);
     RUN(test_schema_and_example);
     TEST_DONE();

@@ -21,7 +21,7 @@ static void test_completion_forms(void) {
     CHECK_EQ_INT(parse(&r, OPENAI_COMPLETION, "{\"prompt\": \"hi there\"}", &e), 0);
     CHECK_EQ_INT(r.n_prompts, 1);
     CHECK(!strcmp(r.prompts[0].text, "hi there") && r.prompts[0].text_len == 8);
-    CHECK_EQ_INT(r.max_tokens, -1);
+    CHECK_EQ_INT(r.max_tokens, 16); /* OpenAI's and vLLM's default for completions */
     CHECK(r.temperature == 1 && r.top_p == 1 && r.repetition_penalty == 1 && r.n == 1);
     CHECK(r.skip_special_tokens == 1 && !r.stream && r.model == NULL);
     openai_request_free(&r);
@@ -93,6 +93,15 @@ static void test_chat_forms(void) {
                  0);
     CHECK(r.continue_final_message && !r.add_generation_prompt &&
           json_object_size(r.template_kwargs) == 0);
+    CHECK_EQ_INT(r.max_tokens, -1); /* a chat without a limit runs to the end of its turn */
+    openai_request_free(&r);
+    /* either limit replaces a completion's default of 16 */
+    CHECK_EQ_INT(parse(&r, OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 40}", &e), 0);
+    CHECK_EQ_INT(r.max_tokens, 40);
+    openai_request_free(&r);
+    CHECK_EQ_INT(
+        parse(&r, OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_completion_tokens\": 3}", &e), 0);
+    CHECK_EQ_INT(r.max_tokens, 3);
     openai_request_free(&r);
 }
 
