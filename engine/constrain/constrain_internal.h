@@ -149,6 +149,18 @@ int gmatch_mask_walk(gmatch *m, uint32_t set, const struct constrain_vocab *v, c
  * *m then unchanged. */
 uint32_t gmatch_compact(gmatch **m, uint32_t set);
 
+/* Sets allow[] for the tokens sorted[lo, hi) of a trie walk (ids past n are rows the
+ * caller left out); how many. Both walks (json_pda.c, grammar_match.c) mark this way. */
+static inline int constrain_mark(const int32_t *sorted, uint32_t lo, uint32_t hi, uint8_t *allow,
+                                 int n) {
+    int count = 0;
+    for (uint32_t k = lo; k < hi; k++) {
+        int32_t id = sorted[k];
+        if (id < n) allow[id] = 1, count++;
+    }
+    return count;
+}
+
 /* One sequence's grammar position (constrain.c): the JSON recognizer, or a grammar. */
 struct constrain {
     const struct constrain_vocab *v; /* borrowed */

@@ -427,16 +427,6 @@ int gmatch_fast_bits(const gmatch *m, const struct constrain_vocab *v, uint8_t *
     return 1;
 }
 
-/* Sets allow[] for the tokens sorted[lo, hi) (ids past n are rows the caller left out). */
-static inline int mark(const int32_t *sorted, uint32_t lo, uint32_t hi, uint8_t *allow, int n) {
-    int count = 0;
-    for (uint32_t k = lo; k < hi; k++) {
-        int32_t id = sorted[k];
-        if (id < n) allow[id] = 1, count++;
-    }
-    return count;
-}
-
 int gmatch_mask_walk(gmatch *m, uint32_t set, const struct constrain_vocab *v, const uint8_t *bits,
                      uint32_t *states, uint8_t *allow, int n) {
     const constrain_node *nodes = v->nodes;
@@ -449,10 +439,10 @@ int gmatch_mask_walk(gmatch *m, uint32_t set, const struct constrain_vocab *v, c
         if (!t) {
             i = nd->end;
         } else if (bits && (m->sets.p[t].fast & bits[i])) {
-            count += mark(v->sorted, nd->tok, nodes[nd->end].tok, allow, n);
+            count += constrain_mark(v->sorted, nd->tok, nodes[nd->end].tok, allow, n);
             i = nd->end;
         } else {
-            count += mark(v->sorted, nd->tok, nodes[i + 1].tok, allow, n);
+            count += constrain_mark(v->sorted, nd->tok, nodes[i + 1].tok, allow, n);
             states[nd->depth] = t;
             i++;
         }

@@ -253,16 +253,6 @@ int json_pda_string_safe(const uint8_t *b, size_t n) {
     return 1;
 }
 
-/* Sets allow[] for the tokens sorted[lo, hi) (ids past n are rows the caller left out). */
-static inline int mark(const int32_t *sorted, uint32_t lo, uint32_t hi, uint8_t *allow, int n) {
-    int count = 0;
-    for (uint32_t k = lo; k < hi; k++) {
-        int32_t id = sorted[k];
-        if (id < n) allow[id] = 1, count++;
-    }
-    return count;
-}
-
 /* Preorder over the trie: a node whose byte is refused skips its whole subtree; a node
  * reached inside a string whose subtree is string-safe allows every token below it without
  * looking at them, which is what makes the common case (most of the vocabulary fits inside
@@ -278,10 +268,10 @@ int json_pda_mask_walk(const json_pda *s, const struct constrain_vocab *v, json_
         if (json_pda_step(&t, nd->byte)) {
             i = nd->end;
         } else if ((nd->safe & CONSTRAIN_NODE_JSTR) && t.mode == JSON_PDA_STR) {
-            count += mark(v->sorted, nd->tok, nodes[nd->end].tok, allow, n);
+            count += constrain_mark(v->sorted, nd->tok, nodes[nd->end].tok, allow, n);
             i = nd->end;
         } else {
-            count += mark(v->sorted, nd->tok, nodes[i + 1].tok, allow, n);
+            count += constrain_mark(v->sorted, nd->tok, nodes[i + 1].tok, allow, n);
             states[nd->depth] = t;
             i++;
         }
