@@ -213,5 +213,6 @@ clean:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-# openapi_doc.c embeds server/openapi.json at assembly time.
+# openapi_doc.c embeds server/openapi.json at assembly time, chat_page.c chat.html.
 $(BUILD)/server/openapi_doc.o: server/openapi.json
+$(BUILD)/server/chat_page.o: server/chat.html

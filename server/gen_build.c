@@ -203,9 +203,20 @@ static int gen_make_choices(srv *S, srv_req *r, int32_t **ids, const int *n, ope
 
 int gen_build(srv *S, srv_req *r, openai_error *e) {
     openai_limits lim = {.vocab = S->vocab, .max_n = S->max_seqs};
-    int kind = r->job == SRV_JOB_CHAT ? OPENAI_CHAT : OPENAI_COMPLETION;
-    if (openai_request_parse(&r->oai, kind, r->body.p ? r->body.p : "", r->body.len, &lim, e))
+    int kind = r->job == SRV_JOB_COMPLETION ? OPENAI_COMPLETION : OPENAI_CHAT;
+    const char *body = r->body.p ? r->body.p : "";
+    size_t len = r->body.len;
+    char *chat = NULL; /* a Responses body as the chat body that runs it */
+    if (r->job == SRV_JOB_RESPONSES) {
+        if (responses_to_chat(body, len, &chat, &r->resp_echo, e)) return -1;
+        body = chat, len = strlen(chat);
+    }
+    int bad = openai_request_parse(&r->oai, kind, body, len, &lim, e);
+    free(chat);
+    if (bad) {
+        if (r->job == SRV_JOB_RESPONSES) responses_error_param(e);
         return -1;
+    }
     const char *model = r->oai.model;
     if (model && strcmp(model, S->model_name) && strcmp(model, S->cfg->model)) {
         openai_error_set(e, 404, "not_found_error", "model", "model_not_found",
@@ -237,9 +248,15 @@ int gen_build(srv *S, srv_req *r, openai_error *e) {
     for (int i = 0; ids && i < n_prompts; i++) free(ids[i]);
     free(ids);
     free(n);
-    if (rc) return -1;
+    if (rc) {
+        if (r->job == SRV_JOB_RESPONSES) responses_error_param(e);
+        return -1;
+    }
     uint64_t a = (uint64_t)req_random_u64(), b = (uint64_t)req_random_u64();
-    snprintf(r->id, sizeof r->id, "%s-%016llx%016llx", kind == OPENAI_CHAT ? "chatcmpl" : "cmpl",
+    snprintf(r->id, sizeof r->id, "%s%016llx%016llx",
+             r->job == SRV_JOB_RESPONSES ? "resp_"
+             : kind == OPENAI_CHAT       ? "chatcmpl-"
+                                         : "cmpl-",
              (unsigned long long)a, (unsigned long long)b);
     r->created = (long long)time(NULL);
     return 0;

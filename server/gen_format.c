@@ -20,7 +20,7 @@
 
 /* A JSON string of n bytes; invalid UTF-8 (never expected from the detokenizer)
  * becomes U+FFFD rather than failing the response. */
-static json_t *fmt_str(const char *s, size_t n) {
+json_t *fmt_str(const char *s, size_t n) {
     json_t *j = json_stringn(s ? s : "", s ? n : 0);
     if (j) return j;
     strbuf b = {0};
@@ -127,7 +127,7 @@ static void fmt_logprobs(const srv_req *r, srv_choice *ch, const sampler_result 
 
 /* The prompt tokens the prefix cache restored, once per prompt as prompt_tokens counts
  * them (the n choices of one prompt share it: the first one's). */
-static int fmt_cached_tokens(const srv_req *r) {
+int fmt_cached_tokens(const srv_req *r) {
     int cached = 0;
     for (int i = 0; i < r->n_choices; i++) {
         int first = 1;
@@ -161,7 +161,7 @@ static const char *fmt_finish_choice(const srv_choice *ch) {
 
 /* Feeds a chat choice's new content to its tool-call parser: ch->td then holds the content
  * to send and the calls completed. */
-static int fmt_tool_feed(srv_req *r, srv_choice *ch, const char *text, size_t len, int final) {
+int fmt_tool_feed(srv_req *r, srv_choice *ch, const char *text, size_t len, int final) {
     strata_err err = {0};
     if (ch->tc_final) return 0; /* a response formatted again: td holds it */
     ch->tc_final = final;
@@ -179,7 +179,7 @@ static json_t *fmt_call(const toolcall_call *c) {
 }
 
 /* Sets r->err when a choice ended in an error or was cut short; 0 when all is well. */
-static int fmt_check_failure(srv_req *r) {
+int fmt_check_failure(srv_req *r) {
     for (int i = 0; i < r->n_choices; i++) {
         srv_choice *ch = &r->ch[i];
         if (ch->finish == ENGINE_FINISH_ERROR) {
@@ -216,6 +216,7 @@ void gen_take_all(srv_req *r) {
                 fmt_logprobs(r, ch, c->prompt_tok, c->n_prompt_tok, &ch->lp);
             if (r->oai.logprobs) fmt_logprobs(r, ch, c->tok, c->n_tok, &ch->lp);
             ch->n_gen = c->n_generated;
+            if (c->reasoning.len && !c->text.len) ch->n_reasoning += c->n_new;
             if (c->finish) {
                 ch->finish = c->finish;
                 snprintf(ch->err, sizeof ch->err, "%s", c->error);
@@ -227,6 +228,7 @@ void gen_take_all(srv_req *r) {
 
 json_t *gen_format_full(srv_req *r) {
     const srv *S = r->S;
+    if (r->job == SRV_JOB_RESPONSES) return responses_format_full(r);
     if (fmt_check_failure(r)) return NULL;
     json_t *choices = json_array();
     for (int i = 0; i < r->n_choices; i++) {
@@ -329,6 +331,7 @@ static int fmt_call_events(srv_req *r, int i, srv_choice *ch, const toolcall_cal
 
 int gen_format_stream(srv_req *r, int *all_done) {
     int rc = 0, failed = 0;
+    if (r->job == SRV_JOB_RESPONSES) return responses_format_stream(r, all_done);
     for (int i = 0; i < r->n_choices && !failed; i++) {
         srv_choice *ch = &r->ch[i];
         if (ch->finish) continue;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "server/chat_page.h"
 #include "server/server_internal.h"
 
 typedef struct srv_conn {
@@ -67,6 +68,9 @@ enum {
     R_CHAT,
     R_TOKENIZE,
     R_DETOKENIZE,
+    R_CHAT_PAGE,
+    R_RESPONSES,
+    R_RESPONSE,
     R_NONE
 };
 
@@ -84,11 +88,14 @@ static const struct {
     [R_CHAT] = {"/v1/chat/completions", "POST", 1},
     [R_TOKENIZE] = {"/tokenize", "POST", 1},
     [R_DETOKENIZE] = {"/detokenize", "POST", 1},
+    [R_RESPONSES] = {"/v1/responses", "POST", 1},
+    [R_RESPONSE] = {"/v1/responses/", "GET", 1}, /* prefix; nothing is stored: a 404 */
+    [R_CHAT_PAGE] = {"/", "GET", 0},
 };
 
 static int http_find_route(const char *url) {
     for (int i = 0; i < R_NONE; i++) {
-        if (i == R_MODEL) {
+        if (i == R_MODEL || i == R_RESPONSE) {
             if (!strncmp(url, http_routes[i].path, strlen(http_routes[i].path)) &&
                 url[strlen(http_routes[i].path)])
                 return i;
@@ -109,7 +116,10 @@ static enum MHD_Result http_not_served(struct MHD_Connection *c, const char *met
         snprintf(msg, sizeof msg, "%.16s %.160s is not served here; the routes are:", method, url);
     for (int i = 0; i < R_NONE && n > 0 && (size_t)n < sizeof msg; i++)
         n += snprintf(msg + n, sizeof msg - (size_t)n, "%s %s %s%s", i ? "," : "",
-                      http_routes[i].method, http_routes[i].path, i == R_MODEL ? "{model}" : "");
+                      http_routes[i].method, http_routes[i].path,
+                      i == R_MODEL      ? "{model}"
+                      : i == R_RESPONSE ? "{id}"
+                                        : "");
     for (char *p = msg; *p; p++)
         if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
     return http_error(c, 404, "not_found_error", "route_not_found", msg);
@@ -126,7 +136,7 @@ static enum MHD_Result http_dispatch(srv *S, struct MHD_Connection *c, srv_conn 
                           "This origin may not call the API (--allowed-origins)");
     }
     int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-    if (!(is_get && !strcmp(http_routes[r].method, "GET")) &&
+    if (r != R_RESPONSE && !(is_get && !strcmp(http_routes[r].method, "GET")) &&
         strcmp(method, http_routes[r].method)) {
         openai_error e;
         openai_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed",
@@ -147,6 +157,11 @@ static enum MHD_Result http_dispatch(srv *S, struct MHD_Connection *c, srv_conn 
     case R_HEALTH: return route_health(S, c);
     case R_METRICS: return route_metrics(S, c);
     case R_OPENAPI: return route_openapi(S, c);
+    case R_RESPONSE: /* GET, DELETE, POST .../cancel of a stored response */
+        return http_error(c, 404, "not_found_error", "response_not_found",
+                          "Responses are not stored here (store is always false), so none "
+                          "can be retrieved, cancelled or deleted");
+    case R_CHAT_PAGE: return route_chat_page(c);
     default: break;
     }
     /* the rest needs the model */
@@ -164,8 +179,10 @@ static enum MHD_Result http_dispatch(srv *S, struct MHD_Connection *c, srv_conn 
     }
     if (st == SRV_DRAINING)
         return http_error(c, 503, "unavailable_error", NULL, "The server is shutting down");
-    return gen_start(S, c, r == R_CHAT ? SRV_JOB_CHAT : SRV_JOB_COMPLETION, &sc->body, http11,
-                     &sc->req);
+    int job = r == R_CHAT        ? SRV_JOB_CHAT
+              : r == R_RESPONSES ? SRV_JOB_RESPONSES
+                                 : SRV_JOB_COMPLETION;
+    return gen_start(S, c, job, &sc->body, http11, &sc->req);
 }
 
 static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const char *url,

@@ -355,7 +355,8 @@ static void loop_on_prepared(srv *S, srv_req *r) {
     int phase = r->phase, status = r->err.status, job = r->job;
     if (phase != REQ_PARSED) req_resume_locked(r);
     pthread_mutex_unlock(&r->mu);
-    if (phase == REQ_FAILED && job <= SRV_JOB_CHAT) metrics_count_rejected(S->met, status);
+    if (phase == REQ_FAILED && (job <= SRV_JOB_CHAT || job == SRV_JOB_RESPONSES))
+        metrics_count_rejected(S->met, status);
     if (phase == REQ_PARSED) {
         loop_on_new(S, r);
         if (!S->draining || !S->stopping) loop_admit(S);

@@ -61,6 +61,7 @@ static void req_free(srv_req *r) {
     strbuf_free(&r->out);
     strbuf_free(&r->body);
     json_decref(r->answer);
+    responses_free(r);
     openai_request_free(&r->oai);
     pthread_mutex_destroy(&r->mu);
     free(r);

@@ -58,7 +58,8 @@ enum {
     SRV_JOB_COMPLETION = OPENAI_COMPLETION,
     SRV_JOB_CHAT = OPENAI_CHAT,
     SRV_JOB_TOKENIZE,
-    SRV_JOB_DETOKENIZE
+    SRV_JOB_DETOKENIZE,
+    SRV_JOB_RESPONSES /* /v1/responses: runs as a chat (responses_req.c) */
 };
 
 /* request phases (under req->mu) */
@@ -75,7 +76,8 @@ typedef struct srv_choice {
     int n_prompt;
     int finish; /* ENGINE_FINISH_* once seen by the consumer */
     int n_gen;
-    int started; /* stream: first chunk (role / echo) sent */
+    int n_reasoning; /* tokens of takes that held only reasoning (Responses usage) */
+    int started;     /* stream: first chunk (role / echo) sent */
     char err[256];
     strbuf text, reasoning; /* non-stream: the whole output */
     json_t *lp;             /* logprobs accumulated (non-stream) */
@@ -105,8 +107,10 @@ struct srv_req {
     int prompt_tokens; /* usage: every prompt counted once */
     char **echo;       /* completions echo text per prompt (or NULL) */
     int split_reasoning;
-    const char *grammar_start; /* the rule oai.grammar starts from (NULL: root) */
-    int grammar_flags;         /* constrain_grammar_ex's: CONSTRAIN_SPECIALS for Gemma 4 calls */
+    const char *grammar_start;   /* the rule oai.grammar starts from (NULL: root) */
+    int grammar_flags;           /* constrain_grammar_ex's: CONSTRAIN_SPECIALS for Gemma 4 calls */
+    json_t *resp_echo;           /* SRV_JOB_RESPONSES: the Response's echoed request fields */
+    struct resp_stream *resp_st; /* SRV_JOB_RESPONSES stream: its progress (responses_fmt.c) */
 
     /* under mu */
     int phase;
@@ -269,6 +273,13 @@ void req_resume_locked(srv_req *r);
 int req_all_finished(srv_req *r);
 int64_t req_random_u64(void);
 
+/* responses_req.c: a /v1/responses body to the chat completions body that runs it
+ * (*chat, malloc'ed JSON text) and the fields its Response echoes (*echo). 0, or -1
+ * with e. Any thread. */
+int responses_to_chat(const char *body, size_t len, char **chat, json_t **echo, openai_error *e);
+/* Renames an error's param from the chat field to the Responses one it came from. */
+void responses_error_param(openai_error *e);
+
 /* chat_prompt.c: a chat request's messages through the template; *out malloc'ed. */
 int chat_prompt_render(srv *S, const openai_request *r, char **out, openai_error *e);
 
@@ -305,6 +316,21 @@ void loop_run(srv *S);
 /* After the loop stopped and MHD and the engine are gone: drops what the loop still
  * holds (tracked requests, inbox entries). */
 void loop_shutdown(srv *S);
+
+/* gen_format.c: what responses_fmt.c shares with it (req->mu held): a JSON string of
+ * n bytes (invalid UTF-8 as U+FFFD), r->err set when a choice failed or was cut short
+ * (1), a chat choice's output fed to its tool-call parser (ch->td), the prompt tokens
+ * the prefix cache restored */
+json_t *fmt_str(const char *s, size_t n);
+int fmt_check_failure(srv_req *r);
+int fmt_tool_feed(srv_req *r, srv_choice *ch, const char *text, size_t len, int final);
+int fmt_cached_tokens(const srv_req *r);
+
+/* responses_fmt.c: the one choice of a /v1/responses request as a Response (NULL with
+ * r->err on failure) or as its typed SSE events (MHD threads, req->mu held) */
+json_t *responses_format_full(srv_req *r);
+int responses_format_stream(srv_req *r, int *all_done);
+void responses_free(srv_req *r); /* what r holds for it (req_free) */
 
 /* gen_format.c: OpenAI JSON of outputs (MHD threads, req->mu held) */
 int gen_format_stream(srv_req *r, int *all_done);

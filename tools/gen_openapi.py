@@ -133,6 +133,41 @@ chat_resp = {"type": "object", "required": ["id", "object", "created", "model", 
 error = {"type": "object", "required": ["error"], "properties": {"error": {
     "type": "object", "required": ["message", "type"],
     "properties": {"message": STR, "type": STR, "param": nullable(STR), "code": nullable(STR)}}}}
+# /v1/responses: run as the equivalent chat (server/responses_req.c); nothing is stored
+responses_req = {
+    "type": "object",
+    "required": ["input"],
+    "properties": {
+        "model": nullable(STR),
+        "input": {"oneOf": [STR, {"type": "array", "minItems": 1, "items": {"type": "object"}}],
+                  "description": "a user message, or items: messages (user, system, developer, "
+                                 "assistant; text or input_text / output_text parts), function_call "
+                                 "and function_call_output items"},
+        "instructions": nullable(STR),
+        "max_output_tokens": nullable({"type": "integer", "minimum": 1}),
+        "temperature": sampling["temperature"], "top_p": sampling["top_p"],
+        "tools": nullable({"type": "array", "items": {"type": "object", "required": ["type", "name"],
+                                                      "properties": {"type": {"type": "string", "enum": ["function"]},
+                                                                     "name": STR}}}),
+        "tool_choice": nullable({"oneOf": [STR, {"type": "object"}]}),
+        "parallel_tool_calls": nullable(BOOL),
+        "text": nullable({"type": "object", "properties": {"format": nullable({"type": "object"})}}),
+        "reasoning": nullable({"type": "object", "description": "effort \"none\" turns thinking off"}),
+        "stream": nullable(BOOL),
+        "store": nullable(BOOL),
+        "metadata": nullable({"type": "object", "additionalProperties": STR}),
+        "user": nullable(STR),
+        "previous_response_id": nullable({"type": "string", "description": "refused: nothing is stored"}),
+    },
+}
+responses_resp = {"type": "object", "required": ["id", "object", "created_at", "model", "output", "status"],
+                  "properties": {"id": STR, "object": {"type": "string", "enum": ["response"]}, "created_at": INT,
+                                 "model": STR, "status": {"type": "string", "enum": ["completed", "incomplete"]},
+                                 "store": BOOL, "output": {"type": "array", "items": {"type": "object"}},
+                                 "usage": nullable({"type": "object", "required": ["input_tokens", "output_tokens",
+                                                                                   "total_tokens"],
+                                                    "properties": {"input_tokens": INT, "output_tokens": INT,
+                                                                   "total_tokens": INT}})}}
 model = {"type": "object", "required": ["id", "object", "created", "owned_by"],
          "properties": {"id": STR, "object": {"type": "string", "enum": ["model"]}, "created": INT,
                         "owned_by": STR, "root": nullable(STR), "parent": nullable(STR),
@@ -172,10 +207,22 @@ doc = {
     "openapi": "3.0.3",
     "info": {"title": "strata", "version": "0.1.0",
              "description": "OpenAI-compatible inference server (completions, chat completions, "
-                            "models, tokenize, health, metrics)."},
+                            "responses, models, tokenize, health, metrics)."},
     "paths": {
         "/v1/completions": gen_op("Text completion", "CompletionRequest", "CompletionResponse"),
         "/v1/chat/completions": gen_op("Chat completion", "ChatCompletionRequest", "ChatCompletionResponse"),
+        "/v1/responses": {"post": {
+            "summary": "Response (OpenAI Responses API, run as a chat; not stored)",
+            "requestBody": json_body(ref("ResponsesRequest")),
+            "responses": dict({"200": {"description": "The Response, or when stream is true an SSE stream "
+                                                      "of typed events (`event: response.created` ... "
+                                                      "`response.completed` / `response.incomplete`), no "
+                                                      "`[DONE]`",
+                                       "content": {"application/json": {"schema": ref("ResponsesResponse")},
+                                                   "text/event-stream": {"schema": STR}}}}, **common_errors)}},
+        "/v1/responses/{id}": {"get": {"summary": "Always 404: responses are not stored", "parameters": [
+            {"name": "id", "in": "path", "required": True, "schema": STR}], "responses": {
+            "401": err("Missing or wrong API key"), "404": err("Responses are not stored")}}},
         "/v1/models": {"get": {"summary": "List models", "responses": {
             "200": {"description": "The served model", "content": {"application/json": {"schema": {
                 "type": "object", "required": ["object", "data"],
@@ -215,6 +262,7 @@ doc = {
     "components": {
         "schemas": {"CompletionRequest": completion_req, "ChatCompletionRequest": chat_req,
                     "CompletionResponse": completion_resp, "ChatCompletionResponse": chat_resp,
+                    "ResponsesRequest": responses_req, "ResponsesResponse": responses_resp,
                     "Model": model, "Error": error},
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
     },

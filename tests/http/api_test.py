@@ -266,7 +266,7 @@ def test_errors():
     # OpenAI routes strata lacks: a 404 that says so and lists what is served
     for path in ("/v1/embeddings", "/v1/audio/speech", "/v1/images/generations", "/v1/files",
                  "/v1/batches", "/v1/fine_tuning/jobs", "/v1/moderations", "/v1/assistants",
-                 "/v1/threads", "/v1/responses", "/v2/anything"):
+                 "/v1/threads", "/v2/anything"):
         s, h, b = request("POST", path, {"input": "x"})
         e = check_error(s, json.loads(b), 404)
         assert e["code"] == "route_not_found" and path in e["message"], e
