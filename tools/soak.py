@@ -5,7 +5,8 @@ report every minute; exits non-zero when the server misbehaved.
 The traffic runs at --clients concurrent clients (tools/soak.sh passes 2x --max-seqs)
 and mixes: streamed and whole completions and chats, clients that hang up in the
 queue or mid-stream, oversized bodies (413), prompts over the context and more
-choices than slots (400), malformed JSON and refused fields (400). Each minute it
+choices than slots (400), malformed JSON and refused fields (400); a quarter of the served
+requests follow a JSON schema. Each minute it
 prints the server's RSS and open descriptors, its running / waiting / preparing
 gauges, the outcome counts and the latency percentiles of the requests that
 completed. At the end it waits for the server to go idle and checks that every
@@ -141,8 +142,17 @@ def one(cli, rng, a, stats):
         raw = Client.post(path, json.dumps(body).encode()[:-1])
         expect = 400
     elif kind == "refused":
-        body[rng.choice(["guided_json", "grammar", "json_schema", "structured_outputs"])] = {"type": "object"}
+        # decoding this server does not do, and output formats it cannot compile
+        field, value = rng.choice([("min_tokens", 5), ("use_beam_search", True),
+                                   ("guided_regex", "a(?=b)"), ("guided_json", {"not": {}}),
+                                   ("grammar", "root ::= undefined")])
+        body[field] = value
         expect = 400
+    if kind in ("stream", "whole") and rng.random() < 0.25:
+        # a quarter of the served traffic follows a grammar: its tables live and die with it
+        body[rng.choice(["guided_json", "json_schema"])] = {
+            "type": "object", "properties": {"a": {"type": "integer"},
+                                             "b": {"type": "string", "maxLength": 8}}}
     if kind not in ("oversized", "malformed"):
         raw = Client.post(path, body)
     t0 = time.time()
