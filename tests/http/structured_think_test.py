@@ -5,7 +5,8 @@ template, whose generation prompt opens <think> (test_structured.sh gives the to
 constrains what follows; logit_bias on </think> makes the model close it at once (it would
 otherwise reason past max_tokens). Checked: the answer (content) validates, the reasoning is
 apart from it; a forced tool call; and LangChain's bind_tools round trip, which needs a
-template that renders assistant tool calls and tool results."""
+template that renders assistant tool calls and tool results; and the Responses API's
+reasoning items."""
 import json
 import os
 from typing import Annotated
@@ -72,9 +73,38 @@ def test_langchain_bind_tools_round_trip():
     assert isinstance(final.content, str), final
 
 
+def test_responses_reasoning_items():
+    """The Responses API on a thinking model: left to reason (no bias, no end of turn), the
+    demo model is still thinking when max_output_tokens cuts it: one reasoning item."""
+    from openai import OpenAI
+    client = OpenAI(base_url=BASE + "/v1", api_key="unused")
+    model = get_json("/v1/models")[1]["data"][0]["id"]
+    r = client.responses.create(model=model, input="Who was Aaron?", max_output_tokens=24,
+                                extra_body={"ignore_eos": True}, temperature=0)
+    assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens", r
+    kinds = [o.type for o in r.output]
+    assert kinds[0] == "reasoning", kinds
+    text = "".join(c.text for c in r.output[0].content or [])
+    assert text.strip(), r.output[0]
+    assert r.usage.output_tokens_details.reasoning_tokens > 0, r.usage
+    # streamed: reasoning_text deltas that add up to the same item
+    deltas, done, final = [], None, None
+    with client.responses.stream(model=model, input="Who was Aaron?", max_output_tokens=24,
+                                 extra_body={"ignore_eos": True}, temperature=0) as st:
+        for ev in st:
+            if ev.type == "response.reasoning_text.delta":
+                deltas.append(ev.delta)
+            elif ev.type == "response.reasoning_text.done":
+                done = ev.text
+            elif ev.type == "response.incomplete":  # the SDK's final response wants "completed"
+                final = ev.response
+    assert deltas and "".join(deltas) == done == text, (deltas, done, text)
+    assert final.output[0].type == "reasoning" and final.status == "incomplete", final.output
+
+
 def main():
     for t in (test_schema_after_reasoning, test_forced_call_after_reasoning,
-              test_langchain_bind_tools_round_trip):
+              test_langchain_bind_tools_round_trip, test_responses_reasoning_items):
         t()
         print(f"  {t.__name__}: ok")
     print("structured_think_test: ok")
