@@ -92,12 +92,15 @@ def one_schema(i):
 
 
 def test_random_schemas():
+    # 200 in the plain build; the sanitizer pass (several times slower, same code paths)
+    # runs the first 50 so the whole suite stays inside CI's time budget
+    n = 50 if "asan" in os.environ.get("BUILD", "") else 200
     with concurrent.futures.ThreadPoolExecutor(4) as ex:
-        done = sum(ex.map(one_schema, range(200)))
+        done = sum(ex.map(one_schema, range(n)))
     # a schema can leave the model a string it never closes within max_tokens: those are
     # cut, never wrong; most finish
-    assert done >= 100, done
-    print(f"  random schemas: {done}/200 finished and validated")
+    assert done >= n // 2, done
+    print(f"  random schemas: {done}/{n} finished and validated")
 
 
 def test_guided_fields():
