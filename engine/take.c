@@ -56,19 +56,15 @@ static void take_prompt_logprob(sampler_result *out, const float *row, int vocab
  * the host samples. */
 int take_allow(engine *e, engine_seq *s) {
     int n = constrain_mask(s->cons, s->allow, e->vocab);
-    if (n >= 0 && constrain_complete(s->cons) == 1) {
-        for (int i = 0; i < e->n_eos + s->n_stop_ids; i++) {
-            int32_t t = i < e->n_eos ? e->eos[i] : s->stop_ids[i - e->n_eos];
-            if (t < 0 || t >= e->vocab || s->allow[t] || (i < e->n_eos && s->ignore_eos)) continue;
-            s->allow[t] = 1;
-            n++;
-        }
-    } else if (n > 0) {
-        /* a special token the grammar spells may also be a stop: not before the end */
-        for (int i = 0; i < e->n_eos + s->n_stop_ids; i++) {
-            int32_t t = i < e->n_eos ? e->eos[i] : s->stop_ids[i - e->n_eos];
-            if (t >= 0 && t < e->vocab && s->allow[t]) s->allow[t] = 0, n--;
-        }
+    /* a stop is allowed exactly where the grammar may end (a special token the grammar
+     * spells may also be a stop: not before the end), an ignored eos left as it is */
+    uint8_t end = n >= 0 && constrain_complete(s->cons) == 1;
+    for (int i = 0; n >= 0 && i < e->n_eos + s->n_stop_ids; i++) {
+        int32_t t = i < e->n_eos ? e->eos[i] : s->stop_ids[i - e->n_eos];
+        if (t < 0 || t >= e->vocab || s->allow[t] == end || (end && i < e->n_eos && s->ignore_eos))
+            continue;
+        s->allow[t] = end;
+        n += end ? 1 : -1;
     }
     if (n > 0) return n;
     engine_seq_finish(s, ENGINE_FINISH_ERROR,
