@@ -54,7 +54,8 @@ pip_install() {
 
 # Python packages the test tools use (reference clients, not the engine).
 # huggingface_hub: tests/hub checks that its cache and strata's are interchangeable.
-py_pkgs=(numpy huggingface_hub)
+# gguf: llama.cpp's GGUF writer and reader (tools/gen_gguf_fixtures.py, quantization checks).
+py_pkgs=(numpy huggingface_hub gguf)
 if [ "$goldens" = 1 ]; then
     # `make goldens` only. Pinned so regenerated fixtures match tests/golden/SOURCE.md.
     # PyPI has no CPU-only torch wheel: this pulls the CUDA build (~0.5 GB wheel plus
