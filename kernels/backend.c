@@ -20,6 +20,7 @@ int backend_supports(const backend *b, int op, dtype dt) {
     case BK_OP_EMBED_FED: return o->embed_fed != NULL;
     case BK_OP_WEIGHT_MAP: return o->weight_map && o->weight_unmap;
     case BK_OP_PROFILE: return o->profile && o->profile_read;
+    case BK_OP_COMPUTE_DTYPE: return o->compute_dtype != NULL;
     default:
         return op >= 0 && op < BK_OP_FIRST_OPTIONAL &&
                (dt == DTYPE_COUNT || dt == DTYPE_BF16 || dt == DTYPE_F16 || dt == DTYPE_F32);
@@ -30,6 +31,10 @@ int backend_memory(const backend *b, backend_mem *m) {
     if (!b->ops->memory) return -1;
     b->ops->memory(b, m);
     return 0;
+}
+
+void backend_compute_dtype(backend *b, dtype dt) {
+    if (b->ops->compute_dtype) b->ops->compute_dtype(b, dt);
 }
 
 int backend_weight_map(backend *b, const bk_weight *host, bk_weight *dev, strata_err *err) {

@@ -391,6 +391,11 @@ typedef struct backend_ops {
      * For benchmarks only: the timing events cost launches of their own. */
     void (*profile)(backend *b, int on);
     int (*profile_read)(backend *b, bk_op_time *out, int max);
+    /* The precision the model computes in (its kv cache dtype, arch_kv_dtype): at BF16 the
+     * backend may round activations to bf16 where a faster form needs it, as the reference
+     * does in bf16 (the CUDA backend's chunked delta rule, chunked SSD and flash prefill
+     * attention on tensor cores); at F32, the default, every op keeps f32. */
+    void (*compute_dtype)(backend *b, dtype dt);
     /* 1 when op runs with weights of dtype dt (DTYPE_COUNT: any it takes). NULL: every
      * mandatory op with BF16, F16 or F32 weights, every filled optional slot. */
     int (*supports)(const backend *b, int op, dtype dt);
@@ -406,7 +411,7 @@ typedef struct backend_ops {
     X(ROPE) X(KV_STORE) X(ATTENTION) X(ATTN_PREP) X(CONV1D) X(GDN_GATES)       \
     X(GATED_DELTA) X(GDN) X(GELU_TANH_MUL) X(RELU2) X(SCALE) X(SOFTCAP)        \
     X(RMSNORM_GATED_GROUPED) X(SSD) X(READ_BANDWIDTH) X(MEMORY) X(LAST_ERROR)  \
-    X(GRAPHS) X(SAMPLE) X(EMBED_FED) X(WEIGHT_MAP) X(PROFILE)
+    X(GRAPHS) X(SAMPLE) X(EMBED_FED) X(WEIGHT_MAP) X(PROFILE) X(COMPUTE_DTYPE)
 /* clang-format on */
 enum {
 #define BK_OP_ENUM(n) BK_OP_##n,
@@ -433,6 +438,8 @@ int backend_supports(const backend *b, int op, dtype dt);
 int backend_memory(const backend *b, backend_mem *m);
 /* weight_map, or STRATA_EUNSUPPORTED where b has none (the CPU: host memory is its own). */
 int backend_weight_map(backend *b, const bk_weight *host, bk_weight *dev, strata_err *err);
+/* compute_dtype, or nothing where b computes in f32 only. */
+void backend_compute_dtype(backend *b, dtype dt);
 /* STRATA_EUNSUPPORTED when b has no graphs (then just run eagerly, and no end). */
 int backend_graph_begin(backend *b, uint64_t key, strata_err *err);
 int backend_graph_end(backend *b, int wait, strata_err *err);

@@ -580,6 +580,7 @@ static int g4_open(void **impl, const model_arch_ctx *ctx, model_info *info, str
     m->ple_mapped =
         m->ple_host && c->P && !backend_weight_map(m->b, &m->ple_table, &m->ple_dev, &merr);
     m->kv_dt = arch_kv_dtype(ctx, m->embed.dt);
+    backend_compute_dtype(ctx->b, m->kv_dt);
     if (g4_alloc(m, ctx, err)) goto fail;
 
     if (arch_info(ctx, ARCH_NAME, c->vocab, m->slots, m->ctx, m->step_tokens, 1, info, err))

@@ -378,6 +378,7 @@ static int q35_open(void **impl, const model_arch_ctx *ctx, model_info *info, st
     arch_sizes(ctx, c->max_pos, &m->slots, &m->cap, &m->step_tokens);
     if (q35_bind(m, ctx, err)) goto fail;
     m->kv_dt = arch_kv_dtype(ctx, m->lm_head.dt);
+    backend_compute_dtype(ctx->b, m->kv_dt);
     if (q35_alloc(m, ctx, err)) goto fail;
 
     if (arch_info(ctx, ARCH_NAME, c->vocab, m->slots, m->cap, m->step_tokens, 0, info, err))

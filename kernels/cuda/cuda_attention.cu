@@ -15,8 +15,8 @@
  * stays right as the context grows. Every kernel finds a position's cache row as
  * bk_kv_row does (cuda_kv_row, cuda_internal.cuh): in its slot's ring, or in the pool
  * block the step's block table (staged with the batch, refilled by a replay) names for
- * it. Prefill runs the same kernel with one split: every token's block streams its keys
- * from L2 (a tensor-core tiled prefill is future work, README.md). Softmax in f32 with
+ * it. A bf16 model's runs of FA_MIN tokens or more take the tensor-core prefill kernel
+ * (cuda_attention_flash.cu); shorter ones and f32 caches this one. Softmax in f32 with
  * expf; scores are q·k · scale, then the softcap. A BF16 cache (k and v rounded to nearest
  * even by the store) is widened to f32 as it is loaded, so both caches run the same
  * arithmetic; its rows are half the bytes. */
@@ -25,6 +25,12 @@
 #include "kernels/cuda/cuda_internal.cuh"
 
 enum { ATT_WARPS = 4, ATT_THREADS = 32 * ATT_WARPS, ATT_MAX_SPLIT = 64 };
+
+/* Tokens of sequences at least long_from long are cuda_fa's (cuda_attention_flash.cu). */
+typedef struct att_skip {
+    const int32_t *len;
+    int long_from;
+} att_skip;
 
 /* Element i of a cache half of dtype dt (F32 or BF16), as f32; dt is uniform per launch. */
 __device__ __forceinline__ float att_ld(const void *__restrict__ c, int dt, size_t i) {
@@ -145,11 +151,12 @@ __global__ void __launch_bounds__(ATT_THREADS)
     att_split(float *__restrict__ out, float *__restrict__ part, const float *__restrict__ q,
               const void *__restrict__ kc, const void *__restrict__ vc, int dt,
               const int32_t *tok_pos, const int32_t *tok_seq, cuda_kv_map map, int H, int KV, int D,
-              float scale, int window, float softcap, int n_hc, int n_split) {
+              float scale, int window, float softcap, int n_hc, int n_split, att_skip skip) {
     extern __shared__ float att_sm[]; /* [ATT_WARPS][GB][D + 2]: max, sum, output */
     const int i = blockIdx.x, kvh = blockIdx.y / n_hc, hc = blockIdx.y % n_hc, z = blockIdx.z;
     const int G = H / KV, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int p = tok_pos[i], seq = tok_seq[i];
+    if (skip.len[seq] >= skip.long_from) return;
     const int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
     const int per = (p - lo + 1 + n_split - 1) / n_split;
     const int t0 = lo + z * per, t1 = min(p + 1, t0 + per);
@@ -239,8 +246,9 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 /* Merges the n_split triples of one (token, head): block = one output row. */
 __global__ void att_merge(float *__restrict__ out, const float *__restrict__ part, int D,
-                          int n_split) {
+                          int n_split, const int32_t *tok_seq, int H, att_skip skip) {
     const size_t oh = blockIdx.x;
+    if (skip.len[tok_seq[oh / H]] >= skip.long_from) return;
     const int rw = D + 2;
     const float *pp = part + oh * n_split * rw;
     float M = -INFINITY;
@@ -284,7 +292,7 @@ void cuda_kv_store(backend *b, const bk_kv *kv, const float *k, const float *v,
 template <int DL, int GB>
 static void att_launch(cuda_impl *c, float *out, const float *q, const bk_kv *kv,
                        const cuda_bdev *d, const cuda_kv_map &map, int m, int H, int KV, int D,
-                       float scale, int window, float softcap) {
+                       float scale, int window, float softcap, att_skip skip) {
     int G = H / KV, n_hc = (G + GB - 1) / GB, reach = cuda_kv_reach(map);
     /* Splits: enough blocks to fill the GPU twice, >= 64 keys each, partials in scratch.
      * The keys bound is the cache's reach (a ring's rows, a block table's positions) or
@@ -303,10 +311,11 @@ static void att_launch(cuda_impl *c, float *out, const float *q, const bk_kv *kv
     dim3 grid((unsigned)m, (unsigned)(KV * n_hc), (unsigned)ns);
     att_split<DL, GB><<<grid, ATT_THREADS, smem, c->stream>>>(
         out, c->att_part, q, kv->k, kv->v, (int)kv->dt, d->tok_pos, d->tok_seq, map, H, KV, D,
-        scale, window, softcap, n_hc, ns);
+        scale, window, softcap, n_hc, ns, skip);
     cuda_check_launch(c, "attention");
     if (ns > 1) {
-        att_merge<<<(unsigned)((size_t)m * H), 128, 0, c->stream>>>(out, c->att_part, D, ns);
+        att_merge<<<(unsigned)((size_t)m * H), 128, 0, c->stream>>>(out, c->att_part, D, ns,
+                                                                    d->tok_seq, H, skip);
         cuda_check_launch(c, "attention merge");
     }
 }
@@ -331,7 +340,15 @@ void cuda_attention(backend *b, float *out, const float *q, const bk_kv *kv, con
      * registers allow (DL·GB <= 32 floats per lane for q, as many for the output): a
      * larger GB than G would only spend shuffles on heads that do not exist. */
     const int G = H / KV;
-#define ATT_ARGS c, out, q, kv, d, map, m, H, KV, D, scale, window, softcap
+    /* a bf16 model's long runs take the tensor-core prefill kernel, the rest this one */
+    att_skip skip = {d->len, cuda_fa_min(c, kv, bt, D)};
+    if (skip.long_from != INT_MAX) {
+        cuda_fa(c, out, q, kv, bt, map, H, KV, D, scale, window, softcap);
+        int short_runs = 0;
+        for (int s = 0; s < bt->n_seqs; s++) short_runs += bt->len[s] < skip.long_from;
+        if (!short_runs) return;
+    }
+#define ATT_ARGS c, out, q, kv, d, map, m, H, KV, D, scale, window, softcap, skip
     if (D <= 128) {
         if (G <= 1) att_launch<4, 1>(ATT_ARGS);
         else if (G <= 2) att_launch<4, 2>(ATT_ARGS);

@@ -393,6 +393,8 @@ static void cuda_destroy(backend *b) {
 static void cuda_memory(const backend *b, backend_mem *m);
 static const char *cuda_last_error(const backend *b);
 
+static void cuda_compute_dtype(backend *b, dtype dt) { cuda_impl_of(b)->cdt = dt; }
+
 static void cuda_fill_ops(backend_ops *o) {
     memset(o, 0, sizeof *o);
     o->name = "cuda";
@@ -446,6 +448,7 @@ static void cuda_fill_ops(backend_ops *o) {
     o->graph_clear = cuda_graph_clear;
     o->sample = cuda_sample;
     o->embed_fed = cuda_embed_fed;
+    o->compute_dtype = cuda_compute_dtype;
 }
 
 #define CUDA_TRY(call, what)                                                                       \

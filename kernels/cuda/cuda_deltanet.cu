@@ -22,6 +22,7 @@ struct gd_fuse {
     const void *A_log, *dt_bias;
     int adt, bdt;
     float q_scale;
+    int long_from; /* sequences of this many tokens or more are cuda_gdc's */
 };
 
 template <int RPT, bool FUSE>
@@ -37,6 +38,7 @@ __global__ void __launch_bounds__(GD_THREADS)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, i0 = warp * RPT;
     const int j = blockIdx.y * 32 + lane;
     const bool jv = j < dv;
+    if (len[s] >= fu.long_from) return;
     float *S = state + ((size_t)slot[s] * Hv + h) * (size_t)dk * dv;
     float st[RPT];
 #pragma unroll
@@ -165,6 +167,7 @@ void cuda_gated_delta(backend *b, float *out, const float *q, const float *k, in
     }
     dim3 grid((unsigned)(ns * Hv), (unsigned)((dv + 31) / 32));
     gd_fuse none = {};
+    none.long_from = INT_MAX;
 #define GD_ARGS out, q, k, ld_qk, v, ld_v, g, beta, state, d->start, d->len, d->slot, Hk, Hv, dk, dv
     if (dk <= 32) gd_seq<8, false><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS, none);
     else if (dk <= 64) gd_seq<16, false><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS, none);
@@ -199,8 +202,18 @@ void cuda_gdn(backend *b, float *out, float *q, float *k, int ld_qk, const float
                     (const void *)v, ld_v, (const void *)a, (const void *)bb, A_log->data,
                     dt_bias->data, (const void *)state, ns, Hk, Hv, dk, dv, q_scale))
         return;
+    /* a bf16 model's long runs take the chunked kernel (cuda_deltanet_chunk.cu), the rest
+     * this one; each sequence gets one of the two whatever shares its step */
+    const int long_from = cuda_gdc_min(c, bt, dk, dv);
+    if (long_from != INT_MAX)
+        cuda_gdc(c, out, q, k, ld_qk, v, ld_v, a, bb, A_log, dt_bias, state, bt, Hk, Hv, dk, dv,
+                 q_scale);
+    int short_runs = 0;
+    for (int s = 0; s < ns; s++) short_runs += bt->len[s] < long_from;
+    if (!short_runs) return;
     dim3 grid((unsigned)(ns * Hv), (unsigned)((dv + 31) / 32));
-    gd_fuse fu = {a, bb, A_log->data, dt_bias->data, (int)A_log->dt, (int)dt_bias->dt, q_scale};
+    gd_fuse fu = {a,       bb,       A_log->data, dt_bias->data, (int)A_log->dt, (int)dt_bias->dt,
+                  q_scale, long_from};
     const float *none = NULL;
 #define GD_ARGS                                                                                    \
     out, q, k, ld_qk, v, ld_v, none, none, state, d->start, d->len, d->slot, Hk, Hv, dk, dv, fu

@@ -14,6 +14,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -119,6 +120,7 @@ typedef struct cuda_impl {
     unsigned char *bounce; /* pinned [CUDA_BOUNCE_BYTES] download bounce, halved as the ring */
     size_t bounce_off, bounce_end;
     cuda_bdev bdev;
+    dtype cdt; /* compute_dtype: BF16 lets the prefill forms use bf16 tensor cores */
     /* allocations made through ops->alloc and weight_prepare */
     cuda_alloc_rec *allocs;
     size_t n_allocs, cap_allocs;
@@ -270,6 +272,25 @@ static inline unsigned cuda_blocks(size_t n, int threads, int cap) {
 }
 
 /* ---- op entries, one family per file ---- */
+/* cuda_deltanet_chunk.cu: the fused gdn's chunked form. cuda_gdc_min gives the shortest run
+ * it takes in this step (INT_MAX: none, the model is not bf16 or the head shape is not its);
+ * cuda_gdc runs it for the sequences at least that long, the recurrent kernel the others. */
+int cuda_gdc_min(const cuda_impl *c, const bk_batch *bt, int dk, int dv);
+void cuda_gdc(cuda_impl *c, float *out, const float *q, const float *k, int ld_qk, const float *v,
+              int ld_v, const float *a, const float *bb, const bk_weight *A_log,
+              const bk_weight *dt_bias, float *state, const bk_batch *bt, int Hk, int Hv, int dk,
+              int dv, float q_scale);
+/* cuda_ssd_chunk.cu: the ssd op's chunked form, chosen as cuda_gdc's above. */
+int cuda_ssc_min(const cuda_impl *c, const bk_batch *bt, int P, int N);
+void cuda_ssc(cuda_impl *c, float *y, const float *x, int ld_x, const float *B, const float *C,
+              int ld_bc, const float *dt, int ld_dt, const bk_weight *A_log,
+              const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt, int H,
+              int P, int N, int G, float dt_min);
+/* cuda_attention_flash.cu: the attention op's tensor-core prefill over a bf16 cache,
+ * chosen as cuda_gdc's above. */
+int cuda_fa_min(const cuda_impl *c, const bk_kv *kv, const bk_batch *bt, int D);
+void cuda_fa(cuda_impl *c, float *out, const float *q, const bk_kv *kv, const bk_batch *bt,
+             const cuda_kv_map &map, int H, int KV, int D, float scale, int window, float softcap);
 /* cuda_elementwise.cu */
 void cuda_embed(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m);
 void cuda_embed_fed(backend *b, float *out, const bk_weight *table, const int32_t *ids,

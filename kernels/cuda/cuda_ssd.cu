@@ -28,6 +28,7 @@ typedef struct ssd_args {
     const int32_t *start, *len, *slot;
     int H, P, N, G;
     float dt_min;
+    int long_from; /* sequences of this many tokens or more are cuda_ssc's */
 } ssd_args;
 
 /* Δ and the decay of token t, head h (backend.h ssd). */
@@ -45,6 +46,7 @@ template <int NPL> __global__ void __launch_bounds__(SSD_THREADS) ssd_seq(ssd_ar
     __shared__ float bsm[SSD_CH][NR], csm[SSD_CH][NR], xsm[SSD_CH][SSD_ROWS];
     __shared__ float dsm[SSD_CH], esm[SSD_CH];
     const int s = blockIdx.x / a.H, h = blockIdx.x % a.H, grp = h / (a.H / a.G);
+    if (a.len[s] >= a.long_from) return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int p0 = blockIdx.y * SSD_ROWS, pw = warp * SSD_RP;
     const float Dh = cuda_wget(a.D, a.ddt, h);
@@ -112,7 +114,7 @@ template <int NPL> __global__ void __launch_bounds__(SSD_THREADS) ssd_seq(ssd_ar
 __global__ void ssd_generic(ssd_args a) {
     const int s = blockIdx.x / a.H, h = blockIdx.x % a.H, grp = h / (a.H / a.G);
     const int p = blockIdx.y * blockDim.x + threadIdx.x;
-    if (p >= a.P) return;
+    if (p >= a.P || a.len[s] >= a.long_from) return;
     const float Dh = cuda_wget(a.D, a.ddt, h);
     float *S = a.state + ((size_t)a.slot[s] * a.H + h) * (size_t)a.P * a.N + (size_t)p * a.N;
     for (int t = a.start[s]; t < a.start[s] + a.len[s]; t++) {
@@ -168,7 +170,16 @@ void cuda_ssd(backend *b, float *y, const float *x, int ld_x, const float *B, co
                   P,
                   N,
                   G,
-                  dt_min};
+                  dt_min,
+                  cuda_ssc_min(c, bt, P, N)};
+    /* a bf16 model's long runs take the chunked kernel (cuda_ssd_chunk.cu), the rest this
+     * one; each sequence gets one of the two whatever shares its step */
+    if (a.long_from != INT_MAX)
+        cuda_ssc(c, y, x, ld_x, B, C, ld_bc, dt, ld_dt, A_log, dt_bias, D, state, bt, H, P, N, G,
+                 dt_min);
+    int short_runs = 0;
+    for (int s = 0; s < ns; s++) short_runs += bt->len[s] < a.long_from;
+    if (!short_runs) return;
     dim3 grid((unsigned)(ns * H), (unsigned)((P + SSD_ROWS - 1) / SSD_ROWS));
     if (N <= 128) ssd_seq<4><<<grid, SSD_THREADS, 0, c->stream>>>(a);
     else if (N <= 256) ssd_seq<8><<<grid, SSD_THREADS, 0, c->stream>>>(a);

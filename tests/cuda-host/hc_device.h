@@ -100,12 +100,24 @@ static inline hc_thread_pub *hc_me(void) {
 static constexpr int warpSize = 32;
 
 /* ---- barriers and warp operations (hc_exec.cc) ---- */
-enum hc_warp_kind { HC_SHFL = 1, HC_SHFL_UP, HC_SHFL_DOWN, HC_SHFL_XOR, HC_VOTE, HC_SYNCWARP };
+enum hc_warp_kind {
+    HC_SHFL = 1,
+    HC_SHFL_UP,
+    HC_SHFL_DOWN,
+    HC_SHFL_XOR,
+    HC_VOTE,
+    HC_SYNCWARP,
+    HC_WMMA /* include/mma.h */
+};
 void hc_syncthreads(void);
 /* Rendezvous of the lanes of the caller's warp at its next warp operation: every lane
  * leaves v; returns the 32 values once all lanes have arrived. Aborts on a mask other
  * than the full warp, on lanes at different operations, or on lanes that never come. */
 const uint64_t *hc_warp_exchange(hc_warp_kind kind, unsigned mask, uint64_t v);
+/* The same, where the last lane to arrive runs last(ctx) before the warp moves on: work a
+ * warp does once for all its lanes (include/mma.h's products). */
+const uint64_t *hc_warp_exchange_last(hc_warp_kind kind, unsigned mask, uint64_t v,
+                                      void (*last)(void *), void *ctx);
 /* Aborts naming the kernel, block and thread: a lane read a lane that does not exist. */
 [[noreturn]] void hc_kernel_fault(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void *hc_dynamic_smem(void);

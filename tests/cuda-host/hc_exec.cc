@@ -155,6 +155,7 @@ static const char *hc_kind_name(int k) {
     case HC_SHFL_XOR: return "__shfl_xor_sync";
     case HC_VOTE: return "__ballot_sync/__any_sync/__all_sync";
     case HC_SYNCWARP: return "__syncwarp";
+    case HC_WMMA: return "wmma::load/store/mma_sync";
     }
     return "?";
 }
@@ -318,6 +319,11 @@ void hc_syncthreads(void) {
 }
 
 const uint64_t *hc_warp_exchange(hc_warp_kind kind, unsigned mask, uint64_t v) {
+    return hc_warp_exchange_last(kind, mask, v, NULL, NULL);
+}
+
+const uint64_t *hc_warp_exchange_last(hc_warp_kind kind, unsigned mask, uint64_t v,
+                                      void (*last)(void *), void *ctx) {
     hc_thread *me = hc_self();
     hc_block *b = hc_blk(me);
     hc_warp *w = &b->warps[me->warp];
@@ -335,6 +341,7 @@ const uint64_t *hc_warp_exchange(hc_warp_kind kind, unsigned mask, uint64_t v) {
     me->wait = HC_AT_WARP;
     me->wait_for = g + 1;
     if (++w->arrived == w->nlanes) {
+        if (last) last(ctx); /* before any lane of the warp moves on */
         w->arrived = 0;
         w->done = g + 1;
     }

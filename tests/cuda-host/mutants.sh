@@ -6,7 +6,8 @@
 # GEMV segment edge off by one, a bf16 kv cache read wrong, four sampler slips, a fed id
 # read from the next slot, a gated GEMV staging half a row short, a fused DeltaNet scaling
 # k instead of q, a fused RoPE turning the wrong way, a paged cache read through the wrong
-# block table row), builds the host library from it and runs that kernel's op test
+# block table row, T of the chunked delta rule solved with the wrong sign, a chunked SSD or
+# a prefill attention that lets a token see the next one), builds the host library from it and runs that kernel's op test
 # (test_cuda_ops --only), which must fail on every one: comparisons that fail, or the
 # runtime aborting on a fault. A mutant whose pattern is no longer in the source is an
 # error too: the list must follow the kernels.
@@ -47,6 +48,9 @@ MUTANTS=(
     "fused RoPE turns the second half the wrong way|cuda_attention.cu|attn_prep|row[j] * c + row[j - half] * s;|row[j] * c - row[j - half] * s;"
     "gated GEMV stages one row too few|cuda_matmul.cu|matmul_glu|for (int i = threadIdx.x; i < M * k; i += MM_THREADS)|for (int i = threadIdx.x; i < (M - 1) * k + k / 2; i += MM_THREADS)"
     "paged kv rows from the wrong block table row|cuda_internal.cuh|attention|m.blk + (size_t)seq * (size_t)m.blk_w|m.blk + (size_t)seq"
+    "chunked delta rule solves T with the wrong sign below the diagonal|cuda_deltanet_chunk.cu|gdn_chunked|T[(i * 16 + r) * GC_LDF + j * 16 + c] = -s;|T[(i * 16 + r) * GC_LDF + j * 16 + c] = s;"
+    "chunked SSD lets a token see the next one|cuda_ssd_chunk.cu|ssd_chunked|i <= t ? expf(m.L[t] - m.L[i])|i <= t + 1 ? expf(m.L[t] - m.L[i])"
+    "prefill attention sees one key past the token|cuda_attention_flash.cu|attention|kp <= pr && (a.window|kp <= pr + 1 && (a.window"
 )
 
 caught=0; missed=0

@@ -32,7 +32,7 @@ static void *att_dev(const void *h, size_t bytes) {
 
 /* table: the step also carries a block table (for another, paged cache), which a ring
  * cache must not be misled by. */
-static void att_one(const att_cfg *c, dtype dt, int table) {
+static void att_one_t(const att_cfg *c, dtype dt, int table, double tol) {
     int kvw = c->KV * c->D, m = 0;
     for (int s = 0; s < c->n_seqs; s++) m += c->len[s];
     size_t csz = (size_t)c->slots * c->cap * kvw, qn = (size_t)m * c->H * c->D;
@@ -68,11 +68,14 @@ static void att_one(const att_cfg *c, dtype dt, int table) {
     snprintf(name, sizeof name, "%s, %s cache%s", c->name, dtn(dt),
              table ? ", a block table beside" : "");
     report("kv_store", name, gk, wk, csz, 0);
-    report("attention", name, got, out, qn, TOL_ATT);
+    report("attention", name, got, out, qn, tol);
     free(kc0), free(vc0), free(k), free(v), free(q), free(out), free(got), free(gk), free(wk);
     free(gkb), free(hkv.k), free(hkv.v);
     gfree(dkv.k), gfree(dkv.v), gfree(dk), gfree(dv), gfree(dq), gfree(dout);
 }
+
+static void att_one(const att_cfg *c, dtype dt, int table) { att_one_t(c, dt, table, TOL_ATT); }
+static void att_one_tol(const att_cfg *c, dtype dt, double tol) { att_one_t(c, dt, 0, tol); }
 
 /* ---- the paged layout: pool blocks through a scrambled block table ---- */
 
@@ -119,7 +122,7 @@ typedef struct {
  * at TOL_ATT), then the same history laid out as slot rings of cap blk_w · block (the
  * paged cache's reach, so the same split count) through the same kernels: the outputs
  * must be the same bits. */
-static void att_paged_one(const pg_cfg *c, dtype dt) {
+static void att_paged_one_tol(const pg_cfg *c, dtype dt, double tol) {
     static const int slots[4] = {3, 0, 2, 1};
     int kvw = c->KV * c->D, m = 0, top[4], reach = c->blk_w * c->block;
     for (int s = 0; s < c->n_seqs; s++) m += c->len[s], top[s] = c->pos0[s] + c->len[s];
@@ -170,13 +173,16 @@ static void att_paged_one(const pg_cfg *c, dtype dt) {
         report(half ? "kv_store paged v" : "kv_store paged k", name, gw, ww, psz, 0);
         free(gw), free(ww);
     }
-    report("attention paged", name, got, out, qn, TOL_ATT);
+    report("attention paged", name, got, out, qn, tol);
     report("attention paged = ring", name, got, gring, qn, 0);
     free(kc0), free(vc0), free(k), free(v), free(q), free(out), free(got), free(gring), free(gb);
     free(rk0), free(rv0), free(rkh), free(rvh), free(hkv.k), free(hkv.v);
     gfree(dkv.k), gfree(dkv.v), gfree(rkv.k), gfree(rkv.v), gfree(dk), gfree(dv), gfree(dq);
     gfree(dout), gfree(dring);
 }
+static void att_paged_one(const pg_cfg *c, dtype dt) { att_paged_one_tol(c, dt, TOL_ATT); }
+
+static void test_attention_flash(void);
 
 static void test_attention_paged(void) {
     const pg_cfg cfgs[] = {
@@ -307,6 +313,52 @@ void test_attention(void) {
     att_one(&cfgs[0], DTYPE_BF16, 1); /* 3 sequences: the table's rows lie after tok_seq */
     att_one(&cfgs[3], DTYPE_F32, 1);
     test_attention_paged();
+    test_attention_flash();
+}
+
+/* The tensor-core prefill (cuda_attention_flash.cu) a bf16 model's runs of 16 tokens or
+ * more take over its bf16 cache, beside short runs the flash-decoding kernel keeps in the
+ * same step: one query tile and several with a partial last one, a history before the
+ * run (chunked prefill), GQA, Qwen3.5's D256, a sliding window shorter than the run,
+ * Gemma's softcap, a paged pool. q and the probabilities round to bf16: TOL_FA. */
+static void test_attention_flash(void) {
+    if (!gpu->ops->compute_dtype) return; /* --self: a CPU backend computes in f32 only */
+    const att_cfg cfgs[] = {
+        {"flash H4/2 D64, 3 seqs",
+         4,
+         2,
+         64,
+         160,
+         3,
+         0,
+         0.125f,
+         0,
+         3,
+         {100, 5, 20},
+         {0, 9, 30},
+         {2, 0, 1}},
+        {"flash H2/1 D256", 2, 1, 256, 80, 1, 0, 0.0625f, 0, 1, {70}, {0}, {0}},
+        {"flash window 24, softcap 30", 4, 4, 32, 200, 1, 24, 0.17f, 30.0f, 1, {90}, {40}, {0}},
+    };
+    gpu->ops->compute_dtype(gpu, DTYPE_BF16);
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++)
+        att_one_tol(&cfgs[i], DTYPE_BF16, TOL_FA);
+    const pg_cfg pg = {"flash block 16, a run of 40 after 37",
+                       4,
+                       2,
+                       64,
+                       16,
+                       12,
+                       6,
+                       0,
+                       0.125f,
+                       0,
+                       2,
+                       {40, 1},
+                       {37, 12},
+                       0};
+    att_paged_one_tol(&pg, DTYPE_BF16, TOL_FA);
+    gpu->ops->compute_dtype(gpu, DTYPE_F32);
 }
 
 /* ---- attn_prep: split, norms, RoPE and kv store in one op ---- */
@@ -504,6 +556,45 @@ void test_gated_delta(void) {
 
 /* ---- SSD ---- */
 
+/* One SSD case on both backends: output and state against the CPU's, within tol. */
+static void ssd_case(int H, int P, int N, int G, int n_seqs, const int *len, const int *pos0,
+                     const int *slot, float dt_min, const char *tag, double tol) {
+    int m = 0, slots = 3;
+    for (int s = 0; s < n_seqs; s++) m += len[s];
+    int ld_x = H * P + 2, ld_bc = G * N + 4, ld_dt = H + 1;
+    tw A = wmake(DTYPE_F32, H, 0, 1.0f), dtb = wmake(DTYPE_BF16, H, 0, 1.0f),
+       D = wmake(DTYPE_F32, H, 0, 1.0f);
+    float *x = hrand((size_t)m * ld_x, 1.0f), *B = hrand((size_t)m * ld_bc, 1.0f);
+    float *C = hrand((size_t)m * ld_bc, 1.0f), *dt = hrand((size_t)m * ld_dt, 2.0f);
+    size_t ssz = (size_t)slots * H * P * N, yn = (size_t)m * H * P;
+    float *st = hrand(ssz, 0.1f), *y = hvec(yn);
+    float *dx = gput(x, (size_t)m * ld_x), *dB = gput(B, (size_t)m * ld_bc),
+          *dC = gput(C, (size_t)m * ld_bc);
+    float *ddt = gput(dt, (size_t)m * ld_dt), *dst = gput(st, ssz), *dy = gput(y, yn);
+    tbatch tb;
+    tb_make(&tb, n_seqs, len, pos0, slot);
+    if (cpu->ops->ssd)
+        cpu->ops->ssd(cpu, y, x, ld_x, B, C, ld_bc, dt, ld_dt, &A.h, &dtb.h, &D.h, st, &tb.hb, H, P,
+                      N, G, dt_min);
+    else
+        ref_ssd(y, x, ld_x, B, C, ld_bc, dt, ld_dt, &A.h, &dtb.h, &D.h, st, &tb.hb, H, P, N, G,
+                dt_min);
+    tb_dev(&tb);
+    gpu->ops->ssd(gpu, dy, dx, ld_x, dB, dC, ld_bc, ddt, ld_dt, &A.d, &dtb.d, &D.d, dst, &tb.db, H,
+                  P, N, G, dt_min);
+    float *gy = gget(dy, yn), *gs = gget(dst, ssz);
+    char shape[96], what[32];
+    snprintf(shape, sizeof shape, "H %d P %d N %d G %d, %d tokens%s%s", H, P, N, G, m,
+             cpu->ops->ssd ? "" : " (local ref)", tag);
+    snprintf(what, sizeof what, "ssd%s y", *tag ? " chunked" : "");
+    report(what, shape, gy, y, yn, tol);
+    snprintf(what, sizeof what, "ssd%s state", *tag ? " chunked" : "");
+    report(what, shape, gs, st, ssz, tol);
+    free(x), free(B), free(C), free(dt), free(st), free(y), free(gy), free(gs);
+    gfree(dx), gfree(dB), gfree(dC), gfree(ddt), gfree(dst), gfree(dy);
+    wfree(&A), wfree(&dtb), wfree(&D);
+}
+
 void test_ssd(void) {
     SKIP_WITHOUT(ssd)
     const struct {
@@ -516,40 +607,32 @@ void test_ssd(void) {
         {8, 16, 256, 4, 1, {6}, {0}, {0}, 0.5f}, /* N 256: 8 floats per lane */
         {2, 5, 300, 1, 1, {3}, {0}, {1}, 0.0f},  /* N > 256: generic kernel */
     };
-    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
-        int H = cs[ci].H, P = cs[ci].P, N = cs[ci].N, G = cs[ci].G, m = 0, slots = 3;
-        for (int s = 0; s < cs[ci].n_seqs; s++) m += cs[ci].len[s];
-        int ld_x = H * P + 2, ld_bc = G * N + 4, ld_dt = H + 1;
-        tw A = wmake(DTYPE_F32, H, 0, 1.0f), dtb = wmake(DTYPE_BF16, H, 0, 1.0f),
-           D = wmake(DTYPE_F32, H, 0, 1.0f);
-        float *x = hrand((size_t)m * ld_x, 1.0f), *B = hrand((size_t)m * ld_bc, 1.0f);
-        float *C = hrand((size_t)m * ld_bc, 1.0f), *dt = hrand((size_t)m * ld_dt, 2.0f);
-        size_t ssz = (size_t)slots * H * P * N, yn = (size_t)m * H * P;
-        float *st = hrand(ssz, 0.1f), *y = hvec(yn);
-        float *dx = gput(x, (size_t)m * ld_x), *dB = gput(B, (size_t)m * ld_bc),
-              *dC = gput(C, (size_t)m * ld_bc);
-        float *ddt = gput(dt, (size_t)m * ld_dt), *dst = gput(st, ssz), *dy = gput(y, yn);
-        tbatch tb;
-        tb_make(&tb, cs[ci].n_seqs, cs[ci].len, cs[ci].pos0, cs[ci].slot);
-        if (cpu->ops->ssd)
-            cpu->ops->ssd(cpu, y, x, ld_x, B, C, ld_bc, dt, ld_dt, &A.h, &dtb.h, &D.h, st, &tb.hb,
-                          H, P, N, G, cs[ci].dt_min);
-        else
-            ref_ssd(y, x, ld_x, B, C, ld_bc, dt, ld_dt, &A.h, &dtb.h, &D.h, st, &tb.hb, H, P, N, G,
-                    cs[ci].dt_min);
-        tb_dev(&tb);
-        gpu->ops->ssd(gpu, dy, dx, ld_x, dB, dC, ld_bc, ddt, ld_dt, &A.d, &dtb.d, &D.d, dst, &tb.db,
-                      H, P, N, G, cs[ci].dt_min);
-        float *gy = gget(dy, yn), *gs = gget(dst, ssz);
-        char shape[80];
-        snprintf(shape, sizeof shape, "H %d P %d N %d G %d, %d tokens%s", H, P, N, G, m,
-                 cpu->ops->ssd ? "" : " (local ref)");
-        report("ssd y", shape, gy, y, yn, TOL_REC);
-        report("ssd state", shape, gs, st, ssz, TOL_REC);
-        free(x), free(B), free(C), free(dt), free(st), free(y), free(gy), free(gs);
-        gfree(dx), gfree(dB), gfree(dC), gfree(ddt), gfree(dst), gfree(dy);
-        wfree(&A), wfree(&dtb), wfree(&D);
-    }
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
+        ssd_case(cs[ci].H, cs[ci].P, cs[ci].N, cs[ci].G, cs[ci].n_seqs, cs[ci].len, cs[ci].pos0,
+                 cs[ci].slot, cs[ci].dt_min, "", TOL_REC);
+}
+
+/* The chunked SSD (cuda_ssd_chunk.cu) a bf16 model's long runs take: runs at the floor
+ * (16), one chunk and several with a partial last one beside a short recurrent run, each
+ * from a carried state; groups; dt_min on and off; a head shape it does not take (P 10)
+ * stays recurrent and f32-exact. Products round x, B, C and the state to bf16: TOL_GDC. */
+void test_ssd_chunked(void) {
+    if (!gpu->ops->compute_dtype || !cpu->ops->ssd) return; /* --self: f32 only */
+    const struct {
+        int H, P, N, G, n_seqs, len[3], pos0[3], slot[3];
+        float dt_min;
+        double tol;
+    } cs[] = {
+        {4, 16, 32, 2, 3, {16, 150, 3}, {0, 0, 4}, {1, 2, 0}, 0.0f, TOL_GDC},
+        {2, 80, 128, 1, 1, {64}, {0}, {2}, 1e-3f, TOL_GDC}, /* Nemotron 3 Nano 4B heads */
+        {6, 32, 64, 3, 2, {70, 20}, {0, 0}, {0, 1}, 0.5f, TOL_GDC},
+        {6, 10, 20, 2, 1, {40}, {0}, {1}, 0.0f, TOL_REC}, /* P 10: recurrent */
+    };
+    gpu->ops->compute_dtype(gpu, DTYPE_BF16);
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
+        ssd_case(cs[ci].H, cs[ci].P, cs[ci].N, cs[ci].G, cs[ci].n_seqs, cs[ci].len, cs[ci].pos0,
+                 cs[ci].slot, cs[ci].dt_min, ", bf16", cs[ci].tol);
+    gpu->ops->compute_dtype(gpu, DTYPE_F32);
 }
 
 /* The fused DeltaNet core (l2norm of q and k, the gates, the delta rule) on raw q, k, a
@@ -580,6 +663,57 @@ void test_gdn(void) {
         gfree(dx), gfree(da), gfree(dbb), gfree(dst), gfree(dout), gfree(dg), gfree(dbe);
         wfree(&A_log), wfree(&dt_bias);
     }
+}
+
+/* The chunked delta rule (cuda_deltanet_chunk.cu) a bf16 model's long runs take: runs at
+ * the chunk's floor (16), one chunk (64) and several with a partial last one, beside a
+ * short run the recurrent kernel keeps, each from a carried state; GQA; a head shape the
+ * chunked kernel does not take (dk 48, dv 40) stays recurrent and f32-exact. The products
+ * round q, k, v, T and the state to bf16 (8 bits): the CPU's f32 recurrence is matched to
+ * TOL_GDC (cuda_ops_test.h). */
+void test_gdn_chunked(void) {
+    if (!gpu->ops->compute_dtype) return; /* --self: a CPU backend computes in f32 only */
+    static const struct {
+        int Hk, Hv, dk, dv, n_seqs, len[4], pos0[4], slot[4];
+        double tol;
+    } cs[] = {
+        {2, 4, 16, 32, 4, {16, 64, 150, 5}, {0, 3, 0, 7}, {2, 0, 3, 1}, TOL_GDC}, /* tiny */
+        {1, 2, 64, 64, 2, {70, 20}, {0, 0}, {1, 0}, TOL_GDC},                     /* GQA */
+        {2, 2, 128, 128, 1, {101}, {0}, {2}, TOL_GDC},                            /* Qwen3.5 */
+        {1, 3, 48, 40, 2, {30, 4}, {0, 3}, {0, 1}, TOL_REC}, /* not its shape: recurrent */
+    };
+    gpu->ops->compute_dtype(gpu, DTYPE_BF16);
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+        int Hk = cs[ci].Hk, Hv = cs[ci].Hv, dk = cs[ci].dk, dv = cs[ci].dv, m = 0, slots = 4;
+        for (int s = 0; s < cs[ci].n_seqs; s++) m += cs[ci].len[s];
+        int ld = 2 * Hk * dk + Hv * dv;
+        size_t xn = (size_t)m * ld, gn = (size_t)m * Hv, ssz = (size_t)slots * Hv * dk * dv;
+        size_t on = (size_t)m * Hv * dv;
+        float *x = hrand(xn, 1.0f), *a = hrand(gn, 2.0f), *bb = hrand(gn, 2.0f);
+        float *st = hrand(ssz, 0.1f), *out = hvec(on), *g = hvec(gn), *be = hvec(gn);
+        tw A_log = wmake(DTYPE_BF16, Hv, 0, 1.0f), dt_bias = wmake(DTYPE_F32, Hv, 0, 1.0f);
+        float *dx = gput(x, xn), *da = gput(a, gn), *dbb = gput(bb, gn), *dst = gput(st, ssz);
+        float *dout = gput(out, on), *dg = gput(g, gn), *dbe = gput(be, gn);
+        float qs = 1.0f / sqrtf((float)dk);
+        tbatch tb;
+        tb_make(&tb, cs[ci].n_seqs, cs[ci].len, cs[ci].pos0, cs[ci].slot);
+        cpu->ops->gdn(cpu, out, x, x + Hk * dk, ld, x + 2 * Hk * dk, ld, a, bb, &A_log.h,
+                      &dt_bias.h, g, be, st, &tb.hb, Hk, Hv, dk, dv, qs);
+        tb_dev(&tb);
+        gpu->ops->gdn(gpu, dout, dx, dx + Hk * dk, ld, dx + 2 * Hk * dk, ld, da, dbb, &A_log.d,
+                      &dt_bias.d, dg, dbe, dst, &tb.db, Hk, Hv, dk, dv, qs);
+        float *go = gget(dout, on), *gs = gget(dst, ssz);
+        char shape[80];
+        snprintf(shape, sizeof shape, "Hk %d Hv %d dk %d dv %d, %d tokens, bf16", Hk, Hv, dk, dv,
+                 m);
+        report("gdn chunked out", shape, go, out, on, cs[ci].tol);
+        report("gdn chunked state", shape, gs, st, ssz, cs[ci].tol);
+        free(go), free(gs);
+        free(x), free(a), free(bb), free(st), free(out), free(g), free(be);
+        gfree(dx), gfree(da), gfree(dbb), gfree(dst), gfree(dout), gfree(dg), gfree(dbe);
+        wfree(&A_log), wfree(&dt_bias);
+    }
+    gpu->ops->compute_dtype(gpu, DTYPE_F32);
 }
 
 /* ---- graphs, and the device sampler inside one ---- */
@@ -874,6 +1008,84 @@ static void sync_gpu(const float *d) {
     gpu->ops->download(gpu, &t, d, sizeof t);
 }
 
+/* Seconds per call of f (after a warm-up), reps calls. */
+static double speed_time(void (*f)(void *), void *ctx, const float *sync, int reps) {
+    f(ctx);
+    sync_gpu(sync);
+    double t0 = strata_now();
+    for (int r = 0; r < reps; r++) f(ctx);
+    sync_gpu(sync);
+    return (strata_now() - t0) / reps;
+}
+
+typedef struct {
+    float *out, *x, *a, *b, *st, *q;
+    tw w1, w2, w3;
+    bk_kv kv;
+    tbatch tb;
+    int T;
+} speed_fix;
+
+static void speed_gdn(void *p) { /* Qwen3.5-9B's DeltaNet heads: Hk 16, Hv 32, 128 x 128 */
+    speed_fix *f = p;
+    int ld = 2 * 16 * 128 + 32 * 128;
+    gpu->ops->gdn(gpu, f->out, f->x, f->x + 16 * 128, ld, f->x + 2 * 16 * 128, ld, f->a, f->b,
+                  &f->w1.d, &f->w2.d, NULL, NULL, f->st, &f->tb.db, 16, 32, 128, 128, 0.0884f);
+}
+static void speed_ssd(void *p) { /* Nemotron 3 Nano 4B: H 96, P 80, N 128, G 8 */
+    speed_fix *f = p;
+    int ld_x = 96 * 80, ld_bc = 8 * 128;
+    gpu->ops->ssd(gpu, f->out, f->x, ld_x, f->a, f->a + (size_t)f->T * ld_bc, ld_bc, f->b, 96,
+                  &f->w1.d, &f->w2.d, &f->w3.d, f->st, &f->tb.db, 96, 80, 128, 8, 0.0f);
+}
+static void speed_att(void *p) { /* Qwen3.5's full attention: H 8 / KV 2, D 256 */
+    speed_fix *f = p;
+    gpu->ops->attention(gpu, f->out, f->q, &f->kv, &f->tb.db, 8, 2, 256, 0.0625f, 0, 0.0f);
+}
+
+/* A 4,096-token prefill through the recurrent / split-key kernels (f32 compute) and the
+ * chunked / tensor-core ones (bf16 compute), per op: what the chunked forms buy. */
+static void speed_prefill(void) {
+    if (!gpu->ops->compute_dtype) return;
+    speed_fix f = {.T = 4096};
+    int slot = 0, pos = 0, T = f.T;
+    size_t big =
+        (size_t)T * 96 * 80 > (size_t)T * 8 * 256 ? (size_t)T * 96 * 80 : (size_t)T * 8 * 256;
+    f.x = gput(NULL, (size_t)T * (2 * 16 * 128 + 32 * 128) > big
+                         ? (size_t)T * (2 * 16 * 128 + 32 * 128)
+                         : big);
+    f.a = gput(NULL, (size_t)T * 2 * 8 * 128), f.b = gput(NULL, (size_t)T * 96);
+    f.out = gput(NULL, big), f.q = gput(NULL, (size_t)T * 8 * 256);
+    f.st = gput(NULL, (size_t)96 * 80 * 128 > (size_t)32 * 128 * 128 ? (size_t)96 * 80 * 128
+                                                                     : (size_t)32 * 128 * 128);
+    f.w1 = wmake(DTYPE_BF16, 96, 0, 0.5f), f.w2 = wmake(DTYPE_BF16, 96, 0, 0.5f);
+    f.w3 = wmake(DTYPE_BF16, 96, 0, 0.5f);
+    size_t cb = (size_t)T * 2 * 256 * 2;
+    f.kv = (bk_kv){gpu->ops->alloc(gpu, cb), gpu->ops->alloc(gpu, cb), DTYPE_BF16, T, 2 * 256, 0};
+    gpu->ops->zero(gpu, f.kv.k, cb), gpu->ops->zero(gpu, f.kv.v, cb);
+    tb_make(&f.tb, 1, &T, &pos, &slot);
+    tb_dev(&f.tb);
+    static const struct {
+        const char *name;
+        void (*run)(void *);
+    } ops[] = {{"gdn Hk 16 Hv 32 dk dv 128", speed_gdn},
+               {"ssd H 96 P 80 N 128 G 8", speed_ssd},
+               {"attention H8/2 D256, bf16 cache", speed_att}};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        double t[2];
+        for (int bf = 0; bf < 2; bf++) {
+            gpu->ops->compute_dtype(gpu, bf ? DTYPE_BF16 : DTYPE_F32);
+            t[bf] = speed_time(ops[i].run, &f, f.out, 3);
+        }
+        printf("speed: prefill %d tokens, %s: recurrent / split-key %.2f ms, chunked / tensor "
+               "cores %.2f ms (%.1fx)\n",
+               T, ops[i].name, t[0] * 1e3, t[1] * 1e3, t[0] / t[1]);
+    }
+    gpu->ops->compute_dtype(gpu, DTYPE_F32);
+    gfree(f.x), gfree(f.a), gfree(f.b), gfree(f.out), gfree(f.q), gfree(f.st);
+    gfree(f.kv.k), gfree(f.kv.v), wfree(&f.w1), wfree(&f.w2), wfree(&f.w3);
+}
+
 void test_speed(void) {
     double bw = gpu->ops->read_bandwidth ? gpu->ops->read_bandwidth(gpu, (size_t)1 << 30) : 0;
     printf("speed: device copy bandwidth %.0f GB/s (read + write)\n", bw);
@@ -952,4 +1164,5 @@ void test_speed(void) {
         printf("speed: gated_delta Hv 32 dk dv 128, %d tokens: %.1f us\n", T, t * 1e6);
         gfree(dq), gfree(dk_), gfree(dv_), gfree(dg), gfree(dbe), gfree(dst), gfree(dout);
     }
+    speed_prefill();
 }

@@ -12,6 +12,9 @@
 #   4. the transformers peer baseline (tools/device/peer_bench.py) in the time left
 #   4b. Gemma 4 E2B again with --ple-on-device (against stage 3's host table), if time is left
 #   5. one final table (tools/device/summarize.py): test verdicts, then the benchmarks
+# With --prefill (a second call): only prefill at 512 / 4,096 / 32,768 tokens on Qwen3.5-2B
+# and -9B, Gemma 4 E4B and Nemotron 3 Nano 4B, and transformers' at 4,096 (prefill.log,
+# peer_prefill.md).
 # Every stage prints as it goes, so a run cut short still shows what it reached.
 # Expected on the H200 (estimate; nothing has run there yet): environment ~15 s, CUDA
 # tests ~60-90 s (the golden binaries open the real-size Qwen3.5-0.8B, Gemma 4 E2B and
@@ -27,7 +30,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 
-QUICK=""
+QUICK="" PREFILL=0
 MODELS="qwen3.5-0.8b,qwen3.5-2b,qwen3.5-4b,qwen3.5-9b,gemma4-e2b,gemma4-e4b,nemotron3-nano-4b"
 PY=${PYTHON:-python3}
 PEER_EXTRA=${PEER_EXTRA:-}
@@ -35,7 +38,8 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=--quick ;;
         --models) MODELS="$2"; shift ;;
-        *) echo "usage: tests/device/run.sh [--quick] [--models a,b]" >&2; exit 2 ;;
+        --prefill) PREFILL=1 ;;
+        *) echo "usage: tests/device/run.sh [--quick] [--models a,b] [--prefill]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -119,6 +123,11 @@ EOF
         fi
         echo "cublas: ${cublas_dir:-libcublas.so.13 not found}"
     } 2>&1 | tee "$LOG/env.txt"
+
+    if [ "$PREFILL" = 1 ]; then
+        prefill_stage
+        return
+    fi
 
     # ---------------------------------------------------------------- 2. CUDA correctness
     section "CUDA correctness: ops against the CPU backend, goldens on CUDA"
@@ -217,6 +226,39 @@ EOF
         --prefill "$WORK/strata_prefill1024.txt" --peer "$LOG/peer.json" --strata "${sf[@]}" |
         tee "$LOG/summary.md"
     echo "logs in $LOG (${SECONDS}s)"
+}
+
+# --prefill (a second call, after the main run): prompt processing at 512, 4,096 and 32,768
+# tokens through the chunked delta rule, chunked SSD and tensor-core attention (issue 19),
+# time to first token and tokens/s, beside transformers at 4,096 tokens.
+prefill_stage() {
+    local m n f t rc list=${PREFILL_MODELS:-qwen3.5-2b,qwen3.5-9b,gemma4-e4b,nemotron3-nano-4b}
+    section "prefill: strata (dummy weights) at 512 / 4096 / 32768 tokens"
+    : >"$LOG/prefill.log"
+    for m in ${list//,/ }; do
+        for n in 512 4096 32768; do
+            t=$(limit 120 "$PEER_MIN_S")
+            [ "$t" -lt 20 ] && { echo "$m $n: skipped: deadline" | tee -a "$LOG/prefill.log"; continue; }
+            f="$WORK/prefill_${m}_$n.txt"
+            timeout -k 5 "$t" "$B/bin/strata" bench --model "$(hub_id "$m")" --load-format dummy \
+                --device cuda --prompt-len "$n" --gen-len 2 >"$f" 2>&1
+            rc=$?
+            [ $rc -eq 124 ] && echo "timed out after $t s" >>"$f"
+            { echo "--- $m prompt $n (exit $rc)"; grep -E "prefill|error|cannot" "$f"; } |
+                tee -a "$LOG/prefill.log"
+        done
+    done
+    section "prefill: transformers at 4096 tokens"
+    t=$(limit 400 10)
+    if [ "$t" -ge 45 ]; then
+        # shellcheck disable=SC2086
+        timeout -k 5 "$t" env PYTHONUNBUFFERED=1 $PY "$(tool peer_bench.py)" $QUICK $PEER_EXTRA \
+            --models "$list" \
+            --prompt-len 4096 --budget-s $((t - 45)) --json "$LOG/peer_prefill.json" |
+            tee "$LOG/peer_prefill.md"
+    else
+        echo "skipped: deadline (${t}s left)"
+    fi
 }
 
 hub_id() {

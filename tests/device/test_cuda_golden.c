@@ -40,11 +40,18 @@ static void golden_compare_cuda(const char *name, const char *what, const float 
  * 2e-5. On the CUDA backend a bf16 model also keeps its kv cache in bf16 (arch_kv_dtype),
  * and a last-bit difference in a k or v row flips its bf16 rounding too: with it the worst
  * is 2.49e-2 (Qwen3.5 step by step vs one shot, position 103 of 150; Gemma 4 1.1e-2).
- * 4e-2 leaves 1.6x; a wrong kernel is off by far more (a dropped head or a wrong row moves
- * logits by whole units), the f32 fixtures (f32 kv) keep 2e-4, and the bf16 cache's
- * kernels are held to the CPU's at 2e-5 in test_cuda_ops. Every widened comparison prints
- * its measured difference, passed or not. */
-#define CUDA_SELF_TOL_BF16 4e-2
+ * A bf16 model also computes in bf16 (backend.h compute_dtype): its runs of 16 tokens or
+ * more take the chunked delta rule, chunked SSD and prefill attention on bf16 tensor cores,
+ * which round q, k, v and the probabilities to bf16 where the recurrent kernels and the
+ * decode attention keep f32, so one shot (chunked forms) and chunks of 5 or steps
+ * (recurrent forms) part by bf16 noise that the layers amplify: the worst measured is
+ * 5.57e-2 (Qwen3.5, odd chunks vs one shot, position 89 of 150: 1.19 on 21.5), Gemma 4
+ * 4.11e-2 - the class of transformers' own bf16 run against its f32 run on these models
+ * (0.77 within 7 positions, test_qwen35_golden.c). 8e-2 leaves 1.4x; the kernels are held
+ * to the CPU's tightly op by op in test_cuda_ops (bf16 forms at 2e-2 and 5e-3, the bf16
+ * cache at 2e-5, planted bugs caught by mutants.sh), the f32 fixtures keep 2e-4. Every
+ * widened comparison prints its measured difference, passed or not. */
+#define CUDA_SELF_TOL_BF16 8e-2
 
 static void golden_compare_cuda(const char *name, const char *what, const float *got,
                                 const float *want, int n, int vocab, double rel_tol) {

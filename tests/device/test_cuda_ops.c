@@ -640,7 +640,9 @@ static const struct {
     {"conv1d", test_conv1d},
     {"gated_delta", test_gated_delta},
     {"gdn", test_gdn},
+    {"gdn_chunked", test_gdn_chunked},
     {"ssd", test_ssd},
+    {"ssd_chunked", test_ssd_chunked},
     {"sample", test_sample},
 };
 

@@ -1,0 +1,208 @@
+/* cuda_attention_flash.cu - prefill attention on bf16 tensor cores (perf-anchors §6.4,
+ * flash attention 2): the attention op for sequences of at least FA_MIN tokens over a bf16
+ * cache, head dims that are multiples of 16 up to 256. Decode steps and short runs keep
+ * the flash-decoding kernel (cuda_attention.cu), which splits keys instead of queries; so
+ * does a model computing in f32 (backend.h compute_dtype), as this one rounds q and the
+ * probabilities to bf16.
+ *
+ * A block owns FA_BQ query rows of one sequence and one query head (GQA: it reads kv head
+ * h / (H / KV)); its 4 warps own 16 rows each. Key tiles of FA_BK positions stream through
+ * shared memory, straight from the bf16 cache rows (ring or paged, cuda_kv_row); each warp
+ * forms its rows' scores S = Q·Kᵀ with wmma, scales (and softcaps) them, masks what the
+ * causal and sliding windows hide, and updates its rows' online softmax in f32 (max, sum);
+ * P = exp(S - max) goes to bf16 and O += P·V runs on the tensor cores again, O kept in f32
+ * in shared memory because a fragment's rows cannot be rescaled in place. No n x n score
+ * matrix exists: a block holds one 64 x 64 tile of it at a time. Only the key tile loads
+ * need the block's barrier; everything after works on a warp's own rows. */
+#include <mma.h>
+
+#include "kernels/cuda/cuda_internal.cuh"
+
+using namespace nvcuda;
+
+enum {
+    FA_BQ = 64, /* query rows a block */
+    FA_BK = 64, /* keys a tile */
+    FA_WARPS = 4,
+    FA_THREADS = 32 * FA_WARPS,
+    FA_DMAX = 256,
+    FA_LDS = FA_BK + 4, /* f32 score rows */
+    FA_LDP = FA_BK + 8, /* bf16 probability rows */
+    FA_MIN = 16         /* shorter runs take the flash-decoding kernel */
+};
+
+typedef __nv_bfloat16 bf16;
+
+typedef struct fa_args {
+    float *out;
+    const float *q;
+    const bf16 *kc, *vc;
+    cuda_kv_map map;
+    const int32_t *start, *len, *tok_pos;
+    int H, KV, D, tiles; /* tiles: query tiles a sequence gets at most (grid.x / n_seqs) */
+    float scale, softcap;
+    int window;
+} fa_args;
+
+static size_t fa_smem(int D) {
+    return 3 * sizeof(bf16) * FA_BQ * (size_t)(D + 8) + sizeof(float) * FA_BQ * (size_t)(D + 4) +
+           sizeof(float) * FA_BQ * FA_LDS + sizeof(bf16) * FA_BQ * FA_LDP +
+           sizeof(float) * 3 * FA_BQ;
+}
+
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa_a;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> fa_b_row;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fa_b_col;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> fa_acc;
+
+__global__ void __launch_bounds__(FA_THREADS) fa_prefill(fa_args a) {
+    extern __shared__ __align__(128) uint4 fa_raw[];
+    const int s = blockIdx.x / a.tiles, qt = blockIdx.x % a.tiles, h = blockIdx.y;
+    const int n = a.len[s], r0 = qt * FA_BQ;
+    if (n < FA_MIN || r0 >= n) return;
+    const int D = a.D, ldb = D + 8, ldo = D + 4, kvh = h / (a.H / a.KV);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nr = min(FA_BQ, n - r0);
+    unsigned char *p = (unsigned char *)fa_raw;
+    bf16 *qb = (bf16 *)p, *kb = qb + FA_BQ * ldb, *vb = kb + FA_BK * ldb;
+    float *of = (float *)(vb + FA_BK * ldb), *sf = of + FA_BQ * ldo;
+    bf16 *pb = (bf16 *)(sf + FA_BQ * FA_LDS);
+    float *mx = (float *)(pb + FA_BQ * FA_LDP), *sum = mx + FA_BQ;
+    int *pos = (int *)(sum + FA_BQ);
+    const int t0 = a.start[s] + r0;
+    for (int e = threadIdx.x; e < FA_BQ * D; e += FA_THREADS) {
+        const int r = e / D, d = e % D;
+        qb[r * ldb + d] =
+            __float2bfloat16(r < nr ? a.q[((size_t)(t0 + r) * a.H + h) * D + d] : 0.0f);
+        of[r * ldo + d] = 0.0f;
+    }
+    if (threadIdx.x < FA_BQ) {
+        const int r = threadIdx.x;
+        mx[r] = -INFINITY;
+        sum[r] = 0.0f;
+        pos[r] = r < nr ? a.tok_pos[t0 + r] : -1; /* a pad row sees no key */
+    }
+    /* keys of the tile's first row's window up to its last row's position */
+    const int p_first = a.tok_pos[t0], p_last = a.tok_pos[t0 + nr - 1];
+    const int lo = a.window > 0 && p_first - a.window + 1 > 0 ? p_first - a.window + 1 : 0;
+    const cuda_kv_seq rows = cuda_kv_seq_of(a.map, s);
+    const size_t stride = (size_t)a.KV * D;
+    for (int k0 = lo; k0 <= p_last; k0 += FA_BK) {
+        __syncthreads(); /* every warp is done with the previous tile (and the init) */
+        for (int e = threadIdx.x; e < FA_BK * (D / 8); e += FA_THREADS) {
+            const int j = e / (D / 8), d8 = (e % (D / 8)) * 8, kp = k0 + j;
+            uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
+            if (kp <= p_last) {
+                const size_t off = cuda_kv_seq_row(rows, kp) * stride + (size_t)kvh * D + d8;
+                kv = *(const uint4 *)(a.kc + off);
+                vv = *(const uint4 *)(a.vc + off);
+            }
+            *(uint4 *)(kb + j * ldb + d8) = kv;
+            *(uint4 *)(vb + j * ldb + d8) = vv;
+        }
+        __syncthreads();
+        const int w0 = warp * 16;
+        for (int ct = 0; ct < FA_BK / 16; ct++) { /* S = Q·Kᵀ for the warp's 16 rows */
+            fa_acc acc;
+            wmma::fill_fragment(acc, 0.0f);
+            for (int kt = 0; kt < D / 16; kt++) {
+                fa_a fq;
+                fa_b_col fk;
+                wmma::load_matrix_sync(fq, qb + w0 * ldb + kt * 16, ldb);
+                wmma::load_matrix_sync(fk, kb + ct * 16 * ldb + kt * 16, ldb);
+                wmma::mma_sync(acc, fq, fk, acc);
+            }
+            wmma::store_matrix_sync(sf + w0 * FA_LDS + ct * 16, acc, FA_LDS, wmma::mem_row_major);
+        }
+        __syncwarp();
+        for (int r = w0; r < w0 + 16; r++) { /* online softmax, a row at a time */
+            const int pr = pos[r];
+            float sc[FA_BK / 32], rm = -INFINITY;
+#pragma unroll
+            for (int u = 0; u < FA_BK / 32; u++) {
+                const int j = lane + 32 * u, kp = k0 + j;
+                float v = sf[r * FA_LDS + j] * a.scale;
+                if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
+                const bool seen = kp <= pr && (a.window <= 0 || kp > pr - a.window);
+                sc[u] = seen ? v : -INFINITY;
+                rm = fmaxf(rm, sc[u]);
+            }
+            rm = cuda_warp_max(rm);
+            const float mold = mx[r], mnew = fmaxf(mold, rm);
+            float ps = 0.0f;
+#pragma unroll
+            for (int u = 0; u < FA_BK / 32; u++) {
+                const float e = mnew == -INFINITY ? 0.0f : expf(sc[u] - mnew);
+                ps += e;
+                pb[r * FA_LDP + lane + 32 * u] = __float2bfloat16(e);
+            }
+            ps = cuda_warp_sum(ps);
+            const float alpha = mnew == -INFINITY ? 1.0f : expf(mold - mnew);
+            for (int d = lane; d < D; d += 32) of[r * ldo + d] *= alpha;
+            __syncwarp(); /* every lane has read mx[r] and sum[r] */
+            if (lane == 0) {
+                mx[r] = mnew;
+                sum[r] = sum[r] * alpha + ps;
+            }
+        }
+        __syncwarp();
+        for (int dt = 0; dt < D / 16; dt++) { /* O += P·V */
+            fa_acc acc;
+            float *o = of + w0 * ldo + dt * 16;
+            wmma::load_matrix_sync(acc, o, ldo, wmma::mem_row_major);
+            for (int kt = 0; kt < FA_BK / 16; kt++) {
+                fa_a fp;
+                fa_b_row fv;
+                wmma::load_matrix_sync(fp, pb + w0 * FA_LDP + kt * 16, FA_LDP);
+                wmma::load_matrix_sync(fv, vb + kt * 16 * ldb + dt * 16, ldb);
+                wmma::mma_sync(acc, fp, fv, acc);
+            }
+            wmma::store_matrix_sync(o, acc, ldo, wmma::mem_row_major);
+        }
+    }
+    __syncwarp();
+    for (int r = warp * 16; r < warp * 16 + 16 && r < nr; r++) {
+        const float inv = 1.0f / sum[r];
+        for (int d = lane; d < D; d += 32)
+            a.out[((size_t)(t0 + r) * a.H + h) * D + d] = of[r * ldo + d] * inv;
+    }
+}
+
+int cuda_fa_min(const cuda_impl *c, const bk_kv *kv, const bk_batch *bt, int D) {
+    if (c->cdt != DTYPE_BF16 || kv->dt != DTYPE_BF16 || D % 16 || D > FA_DMAX) return INT_MAX;
+    for (int s = 0; s < bt->n_seqs; s++)
+        if (bt->len[s] >= FA_MIN) return FA_MIN;
+    return INT_MAX;
+}
+
+void cuda_fa(cuda_impl *c, float *out, const float *q, const bk_kv *kv, const bk_batch *bt,
+             const cuda_kv_map &map, int H, int KV, int D, float scale, int window, float softcap) {
+    const cuda_bdev *d = (const cuda_bdev *)bt->dev;
+    int longest = 0;
+    for (int s = 0; s < bt->n_seqs; s++) longest = bt->len[s] > longest ? bt->len[s] : longest;
+    const int tiles = (longest + FA_BQ - 1) / FA_BQ;
+    fa_args a = {out,
+                 q,
+                 (const bf16 *)kv->k,
+                 (const bf16 *)kv->v,
+                 map,
+                 d->start,
+                 d->len,
+                 d->tok_pos,
+                 H,
+                 KV,
+                 D,
+                 tiles,
+                 scale,
+                 softcap,
+                 window};
+    const size_t smem = fa_smem(D);
+    cudaError_t e =
+        cudaFuncSetAttribute(fa_prefill, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) {
+        cuda_fail(c, "attention (flash)", e);
+        return;
+    }
+    dim3 grid((unsigned)(bt->n_seqs * tiles), (unsigned)H);
+    fa_prefill<<<grid, FA_THREADS, smem, c->stream>>>(a);
+    cuda_check_launch(c, "attention (flash)");
+}

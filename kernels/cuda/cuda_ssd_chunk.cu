@@ -1,0 +1,260 @@
+/* cuda_ssd_chunk.cu - Mamba2's SSD of a long prompt in its state-space-dual chunked form
+ * (perf-anchors §6.3, mamba_ssm's chunk scan; Nemotron-H spec §7), its products on bf16
+ * tensor cores: the ssd op for sequences of at least SC_MIN tokens when the model computes
+ * in bf16 (backend.h compute_dtype).
+ *
+ * Within a chunk, with L_t = A·Σ_{i<=t} Δ_i (A = -exp(A_log), so every L_t - L_i <= 0 for
+ * i <= t) and S0 [P, N] the state entering it:
+ *   Y = diag(exp(L))·C·S0ᵀ + lower(exp(L_t - L_i)·Δ_i·C_t·B_i)·X + D·X,
+ *   S = exp(L_last)·S0 + Xᵀ·diag(Δ_i·exp(L_last - L_i))·B,
+ * the recurrence S = exp(Δ·A)·S + Δ·x ⊗ B, y = S·C + D·x summed in closed form. One block
+ * owns a (sequence, head) and walks the chunks in order, S in f32 in shared memory and a
+ * bf16 copy of it feeding the products (wmma, bf16 inputs, f32 sums). Pad rows past the run
+ * (Δ = 0, zero x, B, C) change neither Y's rows that are written nor S. */
+#include <mma.h>
+
+#include "kernels/cuda/cuda_internal.cuh"
+
+using namespace nvcuda;
+
+enum {
+    SC = 64,      /* tokens a chunk */
+    SC_WARPS = 8, /* 256 threads */
+    SC_THREADS = 32 * SC_WARPS,
+    SC_D = 128,        /* largest P and N (Nemotron 3 Nano 4B: P 80, N 128) */
+    SC_LDB = SC_D + 8, /* bf16 rows of up to 128 */
+    SC_LDF = SC_D + 4, /* f32 rows of up to 128 */
+    SC_LDM = SC + 8,   /* bf16 rows of 64 */
+    SC_MIN = 16        /* shorter runs take the recurrent kernel */
+};
+
+typedef __nv_bfloat16 bf16;
+
+typedef struct ssc_args {
+    float *y;
+    const float *x, *B, *C, *dt;
+    int ld_x, ld_bc, ld_dt;
+    const void *A_log, *dt_bias, *D;
+    int adt, bdt, ddt;
+    float *state;
+    const int32_t *start, *len, *slot;
+    int H, P, N, G;
+    float dt_min;
+} ssc_args;
+
+/* Shared memory, carved in this order (every buffer a multiple of 32 bytes). */
+struct ssc_smem {
+    bf16 *bb, *cb, *xb, *xw; /* [SC][SC_LDB]: B, C (then exp(L)·C), x, Δ·exp(L_last - L)·x */
+    bf16 *mb;                /* [SC][SC_LDM] */
+    float *yf;               /* [SC][SC_LDF]: C·Bᵀ, then Y */
+    float *S;                /* [SC_D][SC_LDF] */
+    bf16 *sb;                /* [SC_D][SC_LDB] */
+    float *dl, *L;           /* [SC] */
+};
+
+static constexpr size_t SC_SMEM = 4 * sizeof(bf16) * SC * SC_LDB + sizeof(bf16) * SC * SC_LDM +
+                                  sizeof(float) * SC * SC_LDF + sizeof(float) * SC_D * SC_LDF +
+                                  sizeof(bf16) * SC_D * SC_LDB + sizeof(float) * 2 * SC;
+
+__device__ static ssc_smem ssc_carve(unsigned char *p) {
+    ssc_smem m;
+    bf16 **b16[] = {&m.bb, &m.cb, &m.xb, &m.xw};
+    for (bf16 **x : b16) {
+        *x = (bf16 *)p;
+        p += sizeof(bf16) * SC * SC_LDB;
+    }
+    m.mb = (bf16 *)p;
+    p += sizeof(bf16) * SC * SC_LDM;
+    m.yf = (float *)p;
+    p += sizeof(float) * SC * SC_LDF;
+    m.S = (float *)p;
+    p += sizeof(float) * SC_D * SC_LDF;
+    m.sb = (bf16 *)p;
+    p += sizeof(bf16) * SC_D * SC_LDB;
+    m.dl = (float *)p;
+    m.L = m.dl + SC;
+    return m;
+}
+
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> ssc_a_row;
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major> ssc_a_col;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> ssc_b_row;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> ssc_b_col;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> ssc_acc;
+
+/* Δ of token t, head h, as the recurrent kernel computes it (backend.h ssd). */
+__device__ static float ssc_delta(const ssc_args &a, int t, int h) {
+    float d = cuda_softplus(a.dt[(size_t)t * a.ld_dt + h] + cuda_wget(a.dt_bias, a.bdt, h));
+    return a.dt_min > 0.0f ? fmaxf(d, a.dt_min) : d;
+}
+
+__global__ void __launch_bounds__(SC_THREADS) ssc_seq(ssc_args a) {
+    extern __shared__ __align__(128) uint4 ssc_raw[];
+    const ssc_smem m = ssc_carve((unsigned char *)ssc_raw);
+    const int s = blockIdx.x / a.H, h = blockIdx.x % a.H, grp = h / (a.H / a.G);
+    const int n = a.len[s], t0 = a.start[s];
+    if (n < SC_MIN) return; /* the recurrent kernel's (cuda_ssd.cu) */
+    const int warp = threadIdx.x >> 5;
+    const int P = a.P, N = a.N, npt = P / 16, nnt = N / 16;
+    const float A = -expf(cuda_wget(a.A_log, a.adt, h)), Dh = cuda_wget(a.D, a.ddt, h);
+    float *Sg = a.state + ((size_t)a.slot[s] * a.H + h) * (size_t)P * N;
+    for (int e = threadIdx.x; e < P * N; e += SC_THREADS) {
+        const int p = e / N, j = e % N;
+        const float v = Sg[e];
+        m.S[p * SC_LDF + j] = v;
+        m.sb[p * SC_LDB + j] = __float2bfloat16(v);
+    }
+    for (int c0 = 0; c0 < n; c0 += SC) {
+        const int nc = min(SC, n - c0);
+        __syncthreads(); /* the previous chunk is done with every buffer */
+        for (int e = threadIdx.x; e < SC * N; e += SC_THREADS) {
+            const int t = e / N, j = e % N;
+            const size_t off = (size_t)(t0 + c0 + t) * a.ld_bc + (size_t)grp * N + j;
+            m.bb[t * SC_LDB + j] = __float2bfloat16(t < nc ? a.B[off] : 0.0f);
+            m.cb[t * SC_LDB + j] = __float2bfloat16(t < nc ? a.C[off] : 0.0f);
+        }
+        for (int e = threadIdx.x; e < SC * P; e += SC_THREADS) {
+            const int t = e / P, p = e % P;
+            m.xb[t * SC_LDB + p] = __float2bfloat16(
+                t < nc ? a.x[(size_t)(t0 + c0 + t) * a.ld_x + (size_t)h * P + p] : 0.0f);
+        }
+        if (threadIdx.x < SC) {
+            const int t = threadIdx.x;
+            m.dl[t] = t < nc ? ssc_delta(a, t0 + c0 + t, h) : 0.0f;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) { /* L_t, summed over the chunk */
+            float acc = 0.0f;
+            for (int t = 0; t < SC; t++) m.L[t] = acc += m.dl[t] * A;
+        }
+        for (int job = warp; job < 10; job += SC_WARPS) { /* C·Bᵀ on and below the diagonal */
+            int ti = 0, tj = job;
+            while (tj > ti) tj -= ++ti;
+            ssc_acc acc;
+            wmma::fill_fragment(acc, 0.0f);
+            for (int kt = 0; kt < nnt; kt++) {
+                ssc_a_row fa;
+                ssc_b_col fb;
+                wmma::load_matrix_sync(fa, m.cb + ti * 16 * SC_LDB + kt * 16, SC_LDB);
+                wmma::load_matrix_sync(fb, m.bb + tj * 16 * SC_LDB + kt * 16, SC_LDB);
+                wmma::mma_sync(acc, fa, fb, acc);
+            }
+            wmma::store_matrix_sync(m.yf + ti * 16 * SC_LDF + tj * 16, acc, SC_LDF,
+                                    wmma::mem_row_major);
+        }
+        __syncthreads();
+        const float Llast = m.L[SC - 1];
+        for (int e = threadIdx.x; e < SC * SC; e += SC_THREADS) {
+            const int t = e / SC, i = e % SC;
+            const float v = i <= t ? expf(m.L[t] - m.L[i]) * m.dl[i] * m.yf[t * SC_LDF + i] : 0.0f;
+            m.mb[t * SC_LDM + i] = __float2bfloat16(v);
+        }
+        for (int e = threadIdx.x; e < SC * N; e += SC_THREADS) {
+            const int t = e / N, j = e % N;
+            bf16 *c = &m.cb[t * SC_LDB + j];
+            *c = __float2bfloat16(__bfloat162float(*c) * expf(m.L[t]));
+        }
+        for (int e = threadIdx.x; e < SC * P; e += SC_THREADS) {
+            const int t = e / P, p = e % P;
+            const float w = m.dl[t] * expf(Llast - m.L[t]);
+            m.xw[t * SC_LDB + p] = __float2bfloat16(__bfloat162float(m.xb[t * SC_LDB + p]) * w);
+        }
+        const float decay = expf(Llast);
+        for (int e = threadIdx.x; e < P * N; e += SC_THREADS)
+            m.S[(e / N) * SC_LDF + e % N] *= decay;
+        __syncthreads();
+        /* Y = exp(L)·C·S0ᵀ + M·X (4 x P/16 tiles); S += Xwᵀ·B (P/16 x N/16 tiles) */
+        for (int job = warp; job < 4 * npt + npt * nnt; job += SC_WARPS) {
+            ssc_acc acc;
+            if (job < 4 * npt) {
+                const int rt = job / npt, pt = job % npt;
+                wmma::fill_fragment(acc, 0.0f);
+                for (int kt = 0; kt < nnt; kt++) {
+                    ssc_a_row fa;
+                    ssc_b_col fb; /* S0ᵀ: element (n, p) at sb[p][n] */
+                    wmma::load_matrix_sync(fa, m.cb + rt * 16 * SC_LDB + kt * 16, SC_LDB);
+                    wmma::load_matrix_sync(fb, m.sb + pt * 16 * SC_LDB + kt * 16, SC_LDB);
+                    wmma::mma_sync(acc, fa, fb, acc);
+                }
+                for (int x = 0; x <= rt; x++) {
+                    ssc_a_row fa;
+                    ssc_b_row fb;
+                    wmma::load_matrix_sync(fa, m.mb + rt * 16 * SC_LDM + x * 16, SC_LDM);
+                    wmma::load_matrix_sync(fb, m.xb + x * 16 * SC_LDB + pt * 16, SC_LDB);
+                    wmma::mma_sync(acc, fa, fb, acc);
+                }
+                wmma::store_matrix_sync(m.yf + rt * 16 * SC_LDF + pt * 16, acc, SC_LDF,
+                                        wmma::mem_row_major);
+            } else {
+                const int pt = (job - 4 * npt) / nnt, nt = (job - 4 * npt) % nnt;
+                float *dst = m.S + pt * 16 * SC_LDF + nt * 16;
+                wmma::load_matrix_sync(acc, dst, SC_LDF, wmma::mem_row_major);
+                for (int x = 0; x < 4; x++) {
+                    ssc_a_col fa; /* Xwᵀ: element (p, t) at xw[t][p] */
+                    ssc_b_row fb;
+                    wmma::load_matrix_sync(fa, m.xw + x * 16 * SC_LDB + pt * 16, SC_LDB);
+                    wmma::load_matrix_sync(fb, m.bb + x * 16 * SC_LDB + nt * 16, SC_LDB);
+                    wmma::mma_sync(acc, fa, fb, acc);
+                }
+                wmma::store_matrix_sync(dst, acc, SC_LDF, wmma::mem_row_major);
+            }
+        }
+        __syncthreads();
+        for (int e = threadIdx.x; e < nc * P; e += SC_THREADS) {
+            const int t = e / P, p = e % P;
+            const float xv = a.x[(size_t)(t0 + c0 + t) * a.ld_x + (size_t)h * P + p];
+            a.y[((size_t)(t0 + c0 + t) * a.H + h) * P + p] = m.yf[t * SC_LDF + p] + Dh * xv;
+        }
+        for (int e = threadIdx.x; e < P * N; e += SC_THREADS) {
+            const int p = e / N, j = e % N;
+            m.sb[p * SC_LDB + j] = __float2bfloat16(m.S[p * SC_LDF + j]);
+        }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < P * N; e += SC_THREADS) Sg[e] = m.S[(e / N) * SC_LDF + e % N];
+}
+
+int cuda_ssc_min(const cuda_impl *c, const bk_batch *bt, int P, int N) {
+    if (c->cdt != DTYPE_BF16 || P % 16 || P > SC_D || N % 16 || N > SC_D) return INT_MAX;
+    for (int s = 0; s < bt->n_seqs; s++)
+        if (bt->len[s] >= SC_MIN) return SC_MIN;
+    return INT_MAX;
+}
+
+void cuda_ssc(cuda_impl *c, float *y, const float *x, int ld_x, const float *B, const float *C,
+              int ld_bc, const float *dt, int ld_dt, const bk_weight *A_log,
+              const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt, int H,
+              int P, int N, int G, float dt_min) {
+    const cuda_bdev *d = (const cuda_bdev *)bt->dev;
+    ssc_args a = {y,
+                  x,
+                  B,
+                  C,
+                  dt,
+                  ld_x,
+                  ld_bc,
+                  ld_dt,
+                  A_log->data,
+                  dt_bias->data,
+                  D->data,
+                  (int)A_log->dt,
+                  (int)dt_bias->dt,
+                  (int)D->dt,
+                  state,
+                  d->start,
+                  d->len,
+                  d->slot,
+                  H,
+                  P,
+                  N,
+                  G,
+                  dt_min};
+    cudaError_t e =
+        cudaFuncSetAttribute(ssc_seq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SC_SMEM);
+    if (e != cudaSuccess) {
+        cuda_fail(c, "ssd (chunked)", e);
+        return;
+    }
+    ssc_seq<<<(unsigned)(bt->n_seqs * H), SC_THREADS, SC_SMEM, c->stream>>>(a);
+    cuda_check_launch(c, "ssd (chunked)");
+}
