@@ -14,7 +14,8 @@
 #                        (tests/device/cuda_tests.sh prepare)
 #   lib/                 every shared library those need (ldd), except glibc's own, the GPU
 #                        driver's and cuBLAS (~600 MB; the machine's toolkit / torch has it)
-#   tools/device/*.py    peer_bench.py, summarize.py (the tree's own copies are preferred)
+#   tools/device/*.py    peer_bench.py, summarize.py, fla_bench.py (the tree's copies are preferred)
+#   wheels/              flash-linear-attention's fla-core and einops (fla_bench.py's peer)
 #   BUNDLE_INFO
 # The fixtures (tests/golden) are not in it: the tree travels with them.
 # Environment: BUILD (default build), STRATA_BIN (binary to ship instead of $BUILD/strata),
@@ -83,6 +84,14 @@ if ! DEV_DIR="$STAGE/cuda" LIB_DIR="$STAGE/lib" BUILD="$BUILD" NO_STRATA=1 \
     echo "device_bundle: the CUDA pieces were not all prepared (see $LOG)" >&2
 fi
 cp tools/device/*.py "$STAGE/tools/device/"
+# flash-linear-attention (pure Python + Triton, which comes with torch there) for the
+# kernel-level peer of the chunked delta rule (tools/device/fla_bench.py); the GPU
+# machine has no network, so its wheels travel. Optional: the bundle works without them.
+mkdir -p "$STAGE/wheels"
+if ! python3 -m pip download -q --no-deps -d "$STAGE/wheels" fla-core==0.6.0 einops \
+        >>"$LOG" 2>&1; then
+    echo "device_bundle: no flash-linear-attention wheels (PyPI unreachable?); bundling without" >&2
+fi
 
 # Every carried binary must find its libraries in lib/ or among those the GPU machine
 # has: glibc's, the driver's, cuBLAS.

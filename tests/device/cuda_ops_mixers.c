@@ -1045,9 +1045,10 @@ static void speed_att(void *p) { /* Qwen3.5's full attention: H 8 / KV 2, D 256 
 
 /* A 4,096-token prefill through the recurrent / split-key kernels (f32 compute) and the
  * chunked / tensor-core ones (bf16 compute), per op: what the chunked forms buy. */
-static void speed_prefill(void) {
+void test_speed_prefill(void) {
     if (!gpu->ops->compute_dtype) return;
-    speed_fix f = {.T = 4096};
+    const char *env = getenv("PREFILL_SPEED_TOKENS"); /* a short dry run on the CPU */
+    speed_fix f = {.T = env && atoi(env) > 0 ? atoi(env) : 4096};
     int slot = 0, pos = 0, T = f.T;
     size_t big =
         (size_t)T * 96 * 80 > (size_t)T * 8 * 256 ? (size_t)T * 96 * 80 : (size_t)T * 8 * 256;
@@ -1164,5 +1165,5 @@ void test_speed(void) {
         printf("speed: gated_delta Hv 32 dk dv 128, %d tokens: %.1f us\n", T, t * 1e6);
         gfree(dq), gfree(dk_), gfree(dv_), gfree(dg), gfree(dbe), gfree(dst), gfree(dout);
     }
-    speed_prefill();
+    test_speed_prefill();
 }

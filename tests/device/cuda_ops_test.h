@@ -81,6 +81,7 @@ void test_gdn(void);
 void test_gdn_chunked(void);
 void test_ssd(void);
 void test_ssd_chunked(void);
+void test_speed_prefill(void); /* --prefill-speed */
 void test_graph(void);
 void test_graph_chain(void);
 void test_graph_paged(void);

@@ -248,6 +248,17 @@ prefill_stage() {
                 tee -a "$LOG/prefill.log"
         done
     done
+    section "prefill kernels: strata's ops against flash-linear-attention's Triton kernel"
+    if [ -x "$B/cuda/test_cuda_ops" ]; then
+        timeout -k 5 "$(limit 60 "$PEER_MIN_S")" "$B/cuda/test_cuda_ops" --prefill-speed 2>&1 |
+            tee -a "$LOG/prefill.log"
+    fi
+    if [ -d "$B/wheels" ]; then
+        timeout -k 5 "$(limit 120 "$PEER_MIN_S")" $PY "$(tool fla_bench.py)" --wheels "$B/wheels" \
+            --tokens 4096 2>&1 | tail -3 | tee -a "$LOG/prefill.log"
+    else
+        echo "no wheels in the bundle: flash-linear-attention not timed" | tee -a "$LOG/prefill.log"
+    fi
     section "prefill: transformers at 4096 tokens"
     t=$(limit 400 10)
     if [ "$t" -ge 45 ]; then

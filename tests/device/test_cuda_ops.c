@@ -651,10 +651,12 @@ int main(int argc, char **argv) {
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--self")) self = self_run = 1;
-        else if (!strcmp(argv[i], "--no-speed")) speed = 0; /* tests/cuda-host: no timing */
+        else if (!strcmp(argv[i], "--no-speed")) speed = 0;      /* tests/cuda-host: no timing */
+        else if (!strcmp(argv[i], "--prefill-speed")) speed = 2; /* run.sh --prefill */
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else {
-            fprintf(stderr, "usage: test_cuda_ops [--self] [--no-speed] [--only NAME[,NAME...]]\n");
+            fprintf(stderr, "usage: test_cuda_ops [--self] [--no-speed | --prefill-speed] "
+                            "[--only NAME[,NAME...]]\n");
             return 2;
         }
     }
@@ -668,6 +670,12 @@ int main(int argc, char **argv) {
         return 77;
     }
     printf("backend under test: %s%s\n", backend_name(gpu), self ? " (--self: harness check)" : "");
+    if (speed == 2) { /* the prefill kernels' timings alone */
+        test_speed_prefill();
+        backend_destroy(gpu);
+        backend_destroy(cpu);
+        return 0;
+    }
     int ran = 0;
     for (size_t i = 0; i < sizeof op_tests / sizeof op_tests[0]; i++)
         if (!only || in_list(only, op_tests[i].name)) op_tests[i].run(), ran++;
