@@ -14,11 +14,7 @@
  * in shared memory because a fragment's rows cannot be rescaled in place. No n x n score
  * matrix exists: a block holds one 64 x 64 tile of it at a time. Only the key tile loads
  * need the block's barrier; everything after works on a warp's own rows. */
-#include <mma.h>
-
-#include "kernels/cuda/cuda_internal.cuh"
-
-using namespace nvcuda;
+#include "kernels/cuda/cuda_wmma.cuh"
 
 enum {
     FA_BQ = 64, /* query rows a block */
@@ -31,7 +27,7 @@ enum {
     FA_MIN = 16         /* shorter runs take the flash-decoding kernel */
 };
 
-typedef __nv_bfloat16 bf16;
+typedef cw_bf16 bf16;
 
 typedef struct fa_args {
     float *out;
@@ -49,11 +45,6 @@ static size_t fa_smem(int D) {
            sizeof(float) * FA_BQ * FA_LDS + sizeof(bf16) * FA_BQ * FA_LDP +
            sizeof(float) * 3 * FA_BQ;
 }
-
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa_a;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> fa_b_row;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fa_b_col;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> fa_acc;
 
 __global__ void __launch_bounds__(FA_THREADS) fa_prefill(fa_args a) {
     extern __shared__ __align__(128) uint4 fa_raw[];
@@ -102,16 +93,11 @@ __global__ void __launch_bounds__(FA_THREADS) fa_prefill(fa_args a) {
         __syncthreads();
         const int w0 = warp * 16;
         for (int ct = 0; ct < FA_BK / 16; ct++) { /* S = Q·Kᵀ for the warp's 16 rows */
-            fa_acc acc;
-            wmma::fill_fragment(acc, 0.0f);
-            for (int kt = 0; kt < D / 16; kt++) {
-                fa_a fq;
-                fa_b_col fk;
-                wmma::load_matrix_sync(fq, qb + w0 * ldb + kt * 16, ldb);
-                wmma::load_matrix_sync(fk, kb + ct * 16 * ldb + kt * 16, ldb);
-                wmma::mma_sync(acc, fq, fk, acc);
-            }
-            wmma::store_matrix_sync(sf + w0 * FA_LDS + ct * 16, acc, FA_LDS, wmma::mem_row_major);
+            cw_acc acc;
+            cw_load(acc, NULL, 0);
+            cw_mma<cw_row, cw_col>(acc, qb + w0 * ldb, ldb, 16, kb + ct * 16 * ldb, ldb, 16,
+                                   D / 16);
+            cw_store(sf + w0 * FA_LDS + ct * 16, acc, FA_LDS);
         }
         __syncwarp();
         for (int r = w0; r < w0 + 16; r++) { /* online softmax, a row at a time */
@@ -146,17 +132,12 @@ __global__ void __launch_bounds__(FA_THREADS) fa_prefill(fa_args a) {
         }
         __syncwarp();
         for (int dt = 0; dt < D / 16; dt++) { /* O += P·V */
-            fa_acc acc;
+            cw_acc acc;
             float *o = of + w0 * ldo + dt * 16;
-            wmma::load_matrix_sync(acc, o, ldo, wmma::mem_row_major);
-            for (int kt = 0; kt < FA_BK / 16; kt++) {
-                fa_a fp;
-                fa_b_row fv;
-                wmma::load_matrix_sync(fp, pb + w0 * FA_LDP + kt * 16, FA_LDP);
-                wmma::load_matrix_sync(fv, vb + kt * 16 * ldb + dt * 16, ldb);
-                wmma::mma_sync(acc, fp, fv, acc);
-            }
-            wmma::store_matrix_sync(o, acc, ldo, wmma::mem_row_major);
+            cw_load(acc, o, ldo);
+            cw_mma<cw_row, cw_row>(acc, pb + w0 * FA_LDP, FA_LDP, 16, vb + dt * 16, ldb, 16 * ldb,
+                                   FA_BK / 16);
+            cw_store(o, acc, ldo);
         }
     }
     __syncwarp();
@@ -196,12 +177,7 @@ void cuda_fa(cuda_impl *c, float *out, const float *q, const bk_kv *kv, const bk
                  softcap,
                  window};
     const size_t smem = fa_smem(D);
-    cudaError_t e =
-        cudaFuncSetAttribute(fa_prefill, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e != cudaSuccess) {
-        cuda_fail(c, "attention (flash)", e);
-        return;
-    }
+    if (cw_smem_optin(c, fa_prefill, smem, "attention (flash)")) return;
     dim3 grid((unsigned)(bt->n_seqs * tiles), (unsigned)H);
     fa_prefill<<<grid, FA_THREADS, smem, c->stream>>>(a);
     cuda_check_launch(c, "attention (flash)");

@@ -16,11 +16,7 @@
  * as the reference's chunk kernel rounds q, k, v and T to the model's bf16. S stays f32 in
  * shared memory for the whole run, and a bf16 copy of it feeds the products. Pad rows past
  * the run (β = 0, g = 0, zero q, k, v) leave U, O and S unchanged. */
-#include <mma.h>
-
-#include "kernels/cuda/cuda_internal.cuh"
-
-using namespace nvcuda;
+#include "kernels/cuda/cuda_wmma.cuh"
 
 enum {
     GC = 64,      /* tokens a chunk */
@@ -34,7 +30,7 @@ enum {
     GC_MIN = 16         /* shorter runs take the recurrent kernel */
 };
 
-typedef __nv_bfloat16 bf16;
+typedef cw_bf16 bf16;
 
 typedef struct gdc_args {
     float *out;
@@ -93,12 +89,6 @@ __device__ static gdc_smem gdc_carve(unsigned char *p) {
     m.gam = m.beta + GC;
     return m;
 }
-
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> gdc_a_row;
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major> gdc_a_col;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> gdc_b_row;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> gdc_b_col;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> gdc_acc;
 
 /* Stages chunk rows [c0, c0 + nc) of the run: q and k l2-normalised (q scaled) into bf16,
  * v's columns of this block, the gates and β; rows past nc are zero. */
@@ -205,21 +195,14 @@ __global__ void __launch_bounds__(GC_THREADS) gdc_seq(gdc_args a) {
         __syncthreads();
         if (threadIdx.x == 0) /* gates summed over the chunk */
             for (int t = 1; t < GC; t++) m.gc[t] += m.gc[t - 1];
-        for (int job = warp; job < 10;
-             job += GC_WARPS) { /* K·Kᵀ, tiles on and below the diagonal */
-            int ti = 0, tj = job;
-            while (tj > ti) tj -= ++ti;
-            gdc_acc acc;
-            wmma::fill_fragment(acc, 0.0f);
-            for (int kt = 0; kt < nkt; kt++) {
-                gdc_a_row fa;
-                gdc_b_col fb;
-                wmma::load_matrix_sync(fa, m.kb + ti * 16 * GC_LDK + kt * 16, GC_LDK);
-                wmma::load_matrix_sync(fb, m.kb + tj * 16 * GC_LDK + kt * 16, GC_LDK);
-                wmma::mma_sync(acc, fa, fb, acc);
-            }
-            wmma::store_matrix_sync(m.r1 + ti * 16 * GC_LDF + tj * 16, acc, GC_LDF,
-                                    wmma::mem_row_major);
+        for (int job = warp; job < 10; job += GC_WARPS) { /* K·Kᵀ on and below the diagonal */
+            int ti, tj;
+            cw_tri(job, ti, tj);
+            cw_acc acc;
+            cw_load(acc, NULL, 0);
+            cw_mma<cw_row, cw_col>(acc, m.kb + ti * 16 * GC_LDK, GC_LDK, 16,
+                                   m.kb + tj * 16 * GC_LDK, GC_LDK, 16, nkt);
+            cw_store(m.r1 + ti * 16 * GC_LDF + tj * 16, acc, GC_LDF);
         }
         __syncthreads();
         for (int e = threadIdx.x; e < GC * GC; e += GC_THREADS) {
@@ -241,44 +224,28 @@ __global__ void __launch_bounds__(GC_THREADS) gdc_seq(gdc_args a) {
          * row tile rt sums k tiles 0..rt only. */
         const int nw = 4 * nkt, nu = 4 * nct;
         for (int job = warp; job < nw + nu + 10; job += GC_WARPS) {
-            gdc_acc acc;
-            wmma::fill_fragment(acc, 0.0f);
-            if (job < nw + nu) {
-                const bool isw = job < nw;
-                const int jj = isw ? job : job - nw, rt = jj / (isw ? nkt : nct);
-                const int ct = jj % (isw ? nkt : nct);
-                for (int x = 0; x <= rt; x++) {
-                    gdc_a_row fa;
-                    gdc_b_row fb;
-                    wmma::load_matrix_sync(fa, (isw ? m.tgb : m.tbb) + rt * 16 * GC_LDC + x * 16,
-                                           GC_LDC);
-                    if (isw) wmma::load_matrix_sync(fb, m.kb + x * 16 * GC_LDK + ct * 16, GC_LDK);
-                    else wmma::load_matrix_sync(fb, m.vb + x * 16 * GC_LDC + ct * 16, GC_LDC);
-                    wmma::mma_sync(acc, fa, fb, acc);
-                }
-                if (isw) { /* through the warp's tile: wmma stores f32 only */
-                    wmma::store_matrix_sync(wt, acc, 16, wmma::mem_row_major);
-                    __syncwarp();
-                    for (int e = lane; e < 256; e += 32)
-                        m.wb[(rt * 16 + e / 16) * GC_LDK + ct * 16 + e % 16] =
-                            __float2bfloat16(-wt[e]);
-                    __syncwarp();
-                } else {
-                    wmma::store_matrix_sync(m.r2 + rt * 16 * GC_LDF + ct * 16, acc, GC_LDF,
-                                            wmma::mem_row_major);
-                }
+            cw_acc acc;
+            cw_load(acc, NULL, 0);
+            if (job < nw) {
+                const int rt = job / nkt, ct = job % nkt;
+                cw_mma<cw_row, cw_row>(acc, m.tgb + rt * 16 * GC_LDC, GC_LDC, 16, m.kb + ct * 16,
+                                       GC_LDK, 16 * GC_LDK, rt + 1);
+                cw_store(wt, acc, 16); /* through the warp's tile: wmma stores f32 only */
+                __syncwarp();
+                for (int e = lane; e < 256; e += 32)
+                    m.wb[(rt * 16 + e / 16) * GC_LDK + ct * 16 + e % 16] = __float2bfloat16(-wt[e]);
+                __syncwarp();
+            } else if (job < nw + nu) {
+                const int rt = (job - nw) / nct, ct = (job - nw) % nct;
+                cw_mma<cw_row, cw_row>(acc, m.tbb + rt * 16 * GC_LDC, GC_LDC, 16, m.vb + ct * 16,
+                                       GC_LDC, 16 * GC_LDC, rt + 1);
+                cw_store(m.r2 + rt * 16 * GC_LDF + ct * 16, acc, GC_LDF);
             } else {
-                int ti = 0, tj = job - nw - nu;
-                while (tj > ti) tj -= ++ti;
-                for (int kt = 0; kt < nkt; kt++) {
-                    gdc_a_row fa;
-                    gdc_b_col fb;
-                    wmma::load_matrix_sync(fa, m.qb + ti * 16 * GC_LDK + kt * 16, GC_LDK);
-                    wmma::load_matrix_sync(fb, m.kb + tj * 16 * GC_LDK + kt * 16, GC_LDK);
-                    wmma::mma_sync(acc, fa, fb, acc);
-                }
-                wmma::store_matrix_sync(m.r1 + ti * 16 * GC_LDF + tj * 16, acc, GC_LDF,
-                                        wmma::mem_row_major);
+                int ti, tj;
+                cw_tri(job - nw - nu, ti, tj);
+                cw_mma<cw_row, cw_col>(acc, m.qb + ti * 16 * GC_LDK, GC_LDK, 16,
+                                       m.kb + tj * 16 * GC_LDK, GC_LDK, 16, nkt);
+                cw_store(m.r1 + ti * 16 * GC_LDF + tj * 16, acc, GC_LDF);
             }
         }
         __syncthreads();
@@ -293,18 +260,11 @@ __global__ void __launch_bounds__(GC_THREADS) gdc_seq(gdc_args a) {
             const bool isu = job < 4 * nct;
             const int rt = (job % (4 * nct)) / nct, ct = job % nct;
             float *dst = (isu ? m.r2 : m.r1) + rt * 16 * GC_LDF + ct * 16;
-            gdc_acc acc;
-            if (isu) wmma::load_matrix_sync(acc, dst, GC_LDF, wmma::mem_row_major);
-            else wmma::fill_fragment(acc, 0.0f);
-            for (int kt = 0; kt < nkt; kt++) {
-                gdc_a_row fa;
-                gdc_b_row fb;
-                wmma::load_matrix_sync(fa, (isu ? m.wb : m.qb) + rt * 16 * GC_LDK + kt * 16,
-                                       GC_LDK);
-                wmma::load_matrix_sync(fb, m.sb + kt * 16 * GC_LDC + ct * 16, GC_LDC);
-                wmma::mma_sync(acc, fa, fb, acc);
-            }
-            wmma::store_matrix_sync(dst, acc, GC_LDF, wmma::mem_row_major);
+            cw_acc acc;
+            cw_load(acc, isu ? dst : NULL, GC_LDF);
+            cw_mma<cw_row, cw_row>(acc, (isu ? m.wb : m.qb) + rt * 16 * GC_LDK, GC_LDK, 16,
+                                   m.sb + ct * 16, GC_LDC, 16 * GC_LDC, nkt);
+            cw_store(dst, acc, GC_LDF);
         }
         __syncthreads();
         const float glast = m.gc[GC - 1], dlast = expf(glast);
@@ -320,32 +280,22 @@ __global__ void __launch_bounds__(GC_THREADS) gdc_seq(gdc_args a) {
         __syncthreads();
         /* O += lower(exp(G_t - G_i)·Q·Kᵀ)·U;  S += Kᵀ·diag(exp(G_last - G))·U */
         for (int job = warp; job < 4 * nct + nkt * nct; job += GC_WARPS) {
-            gdc_acc acc;
+            cw_acc acc;
+            float *dst;
             if (job < 4 * nct) {
                 const int rt = job / nct, ct = job % nct;
-                float *dst = m.r1 + rt * 16 * GC_LDF + ct * 16;
-                wmma::load_matrix_sync(acc, dst, GC_LDF, wmma::mem_row_major);
-                for (int x = 0; x <= rt; x++) {
-                    gdc_a_row fa;
-                    gdc_b_row fb;
-                    wmma::load_matrix_sync(fa, m.aqb + rt * 16 * GC_LDC + x * 16, GC_LDC);
-                    wmma::load_matrix_sync(fb, m.ub + x * 16 * GC_LDC + ct * 16, GC_LDC);
-                    wmma::mma_sync(acc, fa, fb, acc);
-                }
-                wmma::store_matrix_sync(dst, acc, GC_LDF, wmma::mem_row_major);
-            } else {
+                dst = m.r1 + rt * 16 * GC_LDF + ct * 16;
+                cw_load(acc, dst, GC_LDF);
+                cw_mma<cw_row, cw_row>(acc, m.aqb + rt * 16 * GC_LDC, GC_LDC, 16, m.ub + ct * 16,
+                                       GC_LDC, 16 * GC_LDC, rt + 1);
+            } else { /* Kᵀ: element (i, t) at kb[t][i], a column-major read of kb */
                 const int kt = (job - 4 * nct) / nct, ct = (job - 4 * nct) % nct;
-                float *dst = m.S + kt * 16 * GC_LDF + ct * 16;
-                wmma::load_matrix_sync(acc, dst, GC_LDF, wmma::mem_row_major);
-                for (int x = 0; x < 4; x++) {
-                    gdc_a_col fa; /* Kᵀ: element (i, t) at kb[t][i] */
-                    gdc_b_row fb;
-                    wmma::load_matrix_sync(fa, m.kb + x * 16 * GC_LDK + kt * 16, GC_LDK);
-                    wmma::load_matrix_sync(fb, m.ubs + x * 16 * GC_LDC + ct * 16, GC_LDC);
-                    wmma::mma_sync(acc, fa, fb, acc);
-                }
-                wmma::store_matrix_sync(dst, acc, GC_LDF, wmma::mem_row_major);
+                dst = m.S + kt * 16 * GC_LDF + ct * 16;
+                cw_load(acc, dst, GC_LDF);
+                cw_mma<cw_col, cw_row>(acc, m.kb + kt * 16, GC_LDK, 16 * GC_LDK, m.ubs + ct * 16,
+                                       GC_LDC, 16 * GC_LDC, 4);
             }
+            cw_store(dst, acc, GC_LDF);
         }
         __syncthreads();
         for (int e = threadIdx.x; e < nc * GC_DVT; e += GC_THREADS) {
@@ -398,12 +348,7 @@ void cuda_gdc(cuda_impl *c, float *out, const float *q, const float *k, int ld_q
                   Hv,
                   dk,
                   dv};
-    cudaError_t e =
-        cudaFuncSetAttribute(gdc_seq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GC_SMEM);
-    if (e != cudaSuccess) {
-        cuda_fail(c, "gdn (chunked)", e);
-        return;
-    }
+    if (cw_smem_optin(c, gdc_seq, GC_SMEM, "gdn (chunked)")) return;
     dim3 grid((unsigned)(bt->n_seqs * Hv), (unsigned)((dv + GC_DVT - 1) / GC_DVT));
     gdc_seq<<<grid, GC_THREADS, GC_SMEM, c->stream>>>(g);
     cuda_check_launch(c, "gdn (chunked)");

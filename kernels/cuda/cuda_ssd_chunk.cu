@@ -11,11 +11,7 @@
  * owns a (sequence, head) and walks the chunks in order, S in f32 in shared memory and a
  * bf16 copy of it feeding the products (wmma, bf16 inputs, f32 sums). Pad rows past the run
  * (Δ = 0, zero x, B, C) change neither Y's rows that are written nor S. */
-#include <mma.h>
-
-#include "kernels/cuda/cuda_internal.cuh"
-
-using namespace nvcuda;
+#include "kernels/cuda/cuda_wmma.cuh"
 
 enum {
     SC = 64,      /* tokens a chunk */
@@ -28,7 +24,7 @@ enum {
     SC_MIN = 16        /* shorter runs take the recurrent kernel */
 };
 
-typedef __nv_bfloat16 bf16;
+typedef cw_bf16 bf16;
 
 typedef struct ssc_args {
     float *y;
@@ -76,12 +72,6 @@ __device__ static ssc_smem ssc_carve(unsigned char *p) {
     return m;
 }
 
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> ssc_a_row;
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major> ssc_a_col;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> ssc_b_row;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> ssc_b_col;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> ssc_acc;
-
 /* Δ of token t, head h, as the recurrent kernel computes it (backend.h ssd). */
 __device__ static float ssc_delta(const ssc_args &a, int t, int h) {
     float d = cuda_softplus(a.dt[(size_t)t * a.ld_dt + h] + cuda_wget(a.dt_bias, a.bdt, h));
@@ -128,19 +118,13 @@ __global__ void __launch_bounds__(SC_THREADS) ssc_seq(ssc_args a) {
             for (int t = 0; t < SC; t++) m.L[t] = acc += m.dl[t] * A;
         }
         for (int job = warp; job < 10; job += SC_WARPS) { /* C·Bᵀ on and below the diagonal */
-            int ti = 0, tj = job;
-            while (tj > ti) tj -= ++ti;
-            ssc_acc acc;
-            wmma::fill_fragment(acc, 0.0f);
-            for (int kt = 0; kt < nnt; kt++) {
-                ssc_a_row fa;
-                ssc_b_col fb;
-                wmma::load_matrix_sync(fa, m.cb + ti * 16 * SC_LDB + kt * 16, SC_LDB);
-                wmma::load_matrix_sync(fb, m.bb + tj * 16 * SC_LDB + kt * 16, SC_LDB);
-                wmma::mma_sync(acc, fa, fb, acc);
-            }
-            wmma::store_matrix_sync(m.yf + ti * 16 * SC_LDF + tj * 16, acc, SC_LDF,
-                                    wmma::mem_row_major);
+            int ti, tj;
+            cw_tri(job, ti, tj);
+            cw_acc acc;
+            cw_load(acc, NULL, 0);
+            cw_mma<cw_row, cw_col>(acc, m.cb + ti * 16 * SC_LDB, SC_LDB, 16,
+                                   m.bb + tj * 16 * SC_LDB, SC_LDB, 16, nnt);
+            cw_store(m.yf + ti * 16 * SC_LDF + tj * 16, acc, SC_LDF);
         }
         __syncthreads();
         const float Llast = m.L[SC - 1];
@@ -165,39 +149,24 @@ __global__ void __launch_bounds__(SC_THREADS) ssc_seq(ssc_args a) {
         __syncthreads();
         /* Y = exp(L)·C·S0ᵀ + M·X (4 x P/16 tiles); S += Xwᵀ·B (P/16 x N/16 tiles) */
         for (int job = warp; job < 4 * npt + npt * nnt; job += SC_WARPS) {
-            ssc_acc acc;
-            if (job < 4 * npt) {
+            cw_acc acc;
+            float *dst;
+            if (job < 4 * npt) { /* S0ᵀ: element (n, p) at sb[p][n], a column-major read */
                 const int rt = job / npt, pt = job % npt;
-                wmma::fill_fragment(acc, 0.0f);
-                for (int kt = 0; kt < nnt; kt++) {
-                    ssc_a_row fa;
-                    ssc_b_col fb; /* S0ᵀ: element (n, p) at sb[p][n] */
-                    wmma::load_matrix_sync(fa, m.cb + rt * 16 * SC_LDB + kt * 16, SC_LDB);
-                    wmma::load_matrix_sync(fb, m.sb + pt * 16 * SC_LDB + kt * 16, SC_LDB);
-                    wmma::mma_sync(acc, fa, fb, acc);
-                }
-                for (int x = 0; x <= rt; x++) {
-                    ssc_a_row fa;
-                    ssc_b_row fb;
-                    wmma::load_matrix_sync(fa, m.mb + rt * 16 * SC_LDM + x * 16, SC_LDM);
-                    wmma::load_matrix_sync(fb, m.xb + x * 16 * SC_LDB + pt * 16, SC_LDB);
-                    wmma::mma_sync(acc, fa, fb, acc);
-                }
-                wmma::store_matrix_sync(m.yf + rt * 16 * SC_LDF + pt * 16, acc, SC_LDF,
-                                        wmma::mem_row_major);
-            } else {
+                dst = m.yf + rt * 16 * SC_LDF + pt * 16;
+                cw_load(acc, NULL, 0);
+                cw_mma<cw_row, cw_col>(acc, m.cb + rt * 16 * SC_LDB, SC_LDB, 16,
+                                       m.sb + pt * 16 * SC_LDB, SC_LDB, 16, nnt);
+                cw_mma<cw_row, cw_row>(acc, m.mb + rt * 16 * SC_LDM, SC_LDM, 16, m.xb + pt * 16,
+                                       SC_LDB, 16 * SC_LDB, rt + 1);
+            } else { /* Xwᵀ: element (p, t) at xw[t][p] */
                 const int pt = (job - 4 * npt) / nnt, nt = (job - 4 * npt) % nnt;
-                float *dst = m.S + pt * 16 * SC_LDF + nt * 16;
-                wmma::load_matrix_sync(acc, dst, SC_LDF, wmma::mem_row_major);
-                for (int x = 0; x < 4; x++) {
-                    ssc_a_col fa; /* Xwᵀ: element (p, t) at xw[t][p] */
-                    ssc_b_row fb;
-                    wmma::load_matrix_sync(fa, m.xw + x * 16 * SC_LDB + pt * 16, SC_LDB);
-                    wmma::load_matrix_sync(fb, m.bb + x * 16 * SC_LDB + nt * 16, SC_LDB);
-                    wmma::mma_sync(acc, fa, fb, acc);
-                }
-                wmma::store_matrix_sync(dst, acc, SC_LDF, wmma::mem_row_major);
+                dst = m.S + pt * 16 * SC_LDF + nt * 16;
+                cw_load(acc, dst, SC_LDF);
+                cw_mma<cw_col, cw_row>(acc, m.xw + pt * 16, SC_LDB, 16 * SC_LDB, m.bb + nt * 16,
+                                       SC_LDB, 16 * SC_LDB, 4);
             }
+            cw_store(dst, acc, SC_LDF);
         }
         __syncthreads();
         for (int e = threadIdx.x; e < nc * P; e += SC_THREADS) {
@@ -249,12 +218,7 @@ void cuda_ssc(cuda_impl *c, float *y, const float *x, int ld_x, const float *B, 
                   N,
                   G,
                   dt_min};
-    cudaError_t e =
-        cudaFuncSetAttribute(ssc_seq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SC_SMEM);
-    if (e != cudaSuccess) {
-        cuda_fail(c, "ssd (chunked)", e);
-        return;
-    }
+    if (cw_smem_optin(c, ssc_seq, SC_SMEM, "ssd (chunked)")) return;
     ssc_seq<<<(unsigned)(bt->n_seqs * H), SC_THREADS, SC_SMEM, c->stream>>>(a);
     cuda_check_launch(c, "ssd (chunked)");
 }
