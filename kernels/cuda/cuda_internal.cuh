@@ -280,12 +280,23 @@ void cuda_gdc(cuda_impl *c, float *out, const float *q, const float *k, int ld_q
               int ld_v, const float *a, const float *bb, const bk_weight *A_log,
               const bk_weight *dt_bias, float *state, const bk_batch *bt, int Hk, int Hv, int dk,
               int dv, float q_scale);
-/* cuda_ssd_chunk.cu: the ssd op's chunked form, chosen as cuda_gdc's above. */
+/* The ssd op's arguments as its kernels take them (cuda_ssd.cu, cuda_ssd_chunk.cu). */
+typedef struct ssd_args {
+    float *y;
+    const float *x, *B, *C, *dt;
+    int ld_x, ld_bc, ld_dt;
+    const void *A_log, *dt_bias, *D;
+    int adt, bdt, ddt;
+    float *state;
+    const int32_t *start, *len, *slot;
+    int H, P, N, G;
+    float dt_min;
+    int long_from; /* sequences of this many tokens or more are cuda_ssc's */
+} ssd_args;
+/* cuda_ssd_chunk.cu: the ssd op's chunked form, chosen as cuda_gdc's above; it takes the
+ * sequences of a at least cuda_ssc_min long. */
 int cuda_ssc_min(const cuda_impl *c, const bk_batch *bt, int P, int N);
-void cuda_ssc(cuda_impl *c, float *y, const float *x, int ld_x, const float *B, const float *C,
-              int ld_bc, const float *dt, int ld_dt, const bk_weight *A_log,
-              const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt, int H,
-              int P, int N, int G, float dt_min);
+void cuda_ssc(cuda_impl *c, const ssd_args *a, int n_seqs);
 /* cuda_attention_flash.cu: the attention op's tensor-core prefill over a bf16 cache,
  * chosen as cuda_gdc's above. */
 int cuda_fa_min(const cuda_impl *c, const bk_kv *kv, const bk_batch *bt, int D);

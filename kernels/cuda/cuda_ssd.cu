@@ -18,19 +18,6 @@ enum {
     SSD_ROWS = SSD_WARPS * SSD_RP
 };
 
-typedef struct ssd_args {
-    float *y;
-    const float *x, *B, *C, *dt;
-    int ld_x, ld_bc, ld_dt;
-    const void *A_log, *dt_bias, *D;
-    int adt, bdt, ddt;
-    float *state;
-    const int32_t *start, *len, *slot;
-    int H, P, N, G;
-    float dt_min;
-    int long_from; /* sequences of this many tokens or more are cuda_ssc's */
-} ssd_args;
-
 /* Δ and the decay of token t, head h (backend.h ssd). */
 #define SSD_GATE(a, t, h, delta, decay)                                                            \
     do {                                                                                           \
@@ -174,9 +161,7 @@ void cuda_ssd(backend *b, float *y, const float *x, int ld_x, const float *B, co
                   cuda_ssc_min(c, bt, P, N)};
     /* a bf16 model's long runs take the chunked kernel (cuda_ssd_chunk.cu), the rest this
      * one; each sequence gets one of the two whatever shares its step */
-    if (a.long_from != INT_MAX)
-        cuda_ssc(c, y, x, ld_x, B, C, ld_bc, dt, ld_dt, A_log, dt_bias, D, state, bt, H, P, N, G,
-                 dt_min);
+    if (a.long_from != INT_MAX) cuda_ssc(c, &a, ns);
     int short_runs = 0;
     for (int s = 0; s < ns; s++) short_runs += bt->len[s] < a.long_from;
     if (!short_runs) return;

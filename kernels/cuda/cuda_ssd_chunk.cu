@@ -26,18 +26,6 @@ enum {
 
 typedef cw_bf16 bf16;
 
-typedef struct ssc_args {
-    float *y;
-    const float *x, *B, *C, *dt;
-    int ld_x, ld_bc, ld_dt;
-    const void *A_log, *dt_bias, *D;
-    int adt, bdt, ddt;
-    float *state;
-    const int32_t *start, *len, *slot;
-    int H, P, N, G;
-    float dt_min;
-} ssc_args;
-
 /* Shared memory, carved in this order (every buffer a multiple of 32 bytes). */
 struct ssc_smem {
     bf16 *bb, *cb, *xb, *xw; /* [SC][SC_LDB]: B, C (then exp(L)·C), x, Δ·exp(L_last - L)·x */
@@ -73,12 +61,12 @@ __device__ static ssc_smem ssc_carve(unsigned char *p) {
 }
 
 /* Δ of token t, head h, as the recurrent kernel computes it (backend.h ssd). */
-__device__ static float ssc_delta(const ssc_args &a, int t, int h) {
+__device__ static float ssc_delta(const ssd_args &a, int t, int h) {
     float d = cuda_softplus(a.dt[(size_t)t * a.ld_dt + h] + cuda_wget(a.dt_bias, a.bdt, h));
     return a.dt_min > 0.0f ? fmaxf(d, a.dt_min) : d;
 }
 
-__global__ void __launch_bounds__(SC_THREADS) ssc_seq(ssc_args a) {
+__global__ void __launch_bounds__(SC_THREADS) ssc_seq(ssd_args a) {
     extern __shared__ __align__(128) uint4 ssc_raw[];
     const ssc_smem m = ssc_carve((unsigned char *)ssc_raw);
     const int s = blockIdx.x / a.H, h = blockIdx.x % a.H, grp = h / (a.H / a.G);
@@ -190,35 +178,8 @@ int cuda_ssc_min(const cuda_impl *c, const bk_batch *bt, int P, int N) {
     return INT_MAX;
 }
 
-void cuda_ssc(cuda_impl *c, float *y, const float *x, int ld_x, const float *B, const float *C,
-              int ld_bc, const float *dt, int ld_dt, const bk_weight *A_log,
-              const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt, int H,
-              int P, int N, int G, float dt_min) {
-    const cuda_bdev *d = (const cuda_bdev *)bt->dev;
-    ssc_args a = {y,
-                  x,
-                  B,
-                  C,
-                  dt,
-                  ld_x,
-                  ld_bc,
-                  ld_dt,
-                  A_log->data,
-                  dt_bias->data,
-                  D->data,
-                  (int)A_log->dt,
-                  (int)dt_bias->dt,
-                  (int)D->dt,
-                  state,
-                  d->start,
-                  d->len,
-                  d->slot,
-                  H,
-                  P,
-                  N,
-                  G,
-                  dt_min};
+void cuda_ssc(cuda_impl *c, const ssd_args *a, int n_seqs) {
     if (cw_smem_optin(c, ssc_seq, SC_SMEM, "ssd (chunked)")) return;
-    ssc_seq<<<(unsigned)(bt->n_seqs * H), SC_THREADS, SC_SMEM, c->stream>>>(a);
+    ssc_seq<<<(unsigned)(n_seqs * a->H), SC_THREADS, SC_SMEM, c->stream>>>(*a);
     cuda_check_launch(c, "ssd (chunked)");
 }
