@@ -1045,6 +1045,31 @@ static void speed_att(void *p) { /* Qwen3.5's full attention: H 8 / KV 2, D 256 
 
 /* A 4,096-token prefill through the recurrent / split-key kernels (f32 compute) and the
  * chunked / tensor-core ones (bf16 compute), per op: what the chunked forms buy. */
+/* The prefill GEMMs of the matmul op (x rounded to bf16, then cuBLAS) on Qwen3.5-2B's and
+ * -9B's MLP shapes at T tokens, against the same op on an 8192-cube, the device's bf16
+ * tensor-core rate as cuBLAS reaches it in this run (the ceiling prefill is held to). */
+static void speed_prefill_gemm(int T) {
+    static const int shapes[][3] = {
+        {8192, 8192, 8192}, {0, 6144, 2048}, {0, 2048, 6144}, {0, 12288, 4096}, {0, 4096, 12288}};
+    double peak = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int m = shapes[i][0] ? shapes[i][0] : T, n = shapes[i][1], k = shapes[i][2];
+        tw w = wmake(DTYPE_BF16, n, k, 0.05f);
+        float *dx = gput(NULL, (size_t)m * k), *dy = gput(NULL, (size_t)m * n);
+        gpu->ops->matmul(gpu, dy, dx, &w.d, m);
+        sync_gpu(dy);
+        double t0 = strata_now();
+        for (int r = 0; r < 5; r++) gpu->ops->matmul(gpu, dy, dx, &w.d, m);
+        sync_gpu(dy);
+        double t = (strata_now() - t0) / 5, tf = 2.0 * m * n * k / t / 1e12;
+        if (!i) peak = tf;
+        printf("speed: prefill GEMM m %d [%d x %d] bf16: %.3f ms, %.0f TFLOP/s = %.2f of the "
+               "8192-cube's\n",
+               m, n, k, t * 1e3, tf, peak > 0 ? tf / peak : 0);
+        gfree(dx), gfree(dy), wfree(&w);
+    }
+}
+
 void test_speed_prefill(void) {
     if (!gpu->ops->compute_dtype) return;
     const char *env = getenv("PREFILL_SPEED_TOKENS"); /* a short dry run on the CPU */
@@ -1085,6 +1110,7 @@ void test_speed_prefill(void) {
     gpu->ops->compute_dtype(gpu, DTYPE_F32);
     gfree(f.x), gfree(f.a), gfree(f.b), gfree(f.out), gfree(f.q), gfree(f.st);
     gfree(f.kv.k), gfree(f.kv.v), wfree(&f.w1), wfree(&f.w2), wfree(&f.w3);
+    speed_prefill_gemm(T);
 }
 
 void test_speed(void) {
