@@ -13,8 +13,8 @@
 #   4b. Gemma 4 E2B again with --ple-on-device (against stage 3's host table), if time is left
 #   5. one final table (tools/device/summarize.py): test verdicts, then the benchmarks
 # With --prefill (a second call): only prefill at 512 / 4,096 / 32,768 tokens on Qwen3.5-2B
-# and -9B, Gemma 4 E4B and Nemotron 3 Nano 4B, and transformers' at 4,096 (prefill.log,
-# peer_prefill.md).
+# and -9B, Gemma 4 E4B and Nemotron 3 Nano 4B, and transformers' at 4,096 (written to
+# prefill.log and the peer's own table beside it).
 # Every stage prints as it goes, so a run cut short still shows what it reached.
 # Expected on the H200 (estimate; nothing has run there yet): environment ~15 s, CUDA
 # tests ~60-90 s (the golden binaries open the real-size Qwen3.5-0.8B, Gemma 4 E2B and
