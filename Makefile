@@ -17,7 +17,7 @@ LDFLAGS += $(SAN)
 
 # Per-ISA kernel files carry their own target flags; dispatch picks one at run time.
 ISA_AVX2   = -mavx2 -mfma -mf16c
-ISA_AVX512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
+ISA_AVX512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c
 
 MAIN_SRC  = server/cli/main.c
 # every room's sources (docs/design.md): a room's subfolders are rooms of their own

@@ -4,8 +4,9 @@
  * implement it. Conventions, for every op:
  *   - Activations are f32, row-major, in backend memory (host memory on the CPU
  *     backend, device memory on CUDA). "[m, n]" means m rows of n floats.
- *   - Weights are bk_weight in their checkpoint dtype (BF16 / F16 / F32); matrices
- *     are [n_out, n_in] as in the checkpoint, so y = x · Wᵀ.
+ *   - Weights are bk_weight in their checkpoint dtype (BF16 / F16 / F32, or one of
+ *     llama.cpp's block types Q8_0 / Q4_0 / Q4_K / Q6_K where a backend's supports()
+ *     says so); matrices are [n_out, n_in] as in the checkpoint, so y = x · Wᵀ.
  *   - Outputs come first; an output may alias an input only where the op says so.
  *   - Ops that depend on sequence structure (cache writes, attention, conv, the
  *     recurrences) take the step's bk_batch: tokens of one sequence are contiguous
@@ -215,7 +216,10 @@ typedef struct backend_ops {
     /* out[m, n] = x[m, k] · Wᵀ with W [n, k] (n = w->shape[0], k = w->shape[1]),
      * f32 accumulation. For a BF16 W, x is first rounded to bf16 (nearest even,
      * subnormals to a signed zero): the bf16 model's own precision, and what bf16 dot
-     * instructions and tensor cores take. Each row of out depends only on its row of x
+     * instructions and tensor cores take. For a block-typed W (k whole blocks), x is
+     * quantized as llama.cpp does: to int8 per block of 32 (Q8_0, Q4_0) or 256 (Q4_K, Q6_K)
+     * with an f32 scale amax / 127, rounded to nearest even, and the products are integer
+     * (kernels/cpu/cpu_qmatmul.h). Each row of out depends only on its row of x
      * (bit for bit on the CPU, whatever m). out must not alias x. */
     void (*matmul)(backend *b, float *out, const float *x, const bk_weight *w, int m);
     /* out[j] = x · w[j]ᵀ for j < n_w (1 <= n_w <= BK_MATMUL_MAX): projections of one input

@@ -6,9 +6,13 @@
  * Build and run from the repo root (after `make`, which builds build/libstrata.a):
  *   gcc -std=c11 -O2 -D_GNU_SOURCE -I. -pthread tools/bench_cpu_matmul.c build/libstrata.a \
  *       -o build/bench_cpu_matmul -lm -ldl
- *   build/bench_cpu_matmul [-t threads] [-i isa] [-m m,m,...] [-d bf16|f32] [NxK ...]
- * isa: scalar | avx2 | avx512 (default: the best this CPU runs); m defaults to 1; with no
- * NxK the built-in decode shapes run. */
+ *   build/bench_cpu_matmul [-t threads] [-i isa] [-m m,m,...] [-d dtype,...] [NxK ...]
+ * isa: scalar | avx2 | avx512 (default: the best this CPU runs); dtypes: bf16 (default),
+ * f16, f32, and the block types q8_0 | q4_0 | q4_k | q6_k (GB/s counts the bytes of W as
+ * stored, so a quantized W's roofline is its own bytes); m defaults to 1; with no NxK the
+ * built-in decode shapes run. E.g. the quantized formats against bf16 on a 2B-class shape:
+ *   build/bench_cpu_matmul -t 2 -m 1,8 -d bf16,q8_0,q4_0,q4_k,q6_k 6144x2048 */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,10 +35,25 @@ static const bench_shape bench_shapes[] = {
     {"nemotron-4b lm_head", 131072, 3136},
 };
 
+/* One name of a comma list ("q4_k" or "Q4_K"); -1 when it is not a matmul weight dtype. */
+static int bench_parse_dtype(const char *s, dtype *out) {
+    char name[16] = {0};
+    for (int i = 0; s[i] && s[i] != ',' && i < 15; i++)
+        name[i] = (char)toupper((unsigned char)s[i]);
+    for (int i = 0; i < DTYPE_COUNT; i++)
+        if (strcmp(name, dtype_name((dtype)i)) == 0 &&
+            (i == DTYPE_F32 || i == DTYPE_F16 || i == DTYPE_BF16 ||
+             dtype_block_elems((dtype)i) > 1)) {
+            *out = (dtype)i;
+            return 0;
+        }
+    return -1;
+}
+
 int main(int argc, char **argv) {
-    int threads = 2, ms[16] = {1}, n_ms = 1;
+    int threads = 2, ms[16] = {1}, n_ms = 1, n_dts = 1;
     cpu_isa isa = CPU_ISA_AUTO;
-    dtype dt = DTYPE_BF16;
+    dtype dts[8] = {DTYPE_BF16};
     bench_shape args[64];
     int n_args = 0;
     for (int a = 1; a < argc; a++) {
@@ -45,7 +64,12 @@ int main(int argc, char **argv) {
             for (int i = 0; i < CPU_ISA_COUNT; i++)
                 if (strcmp(argv[a], cpu_backend_isa_name((cpu_isa)i)) == 0) isa = (cpu_isa)i;
         } else if (strcmp(argv[a], "-d") == 0 && a + 1 < argc) {
-            dt = strcmp(argv[++a], "f32") == 0 ? DTYPE_F32 : DTYPE_BF16;
+            n_dts = 0;
+            for (char *s = argv[++a]; *s && n_dts < 8; s = strchr(s, ',') ? strchr(s, ',') + 1 : "")
+                if (bench_parse_dtype(s, &dts[n_dts++]) != 0) {
+                    fprintf(stderr, "bench: -d takes bf16, f16, f32, q8_0, q4_0, q4_k, q6_k\n");
+                    return 2;
+                }
         } else if (strcmp(argv[a], "-m") == 0 && a + 1 < argc) {
             n_ms = 0;
             for (char *s = argv[++a]; *s && n_ms < 16; s = strchr(s, ',') ? strchr(s, ',') + 1 : "")
@@ -53,7 +77,7 @@ int main(int argc, char **argv) {
         } else if (n_args < 64 && sscanf(argv[a], "%dx%d", &args[n_args].n, &args[n_args].k) == 2) {
             args[n_args++].what = argv[a];
         } else {
-            fprintf(stderr, "usage: %s [-t threads] [-i isa] [-m m,...] [-d bf16|f32] [NxK ...]\n",
+            fprintf(stderr, "usage: %s [-t threads] [-i isa] [-m m,...] [-d dtype,...] [NxK ...]\n",
                     argv[0]);
             return 2;
         }
@@ -66,25 +90,31 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench: %s\n", err.msg);
         return 1;
     }
+    /* The read probe before and after: on a shared machine the two differ, and the spread
+     * says how far to trust the percentages (taken of the first). Dtypes run interleaved per
+     * shape, so they meet the same conditions. */
     double bw = cpu_membw_read_gbs(b, (size_t)1 << 30);
     printf("cpu backend: %d threads, isa %s; streaming read %.1f GB/s (1 GiB, huge pages)\n",
            threads, cpu_backend_isa_name(cpu_backend_isa(b)), bw);
     for (size_t si = 0; si < n_shapes; si++)
-        for (int mi = 0; mi < n_ms; mi++) {
-            int m = ms[mi], n = shapes[si].n, k = shapes[si].k;
-            double wbytes = (double)n * k * dtype_size(dt);
-            int reps = (int)(4e9 / (wbytes * (m > 8 ? m / 4 : 1)));
-            reps = reps < 3 ? 3 : reps > 400 ? 400 : reps;
-            double gbs = 0, sec = 0;
-            if (cpu_membw_matmul_gbs(b, n, k, dt, m, reps, &gbs, &sec, &err) != 0) {
-                fprintf(stderr, "bench: %s\n", err.msg);
-                continue;
+        for (int mi = 0; mi < n_ms; mi++)
+            for (int di = 0; di < n_dts; di++) {
+                int m = ms[mi], n = shapes[si].n, k = shapes[si].k;
+                dtype dt = dts[di];
+                double wbytes = (double)n * (double)dtype_row_bytes(dt, k);
+                int reps = (int)(4e9 / (wbytes * (m > 8 ? m / 4 : 1)));
+                reps = reps < 3 ? 3 : reps > 400 ? 400 : reps;
+                double gbs = 0, sec = 0;
+                if (cpu_membw_matmul_gbs(b, n, k, dt, m, reps, &gbs, &sec, &err) != 0) {
+                    fprintf(stderr, "bench: %s\n", err.msg);
+                    continue;
+                }
+                printf("%-4s %-24s [%6d,%5d] m=%-4d %8.3f ms %6.1f GB/s (%3.0f%% of read bw) "
+                       "%7.1f GFLOP/s\n",
+                       dtype_name(dt), shapes[si].what, n, k, m, sec * 1e3, gbs, 100 * gbs / bw,
+                       2.0 * m * n * k / sec * 1e-9);
             }
-            printf("%-4s %-24s [%6d,%5d] m=%-4d %8.3f ms %6.1f GB/s (%3.0f%% of read bw) %7.1f "
-                   "GFLOP/s\n",
-                   dtype_name(dt), shapes[si].what, n, k, m, sec * 1e3, gbs, 100 * gbs / bw,
-                   2.0 * m * n * k / sec * 1e-9);
-        }
+    printf("streaming read after: %.1f GB/s\n", cpu_membw_read_gbs(b, (size_t)1 << 30));
     backend_destroy(b);
     return 0;
 }

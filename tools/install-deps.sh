@@ -26,6 +26,8 @@ debs+=(prometheus)
 # tests/http/test_cors.sh: a real headless browser (driven by the playwright package
 # below through executable_path; no `playwright install` download)
 debs+=(chromium)
+# tests/avx512emu: SIMDe (headers only) runs the AVX-512 kernels where the CPU has none
+debs+=(libsimde-dev)
 
 # the demo model's corpus: the King James Bible text and its `bible` reader
 [ "$demo_train" = 1 ] && debs+=(bible-kjv bible-kjv-text)

@@ -9,27 +9,40 @@
 #include <stdint.h>
 #include <string.h>
 
-/* X(name, safetensors name, bytes per element) */
+/* X(name, name, elements per block, bytes per block). Plain types are blocks of one
+ * element. The block types are byte for byte those of llama.cpp's ggml-common.h, so a GGUF
+ * tensor is used in place; engine/base/quant.h has their layouts and conversions. */
 #define DTYPE_LIST(X)                                                                              \
-    X(F32, "F32", 4)                                                                               \
-    X(F16, "F16", 2)                                                                               \
-    X(BF16, "BF16", 2)                                                                             \
-    X(I32, "I32", 4)                                                                               \
-    X(I64, "I64", 8)                                                                               \
-    X(U8, "U8", 1)
+    X(F32, "F32", 1, 4)                                                                            \
+    X(F16, "F16", 1, 2)                                                                            \
+    X(BF16, "BF16", 1, 2)                                                                          \
+    X(I32, "I32", 1, 4)                                                                            \
+    X(I64, "I64", 1, 8)                                                                            \
+    X(U8, "U8", 1, 1)                                                                              \
+    X(Q8_0, "Q8_0", 32, 34)                                                                        \
+    X(Q4_0, "Q4_0", 32, 18)                                                                        \
+    X(Q4_K, "Q4_K", 256, 144)                                                                      \
+    X(Q6_K, "Q6_K", 256, 210)
 
 typedef enum {
-#define DTYPE_ENUM(n, s, b) DTYPE_##n,
+#define DTYPE_ENUM(n, s, e, b) DTYPE_##n,
     DTYPE_LIST(DTYPE_ENUM)
 #undef DTYPE_ENUM
         DTYPE_COUNT
 } dtype;
 
-/* Size of one element, or 0 for an out-of-range value. */
+/* Size of one element of a plain type; 0 for a block type (Q8_0, Q4_K, ...: an element
+ * has no whole size, use dtype_row_bytes) or an out-of-range value. */
 size_t dtype_size(dtype t);
-/* The safetensors spelling ("BF16"); "?" for an out-of-range value. */
+/* Elements per block: 1 for plain types, 32 or 256 for block types; 0 out of range. */
+int dtype_block_elems(dtype t);
+/* Bytes of n elements of t (a row); 0 when n is not a whole number of blocks, n < 0, or t
+ * is out of range. */
+size_t dtype_row_bytes(dtype t, int64_t n);
+/* The safetensors / ggml spelling ("BF16", "Q4_K"); "?" for an out-of-range value. */
 const char *dtype_name(dtype t);
-/* Parses a safetensors dtype string; returns -1 when it is not one we know. */
+/* Parses a safetensors dtype string (plain types only: safetensors has no block types);
+ * returns -1 when it is not one we know. */
 int dtype_parse(const char *s, dtype *out);
 
 static inline float dtype_bf16_to_f32(uint16_t h) {

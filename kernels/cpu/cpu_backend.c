@@ -41,7 +41,8 @@ int cpu_backend_isa_supported(cpu_isa isa) {
     case CPU_ISA_AVX512:
         return cpu_backend_isa_supported(CPU_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16");
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16") &&
+               __builtin_cpu_supports("avx512vnni"); /* every BF16 part has VNNI */
     default: return 0;
     }
 }
@@ -81,6 +82,7 @@ static void cpu_destroy(backend *b) {
     cpu_impl *c = b->impl;
     if (c) {
         cpu_pool_destroy(c->pool);
+        free(c->tile);
         free(c->xb);
     }
     free(c);
@@ -118,6 +120,17 @@ static void cpu_zero(backend *b, void *dst, size_t bytes) {
 
 static int cpu_weight_prepare(backend *b, bk_weight *w, strata_err *err) {
     (void)b;
+    int blk = dtype_block_elems(w->dt);
+    if (blk > 1) {
+        /* block types are matrices of whole blocks per row (matmul, embed); the quantized x
+         * row of a matmul must fit the scratch */
+        if (w->ndim != 2 || w->shape[1] % blk || w->shape[1] > cpu_qmatmul_max_k())
+            return strata_err_set(err, STRATA_EUNSUPPORTED,
+                                  "cpu backend: a %s weight must be a matrix whose rows are "
+                                  "whole blocks of %d, at most %d wide",
+                                  dtype_name(w->dt), blk, cpu_qmatmul_max_k());
+        return 0;
+    }
     if (w->dt != DTYPE_F32 && w->dt != DTYPE_BF16 && w->dt != DTYPE_F16)
         return strata_err_set(err, STRATA_EUNSUPPORTED, "cpu backend: weight dtype %s",
                               dtype_name(w->dt));
@@ -127,6 +140,20 @@ static int cpu_weight_prepare(backend *b, bk_weight *w, strata_err *err) {
 static void cpu_weight_release(backend *b, bk_weight *w) {
     (void)b;
     (void)w;
+}
+
+/* Block-typed weights are read by the matmuls and embed only; everything else is what
+ * backend_supports answers for a backend without this slot (asked of a copy of the table
+ * without it, so the two cannot drift apart). Not on a hot path. */
+static int cpu_supports(const backend *b, int op, dtype dt) {
+    if (dtype_block_elems(dt) > 1)
+        return op == BK_OP_MATMUL || op == BK_OP_MATMUL_N || op == BK_OP_MATMUL_GLU ||
+               op == BK_OP_EMBED;
+    backend_ops plain = *b->ops;
+    backend view = *b;
+    plain.supports = NULL;
+    view.ops = &plain;
+    return backend_supports(&view, op, dt);
 }
 
 static int cpu_batch_prepare(backend *b, bk_batch *bt, strata_err *err) {
@@ -176,6 +203,7 @@ static const backend_ops cpu_backend_ops = {
     .rmsnorm_gated_grouped = cpu_mamba_rmsnorm_gated_grouped,
     .ssd = cpu_ssd,
     .read_bandwidth = cpu_membw_read_gbs,
+    .supports = cpu_supports,
 };
 
 int cpu_backend_create_isa(int n_threads, cpu_isa isa, backend **out, strata_err *err) {
@@ -209,7 +237,9 @@ int cpu_backend_create_isa(int n_threads, cpu_isa isa, backend **out, strata_err
         if (l1 < 16 * 1024 || l1 > 1024 * 1024) l1 = 32 * 1024;
         c->l1x = (int)(l1 / 6 * 5);
     }
-    if (!(c->xb = aligned_alloc(64, CPU_XB_BYTES))) {
+    if (!(c->xb = aligned_alloc(64, CPU_XB_BYTES)) ||
+        !(c->tile =
+              aligned_alloc(64, (size_t)n_threads * CPU_TILE_SCRATCH_FLOATS * sizeof(float)))) {
         rc = strata_err_set(err, STRATA_ENOMEM, "cpu backend: out of memory");
         goto fail;
     }
@@ -221,7 +251,10 @@ int cpu_backend_create_isa(int n_threads, cpu_isa isa, backend **out, strata_err
     *out = b;
     return 0;
 fail:
-    if (c) free(c->xb);
+    if (c) {
+        free(c->tile);
+        free(c->xb);
+    }
     free(c);
     free(b);
     return rc;

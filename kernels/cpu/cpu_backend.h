@@ -27,7 +27,8 @@ typedef enum {
 } cpu_isa;
 
 /* 1 when this CPU (and OS) can run kernels built for isa; scalar always can. avx2 means
- * AVX2 + FMA + F16C; avx512 means F + BW + VL + DQ + BF16. */
+ * AVX2 + FMA + F16C; avx512 means F + BW + VL + DQ + BF16
+ * + VNNI. */
 int cpu_backend_isa_supported(cpu_isa isa);
 /* "scalar" / "avx2" / "avx512". */
 const char *cpu_backend_isa_name(cpu_isa isa);

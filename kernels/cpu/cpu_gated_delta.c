@@ -1,11 +1,22 @@
 /* cpu_gated_delta.c - the gated delta rule (Qwen3.5 spec §5.2.7) on the CPU.
  *
- * Every run, long or short, uses the recurrence token by token: it is exact (the chunked
- * form of §7.1 equals it only up to rounding), costs O(T·dk·dv) per head like the chunked
- * form's state updates, and its per-token work is two passes over one head's state
- * (64 KiB at dk = dv = 128, resident in L1/L2), vectorised over dv by the ISA kernel
- * delta_step. Work items are (sequence, value head) pairs: each owns its state. */
+ * The op runs every run, long or short, as the recurrence token by token, so a sequence's
+ * outputs and state are the same bits whether its prompt came in one step, in pieces or
+ * one token at a time, alone or batched, computed or restored from the prefix cache: the
+ * golden tests hold those at tolerance 0 (README, Numerics). The chunked form
+ * (cpu_gated_delta_chunk.c) is faster on this op at prefill lengths (BENCHMARKS.md,
+ * "Chunked recurrences on the CPU"), but it equals the recurrence only to rounding, and
+ * its rounding depends on where a run starts and ends, so turning it on would give those
+ * identities up for 1-2% of a prefill (the op is a small part of it next to the
+ * projections). Runs of CPU_GATED_DELTA_CHUNK_MIN tokens or more would take it (INT_MAX:
+ * none); cpu_gated_delta_run picks the form per call for tests, benchmarks and as the
+ * reference of a GPU chunked kernel.
+ *
+ * The recurrence's per-token work is two passes over one head's state (64 KiB at
+ * dk = dv = 128, resident in L1/L2), vectorised over dv by the ISA kernel delta_step. Work
+ * items are (sequence, value head) pairs: each owns its state. */
 #include <assert.h>
+#include <limits.h>
 #include <math.h>
 
 #include "kernels/cpu/cpu_internal.h"
@@ -34,15 +45,27 @@ typedef struct {
     const bk_batch *bt;
     int ld_qk, ld_v, Hk, Hv, dk, dv;
     const cpu_kernels *kern; /* NULL: the reference token step */
+    int chunk_min;           /* runs of at least this many tokens take the chunked form */
+    float *tile;             /* the pool's per-worker scratch (cpu_impl.tile) */
+    cpu_tile_gemm_fn gemm;
 } cpu_delta_job;
 
 static void cpu_delta_item(void *ctx, int item, int worker) {
-    (void)worker;
     const cpu_delta_job *j = ctx;
     int s = item / j->Hv, h = item % j->Hv, hk = h / (j->Hv / j->Hk);
     const bk_batch *bt = j->bt;
     size_t hs = (size_t)j->dk * j->dv;
     float *S = j->state + ((size_t)bt->slot[s] * j->Hv + h) * hs;
+    if (j->kern && bt->len[s] >= j->chunk_min) {
+        size_t t0 = (size_t)bt->start[s];
+        cpu_gated_delta_chunk_head(
+            S, j->out + (t0 * j->Hv + h) * j->dv, j->Hv * j->dv,
+            j->q + t0 * j->ld_qk + (size_t)hk * j->dk, j->k + t0 * j->ld_qk + (size_t)hk * j->dk,
+            j->ld_qk, j->v + t0 * j->ld_v + (size_t)h * j->dv, j->ld_v, j->g + t0 * j->Hv + h,
+            j->beta + t0 * j->Hv + h, j->Hv, bt->len[s], j->dk, j->dv,
+            j->tile + (size_t)worker * CPU_TILE_SCRATCH_FLOATS, j->gemm);
+        return;
+    }
     for (int t = bt->start[s]; t < bt->start[s] + bt->len[s]; t++) {
         const float *q = j->q + (size_t)t * j->ld_qk + (size_t)hk * j->dk;
         const float *k = j->k + (size_t)t * j->ld_qk + (size_t)hk * j->dk;
@@ -57,16 +80,46 @@ static void cpu_delta_item(void *ctx, int item, int worker) {
 void cpu_gated_delta_ref(float *out, const float *q, const float *k, int ld_qk, const float *v,
                          int ld_v, const float *g, const float *beta, float *state,
                          const bk_batch *bt, int Hk, int Hv, int dk, int dv) {
-    cpu_delta_job j = {out, state, q, k, v, g, beta, bt, ld_qk, ld_v, Hk, Hv, dk, dv, NULL};
+    cpu_delta_job j = {.out = out,
+                       .state = state,
+                       .q = q,
+                       .k = k,
+                       .v = v,
+                       .g = g,
+                       .beta = beta,
+                       .bt = bt,
+                       .ld_qk = ld_qk,
+                       .ld_v = ld_v,
+                       .Hk = Hk,
+                       .Hv = Hv,
+                       .dk = dk,
+                       .dv = dv};
     for (int it = 0; it < bt->n_seqs * Hv; it++) cpu_delta_item(&j, it, 0);
 }
 
-void cpu_gated_delta(backend *b, float *out, const float *q, const float *k, int ld_qk,
-                     const float *v, int ld_v, const float *g, const float *beta, float *state,
-                     const bk_batch *bt, int Hk, int Hv, int dk, int dv) {
+void cpu_gated_delta_run(backend *b, float *out, const float *q, const float *k, int ld_qk,
+                         const float *v, int ld_v, const float *g, const float *beta, float *state,
+                         const bk_batch *bt, int Hk, int Hv, int dk, int dv, int chunk_min) {
     assert(Hk > 0 && Hv % Hk == 0);
-    cpu_delta_job j = {
-        out, state, q, k, v, g, beta, bt, ld_qk, ld_v, Hk, Hv, dk, dv, cpu_impl_of(b)->k};
+    if (!cpu_gated_delta_chunk_fits(dk, dv)) chunk_min = INT_MAX;
+    cpu_delta_job j = {.out = out,
+                       .state = state,
+                       .q = q,
+                       .k = k,
+                       .v = v,
+                       .g = g,
+                       .beta = beta,
+                       .bt = bt,
+                       .ld_qk = ld_qk,
+                       .ld_v = ld_v,
+                       .Hk = Hk,
+                       .Hv = Hv,
+                       .dk = dk,
+                       .dv = dv,
+                       .kern = cpu_impl_of(b)->k,
+                       .chunk_min = chunk_min,
+                       .tile = cpu_impl_of(b)->tile,
+                       .gemm = cpu_tile_gemm_of(b)};
     int items = bt->n_seqs * Hv;
     /* Items are pulled one at a time, so unequal sequence lengths still balance. */
     int n = cpu_backend_task_count(
@@ -76,4 +129,11 @@ void cpu_gated_delta(backend *b, float *out, const float *q, const float *k, int
         return;
     }
     cpu_pool_run(cpu_impl_of(b)->pool, cpu_delta_item, &j, items);
+}
+
+void cpu_gated_delta(backend *b, float *out, const float *q, const float *k, int ld_qk,
+                     const float *v, int ld_v, const float *g, const float *beta, float *state,
+                     const bk_batch *bt, int Hk, int Hv, int dk, int dv) {
+    cpu_gated_delta_run(b, out, q, k, ld_qk, v, ld_v, g, beta, state, bt, Hk, Hv, dk, dv,
+                        CPU_GATED_DELTA_CHUNK_MIN);
 }

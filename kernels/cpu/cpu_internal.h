@@ -9,6 +9,7 @@
 #ifndef STRATA_CPU_INTERNAL_H
 #define STRATA_CPU_INTERNAL_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -16,6 +17,8 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_pool.h"
+#include "kernels/cpu/cpu_qmatmul.h"
+#include "kernels/cpu/cpu_tile.h"
 
 /* Matmul kernel: out[i, j] = Σ_l x[i, l] · W[j, l] for i < m, n0 <= j < n1, with out rows
  * ldo floats apart, x rows k floats apart and W [*, k] of dtype dt (BF16, F16 or F32).
@@ -64,6 +67,8 @@ typedef struct cpu_kernels {
     cpu_silu_mul_fn silu_mul;
     cpu_sigmoid_mul_fn sigmoid_mul;
     cpu_exp_sum_fn exp_sum;
+    cpu_quantize_x_fn quantize_x; /* x of a matmul against block-typed W (cpu_qmatmul.h) */
+    cpu_qmatmul_fn qmatmul;
 } cpu_kernels;
 
 /* The per-ISA tables; each lives in its own file built with that ISA's flags. */
@@ -86,22 +91,30 @@ void cpu_pack_bf16_avx512(uint16_t *restrict out, const float *restrict x, int n
  * projection), so any decode batch; a larger m runs in row blocks. */
 #define CPU_XB_BYTES ((size_t)4 << 20)
 
+/* Floats of per-thread scratch for the chunked scans (cpu_gated_delta_chunk.c,
+ * cpu_ssd_chunk.c): 512 KiB, where a 32-token chunk's tiles take 172 KiB at
+ * dk = dv = 128 (456 KiB at 256) and 100 KiB at the 4B's SSD head. A run whose tiles would
+ * not fit uses the recurrence. Pages nobody touches cost no memory. */
+#define CPU_TILE_SCRATCH_FLOATS ((size_t)1 << 17)
+
 typedef struct cpu_impl {
     cpu_pool *pool;
     const cpu_kernels *k; /* picked once at create */
     uint16_t *xb;         /* CPU_XB_BYTES: x packed to bf16 for the matmul in flight */
+    float *tile;          /* [threads, CPU_TILE_SCRATCH_FLOATS]: row w is pool worker w's */
     int l1x;              /* x bytes a matmul keeps in L1: 5/6 of the L1 data cache */
 } cpu_impl;
 
 static inline cpu_impl *cpu_impl_of(backend *b) { return (cpu_impl *)b->impl; }
 
-/* Element i of a weight as f32 (BF16 / F16 / F32; anything else reads 0). */
+/* Element i of a weight as f32 (BF16 / F16 / F32, a block type's dequantized value;
+ * anything else reads 0). */
 static inline float cpu_weight_at(const bk_weight *w, size_t i) {
     switch (w->dt) {
     case DTYPE_F32: return ((const float *)w->data)[i];
     case DTYPE_BF16: return dtype_bf16_to_f32(((const uint16_t *)w->data)[i]);
     case DTYPE_F16: return dtype_f16_to_f32(((const uint16_t *)w->data)[i]);
-    default: return 0.0f;
+    default: return quant_value_at(w->data, w->dt, i);
     }
 }
 
@@ -160,6 +173,32 @@ void cpu_gated_delta_ref(float *out, const float *q, const float *k, int ld_qk, 
                          int ld_v, const float *g, const float *beta, float *state,
                          const bk_batch *bt, int Hk, int Hv, int dk, int dv);
 
+/* ---- the chunked gated delta rule (cpu_gated_delta_chunk.c) ---- */
+/* Tokens per chunk: 32, not the reference's 64 (spec §7.1; the size changes only rounding).
+ * The intra-chunk terms (K Kᵀ, Q Kᵀ, the solve, P Ũ) cost about C·(dk + dv) multiply-adds
+ * per token beside the 3·dk·dv of the state products: 10k of 59k at 32, 20k of 69k at 64,
+ * and 32 measured faster (tools/bench_cpu_mixers.c). */
+#define CPU_GATED_DELTA_CHUNK 32
+/* Runs this long or longer take the chunked form in the gated_delta op, shorter ones and
+ * decode the recurrence. INT_MAX: every run is the recurrence (cpu_gated_delta.c says why). */
+#define CPU_GATED_DELTA_CHUNK_MIN INT_MAX
+/* The gated_delta op with runs of chunk_min tokens or more in the chunked form (INT_MAX:
+ * the recurrence for all, 1: chunked for all), for tests and benchmarks. */
+void cpu_gated_delta_run(backend *b, float *out, const float *q, const float *k, int ld_qk,
+                         const float *v, int ld_v, const float *g, const float *beta, float *state,
+                         const bk_batch *bt, int Hk, int Hv, int dk, int dv, int chunk_min);
+/* 1 when one head's tiles at dk, dv fit CPU_TILE_SCRATCH_FLOATS. */
+int cpu_gated_delta_chunk_fits(int dk, int dv);
+/* T tokens of one (sequence, value head) in chunks, from and into state [dk, dv]: token t
+ * reads q, k at t·ld_qk, v at t·ld_v, g, beta at t·ld_gb and writes out at t·ld_out. ws is
+ * the calling worker's scratch (CPU_TILE_SCRATCH_FLOATS); dk, dv must fit. Equals the
+ * recurrence to f32 rounding. */
+void cpu_gated_delta_chunk_head(float *restrict state, float *restrict out, int ld_out,
+                                const float *restrict q, const float *restrict k, int ld_qk,
+                                const float *restrict v, int ld_v, const float *restrict g,
+                                const float *restrict beta, int ld_gb, int T, int dk, int dv,
+                                float *restrict ws, cpu_tile_gemm_fn gemm);
+
 /* ---- the backend's vtable entries, defined next to their reference ---- */
 void cpu_ops_embed(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m);
 void cpu_ops_rmsnorm(backend *b, float *out, const float *x, const bk_weight *w, int m, int n,
@@ -177,6 +216,10 @@ void cpu_ops_split_halves(backend *b, float *a, float *g, const float *in, int r
 void cpu_ops_gather_rows(backend *b, float *out, const float *x, const int32_t *rows, int n,
                          int width);
 void cpu_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m);
+/* cpu_matmul for a W of a block type (cpu_qmatmul.c). */
+void cpu_qmatmul(backend *b, float *out, const float *x, const bk_weight *w, int m);
+/* Elements per row (k) a block-typed W may have: its quantized x row must fit the scratch. */
+int cpu_qmatmul_max_k(void);
 /* cpu_fused.c */
 void cpu_fused_matmul_glu(backend *b, float *out, float *g, float *u, const bk_weight *w, int m,
                           int act);

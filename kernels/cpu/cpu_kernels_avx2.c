@@ -183,4 +183,6 @@ const cpu_kernels cpu_kernels_avx2 = {
     .silu_mul = avx2_silu_mul,
     .sigmoid_mul = avx2_sigmoid_mul,
     .exp_sum = avx2_exp_sum,
+    .quantize_x = cpu_quantize_x_avx2,
+    .qmatmul = cpu_qmatmul_avx2,
 };

@@ -160,4 +160,6 @@ const cpu_kernels cpu_kernels_avx512 = {
     .silu_mul = avx512_silu_mul,
     .sigmoid_mul = avx512_sigmoid_mul,
     .exp_sum = avx512_exp_sum,
+    .quantize_x = cpu_quantize_x_avx2, /* not a hot loop: AVX2's is enough */
+    .qmatmul = cpu_qmatmul_avx512,
 };

@@ -110,4 +110,6 @@ const cpu_kernels cpu_kernels_scalar = {
     .silu_mul = cpu_scalar_silu_mul,
     .sigmoid_mul = cpu_scalar_sigmoid_mul,
     .exp_sum = cpu_scalar_exp_sum,
+    .quantize_x = cpu_quantize_x_ref,
+    .qmatmul = cpu_qmatmul_ref,
 };

@@ -102,6 +102,10 @@ void cpu_matmul_n(backend *b, float *const *out, const float *x, const bk_weight
 }
 
 void cpu_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m) {
+    if (dtype_block_elems(w->dt) > 1) { /* Q8_0, Q4_K, ...: x quantized, integer dots */
+        cpu_qmatmul(b, out, x, w, m);
+        return;
+    }
     cpu_impl *c = cpu_impl_of(b);
     cpu_matmul_job j = {.out = out,
                         .x = x,

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "engine/base/clock.h"
+#include "engine/base/quant.h"
 #include "kernels/cpu/cpu_internal.h"
 
 /* Memory of the kind decode reads: weights (models/load/wsrc.c) and big caches (cpu_alloc)
@@ -73,34 +74,51 @@ double cpu_membw_read_gbs(backend *b, size_t bytes) {
 
 int cpu_membw_matmul_gbs(backend *b, int n, int k, dtype dt, int m, int reps, double *gbs,
                          double *sec, strata_err *err) {
-    size_t es = dtype_size(dt), wn = (size_t)n * k;
-    void *w = NULL;
+    size_t rb = dtype_row_bytes(dt, k);
+    void *w = NULL, *tmpl = NULL;
     float *x = NULL, *out = NULL;
-    int rc = 0;
-    if (n <= 0 || k <= 0 || m <= 0 || reps <= 0 ||
-        (dt != DTYPE_BF16 && dt != DTYPE_F16 && dt != DTYPE_F32)) {
+    int rc = 0, quant = dtype_block_elems(dt) > 1;
+    if (n <= 0 || k <= 0 || m <= 0 || reps <= 0 || rb == 0 ||
+        (!quant && dt != DTYPE_BF16 && dt != DTYPE_F16 && dt != DTYPE_F32)) {
         return strata_err_set(err, STRATA_EINVALID, "matmul bench: bad shape %dx%d m=%d %s", n, k,
                               m, dtype_name(dt));
     }
     /* Enough distinct copies of W to exceed any last-level cache (512 MiB together), used
      * in turn: decode streams every weight from memory once per token, and a single small
      * W called in a loop would be served from L3 instead. */
-    size_t wbytes = (wn * es + 63) & ~(size_t)63;
+    size_t wbytes = (rb * (size_t)n + 63) & ~(size_t)63;
     size_t copies = ((size_t)512 << 20) / wbytes + 1;
+    enum { TMPL_ROWS = 64 };
     w = cpu_membw_alloc(copies * wbytes);
     x = malloc((size_t)m * k * sizeof(float));
     out = malloc((size_t)m * n * sizeof(float));
-    if (!w || !x || !out) {
+    tmpl = quant ? malloc(rb * TMPL_ROWS + (size_t)k * sizeof(float)) : NULL;
+    if (!w || !x || !out || (quant && !tmpl)) {
         rc = strata_err_set(err, STRATA_ENOMEM, "matmul bench: out of memory for %zu x %dx%d",
                             copies, n, k);
         goto fail;
     }
     /* Small values of both signs (a cheap LCG: the values do not matter, only that pages
-     * are real and nothing is a denormal). */
+     * are real and nothing is a denormal). A block type tiles a few rows made by the
+     * reference quantizer, which is too slow to run on 512 MiB. */
     uint32_t s = 12345;
-    for (size_t c = 0; c < copies; c++) {
+    if (quant) {
+        float *row = (float *)((char *)tmpl + rb * TMPL_ROWS);
+        for (int r = 0; r < TMPL_ROWS; r++) {
+            for (int i = 0; i < k; i++) {
+                s = s * 1664525u + 1013904223u;
+                row[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.1f;
+            }
+            quant_quantize_row((char *)tmpl + rb * (size_t)r, row, dt, k);
+        }
+        for (size_t c = 0; c < copies; c++)
+            for (int r = 0; r < n; r++)
+                memcpy((char *)w + c * wbytes + rb * (size_t)r,
+                       (char *)tmpl + rb * (size_t)(r % TMPL_ROWS), rb);
+    }
+    for (size_t c = 0; c < copies && !quant; c++) {
         char *wc = (char *)w + c * wbytes;
-        for (size_t i = 0; i < wn; i++) {
+        for (size_t i = 0; i < (size_t)n * k; i++) {
             s = s * 1664525u + 1013904223u;
             float v = ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.1f;
             if (dt == DTYPE_BF16) ((uint16_t *)wc)[i] = dtype_f32_to_bf16(v);
@@ -121,9 +139,10 @@ int cpu_membw_matmul_gbs(backend *b, int n, int k, dtype dt, int m, int reps, do
         double t = strata_now() - t0;
         dt_s = t < dt_s ? t : dt_s;
     }
-    *gbs = (double)(wn * es) / dt_s * 1e-9;
+    *gbs = (double)(rb * (size_t)n) / dt_s * 1e-9;
     if (sec) *sec = dt_s;
 fail:
+    free(tmpl);
     free(out);
     free(x);
     free(w);

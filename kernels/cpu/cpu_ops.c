@@ -20,6 +20,13 @@ static inline float cpu_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x
 
 void cpu_ops_embed_ref(float *out, const bk_weight *table, const int32_t *ids, int m) {
     int64_t n = table->shape[1];
+    if (dtype_block_elems(table->dt) > 1) { /* a quantized table: whole rows of blocks */
+        size_t rb = dtype_row_bytes(table->dt, n);
+        for (int i = 0; i < m; i++)
+            quant_dequantize_row(out + i * n, (const char *)table->data + (size_t)ids[i] * rb,
+                                 table->dt, n);
+        return;
+    }
     for (int i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++)
             out[i * n + j] = cpu_weight_at(table, (size_t)(ids[i] * n + j));

@@ -287,6 +287,9 @@ static int cuda_weight_map(backend *b, const bk_weight *host, bk_weight *dev, st
     if (c->n_maps == CUDA_MAPS_MAX)
         return strata_err_set(err, STRATA_ERANGE, "cuda: more than %d mapped weights",
                               CUDA_MAPS_MAX);
+    if (!dtype_size(host->dt)) /* a block type: no kernel here reads one */
+        return strata_err_set(err, STRATA_EUNSUPPORTED, "cuda backend: mapped weight dtype %s",
+                              dtype_name(host->dt));
     size_t n = 1;
     for (int i = 0; i < host->ndim; i++) n *= (size_t)host->shape[i];
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), at = (uintptr_t)host->data;

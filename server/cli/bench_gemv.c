@@ -91,7 +91,7 @@ void bench_gemv_report(bench_gemv *g, double copy_gbs) {
     static const int ms[2] = {1, 8};
     for (int i = 0; i < g->n; i++) {
         const bk_weight *w = g->w[i];
-        double bytes = (double)w->shape[0] * (double)w->shape[1] * (double)dtype_size(w->dt);
+        double bytes = (double)w->shape[0] * (double)dtype_row_bytes(w->dt, w->shape[1]);
         printf("gemv             [%lld x %lld] %s:", (long long)w->shape[0], (long long)w->shape[1],
                dtype_name(w->dt));
         for (int j = 0; j < 2; j++) {

@@ -7,6 +7,7 @@
  * a batch of sequences gives each sequence what it gets alone, and a sequence processed
  * in one call gives what it gets in pieces or one token at a time (design.md, Caches). */
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_internal.h"
 #define CPU_TEST_SEED 0x243f6a8885a308d3ull
 #include "tests/cpu_test_util.h"
 #include "tests/test.h"
@@ -448,6 +450,7 @@ static void delta_chunked(double *o, double *S, const double *q, const double *k
 typedef struct {
     int Hk, Hv, dk, dv, n_seqs;
     int len[3], slot[3];
+    float gmul; /* g scaled by this (0: 1): large values decay the state away in a few tokens */
 } delta_case;
 
 static const delta_case delta_cases[] = {
@@ -471,10 +474,46 @@ static void delta_inputs(const delta_case *dc, int m, float *c, float *g, float 
             for (int i = 0; i < dc->dk; i++) x[i] *= sc;
         }
         for (int h = 0; h < dc->Hv; h++) {
-            g[t * dc->Hv + h] = -(rng_f() + 1.0f);
+            g[t * dc->Hv + h] = -(rng_f() + 1.0f) * (dc->gmul > 0.0f ? dc->gmul : 1.0f);
             beta[t * dc->Hv + h] = 0.5f + 0.49f * rng_f();
         }
     }
+}
+
+/* The double reference for a whole step: per (sequence, value head), the chunked form
+ * with chunk 4 in double (delta_chunked), from states st0 [3 slots, Hv, dk, dv] into wst,
+ * outputs into want [m, Hv, dv]. c, g, beta are the step's inputs (delta_inputs). */
+static void delta_want(const delta_case *dc, const tbatch *tb, const float *c, const float *g,
+                       const float *beta, const float *st0, double *want, double *wst) {
+    int Hv = dc->Hv, dk = dc->dk, dv = dc->dv, C = 2 * dc->Hk * dk + Hv * dv;
+    for (size_t i = 0; i < 3 * (size_t)Hv * dk * dv; i++) wst[i] = st0[i];
+    for (int s = 0; s < dc->n_seqs; s++)
+        for (int h = 0; h < Hv; h++) {
+            int T = dc->len[s], t0 = tb->start[s], hk = h / (Hv / dc->Hk);
+            double *q = dvec((size_t)T * dk), *k = dvec((size_t)T * dk), *v = dvec((size_t)T * dv);
+            double *gg = dvec(T), *bb = dvec(T), *o = dvec((size_t)T * dv);
+            for (int t = 0; t < T; t++) {
+                const float *row = c + (size_t)(t0 + t) * C;
+                for (int i = 0; i < dk; i++) {
+                    q[t * dk + i] = row[hk * dk + i];
+                    k[t * dk + i] = row[dc->Hk * dk + hk * dk + i];
+                }
+                for (int j = 0; j < dv; j++) v[t * dv + j] = row[2 * dc->Hk * dk + h * dv + j];
+                gg[t] = g[(t0 + t) * Hv + h];
+                bb[t] = beta[(t0 + t) * Hv + h];
+            }
+            delta_chunked(o, wst + ((size_t)dc->slot[s] * Hv + h) * dk * dv, q, k, v, gg, bb, T, dk,
+                          dv, 4);
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < dv; j++)
+                    want[((size_t)(t0 + t) * Hv + h) * dv + j] = o[t * dv + j];
+            free(o);
+            free(bb);
+            free(gg);
+            free(v);
+            free(k);
+            free(q);
+        }
 }
 
 /* Tolerance: the f32 recurrence does dot products of dk terms of size <= 1 per token
@@ -495,37 +534,8 @@ static void test_gated_delta(void) {
         size_t ss = (size_t)Hv * dk * dv;
         float *st0 = frand(3 * ss);
         for (size_t i = 0; i < 3 * ss; i++) st0[i] *= 0.1f;
-        /* reference: per (sequence, value head), chunked with chunk 4 in double */
         double *want = dvec((size_t)m * Hv * dv), *wst = dvec(3 * ss);
-        for (size_t i = 0; i < 3 * ss; i++) wst[i] = st0[i];
-        for (int s = 0; s < dc->n_seqs; s++)
-            for (int h = 0; h < Hv; h++) {
-                int T = dc->len[s], t0 = tb.start[s], hk = h / (Hv / dc->Hk);
-                double *q = dvec((size_t)T * dk), *k = dvec((size_t)T * dk),
-                       *v = dvec((size_t)T * dv);
-                double *gg = dvec(T), *bb = dvec(T), *o = dvec((size_t)T * dv);
-                for (int t = 0; t < T; t++) {
-                    const float *row = c + (size_t)(t0 + t) * C;
-                    for (int i = 0; i < dk; i++) {
-                        q[t * dk + i] = row[hk * dk + i];
-                        k[t * dk + i] = row[dc->Hk * dk + hk * dk + i];
-                    }
-                    for (int j = 0; j < dv; j++) v[t * dv + j] = row[2 * dc->Hk * dk + h * dv + j];
-                    gg[t] = g[(t0 + t) * Hv + h];
-                    bb[t] = beta[(t0 + t) * Hv + h];
-                }
-                delta_chunked(o, wst + ((size_t)dc->slot[s] * Hv + h) * dk * dv, q, k, v, gg, bb, T,
-                              dk, dv, 4);
-                for (int t = 0; t < T; t++)
-                    for (int j = 0; j < dv; j++)
-                        want[((size_t)(t0 + t) * Hv + h) * dv + j] = o[t * dv + j];
-                free(o);
-                free(bb);
-                free(gg);
-                free(v);
-                free(k);
-                free(q);
-            }
+        delta_want(dc, &tb, c, g, beta, st0, want, wst);
         double tol = 4.0 * Tmax * dk * ldexp(1.0, -24) + 1e-6;
         for (int bi = 0; bi < n_be; bi++) {
             float *out = fvec((size_t)m * Hv * dv), *st = fvec(3 * ss);
@@ -537,6 +547,80 @@ static void test_gated_delta(void) {
             free(st);
             free(out);
         }
+        free(wst);
+        free(want);
+        free(st0);
+        free(beta);
+        free(g);
+        free(c);
+    }
+}
+
+/* The chunked form (cpu_gated_delta_chunk.c, forced for every run) and the recurrence on
+ * runs shorter than, equal to and several times the chunk, several sequences of unequal
+ * length in one step, carried states, GQA, head sizes that need padding and the real one.
+ * Tolerance 1e-5 (absolute; outputs and states are O(0.1-1)): an entry of a chunk is a
+ * sum of at most dk + CPU_GATED_DELTA_CHUNK <= 160 products of size <= 1 (tile products,
+ * the forward substitution, decay factors rounded once), whose rounding errors of
+ * <= 2^-24 each add like a random walk, ~sqrt(160)·2^-24 = 8e-7, and the state passes
+ * through the recurrence's non-expansive map between chunks. Measured: <= 1e-7 for both
+ * forms on every ISA. test_gated_delta's worst-case bound (4·T·dk·2^-24, 3e-3 here) would
+ * miss a decay factor off by 0.1%, which moves the outputs by 3e-5. */
+#define DC CPU_GATED_DELTA_CHUNK
+static const delta_case delta_chunk_cases[] = {
+    {.Hk = 2,
+     .Hv = 4,
+     .dk = 7,
+     .dv = 33,
+     .n_seqs = 3,
+     .len = {6 * DC + 8, DC, 5},
+     .slot = {2, 0, 1}},
+    {.Hk = 1,
+     .Hv = 1,
+     .dk = 17,
+     .dv = 15,
+     .n_seqs = 3,
+     .len = {DC - 1, DC + 1, 4 * DC},
+     .slot = {1, 0, 2}},
+    {.Hk = 1, .Hv = 2, .dk = 128, .dv = 128, .n_seqs = 2, .len = {4 * DC + 2, 1}, .slot = {1, 0}},
+    /* g down to -120: a chunk's Γ passes -600 (one exp per decay factor), e^g can be 0 */
+    {.Hk = 1,
+     .Hv = 2,
+     .dk = 9,
+     .dv = 16,
+     .n_seqs = 1,
+     .len = {2 * DC + 6},
+     .slot = {2},
+     .gmul = 60.0f},
+};
+#undef DC
+
+static void test_gated_delta_chunked(void) {
+    for (size_t ci = 0; ci < sizeof delta_chunk_cases / sizeof *delta_chunk_cases; ci++) {
+        const delta_case *dc = &delta_chunk_cases[ci];
+        int pos0[3] = {0, 0, 0}, Hv = dc->Hv, dk = dc->dk, dv = dc->dv;
+        tbatch tb;
+        make_batch(&tb, dc->n_seqs, dc->len, pos0, dc->slot);
+        int m = tb.b.n_tokens, C = 2 * dc->Hk * dk + Hv * dv;
+        float *c = fvec((size_t)m * C), *g = fvec((size_t)m * Hv), *beta = fvec((size_t)m * Hv);
+        delta_inputs(dc, m, c, g, beta);
+        size_t ss = (size_t)Hv * dk * dv;
+        float *st0 = frand(3 * ss);
+        for (size_t i = 0; i < 3 * ss; i++) st0[i] *= 0.1f;
+        double *want = dvec((size_t)m * Hv * dv), *wst = dvec(3 * ss);
+        delta_want(dc, &tb, c, g, beta, st0, want, wst);
+        const double tol = 1e-5;
+        for (int bi = 0; bi < n_be; bi++)
+            for (int form = 0; form < 2; form++) { /* 0: the recurrence, 1: chunked */
+                float *out = fvec((size_t)m * Hv * dv), *st = fvec(3 * ss);
+                memcpy(st, st0, 3 * ss * sizeof(float));
+                cpu_gated_delta_run(be[bi], out, c, c + dc->Hk * dk, C, c + 2 * dc->Hk * dk, C, g,
+                                    beta, st, &tb.b, dc->Hk, Hv, dk, dv, form ? 1 : INT_MAX);
+                CHECK_CLOSE(out, want, (size_t)m * Hv * dv, tol, "case %zu form %d out", ci, form);
+                CHECK_CLOSE(st, wst, 3 * ss, tol, "case %zu form %d state", ci, form);
+                free(st);
+                free(out);
+            }
         free(wst);
         free(want);
         free(st0);
@@ -591,6 +675,7 @@ int main(void) {
     RUN(test_conv1d_pieces);
     RUN(test_gated_delta);
     RUN(test_gated_delta_steps);
+    RUN(test_gated_delta_chunked);
     cpu_test_backends_close();
     TEST_DONE();
 }

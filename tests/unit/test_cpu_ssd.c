@@ -7,6 +7,7 @@
  * Beyond matching the references, the identities the engine relies on are checked bit for
  * bit on each backend: a sequence scanned in one call equals it in odd pieces and one
  * token at a time, and batched with other sequences equals it alone (design.md, Caches). */
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -218,6 +219,87 @@ static void test_ssd(void) {
         }
 }
 
+/* The ssd op with every run in the chunked form (cpu_ssd_chunk.c), and with none. */
+static void ssd_chunked_entry(backend *b, float *y, const float *x, int ld_x, const float *B,
+                              const float *C, int ld_bc, const float *dt, int ld_dt,
+                              const bk_weight *A_log, const bk_weight *dt_bias, const bk_weight *D,
+                              float *state, const bk_batch *bt, int H, int P, int N, int G,
+                              float dt_min) {
+    cpu_ssd_run(b, y, x, ld_x, B, C, ld_bc, dt, ld_dt, A_log, dt_bias, D, state, bt, H, P, N, G,
+                dt_min, 1);
+}
+static void ssd_recurrent_entry(backend *b, float *y, const float *x, int ld_x, const float *B,
+                                const float *C, int ld_bc, const float *dt, int ld_dt,
+                                const bk_weight *A_log, const bk_weight *dt_bias,
+                                const bk_weight *D, float *state, const bk_batch *bt, int H, int P,
+                                int N, int G, float dt_min) {
+    cpu_ssd_run(b, y, x, ld_x, B, C, ld_bc, dt, ld_dt, A_log, dt_bias, D, state, bt, H, P, N, G,
+                dt_min, INT_MAX);
+}
+
+/* The chunked form against the double recurrence and the f32 one: runs shorter than, equal
+ * to and several times the chunk (CPU_SSD_CHUNK), three sequences of unequal length in
+ * one step from carried states, n_groups 1 to 4, the floor on and off, sizes that need
+ * padding and the 4B's head (P 80, N 128). The cases' decay spans e^{-24} per token to ~1
+ * (Δ 6e-6); a second pass adds 8 to every dt_bias (Δ ~ 8-11, e^{ℓ} under e^{-4}), so a
+ * chunk's cumulative log decay passes -600 and each decay factor takes its own exp.
+ * Tolerance: SSD_TOL. Each entry of a chunk's products sums at most 32 + N <= 161 terms,
+ * each rounded once (a decay factor is one exp of a double difference), against the
+ * recurrence's N-term dot products and T decays, so the same few-ulp-times-sqrt argument
+ * holds; measured under 1e-6 of the output scale. */
+static void test_ssd_chunked(void) {
+    static const int dims[][4] = {/* H, P, N, G */
+                                  {6, 3, 4, 2},
+                                  {4, 17, 33, 4},
+                                  {12, 7, 31, 3},
+                                  {2, 80, 128, 1}};
+    static const int lens[][3] = {{4 * CPU_SSD_CHUNK + 22, CPU_SSD_CHUNK, 7},
+                                  {1, CPU_SSD_CHUNK - 1, CPU_SSD_CHUNK + 1}};
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0] * 2; di++)
+        for (int li = 0; li < 2; li++)
+            for (int fl = 0; fl < 2; fl++) {
+                int fast = di >= sizeof dims / sizeof dims[0];
+                ssd_case c = {.H = dims[di % (sizeof dims / sizeof dims[0])][0],
+                              .P = dims[di % (sizeof dims / sizeof dims[0])][1],
+                              .N = dims[di % (sizeof dims / sizeof dims[0])][2],
+                              .G = dims[di % (sizeof dims / sizeof dims[0])][3],
+                              .n_seqs = 3,
+                              .slots = 3,
+                              .len = {lens[li][0], lens[li][1], lens[li][2]},
+                              .slot = {1, 2, 0},
+                              .dt_min = fl ? 1e-3f : 0.0f};
+                ssd_case_init(&c);
+                if (fast) {
+                    for (int h = 0; h < c.H; h++) c.dtb[h] += 8.0f;
+                    free(c.st_b);
+                    c.dt_bias = make_weight(c.dtb, (size_t)c.H, DTYPE_F32, &c.st_b);
+                }
+                int m = c.len[0] + c.len[1] + c.len[2], HP = c.H * c.P;
+                size_t ss = (size_t)c.slots * HP * c.N;
+                double *yw = dvec((size_t)m * HP), *Sw = dvec(ss);
+                for (size_t i = 0; i < ss; i++) Sw[i] = c.S0[i];
+                ssd_dref(&c, yw, Sw);
+                float *y = fvec((size_t)m * HP), *S = fvec(ss);
+                for (int bi = 0; bi < n_be; bi++)
+                    for (int form = 0; form < 2; form++) {
+                        const char *bname = be_name[bi];
+                        memcpy(S, c.S0, ss * 4);
+                        memset(y, 0, (size_t)m * HP * 4);
+                        ssd_run(&c, form ? ssd_chunked_entry : ssd_recurrent_entry, be[bi], 0, 3,
+                                c.len, 0, y, S);
+                        CHECK_REL(y, yw, (size_t)m * HP, SSD_TOL,
+                                  "y dims %zu lens %d floor %d form %d", di, li, fl, form);
+                        CHECK_REL(S, Sw, ss, SSD_TOL, "state dims %zu lens %d floor %d form %d", di,
+                                  li, fl, form);
+                    }
+                free(y);
+                free(S);
+                free(yw);
+                free(Sw);
+                ssd_case_free(&c);
+            }
+}
+
 /* One call == odd pieces == token by token == batched with other sequences, bit for bit:
  * every token runs the same step on the same state, whatever the step's shape. */
 static void test_ssd_pieces(void) {
@@ -394,6 +476,7 @@ int main(void) {
     RUN(test_ssd);
     RUN(test_ssd_pieces);
     RUN(test_ssd_floor);
+    RUN(test_ssd_chunked);
     RUN(test_norm_grouped);
     RUN(test_relu2);
     cpu_test_backends_close();

@@ -1,0 +1,272 @@
+/* quant_encode.c - f32 -> Q8_0 / Q4_0 / Q4_K / Q6_K with the reference quantizers of
+ * llama.cpp's ggml-quants.c (quantize_row_q8_0_ref, _q4_0_ref, _q4_K_ref with
+ * make_qkx2_quants, and _q6_K_ref with make_qx_quants), rewritten here from their
+ * description.
+ *
+ * The point is bit-exactness: a model quantized here is the model llama.cpp makes from the
+ * same f32 values. So every float expression keeps llama.cpp's operand order (float
+ * arithmetic is not associative), rounding goes through the same nearest_int trick, and
+ * narrowing casts wrap the same way. This file is built without FMA flags and in ISO C
+ * mode, where GCC does not contract a·b + c, as llama.cpp's reference C is built for
+ * generic x86-64. Slow and plain: it runs once per weight at conversion time. */
+#include <math.h>
+#include <string.h>
+
+#include "engine/base/quant.h"
+
+/* Round to nearest, ties to even, for |f| < 2^22: adding 1.5·2^23 leaves the integer in
+ * the low mantissa bits (llama.cpp's nearest_int). Only the mantissa is read back, so an
+ * out-of-range input gives a wrong value, never undefined behaviour. */
+static int quant_nearest_int(float f) {
+    float v = f + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &v, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+/* (int8_t)f for the truncating conversions llama.cpp makes; 0 where C leaves it undefined
+ * (NaN or out of range, which finite block inputs never produce). */
+static int8_t quant_trunc_i8(float f) { return f > -129.0f && f < 128.0f ? (int8_t)f : 0; }
+
+static void quant_row_q8_0(quant_block_q8_0 *y, const float *x, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127, id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = dtype_f32_to_f16(d);
+        for (int j = 0; j < 32; j++) y[i].qs[j] = quant_trunc_i8(roundf(x[j] * id));
+    }
+}
+
+static void quant_row_q4_0(quant_block_q4_0 *y, const float *x, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        /* the signed value of largest magnitude (the first one on a tie) maps to -8 */
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (amax < fabsf(x[j])) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        const float d = max / -8, id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = dtype_f32_to_f16(d);
+        for (int j = 0; j < 16; j++) {
+            int q0 = quant_trunc_i8(x[j] * id + 8.5f), q1 = quant_trunc_i8(x[j + 16] * id + 8.5f);
+            q0 = q0 < 15 ? q0 : 15;
+            q1 = q1 < 15 ? q1 : 15;
+            y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+/* make_qkx2_quants: an asymmetric fit x ≈ scale·L + min of n values to L in [0, nmax],
+ * weighted least squares over nstep + 1 trial scales around nmax / (max - min). Returns
+ * scale; *neg_min = -min (>= 0). */
+static float quant_fit_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L,
+                            float *neg_min, uint8_t *Laux, float rmin, float rdelta, int nstep) {
+    float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+    for (int i = 1; i < n; i++) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max == min) {
+        memset(L, 0, (size_t)n);
+        *neg_min = -min;
+        return 0.0f;
+    }
+    float iscale = (float)nmax / (max - min), scale = 1 / iscale, best = 0;
+    for (int i = 0; i < n; i++) {
+        int l = quant_nearest_int(iscale * (x[i] - min));
+        L[i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
+        float diff = scale * (float)L[i] + min - x[i];
+        best += w[i] * (diff * diff);
+    }
+    for (int is = 0; is <= nstep; is++) {
+        iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; i++) {
+            int l = quant_nearest_int(iscale * (x[i] - min));
+            l = l < 0 ? 0 : l > nmax ? nmax : l;
+            Laux[i] = (uint8_t)l;
+            sum_l += w[i] * (float)l;
+            sum_l2 += w[i] * (float)l * (float)l;
+            sum_xl += w[i] * (float)l * x[i];
+        }
+        float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float err = 0;
+            for (int i = 0; i < n; i++) {
+                float diff = this_scale * (float)Laux[i] + this_min - x[i];
+                err += w[i] * (diff * diff);
+            }
+            if (err < best) {
+                memcpy(L, Laux, (size_t)n);
+                best = err;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *neg_min = -min;
+    return scale;
+}
+
+static void quant_row_q4_k(quant_block_q4_k *y, const float *x, int64_t nb) {
+    uint8_t L[256], Laux[32];
+    float w[32], mins[8], scales[8];
+    for (int64_t i = 0; i < nb; i++, x += 256) {
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < 8; j++) {
+            /* weights favour the large values of the sub-block */
+            float sum_x2 = 0;
+            for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
+            float av_x = sqrtf(sum_x2 / 32);
+            for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(x[32 * j + l]);
+            scales[j] =
+                quant_fit_qkx2(32, 15, x + 32 * j, w, L + 32 * j, &mins[j], Laux, -1.0f, 0.1f, 20);
+            if (scales[j] > max_scale) max_scale = scales[j];
+            if (mins[j] > max_min) max_min = mins[j];
+        }
+        /* the sub-block scales and mins, themselves quantized to 6 bits */
+        float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+        float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+        for (int j = 0; j < 8; j++) {
+            uint8_t ls = (uint8_t)quant_nearest_int(inv_scale * scales[j]);
+            uint8_t lm = (uint8_t)quant_nearest_int(inv_min * mins[j]);
+            ls = ls < 63 ? ls : 63;
+            lm = lm < 63 ? lm : 63;
+            if (j < 4) {
+                y[i].scales[j] = ls;
+                y[i].scales[j + 4] = lm;
+            } else {
+                y[i].scales[j + 4] = (uint8_t)((ls & 15) | ((lm & 15) << 4));
+                y[i].scales[j - 4] |= (uint8_t)((ls >> 4) << 6);
+                y[i].scales[j] |= (uint8_t)((lm >> 4) << 6);
+            }
+        }
+        y[i].d = dtype_f32_to_f16(max_scale / 63.0f);
+        y[i].dmin = dtype_f32_to_f16(max_min / 63.0f);
+        /* requantize against the scales as stored; a zero scale keeps the fit's L */
+        uint8_t sc[8], m[8];
+        quant_q4_k_scales(y[i].scales, sc, m);
+        for (int j = 0; j < 8; j++) {
+            const float d = dtype_f16_to_f32(y[i].d) * (float)sc[j];
+            if (d == 0.0f) continue;
+            const float dm = dtype_f16_to_f32(y[i].dmin) * (float)m[j];
+            for (int l = 0; l < 32; l++) {
+                int q = quant_nearest_int((x[32 * j + l] + dm) / d);
+                L[32 * j + l] = (uint8_t)(q < 0 ? 0 : q > 15 ? 15 : q);
+            }
+        }
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++)
+                y[i].qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+    }
+}
+
+/* make_qx_quants with rmse_type 1: a symmetric fit x ≈ scale·(L - nmax) of n values,
+ * L - nmax in [-nmax, nmax - 1], weighted by x² and refined over 18 trial scales. */
+static float quant_fit_qx(int n, int nmax, const float *x, int8_t *L) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            max = x[i];
+        }
+    if (amax < 1e-15f) { /* GROUP_MAX_EPS: all zero */
+        memset(L, 0, (size_t)n);
+        return 0.0f;
+    }
+    float iscale = (float)(-nmax) / max, sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = quant_nearest_int(iscale * x[i]);
+        l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
+        L[i] = (int8_t)(l + nmax);
+        float w = x[i] * x[i];
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f, best = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0) continue;
+        iscale = -((float)nmax + 0.1f * (float)is) / max;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; i++) {
+            int l = quant_nearest_int(iscale * x[i]);
+            l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
+            float w = x[i] * x[i];
+            sumlx += w * x[i] * (float)l;
+            suml2 += w * (float)l * (float)l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; i++) {
+                int l = quant_nearest_int(iscale * x[i]);
+                L[i] = (int8_t)(nmax + (l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l));
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+static void quant_row_q6_k(quant_block_q6_k *y, const float *x, int64_t nb) {
+    int8_t L[256];
+    float scales[16];
+    for (int64_t i = 0; i < nb; i++, x += 256) {
+        float max_scale = 0, max_abs = 0;
+        for (int j = 0; j < 16; j++) {
+            scales[j] = quant_fit_qx(16, 32, x + 16 * j, L + 16 * j);
+            if (fabsf(scales[j]) > max_abs) {
+                max_abs = fabsf(scales[j]);
+                max_scale = scales[j];
+            }
+        }
+        if (max_abs < 1e-15f) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        float iscale = -128.0f / max_scale;
+        y[i].d = dtype_f32_to_f16(1 / iscale);
+        for (int j = 0; j < 16; j++) {
+            int s = quant_nearest_int(iscale * scales[j]);
+            y[i].scales[j] = (int8_t)(s < 127 ? s : 127);
+        }
+        for (int j = 0; j < 16; j++) {
+            float d = dtype_f16_to_f32(y[i].d) * (float)y[i].scales[j];
+            if (d == 0.0f) continue;
+            for (int l = 0; l < 16; l++) {
+                int q = quant_nearest_int(x[16 * j + l] / d);
+                L[16 * j + l] = (int8_t)((q < -32 ? -32 : q > 31 ? 31 : q) + 32);
+            }
+        }
+        for (int h = 0; h < 2; h++)
+            for (int l = 0; l < 32; l++) {
+                const int8_t *Lh = L + 128 * h + l;
+                y[i].ql[64 * h + l] = (uint8_t)((Lh[0] & 15) | ((Lh[64] & 15) << 4));
+                y[i].ql[64 * h + 32 + l] = (uint8_t)((Lh[32] & 15) | ((Lh[96] & 15) << 4));
+                y[i].qh[32 * h + l] = (uint8_t)((Lh[0] >> 4) | ((Lh[32] >> 4) << 2) |
+                                                ((Lh[64] >> 4) << 4) | ((Lh[96] >> 4) << 6));
+            }
+    }
+}
+
+int quant_quantize_row(void *dst, const float *x, dtype dt, int64_t n) {
+    int blk = dtype_block_elems(dt);
+    if (blk <= 1 || n < 0 || n % blk) return -1;
+    switch (dt) {
+    case DTYPE_Q8_0: quant_row_q8_0(dst, x, n / 32); return 0;
+    case DTYPE_Q4_0: quant_row_q4_0(dst, x, n / 32); return 0;
+    case DTYPE_Q4_K: quant_row_q4_k(dst, x, n / 256); return 0;
+    case DTYPE_Q6_K: quant_row_q6_k(dst, x, n / 256); return 0;
+    default: return -1;
+    }
+}

@@ -1,0 +1,335 @@
+/* cpu_qmatmul_avx2.c - the quantized-weight matmul and x quantization on AVX2 (built with
+ * the Makefile's ISA_AVX2 flags). Same bits as cpu_qmatmul_ref: see cpu_qmatmul.h.
+ *
+ * Products: vpmaddubsw multiplies unsigned by signed bytes, so a signed W (Q8_0, Q4_0 minus
+ * 8) goes in as |w| against x carrying w's sign (vpsignb); no pair sum can saturate (128 ·
+ * 127 · 2 < 2^15, and x is never -128). Unsigned nibbles (Q4_K, Q6_K's 6 bits) go in
+ * directly. vpmaddwd then either adds pairs (Q8_0, Q4_0: the lane sums of 4 products the
+ * order fixes) or applies the sub-block scales.
+ *
+ * Loop order: one W row at a time against up to 4 x rows, so each W byte is loaded once
+ * per 4 rows and a decode step reads W as one sequential stream, prefetched ahead. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+#define AI static inline __attribute__((always_inline))
+
+/* Prefetch distance of the decode weight stream, as in cpu_matmul_avx2.c. */
+#define Q2_PF 4096
+
+/* cpu_qmatmul_hsum8's order. */
+AI float q2_hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+void cpu_quantize_x_avx2(int8_t *restrict q, float *restrict d, const float *restrict x, int k,
+                         int blk) {
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    /* vpackss works per 128-bit lane: this puts the four 8-value groups back in order */
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int b = 0; b < k / blk; b++) {
+        const float *xb = x + (size_t)b * blk;
+        int8_t *qb = q + (size_t)b * blk;
+        __m256 mx = _mm256_setzero_ps();
+        for (int e = 0; e < blk; e += 8)
+            mx = _mm256_max_ps(mx, _mm256_and_ps(_mm256_loadu_ps(xb + e), absm));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float amax = _mm_cvtss_f32(m4);
+        if (!(amax >= 1e-30f)) {
+            d[b] = 0.0f;
+            memset(qb, 0, (size_t)blk);
+            continue;
+        }
+        float db = amax / 127.0f;
+        d[b] = db;
+        const __m256 id = _mm256_set1_ps(1.0f / db);
+        for (int e = 0; e < blk; e += 32) {
+            __m256i v0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + e), id));
+            __m256i v1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + e + 8), id));
+            __m256i v2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + e + 16), id));
+            __m256i v3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + e + 24), id));
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3));
+            _mm256_storeu_si256((__m256i *)(qb + e), _mm256_permutevar8x32_epi32(p, order));
+        }
+    }
+}
+
+/* ---- Q8_0 and Q4_0 ---- */
+
+/* Block b's weights as int8 in element order (Q4_0: the nibbles minus 8). */
+AI __m256i q2_w32(const void *w, dtype dt, int b) {
+    if (dt == DTYPE_Q8_0)
+        return _mm256_loadu_si256((const __m256i *)((const quant_block_q8_0 *)w)[b].qs);
+    __m128i raw = _mm_loadu_si128((const __m128i *)((const quant_block_q4_0 *)w)[b].qs);
+    __m256i v =
+        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(15));
+    return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+}
+
+AI float q2_d32(const void *w, dtype dt, int b) {
+    return _cvtsh_ss(dt == DTYPE_Q8_0 ? ((const quant_block_q8_0 *)w)[b].d
+                                      : ((const quant_block_q4_0 *)w)[b].d);
+}
+
+/* Block b of R rows into acc (the even or the odd accumulators). */
+AI void q2_block32(__m256 *acc, const int8_t *const *xq, const float *const *xd, const void *w,
+                   dtype dt, int b, const int R) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i wv = q2_w32(w, dt, b), aw = _mm256_abs_epi8(wv);
+    __m256 dw = _mm256_set1_ps(q2_d32(w, dt, b));
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xq[r] + 32 * b)), wv);
+        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
+        __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[r] + b));
+        acc[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), acc[r]);
+    }
+}
+
+AI void q2_tile32(float *out, int ldo, const cpu_qrows *x, int i0, const void *w, dtype dt, int nb,
+                  const int R, const int PF) {
+    const size_t bsz = dt == DTYPE_Q8_0 ? sizeof(quant_block_q8_0) : sizeof(quant_block_q4_0);
+    __m256 acc0[4], acc1[4];
+    const int8_t *xq[4];
+    const float *xd[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        acc0[r] = acc1[r] = _mm256_setzero_ps();
+        xq[r] = cpu_qrows_q(x, i0 + r);
+        xd[r] = cpu_qrows_d(x, i0 + r);
+    }
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        if (PF) _mm_prefetch((const char *)w + b * bsz + Q2_PF, _MM_HINT_T0);
+        q2_block32(acc0, xq, xd, w, dt, b, R);
+        q2_block32(acc1, xq, xd, w, dt, b + 1, R);
+    }
+    if (b < nb) q2_block32(acc0, xq, xd, w, dt, b, R);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) out[(size_t)r * ldo] = q2_hsum8(_mm256_add_ps(acc0[r], acc1[r]));
+}
+
+/* ---- Q4_K ---- */
+
+/* vpshufb controls that broadcast 16-bit lane j of each 128-bit half. */
+static const uint8_t q2_bcast16[8][32] __attribute__((aligned(32))) = {
+#define Q2_B(j)                                                                                    \
+    {                                                                                              \
+        2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1,  \
+            2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j,         \
+            2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1,     \
+            2 * j, 2 * j + 1, 2 * j, 2 * j + 1                                                     \
+    }
+    Q2_B(0), Q2_B(1), Q2_B(2), Q2_B(3), Q2_B(4), Q2_B(5), Q2_B(6), Q2_B(7),
+#undef Q2_B
+};
+
+/* The 8 scales (bytes 0-7) and mins (bytes 8-15) of a Q4_K block: quant_q4_k_scales on
+ * 32-bit lanes, four sub-blocks at a time (w = the block's 12 scale bytes and 4 more). */
+AI __m128i q2_q4k_scales(const uint8_t *s) {
+    __m128i v = _mm_loadu_si128((const __m128i *)s);
+    __m128i lo = _mm_and_si128(v, _mm_set1_epi32(0x3f3f3f3f)); /* sc0-3, m0-3 */
+    /* bytes 8-11 give the low nibbles of sc4-7 and (>> 4) of m4-7, the top 2 bits of bytes
+     * 0-3 and 4-7 their high bits */
+    __m128i nib = _mm_srlv_epi32(_mm_shuffle_epi32(v, 0xaa), _mm_setr_epi32(0, 4, 0, 0));
+    __m128i top =
+        _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(v, 6), _mm_set1_epi32(0x03030303)), 4);
+    __m128i hi = _mm_or_si128(_mm_and_si128(nib, _mm_set1_epi32(0x0f0f0f0f)), top);
+    return _mm_unpacklo_epi32(lo, hi);
+}
+
+AI void q2_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant_block_q4_k *w,
+                    int nb, const int R, const int PF) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    /* m0 m0 m1 m1 ... m7 m7: each min against the two 16-value sums of its sub-block */
+    const __m128i dup_m = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    __m256 acc[4];
+    const int8_t *xq[4];
+    const float *xd[4];
+    const int16_t *xs[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        acc[r] = _mm256_setzero_ps();
+        xq[r] = cpu_qrows_q(x, i0 + r);
+        xd[r] = cpu_qrows_d(x, i0 + r);
+        xs[r] = cpu_qrows_s(x, i0 + r);
+    }
+    for (int b = 0; b < nb; b++) {
+        const quant_block_q4_k *wb = w + b;
+        if (PF)
+            for (int o = 0; o < (int)sizeof *wb; o += 64)
+                _mm_prefetch((const char *)wb + Q2_PF + o, _MM_HINT_T0);
+        __m128i sm8 = q2_q4k_scales(wb->scales);
+        __m256i sc2 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm8)); /* sc0..7 twice */
+        __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, dup_m));
+        __m256i sumi[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) sumi[r] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i qv = _mm256_loadu_si256((const __m256i *)(wb->qs + 32 * c));
+            __m256i lo = _mm256_and_si256(qv, m4),
+                    hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+            __m256i sl =
+                _mm256_shuffle_epi8(sc2, _mm256_load_si256((const __m256i *)q2_bcast16[2 * c]));
+            __m256i sh =
+                _mm256_shuffle_epi8(sc2, _mm256_load_si256((const __m256i *)q2_bcast16[2 * c + 1]));
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const int8_t *xc = xq[r] + 256 * b + 64 * c;
+                __m256i pl = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)xc)), sl);
+                __m256i ph = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xc + 32))), sh);
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
+            }
+        }
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(wb->d)), dmin = _mm256_set1_ps(_cvtsh_ss(wb->dmin));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m256i mt =
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xs[r] + 16 * b)), mins);
+            __m256 dx = _mm256_broadcast_ss(xd[r] + b);
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dx, d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dx, dmin), _mm256_cvtepi32_ps(mt), acc[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) out[(size_t)r * ldo] = q2_hsum8(acc[r]);
+}
+
+/* ---- Q6_K ---- */
+
+/* vpshufb controls picking scales a = 8h + 2g and a + 1, eight bytes each (half h, group g). */
+static const uint8_t q2_q6k_pair[8][16] __attribute__((aligned(16))) = {
+#define Q2_P(a)                                                                                    \
+    { a, a, a, a, a, a, a, a, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1 }
+    Q2_P(0), Q2_P(2), Q2_P(4), Q2_P(6), Q2_P(8), Q2_P(10), Q2_P(12), Q2_P(14),
+#undef Q2_P
+};
+
+AI void q2_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant_block_q6_k *w,
+                    int nb, const int R, const int PF) {
+    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[4];
+    const int8_t *xq[4];
+    const float *xd[4];
+    const int16_t *xs[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        acc[r] = _mm256_setzero_ps();
+        xq[r] = cpu_qrows_q(x, i0 + r);
+        xd[r] = cpu_qrows_d(x, i0 + r);
+        xs[r] = cpu_qrows_s(x, i0 + r);
+    }
+    for (int b = 0; b < nb; b++) {
+        const quant_block_q6_k *wb = w + b;
+        if (PF)
+            for (int o = 0; o < (int)sizeof *wb; o += 64)
+                _mm_prefetch((const char *)wb + Q2_PF + o, _MM_HINT_T0);
+        __m128i sc8 = _mm_loadu_si128((const __m128i *)wb->scales);
+        __m256i sumi[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) sumi[r] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h));
+            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * h));
+            __m256i qh2 = _mm256_srli_epi16(qh, 2);
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++) {
+                /* elements 128h + 32g + l: low nibble from ql, bits 2g, 2g + 1 of qh on top */
+                __m256i q;
+                if (g == 0)
+                    q = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                        _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+                else if (g == 1)
+                    q = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                        _mm256_slli_epi16(_mm256_and_si256(qh2, m3), 4));
+                else if (g == 2)
+                    q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                        _mm256_and_si256(qh, m30));
+                else
+                    q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                        _mm256_and_si256(qh2, m30));
+                __m256i s = _mm256_cvtepi8_epi16(
+                    _mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)q2_q6k_pair[4 * h + g])));
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) {
+                    const int8_t *xg = xq[r] + 256 * b + 128 * h + 32 * g;
+                    __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)xg));
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, s));
+                }
+            }
+        }
+        __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(wb->d));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            /* the −32 of every 6-bit value: −32 · Σ_j sc_j · (sum of x over sub-block j) */
+            __m256i corr =
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xs[r] + 16 * b)), sc16);
+            __m256i it = _mm256_sub_epi32(sumi[r], _mm256_slli_epi32(corr, 5));
+            __m256 a = _mm256_mul_ps(_mm256_broadcast_ss(xd[r] + b), d);
+            acc[r] = _mm256_fmadd_ps(a, _mm256_cvtepi32_ps(it), acc[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) out[(size_t)r * ldo] = q2_hsum8(acc[r]);
+}
+
+/* ---- the W-row loop ---- */
+
+AI void q2_tile(float *out, int ldo, const cpu_qrows *x, int i0, const void *w, dtype dt, int k,
+                const int R, const int PF) {
+    switch (dt) {
+    case DTYPE_Q8_0:
+    case DTYPE_Q4_0: q2_tile32(out, ldo, x, i0, w, dt, k / 32, R, PF); break;
+    case DTYPE_Q4_K: q2_tile_q4k(out, ldo, x, i0, w, k / 256, R, PF); break;
+    case DTYPE_Q6_K: q2_tile_q6k(out, ldo, x, i0, w, k / 256, R, PF); break;
+    default: break;
+    }
+}
+
+AI void q2_rows(float *out, int ldo, const cpu_qrows *x, const void *w, dtype dt, int k, int m,
+                int n0, int n1, const int PF) {
+    size_t rb = dtype_row_bytes(dt, k);
+    for (int j = n0; j < n1; j++) {
+        const void *wj = (const char *)w + (size_t)j * rb;
+        float *oj = out + j;
+        int i = 0;
+        for (; i + 4 <= m; i += 4) q2_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 4, PF);
+        switch (m - i) {
+        case 3: q2_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 3, PF); break;
+        case 2: q2_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 2, PF); break;
+        case 1: q2_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 1, PF); break;
+        default: break;
+        }
+    }
+}
+
+/* One instantiation per dtype so the block layout is resolved at compile time; decode
+ * (m < 8, bound by the weight stream) prefetches it. */
+#define Q2_CASE(DT)                                                                                \
+    case DT:                                                                                       \
+        if (m < 8) q2_rows(out, ldo, x, w, DT, k, m, n0, n1, 1);                                   \
+        else q2_rows(out, ldo, x, w, DT, k, m, n0, n1, 0);                                         \
+        break;
+
+void cpu_qmatmul_avx2(float *restrict out, int ldo, const cpu_qrows *x, const void *restrict w,
+                      dtype dt, int k, int m, int n0, int n1) {
+    switch (dt) {
+        Q2_CASE(DTYPE_Q8_0)
+        Q2_CASE(DTYPE_Q4_0)
+        Q2_CASE(DTYPE_Q4_K)
+        Q2_CASE(DTYPE_Q6_K)
+    default: break;
+    }
+}
+#undef Q2_CASE

@@ -1,0 +1,322 @@
+/* cpu_qmatmul_avx512.c - the quantized-weight matmul on AVX-512 with VNNI (built with the
+ * Makefile's ISA_AVX512 flags). Same bits as cpu_qmatmul_ref: see cpu_qmatmul.h.
+ *
+ * The scheme of cpu_qmatmul_avx2.c on 64-byte vectors: Q8_0 / Q4_0 take two blocks per
+ * vector, whose lanes 0-7 and 8-15 are exactly the even and odd accumulators of the
+ * summation order, and vpdpbusd sums each lane's four products in one instruction (|w|
+ * against x with w's sign, as AVX-512 has no vpsignb: x is negated under w's sign mask).
+ * Q4_K and Q6_K take 64 values per vector and fold the sub-block scales in with vpdpwssd.
+ * x is quantized by the AVX2 kernel (once per call, not a hot loop). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+#define AI static inline __attribute__((always_inline))
+
+/* Prefetch distance of the decode weight stream, as in cpu_matmul_avx512.c. */
+#define Q5_PF 4096
+
+/* cpu_qmatmul_hsum8's order. */
+AI float q5_hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ---- Q8_0 and Q4_0 ---- */
+
+/* Blocks b and b + 1 as 64 int8 weights in element order (Q4_0: nibbles minus 8). */
+AI __m512i q5_w64(const void *w, dtype dt, int b) {
+    if (dt == DTYPE_Q8_0) {
+        const quant_block_q8_0 *q = (const quant_block_q8_0 *)w + b;
+        __m256i lo = _mm256_loadu_si256((const __m256i *)q[0].qs),
+                hi = _mm256_loadu_si256((const __m256i *)q[1].qs);
+        return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    }
+    const quant_block_q4_0 *q = (const quant_block_q4_0 *)w + b;
+    __m256i t = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)q[1].qs),
+                                 _mm_loadu_si128((const __m128i *)q[0].qs));
+    /* [lo0 lo1 hi0 hi1] -> [lo0 hi0 lo1 hi1]: each block's low nibbles, then its high */
+    __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);
+    u = _mm512_and_si512(_mm512_shuffle_i64x2(u, u, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(15));
+    return _mm512_sub_epi8(u, _mm512_set1_epi8(8));
+}
+
+AI uint16_t q5_d16(const void *w, dtype dt, int b) {
+    return dt == DTYPE_Q8_0 ? ((const quant_block_q8_0 *)w)[b].d
+                            : ((const quant_block_q4_0 *)w)[b].d;
+}
+
+/* Blocks b (lanes 0-7) and b + 1 (lanes 8-15) of R rows. */
+AI void q5_pair32(__m512 *acc, const int8_t *const *xq, const float *const *xd, const void *w,
+                  dtype dt, int b, const int R) {
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i two = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m512i wv = q5_w64(w, dt, b), aw = _mm512_abs_epi8(wv);
+    __mmask64 neg = _mm512_movepi8_mask(wv);
+    __m512 dw = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)q5_d16(w, dt, b + 1)),
+                                                 _mm_set1_epi16((short)q5_d16(w, dt, b))));
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        __m512i xv = _mm512_loadu_si512(xq[r] + 32 * b);
+        __m512i p = _mm512_dpbusd_epi32(zero, aw, _mm512_mask_sub_epi8(xv, neg, zero, xv));
+        double dd;
+        memcpy(&dd, xd[r] + b, sizeof dd); /* d_x of blocks b and b + 1 */
+        __m512 dx =
+            _mm512_permutexvar_ps(two, _mm512_castps128_ps512(_mm_castpd_ps(_mm_set_sd(dd))));
+        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(p), acc[r]);
+    }
+}
+
+/* The last block when the count is odd: an even block, so lanes 0-7. */
+AI void q5_last32(__m512 *acc, const int8_t *const *xq, const float *const *xd, const void *w,
+                  dtype dt, int b, const int R) {
+    __m256i v;
+    if (dt == DTYPE_Q8_0) {
+        v = _mm256_loadu_si256((const __m256i *)((const quant_block_q8_0 *)w)[b].qs);
+    } else {
+        const __m128i m4 = _mm_set1_epi8(15);
+        __m128i raw = _mm_loadu_si128((const __m128i *)((const quant_block_q4_0 *)w)[b].qs);
+        v = _mm256_sub_epi8(
+            _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4)),
+            _mm256_set1_epi8(8));
+    }
+    __m256i aw = _mm256_abs_epi8(v);
+    __mmask32 neg = _mm256_movepi8_mask(v);
+    __m256 dw = _mm256_set1_ps(_cvtsh_ss(q5_d16(w, dt, b)));
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq[r] + 32 * b));
+        __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw,
+                                        _mm256_mask_sub_epi8(xv, neg, _mm256_setzero_si256(), xv));
+        __m256 s = _mm256_mul_ps(dw, _mm256_set1_ps(xd[r][b]));
+        __m256 lo = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), _mm512_castps512_ps256(acc[r]));
+        acc[r] = _mm512_insertf32x8(acc[r], lo, 0);
+    }
+}
+
+AI void q5_tile32(float *out, int ldo, const cpu_qrows *x, int i0, const void *w, dtype dt, int nb,
+                  const int R, const int PF) {
+    const size_t bsz = dt == DTYPE_Q8_0 ? sizeof(quant_block_q8_0) : sizeof(quant_block_q4_0);
+    __m512 acc[4];
+    const int8_t *xq[4];
+    const float *xd[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        acc[r] = _mm512_setzero_ps();
+        xq[r] = cpu_qrows_q(x, i0 + r);
+        xd[r] = cpu_qrows_d(x, i0 + r);
+    }
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        if (PF) _mm_prefetch((const char *)w + b * bsz + Q5_PF, _MM_HINT_T0);
+        q5_pair32(acc, xq, xd, w, dt, b, R);
+    }
+    if (b < nb) q5_last32(acc, xq, xd, w, dt, b, R);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        out[(size_t)r * ldo] = q5_hsum8(
+            _mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1)));
+}
+
+/* ---- Q4_K ---- */
+
+/* vpermw indices: 16-bit lane 2c of the scales for int16 lanes 0-15, 2c + 1 for 16-31 (the
+ * products of chunk c's low and high nibbles). */
+#define Q5_I16(a) a, a, a, a, a, a, a, a
+static const uint16_t q5_q4k_idx[4][32] __attribute__((aligned(64))) = {
+    {Q5_I16(0), Q5_I16(0), Q5_I16(1), Q5_I16(1)},
+    {Q5_I16(2), Q5_I16(2), Q5_I16(3), Q5_I16(3)},
+    {Q5_I16(4), Q5_I16(4), Q5_I16(5), Q5_I16(5)},
+    {Q5_I16(6), Q5_I16(6), Q5_I16(7), Q5_I16(7)},
+};
+/* Q6_K: scales 8h + 4p .. 8h + 4p + 3, eight int16 lanes each (half h, vector p). */
+static const uint16_t q5_q6k_idx[4][32] __attribute__((aligned(64))) = {
+    {Q5_I16(0), Q5_I16(1), Q5_I16(2), Q5_I16(3)},
+    {Q5_I16(4), Q5_I16(5), Q5_I16(6), Q5_I16(7)},
+    {Q5_I16(8), Q5_I16(9), Q5_I16(10), Q5_I16(11)},
+    {Q5_I16(12), Q5_I16(13), Q5_I16(14), Q5_I16(15)},
+};
+#undef Q5_I16
+
+/* The 8 scales (bytes 0-7) and mins (bytes 8-15) of a Q4_K block: quant_q4_k_scales on
+ * 32-bit lanes, as cpu_qmatmul_avx2.c does it (s = the 12 scale bytes and 4 more). */
+AI __m128i q5_q4k_scales(const uint8_t *s) {
+    __m128i v = _mm_loadu_si128((const __m128i *)s);
+    __m128i lo = _mm_and_si128(v, _mm_set1_epi32(0x3f3f3f3f));
+    __m128i nib = _mm_srlv_epi32(_mm_shuffle_epi32(v, 0xaa), _mm_setr_epi32(0, 4, 0, 0));
+    __m128i top =
+        _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(v, 6), _mm_set1_epi32(0x03030303)), 4);
+    __m128i hi = _mm_or_si128(_mm_and_si128(nib, _mm_set1_epi32(0x0f0f0f0f)), top);
+    return _mm_unpacklo_epi32(lo, hi);
+}
+
+/* The 8 canonical lanes of a 16-lane integer sum over 64-value groups: lanes t and t + 8
+ * hold the same element positions of two sub-blocks (exact integer adds). */
+AI __m256i q5_fold(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+AI void q5_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant_block_q4_k *w,
+                    int nb, const int R, const int PF) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m128i dup_m = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    __m256 acc[4];
+    const int8_t *xq[4];
+    const float *xd[4];
+    const int16_t *xs[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        acc[r] = _mm256_setzero_ps();
+        xq[r] = cpu_qrows_q(x, i0 + r);
+        xd[r] = cpu_qrows_d(x, i0 + r);
+        xs[r] = cpu_qrows_s(x, i0 + r);
+    }
+    for (int b = 0; b < nb; b++) {
+        const quant_block_q4_k *wb = w + b;
+        if (PF)
+            for (int o = 0; o < (int)sizeof *wb; o += 64)
+                _mm_prefetch((const char *)wb + Q5_PF + o, _MM_HINT_T0);
+        __m128i sm8 = q5_q4k_scales(wb->scales);
+        __m512i sm16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm8));
+        __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, dup_m));
+        __m512i sumi[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) sumi[r] = _mm512_setzero_si512();
+        for (int c = 0; c < 4; c++) {
+            __m256i qv = _mm256_loadu_si256((const __m256i *)(wb->qs + 32 * c));
+            __m512i q = _mm512_and_si512(
+                _mm512_inserti64x4(_mm512_castsi256_si512(qv), _mm256_srli_epi16(qv, 4), 1), m4);
+            __m512i sc = _mm512_permutexvar_epi16(_mm512_load_si512(q5_q4k_idx[c]), sm16);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(xq[r] + 256 * b + 64 * c));
+                sumi[r] = _mm512_dpwssd_epi32(sumi[r], p, sc);
+            }
+        }
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(wb->d)), dmin = _mm256_set1_ps(_cvtsh_ss(wb->dmin));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m256i mt =
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xs[r] + 16 * b)), mins);
+            __m256 dx = _mm256_broadcast_ss(xd[r] + b);
+            acc[r] =
+                _mm256_fmadd_ps(_mm256_mul_ps(dx, d), _mm256_cvtepi32_ps(q5_fold(sumi[r])), acc[r]);
+            acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dx, dmin), _mm256_cvtepi32_ps(mt), acc[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) out[(size_t)r * ldo] = q5_hsum8(acc[r]);
+}
+
+/* ---- Q6_K ---- */
+
+AI void q5_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant_block_q6_k *w,
+                    int nb, const int R, const int PF) {
+    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3), m30 = _mm512_set1_epi8(0x30);
+    __m256 acc[4];
+    const int8_t *xq[4];
+    const float *xd[4];
+    const int16_t *xs[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        acc[r] = _mm256_setzero_ps();
+        xq[r] = cpu_qrows_q(x, i0 + r);
+        xd[r] = cpu_qrows_d(x, i0 + r);
+        xs[r] = cpu_qrows_s(x, i0 + r);
+    }
+    for (int b = 0; b < nb; b++) {
+        const quant_block_q6_k *wb = w + b;
+        if (PF)
+            for (int o = 0; o < (int)sizeof *wb; o += 64)
+                _mm_prefetch((const char *)wb + Q5_PF + o, _MM_HINT_T0);
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+        __m512i sc512 = _mm512_castsi256_si512(sc16);
+        __m512i sumi[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) sumi[r] = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            __m512i ql = _mm512_loadu_si512(wb->ql + 64 * h);
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * h));
+            /* [qh | qh >> 2]: bits 0-1 then 2-3 for elements 0-63, bits 4-5 then 6-7 (after
+             * >> 4, as & 0x30) for elements 64-127 */
+            __m512i qha =
+                _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+            __m512i q01 = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                          _mm512_slli_epi16(_mm512_and_si512(qha, m3), 4));
+            __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                          _mm512_and_si512(qha, m30));
+            __m512i s01 = _mm512_permutexvar_epi16(_mm512_load_si512(q5_q6k_idx[2 * h]), sc512);
+            __m512i s23 = _mm512_permutexvar_epi16(_mm512_load_si512(q5_q6k_idx[2 * h + 1]), sc512);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const int8_t *xh = xq[r] + 256 * b + 128 * h;
+                __m512i p01 = _mm512_maddubs_epi16(q01, _mm512_loadu_si512(xh));
+                __m512i p23 = _mm512_maddubs_epi16(q23, _mm512_loadu_si512(xh + 64));
+                sumi[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(sumi[r], p01, s01), p23, s23);
+            }
+        }
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(wb->d));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            /* the −32 of every 6-bit value: −32 · Σ_j sc_j · (sum of x over sub-block j) */
+            __m256i corr =
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xs[r] + 16 * b)), sc16);
+            __m256i it = _mm256_sub_epi32(q5_fold(sumi[r]), _mm256_slli_epi32(corr, 5));
+            __m256 a = _mm256_mul_ps(_mm256_broadcast_ss(xd[r] + b), d);
+            acc[r] = _mm256_fmadd_ps(a, _mm256_cvtepi32_ps(it), acc[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) out[(size_t)r * ldo] = q5_hsum8(acc[r]);
+}
+
+/* ---- the W-row loop ---- */
+
+AI void q5_tile(float *out, int ldo, const cpu_qrows *x, int i0, const void *w, dtype dt, int k,
+                const int R, const int PF) {
+    switch (dt) {
+    case DTYPE_Q8_0:
+    case DTYPE_Q4_0: q5_tile32(out, ldo, x, i0, w, dt, k / 32, R, PF); break;
+    case DTYPE_Q4_K: q5_tile_q4k(out, ldo, x, i0, w, k / 256, R, PF); break;
+    case DTYPE_Q6_K: q5_tile_q6k(out, ldo, x, i0, w, k / 256, R, PF); break;
+    default: break;
+    }
+}
+
+AI void q5_rows(float *out, int ldo, const cpu_qrows *x, const void *w, dtype dt, int k, int m,
+                int n0, int n1, const int PF) {
+    size_t rb = dtype_row_bytes(dt, k);
+    for (int j = n0; j < n1; j++) {
+        const void *wj = (const char *)w + (size_t)j * rb;
+        float *oj = out + j;
+        int i = 0;
+        for (; i + 4 <= m; i += 4) q5_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 4, PF);
+        switch (m - i) {
+        case 3: q5_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 3, PF); break;
+        case 2: q5_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 2, PF); break;
+        case 1: q5_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 1, PF); break;
+        default: break;
+        }
+    }
+}
+
+#define Q5_CASE(DT)                                                                                \
+    case DT:                                                                                       \
+        if (m < 8) q5_rows(out, ldo, x, w, DT, k, m, n0, n1, 1);                                   \
+        else q5_rows(out, ldo, x, w, DT, k, m, n0, n1, 0);                                         \
+        break;
+
+void cpu_qmatmul_avx512(float *restrict out, int ldo, const cpu_qrows *x, const void *restrict w,
+                        dtype dt, int k, int m, int n0, int n1) {
+    switch (dt) {
+        Q5_CASE(DTYPE_Q8_0)
+        Q5_CASE(DTYPE_Q4_0)
+        Q5_CASE(DTYPE_Q4_K)
+        Q5_CASE(DTYPE_Q6_K)
+    default: break;
+    }
+}
+#undef Q5_CASE

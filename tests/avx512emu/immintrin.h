@@ -1,0 +1,117 @@
+/* immintrin.h (tests/avx512emu) - stands in for the compiler's header when
+ * test_qmatmul_avx512.sh builds an AVX-512 kernel file for a CPU without AVX-512: SIMDe
+ * (libsimde-dev) implements the intrinsics in portable C under their own names, and the
+ * few this SIMDe release lacks are written out below, each as the Intel guide defines it.
+ * Test-only: never on the include path of the real build. */
+#ifndef STRATA_AVX512EMU_IMMINTRIN_H
+#define STRATA_AVX512EMU_IMMINTRIN_H
+
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#include <simde/x86/f16c.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef simde__mmask64 __mmask64;
+typedef simde__mmask32 __mmask32;
+typedef simde__mmask16 __mmask16;
+
+static inline float emu_cvtsh_ss(unsigned short h) {
+    return simde_mm_cvtss_f32(simde_mm_cvtph_ps(simde_mm_cvtsi32_si128(h)));
+}
+#define _cvtsh_ss emu_cvtsh_ss
+
+static inline int emu_reduce_add_epi32(simde__m512i v) {
+    int32_t a[16], s = 0;
+    memcpy(a, &v, 64);
+    for (int i = 0; i < 16; i++) s += a[i];
+    return s;
+}
+#define _mm512_reduce_add_epi32 emu_reduce_add_epi32
+
+/* 128-bit lane l of the result: a's lane imm[2l+1:2l] for l < 2, b's for l >= 2 */
+static inline simde__m512i emu_shuffle_i64x2(simde__m512i a, simde__m512i b, int imm) {
+    uint64_t x[8], y[8], r[8];
+    memcpy(x, &a, 64);
+    memcpy(y, &b, 64);
+    for (int l = 0; l < 4; l++) {
+        int s = (imm >> (2 * l)) & 3;
+        const uint64_t *src = l < 2 ? x : y;
+        r[2 * l] = src[2 * s];
+        r[2 * l + 1] = src[2 * s + 1];
+    }
+    simde__m512i o;
+    memcpy(&o, r, 64);
+    return o;
+}
+#define _mm512_shuffle_i64x2 emu_shuffle_i64x2
+
+static inline simde__m512 emu_cvtph_ps512(simde__m256i h) {
+    uint16_t a[16];
+    float f[16];
+    memcpy(a, &h, 32);
+    for (int i = 0; i < 16; i++) f[i] = emu_cvtsh_ss(a[i]);
+    simde__m512 o;
+    memcpy(&o, f, 64);
+    return o;
+}
+#define _mm512_cvtph_ps emu_cvtph_ps512
+
+static inline simde__m512 emu_cvtepi32_ps512(simde__m512i v) {
+    int32_t a[16];
+    float f[16];
+    memcpy(a, &v, 64);
+    for (int i = 0; i < 16; i++) f[i] = (float)a[i];
+    simde__m512 o;
+    memcpy(&o, f, 64);
+    return o;
+}
+#define _mm512_cvtepi32_ps emu_cvtepi32_ps512
+
+/* a - b in the lanes k selects, src elsewhere */
+static inline simde__m256i emu_mask_sub_epi8(simde__m256i src, simde__mmask32 k, simde__m256i a,
+                                             simde__m256i b) {
+    int8_t s[32], x[32], y[32];
+    memcpy(s, &src, 32);
+    memcpy(x, &a, 32);
+    memcpy(y, &b, 32);
+    for (int i = 0; i < 32; i++)
+        if ((k >> i) & 1) s[i] = (int8_t)(x[i] - y[i]);
+    simde__m256i o;
+    memcpy(&o, s, 32);
+    return o;
+}
+#define _mm256_mask_sub_epi8 emu_mask_sub_epi8
+
+static inline simde__m256 emu_extractf32x8_ps(simde__m512 v, int i) {
+    simde__m256 o;
+    memcpy(&o, (const char *)&v + 32 * (i & 1), 32);
+    return o;
+}
+#define _mm512_extractf32x8_ps emu_extractf32x8_ps
+
+/* SIMDe's portable FMA rounds twice (a·b, then + c); the hardware, and the scalar kernels'
+ * fmaf, round once. */
+#define EMU_FMA(name, type, n, sign)                                                               \
+    static inline type name(type a, type b, type c) {                                              \
+        float x[n], y[n], z[n];                                                                    \
+        memcpy(x, &a, sizeof x);                                                                   \
+        memcpy(y, &b, sizeof y);                                                                   \
+        memcpy(z, &c, sizeof z);                                                                   \
+        for (int i = 0; i < n; i++) z[i] = fmaf(sign x[i], y[i], z[i]);                            \
+        type o;                                                                                    \
+        memcpy(&o, z, sizeof o);                                                                   \
+        return o;                                                                                  \
+    }
+EMU_FMA(emu_fmadd_ps256, simde__m256, 8, +)
+EMU_FMA(emu_fnmadd_ps256, simde__m256, 8, -)
+EMU_FMA(emu_fmadd_ps512, simde__m512, 16, +)
+#undef _mm256_fmadd_ps
+#undef _mm256_fnmadd_ps
+#undef _mm512_fmadd_ps
+#define _mm256_fmadd_ps emu_fmadd_ps256
+#define _mm256_fnmadd_ps emu_fnmadd_ps256
+#define _mm512_fmadd_ps emu_fmadd_ps512
+
+#endif
