@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 typedef struct config_desc {
     const char *field;
@@ -432,6 +433,10 @@ int config_check(const config *c, strata_err *err) {
                               "--tool-call-parser is '%s'; allowed auto, xml (qwen3_coder), "
                               "gemma4, none",
                               c->tool_call_parser);
+    if (c->quantization && strcasecmp(c->quantization, "none") &&
+        strcasecmp(c->quantization, "q8_0") && strcasecmp(c->quantization, "q4_k"))
+        return strata_err_set(err, STRATA_EINVALID,
+                              "--quantization is '%s'; allowed none, q8_0, q4_k", c->quantization);
     if (c->kv_cache_dtype && strcmp(c->kv_cache_dtype, "auto") &&
         strcmp(c->kv_cache_dtype, "bf16") && strcmp(c->kv_cache_dtype, "f32"))
         return strata_err_set(err, STRATA_EINVALID,

@@ -40,6 +40,8 @@
     X(threads, "threads", INT, 0, "CPU backend threads (0 = one per core)")                        \
     X(ple_on_device, "ple-on-device", BOOL, 0,                                                     \
       "Gemma 4: keep the per-layer embeddings on the GPU")                                         \
+    X(quantization, "quantization", STR, "none",                                                   \
+      "quantize the weight matrices at load: none, q8_0 or q4_k (CPU backend)")                    \
     X(kv_cache_dtype, "kv-cache-dtype", STR, "auto",                                               \
       "auto (bf16 for a 16-bit model on the GPU, else f32), bf16 or f32")                          \
     X(tool_call_parser, "tool-call-parser", STR, "auto",                                           \

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "models/load/safetensors.h"
@@ -102,11 +103,15 @@ int model_open(model **out, const model_opts *opts, backend *b, strata_err *err)
     }
     if (!opts->load_dummy && st_open(&m->st, opts->path, err)) goto fail;
     if (wsrc_create(&m->src, m->st, opts->path, opts->weight_dtype, opts->seed, b, err)) goto fail;
+    if (dtype_block_elems(opts->quant) > 1 &&
+        wsrc_quantize(m->src, opts->quant, opts->quant_as_f32, err))
+        goto fail;
     model_arch_ctx ctx = {b, wsrc_iface(m->src), opts, m->config, m->gen_config, &m->pool};
     if (m->arch->open(&m->impl, &ctx, &m->info, err)) {
         m->impl = NULL;
         goto fail;
     }
+    wsrc_report(m->src);
     m->info.kv_block = m->pool.block;
     m->info.kv_blocks = m->pool.n_blocks;
     m->info.kv_block_bytes = m->pool.block_bytes;
@@ -256,6 +261,14 @@ int model_kv_cache_parse(const char *s) {
     if (!strcmp(s, "bf16") || !strcmp(s, "bfloat16")) return MODEL_KV_BF16;
     if (!strcmp(s, "f32") || !strcmp(s, "float32")) return MODEL_KV_F32;
     return -1;
+}
+
+int model_quant_parse(const char *s, dtype *out) {
+    if (!s || !strcasecmp(s, "none")) *out = DTYPE_F32;
+    else if (!strcasecmp(s, "q8_0")) *out = DTYPE_Q8_0;
+    else if (!strcasecmp(s, "q4_k")) *out = DTYPE_Q4_K;
+    else return -1;
+    return 0;
 }
 
 int model_forward(model *m, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows, int n_out,

@@ -34,11 +34,21 @@ typedef struct model_opts {
     /* backend memory the caller allocates after the model (the prefix cache's snapshots),
      * left out of an auto-sized kv pool */
     int64_t reserve_bytes;
+    /* --quantization: DTYPE_Q8_0 or DTYPE_Q4_K quantizes the matmul and embedding matrices
+     * at load (wsrc_quant_target); any plain dtype, the zero value included, quantizes
+     * nothing */
+    dtype quant;
+    /* tests: with quant, store those matrices quantized then dequantized as F32, so the f32
+     * path runs the quantized weight values (the reference of the quantized kernels) */
+    int quant_as_f32;
 } model_opts;
 
 enum { MODEL_KV_AUTO = 0, MODEL_KV_F32, MODEL_KV_BF16 };
 /* "auto", "bf16" (or "bfloat16"), "f32" (or "float32") as MODEL_KV_*; -1 for anything else. */
 int model_kv_cache_parse(const char *s);
+/* "none" (or NULL) as F32 (no quantization), "q8_0" as DTYPE_Q8_0, "q4_k" as DTYPE_Q4_K
+ * (either case); -1 for anything else. */
+int model_quant_parse(const char *s, dtype *out);
 
 typedef struct model_info {
     const char *arch; /* "qwen3_5", ... */

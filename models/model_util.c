@@ -1,144 +1,22 @@
-/* model_util.c - typed reads of config.json fields with messages naming the field. */
-#include <math.h>
+/* model_util.c - what the architecture files share: the open / close recipe every model
+ * follows (arch_open runs a model's own parse, bind and alloc steps), the pieces of those
+ * steps that are the same in every model (binding the embedding and head, activation
+ * buffers, kv caches and recurrent state), and the forward's common steps (the batch
+ * check, the embedding, the gated MLP, the head). Config reading is model_config.c. */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <string.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "models/arch.h"
 
-/* 1 with *v set when the field has a value; 0 when it is absent or null and has a default;
- * an error when it has none. */
-static int cfg_present(json_t *obj, const char *where, const char *key, int has_def, json_t **v,
-                       strata_err *err) {
-    *v = obj ? json_object_get(obj, key) : NULL;
-    if (*v && !json_is_null(*v)) return 1;
-    if (has_def) return 0;
-    return strata_err_set(err, STRATA_EFORMAT, "%s: missing field \"%s\"", where, key);
-}
+/* ---- open, close and the slot state ---- */
 
-int cfg_int(json_t *obj, const char *where, const char *key, int has_def, long long def,
-            long long lo, long long hi, long long *out, strata_err *err) {
-    json_t *v;
-    int r = cfg_present(obj, where, key, has_def, &v, err);
-    if (r <= 0) {
-        if (!r) *out = def;
-        return r;
-    }
-    long long x;
-    if (json_is_integer(v)) {
-        x = json_integer_value(v);
-    } else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
-               fabs(json_real_value(v)) < 9e15) {
-        x = (long long)json_real_value(v);
-    } else {
-        return strata_err_set(err, STRATA_EFORMAT, "%s: field \"%s\" must be an integer", where,
-                              key);
-    }
-    if (x < lo || x > hi)
-        return strata_err_set(err, STRATA_ERANGE, "%s: field \"%s\" = %lld is outside [%lld, %lld]",
-                              where, key, x, lo, hi);
-    *out = x;
-    return 0;
-}
-
-int cfg_real(json_t *obj, const char *where, const char *key, int has_def, double def, double *out,
-             strata_err *err) {
-    json_t *v;
-    int r = cfg_present(obj, where, key, has_def, &v, err);
-    if (r <= 0) {
-        if (!r) *out = def;
-        return r;
-    }
-    if (!json_is_number(v))
-        return strata_err_set(err, STRATA_EFORMAT, "%s: field \"%s\" must be a number", where, key);
-    *out = json_number_value(v);
-    if (!isfinite(*out))
-        return strata_err_set(err, STRATA_ERANGE, "%s: field \"%s\" is not finite", where, key);
-    return 0;
-}
-
-int cfg_bool(json_t *obj, const char *where, const char *key, int has_def, int def, int *out,
-             strata_err *err) {
-    json_t *v;
-    int r = cfg_present(obj, where, key, has_def, &v, err);
-    if (r <= 0) {
-        if (!r) *out = def;
-        return r;
-    }
-    if (!json_is_boolean(v))
-        return strata_err_set(err, STRATA_EFORMAT, "%s: field \"%s\" must be true or false", where,
-                              key);
-    *out = json_is_true(v);
-    return 0;
-}
-
-int cfg_str(json_t *obj, const char *where, const char *key, const char *def, const char **out,
-            strata_err *err) {
-    json_t *v = obj ? json_object_get(obj, key) : NULL;
-    if (!v || json_is_null(v)) {
-        *out = def;
-        return 0;
-    }
-    if (!json_is_string(v))
-        return strata_err_set(err, STRATA_EFORMAT, "%s: field \"%s\" must be a string", where, key);
-    *out = json_string_value(v);
-    return 0;
-}
-
-static void eos_add(model_info *info, long long id) {
-    for (int i = 0; i < info->n_eos; i++)
-        if (info->eos[i] == id) return;
-    if (info->n_eos < (int)(sizeof info->eos / sizeof info->eos[0]))
-        info->eos[info->n_eos++] = (int32_t)id;
-}
-
-static int eos_one(json_t *v, const char *where, size_t i, int is_list, int vocab, model_info *info,
-                   strata_err *err) {
-    char name[40];
-    snprintf(name, sizeof name, is_list ? "eos_token_id[%zu]" : "eos_token_id", i);
-    if (!json_is_integer(v))
-        return strata_err_set(err, STRATA_EFORMAT, "%s: %s must be an integer", where, name);
-    long long id = json_integer_value(v);
-    if (id < 0 || id >= vocab)
-        return strata_err_set(err, STRATA_ERANGE, "%s: %s = %lld is outside the vocabulary [0, %d)",
-                              where, name, id, vocab);
-    eos_add(info, id);
-    return 0;
-}
-
-int cfg_eos(json_t *val, const char *where, int vocab, model_info *info, strata_err *err) {
-    if (!val || json_is_null(val)) return 0;
-    if (!json_is_array(val)) return eos_one(val, where, 0, 0, vocab, info, err);
-    size_t i;
-    json_t *e;
-    json_array_foreach(val, i, e)
-        if (eos_one(e, where, i, 1, vocab, info, err)) return err->code;
-    return 0;
-}
-
-int cfg_text_config(json_t *root, json_t **tc, const char **where, strata_err *err) {
-    *tc = json_object_get(root, "text_config");
-    *where = "config.json";
-    if (!*tc) {
-        *tc = root;
-        return 0;
-    }
-    *where = "config.json text_config";
-    if (json_is_object(*tc)) return 0;
-    return strata_err_set(err, STRATA_EFORMAT, "config.json: text_config must be an object");
-}
-
-void arch_sizes(const model_arch_ctx *ctx, int max_pos, int *slots, int *ctx_size,
-                int *step_tokens) {
-    const model_opts *o = ctx->opts;
-    *slots = o->max_seqs > 0 ? o->max_seqs : 1;
-    *ctx_size = o->ctx_size > 0 ? o->ctx_size : max_pos;
-    *step_tokens = o->step_tokens > 0 ? o->step_tokens : 512;
-}
-
-int arch_info(const model_arch_ctx *ctx, const char *arch, int vocab, int slots, int ctx_size,
-              int step_tokens, int top_too, model_info *info, strata_err *err) {
+/* arch, vocab, the sizes and the eos ids into info (see arch_open). */
+static int arch_info(const model_arch_ctx *ctx, const arch_model *am, int top_too, model_info *info,
+                     strata_err *err) {
+    const int vocab = am->head.vocab;
     json_t *tc = json_object_get(ctx->config, "text_config");
     if ((ctx->gen_config && cfg_eos(json_object_get(ctx->gen_config, "eos_token_id"),
                                     "generation_config.json", vocab, info, err)) ||
@@ -147,13 +25,125 @@ int arch_info(const model_arch_ctx *ctx, const char *arch, int vocab, int slots,
         ((!tc || top_too) &&
          cfg_eos(json_object_get(ctx->config, "eos_token_id"), "config.json", vocab, info, err)))
         return err->code;
-    info->arch = arch;
+    info->arch = am->steps->arch;
     info->vocab = vocab;
-    info->ctx_size = ctx_size;
-    info->max_seqs = slots;
-    info->step_tokens = step_tokens;
+    info->ctx_size = am->ctx;
+    info->max_seqs = am->slots;
+    info->step_tokens = am->step_tokens;
     return 0;
 }
+
+/* What decode touches a token: the k and v rows of every kv cache, every recurrent state
+ * read and written. */
+static void cache_info(const arch_model *am, model_info *info) {
+    for (int i = 0; i < am->n_layer; i++) {
+        const arch_cache *c = &am->cache[i];
+        if (c->kv.k) info->kv_bytes_per_token += 2LL * c->kv.width * (int64_t)dtype_size(c->kv.dt);
+        if (c->conv)
+            info->state_bytes += 2 * (int64_t)(c->conv_n + c->s_n) * (int64_t)sizeof(float);
+    }
+}
+
+int arch_open(void **impl, const arch_steps *s, const model_arch_ctx *ctx, model_info *info,
+              strata_err *err) {
+    arch_model *am = calloc(1, s->size);
+    if (!am) return strata_err_set(err, STRATA_ENOMEM, "%s: out of memory", s->arch);
+    am->steps = s;
+    am->b = ctx->b;
+    const model_opts *o = ctx->opts;
+    json_t *tc = ctx->config;
+    const char *where = "config.json";
+    if ((s->flags & ARCH_TEXT_CONFIG && cfg_text_config(ctx->config, &tc, &where, err)) ||
+        s->parse(am, ctx, tc, where, err))
+        goto fail;
+    assert(am->cache); /* the parse step ends with arch_layers_new */
+    am->slots = o->max_seqs > 0 ? o->max_seqs : 1;
+    am->ctx = o->ctx_size > 0 ? o->ctx_size : am->max_pos;
+    am->step_tokens = o->step_tokens > 0 ? o->step_tokens : 512;
+    if (s->bind(am, ctx, err) || s->alloc(am, ctx, info, err) ||
+        arch_info(ctx, am, s->flags & ARCH_EOS_TOP, info, err))
+        goto fail;
+    info->weight_bytes = am->weight_bytes;
+    cache_info(am, info);
+    *impl = am;
+    return 0;
+fail:
+    arch_close(am);
+    return err->code ? err->code : STRATA_EINVALID;
+}
+
+static void kv_free(backend *b, bk_kv *kv) {
+    if (kv->k) b->ops->free(b, kv->k);
+    if (kv->v) b->ops->free(b, kv->v);
+    kv->k = kv->v = NULL;
+}
+
+void arch_close(void *impl) {
+    arch_model *am = impl;
+    if (!am) return;
+    backend *b = am->b;
+    if (am->steps->release) am->steps->release(am);
+    for (int i = 0; i < am->n_bufs; i++) b->ops->free(b, am->bufs[i]);
+    if (am->head.xo) b->ops->free(b, am->head.xo);
+    if (am->head.lg) b->ops->free(b, am->head.lg);
+    for (int i = 0; am->cache && i < am->n_layer; i++) {
+        arch_cache *c = &am->cache[i];
+        kv_free(b, &c->kv);
+        if (c->conv) b->ops->free(b, c->conv);
+        if (c->S) b->ops->free(b, c->S);
+    }
+    for (int i = 0; i < am->n_host; i++) free(am->host[i]);
+    free(am);
+}
+
+void arch_reset_slot(void *impl, int slot) {
+    const arch_model *am = impl;
+    backend *b = am->b;
+    for (int i = 0; i < am->n_layer; i++) {
+        const arch_cache *c = &am->cache[i];
+        if (!c->conv) continue;
+        b->ops->zero(b, c->conv + (size_t)slot * c->conv_n, c->conv_n * sizeof(float));
+        b->ops->zero(b, c->S + (size_t)slot * c->s_n, c->s_n * sizeof(float));
+    }
+}
+
+int arch_state_parts(void *impl, arch_state_part *out, int max) {
+    const arch_model *am = impl;
+    int k = 0;
+    for (int i = 0; i < am->n_layer && k + 2 <= max; i++) {
+        const arch_cache *c = &am->cache[i];
+        if (c->kv.k && !c->kv.block) { /* a ring: its rows are the slot's alone */
+            size_t bytes = (size_t)c->kv.cap * (size_t)c->kv.width * dtype_size(c->kv.dt);
+            out[k++] = (arch_state_part){c->kv.k, bytes};
+            out[k++] = (arch_state_part){c->kv.v, bytes};
+        } else if (c->conv) {
+            out[k++] = (arch_state_part){c->conv, c->conv_n * sizeof(float)};
+            out[k++] = (arch_state_part){c->S, c->s_n * sizeof(float)};
+        }
+    }
+    return k;
+}
+
+void *arch_host_new(arch_model *am, size_t n, size_t size, strata_err *err) {
+    /* a fixed list: more arrays than it holds is a bug of the model file */
+    assert(am->n_host < ARCH_HOST_MAX);
+    void *p = am->n_host < ARCH_HOST_MAX ? calloc(n ? n : 1, size) : NULL;
+    if (!p) {
+        strata_err_set(err, STRATA_ENOMEM, "%s: out of memory", am->steps->arch);
+        return NULL;
+    }
+    am->host[am->n_host++] = p;
+    return p;
+}
+
+void *arch_layers_new(arch_model *am, int n_layer, int max_pos, size_t size, strata_err *err) {
+    am->n_layer = n_layer;
+    am->max_pos = max_pos;
+    if (!(am->cache = arch_host_new(am, (size_t)n_layer, sizeof *am->cache, err))) return NULL;
+    return arch_host_new(am, (size_t)n_layer, size, err);
+}
+
+/* ---- bind step ---- */
 
 int arch_bind(const model_arch_ctx *ctx, bk_weight *w, int optional, int ndim, const int64_t *shape,
               strata_err *err, const char *fmt, ...) {
@@ -165,60 +155,116 @@ int arch_bind(const model_arch_ctx *ctx, bk_weight *w, int optional, int ndim, c
     return ctx->src->bind(ctx->src, name, ndim, shape, optional, w, err);
 }
 
+int arch_bind_embed(const model_arch_ctx *ctx, arch_model *am, int vocab, int h,
+                    const char *const (*names)[2], int n, const char **prefix, strata_err *err) {
+    int64_t shape[2] = {vocab, h};
+    for (int i = 0; i < n; i++) {
+        int rc = arch_bind(ctx, &am->embed, i + 1 < n ? ARCH_BIND_OPTIONAL : 0, 2, shape, err,
+                           "%s%s", names[i][0], names[i][1]);
+        if (rc < 0) return rc;
+        if (rc == 0) {
+            *prefix = names[i][0];
+            return 0;
+        }
+    }
+    return strata_err_set(err, STRATA_EINVALID, "%s: no name for the embedding", am->steps->arch);
+}
+
+int arch_head_bind(const model_arch_ctx *ctx, arch_model *am, int tied, const char *prefix,
+                   const char *norm, int vocab, int h, strata_err *err) {
+    arch_head *hd = &am->head;
+    int64_t hv[1] = {h}, es[2] = {vocab, h};
+    if (arch_bind(ctx, &hd->norm, 0, 1, hv, err, "%s%s", prefix, norm)) return err->code;
+    if (tied) hd->w = am->embed;
+    else if (arch_bind(ctx, &hd->w, 0, 2, es, err, "lm_head.weight")) return err->code;
+    hd->h = h;
+    hd->vocab = vocab;
+    /* the tied embedding counts as the head: decode reads all of it there */
+    am->weight_bytes += arch_weight_bytes(&hd->norm) + arch_weight_bytes(&hd->w);
+    return 0;
+}
+
 int64_t arch_weight_bytes(const bk_weight *w) {
     if (!w->data) return 0;
-    int64_t n = 1;
-    for (int i = 0; i < w->ndim; i++) n *= w->shape[i];
-    return n * (int64_t)dtype_size(w->dt);
+    /* rows of the last dimension: a block type has no size per element */
+    int64_t rows = 1, width = w->ndim > 0 ? w->shape[w->ndim - 1] : 1;
+    for (int i = 0; i + 1 < w->ndim; i++) rows *= w->shape[i];
+    return rows * (int64_t)dtype_row_bytes(w->dt, width);
 }
 
-int64_t arch_weights_bytes(const bk_weight *const *ws, size_t n) {
-    int64_t sum = 0;
-    for (size_t i = 0; i < n; i++) sum += arch_weight_bytes(ws[i]);
-    return sum;
-}
+/* ---- alloc step ---- */
 
-void *arch_layers_new(const char *arch, int n, size_t size, strata_err *err) {
-    void *p = calloc((size_t)(n > 0 ? n : 1), size);
-    if (!p) strata_err_set(err, STRATA_ENOMEM, "%s: out of memory for %d layers", arch, n);
-    return p;
-}
-
-int arch_alloc(backend *b, float **out, size_t n, const char *arch, const char *what,
-               strata_err *err) {
+/* Backend memory for n floats; the error names arch and what. */
+static int alloc_floats(backend *b, float **out, size_t n, const char *arch, const char *what,
+                        strata_err *err) {
     if ((*out = b->ops->alloc(b, n * sizeof(float)))) return 0;
     return strata_err_set(err, STRATA_ENOMEM, "%s: cannot allocate %s (%zu MiB)", arch, what,
                           n * sizeof(float) >> 20);
 }
 
-dtype arch_kv_dtype(const model_arch_ctx *ctx, dtype weights) {
-    if (ctx->opts->kv_cache == MODEL_KV_F32) return DTYPE_F32;
-    if (ctx->opts->kv_cache == MODEL_KV_BF16) return DTYPE_BF16;
-    backend_mem m;
-    int sixteen = weights == DTYPE_BF16 || weights == DTYPE_F16;
-    return sixteen && backend_memory(ctx->b, &m) == 0 ? DTYPE_BF16 : DTYPE_F32;
+int arch_alloc(arch_model *am, float **out, size_t n, const char *what, strata_err *err) {
+    /* a fixed list: more buffers than it holds is a bug of the model file */
+    assert(am->n_bufs < ARCH_BUFS_MAX);
+    if (am->n_bufs == ARCH_BUFS_MAX)
+        return strata_err_set(err, STRATA_EINVALID, "%s: more than %d activation buffers",
+                              am->steps->arch, ARCH_BUFS_MAX);
+    if (alloc_floats(am->b, out, n, am->steps->arch, what, err)) return err->code;
+    am->bufs[am->n_bufs++] = *out;
+    return 0;
 }
 
-int arch_kv_alloc(backend *b, bk_kv *kv, dtype dt, int slots, int cap, int width, const char *arch,
-                  strata_err *err) {
+dtype arch_kv_dtype(const model_arch_ctx *ctx, dtype weights) {
+    dtype dt = DTYPE_F32;
+    backend_mem m;
+    int sixteen = weights == DTYPE_BF16 || weights == DTYPE_F16;
+    if (ctx->opts->kv_cache == MODEL_KV_F32) dt = DTYPE_F32;
+    else if (ctx->opts->kv_cache == MODEL_KV_BF16) dt = DTYPE_BF16;
+    else if (sixteen && backend_memory(ctx->b, &m) == 0) dt = DTYPE_BF16;
+    backend_compute_dtype(ctx->b, dt);
+    return dt;
+}
+
+int arch_head_init(arch_model *am, int norm_mode, float eps, float softcap, strata_err *err) {
+    arch_head *hd = &am->head;
+    hd->norm_mode = norm_mode;
+    hd->eps = eps;
+    hd->softcap = softcap;
+    hd->chunk = am->slots > 16 ? am->slots : 16;
+    if (hd->chunk > am->step_tokens) hd->chunk = am->step_tokens;
+    if (alloc_floats(am->b, &hd->xo, (size_t)hd->chunk * hd->h, am->steps->arch, "head.xo", err) ||
+        alloc_floats(am->b, &hd->lg, (size_t)hd->chunk * hd->vocab, am->steps->arch, "head.lg",
+                     err))
+        return err->code;
+    return 0;
+}
+
+int arch_cache_recurrent(arch_model *am, int i, size_t conv_n, size_t s_n, strata_err *err) {
+    arch_cache *c = &am->cache[i];
+    const char *arch = am->steps->arch;
+    c->conv_n = conv_n;
+    c->s_n = s_n;
+    if (alloc_floats(am->b, &c->conv, (size_t)am->slots * conv_n, arch, "conv_state", err) ||
+        alloc_floats(am->b, &c->S, (size_t)am->slots * s_n, arch, "S", err))
+        return err->code;
+    return 0;
+}
+
+/* Both halves of a kv cache of slots x cap rows of width values in dt. */
+static int kv_alloc(backend *b, bk_kv *kv, dtype dt, int slots, int cap, int width,
+                    const char *arch, strata_err *err) {
     size_t bytes = (size_t)slots * (size_t)cap * (size_t)width * dtype_size(dt);
     *kv = (bk_kv){.dt = dt, .cap = cap, .width = width};
     kv->k = b->ops->alloc(b, bytes);
     kv->v = kv->k ? b->ops->alloc(b, bytes) : NULL;
     if (kv->v) return 0;
-    arch_kv_free(b, kv);
+    kv_free(b, kv);
     return strata_err_set(err, STRATA_ENOMEM, "%s: cannot allocate a kv cache (2 x %zu MiB)", arch,
                           bytes >> 20);
 }
 
-void arch_kv_free(backend *b, bk_kv *kv) {
-    if (kv->k) b->ops->free(b, kv->k);
-    if (kv->v) b->ops->free(b, kv->v);
-    kv->k = kv->v = NULL;
-}
-
-int arch_kv_pool(const model_arch_ctx *ctx, int64_t pos_bytes, int slots, int *ctx_size,
-                 const char *arch, strata_err *err) {
+/* Sizes ctx->pool for pos_bytes a position (arch_cache_paged). */
+static int kv_pool_size(const model_arch_ctx *ctx, int64_t pos_bytes, int slots, int *ctx_size,
+                        const char *arch, strata_err *err) {
     const model_opts *o = ctx->opts;
     int block = o->kv_block > 0 ? o->kv_block : 16;
     if (block & (block - 1))
@@ -254,43 +300,62 @@ int arch_kv_pool(const model_arch_ctx *ctx, int64_t pos_bytes, int slots, int *c
     return 0;
 }
 
-int arch_kv_alloc_paged(const model_arch_ctx *ctx, bk_kv *kv, dtype dt, int width, const char *arch,
-                        strata_err *err) {
+int arch_cache_ring(arch_model *am, int i, int cap, int width, strata_err *err) {
+    return kv_alloc(am->b, &am->cache[i].kv, am->kv_dt, am->slots, cap, width, am->steps->arch,
+                    err);
+}
+
+/* A kv cache waiting for its memory on the pool (arch_cache_paged). */
+static int kv_declared(const bk_kv *kv) { return kv->width > 0 && !kv->k; }
+
+int arch_cache_paged(const model_arch_ctx *ctx, arch_model *am, strata_err *err) {
+    int64_t pos_bytes = 0;
+    for (int i = 0; i < am->n_layer; i++) {
+        const bk_kv *kv = &am->cache[i].kv;
+        if (kv_declared(kv)) pos_bytes += 2 * (int64_t)kv->width * (int64_t)dtype_size(kv->dt);
+    }
+    if (!pos_bytes) return 0;
+    if (kv_pool_size(ctx, pos_bytes, am->slots, &am->ctx, am->steps->arch, err)) return err->code;
     const kv_pool *p = ctx->pool;
-    if (arch_kv_alloc(ctx->b, kv, dt, p->n_blocks, p->block, width, arch, err)) return err->code;
-    kv->block = p->block;
-    kv->cap = 0;
+    for (int i = 0; i < am->n_layer; i++) {
+        bk_kv *kv = &am->cache[i].kv;
+        if (!kv_declared(kv)) continue;
+        if (kv_alloc(ctx->b, kv, kv->dt, p->n_blocks, p->block, kv->width, am->steps->arch, err))
+            return err->code;
+        kv->block = p->block;
+        kv->cap = 0;
+    }
     return 0;
 }
 
-int arch_check_batch(const char *arch, const bk_batch *bt, int step_tokens, int ctx,
-                     strata_err *err) {
-    if (bt->n_tokens > step_tokens)
+/* ---- forward ---- */
+
+int arch_batch_prepare(arch_model *am, bk_batch *bt, strata_err *err) {
+    const char *arch = am->steps->arch;
+    if (bt->n_tokens > am->step_tokens)
         return strata_err_set(err, STRATA_ERANGE, "%s: %d tokens in one step exceed max %d", arch,
-                              bt->n_tokens, step_tokens);
+                              bt->n_tokens, am->step_tokens);
     for (int s = 0; s < bt->n_seqs; s++)
-        if (bt->pos0[s] + bt->len[s] > ctx)
+        if (bt->pos0[s] + bt->len[s] > am->ctx)
             return strata_err_set(err, STRATA_ERANGE,
                                   "%s: sequence in slot %d reaches position %d, past the context "
                                   "size %d",
-                                  arch, bt->slot[s], bt->pos0[s] + bt->len[s], ctx);
-    return 0;
+                                  arch, bt->slot[s], bt->pos0[s] + bt->len[s], am->ctx);
+    return am->b->ops->batch_prepare(am->b, bt, err);
 }
 
-int arch_head_init(backend *b, arch_head *hd, const char *arch, int slots, int step_tokens,
-                   strata_err *err) {
-    hd->chunk = slots > 16 ? slots : 16;
-    if (hd->chunk > step_tokens) hd->chunk = step_tokens;
-    if (arch_alloc(b, &hd->xo, (size_t)hd->chunk * hd->h, arch, "head.xo", err) ||
-        arch_alloc(b, &hd->lg, (size_t)hd->chunk * hd->vocab, arch, "head.lg", err))
-        return err->code;
-    return 0;
+void arch_embed(backend *b, float *out, const bk_weight *table, const int32_t *tokens,
+                const int32_t *fed, const bk_batch *bt) {
+    if (fed) b->ops->embed_fed(b, out, table, tokens, fed, bt, bt->n_tokens);
+    else b->ops->embed(b, out, table, tokens, bt->n_tokens);
 }
 
-void arch_head_free(backend *b, arch_head *hd) {
-    if (hd->xo) b->ops->free(b, hd->xo);
-    if (hd->lg) b->ops->free(b, hd->lg);
-    hd->xo = hd->lg = NULL;
+void arch_glu_forward(backend *b, float *out, float *g, float *u, const float *x, const arch_glu *w,
+                      int T, int act) {
+    float *gu[] = {g, u};
+    const bk_weight *ws[] = {&w->gate, &w->up};
+    b->ops->matmul_n(b, gu, x, ws, 2, T);
+    b->ops->matmul_glu(b, out, g, u, &w->down, T, act);
 }
 
 /* One chunk of rows through the head into hd->lg. */
@@ -298,13 +363,15 @@ static void arch_head_rows(backend *b, const arch_head *hd, const float *x, cons
                            int n) {
     const backend_ops *o = b->ops;
     o->gather_rows(b, hd->xo, x, rows, n, hd->h);
-    o->rmsnorm(b, hd->xo, hd->xo, hd->norm, n, hd->h, hd->h, hd->eps, hd->norm_mode);
-    o->matmul(b, hd->lg, hd->xo, hd->head, n);
+    o->rmsnorm(b, hd->xo, hd->xo, &hd->norm, n, hd->h, hd->h, hd->eps, hd->norm_mode);
+    o->matmul(b, hd->lg, hd->xo, &hd->w, n);
     if (hd->softcap > 0) o->softcap(b, hd->lg, hd->softcap, (size_t)n * hd->vocab);
 }
 
-void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t *out_rows,
-                 int n_out, model_out *out) {
+void arch_logits(arch_model *am, const float *x, const int32_t *out_rows, int n_out,
+                 model_out *out) {
+    backend *b = am->b;
+    const arch_head *hd = &am->head;
     const int ns = out->n_sample;
     for (int r = ns; r < n_out; r += hd->chunk) {
         int n = n_out - r < hd->chunk ? n_out - r : hd->chunk;
@@ -319,10 +386,4 @@ void arch_logits(backend *b, const arch_head *hd, const float *x, const int32_t 
         b->ops->sample(b, out->res + r, hd->lg, out->req + r, n, hd->vocab);
     }
     out->sampled_rows = ns && ns <= hd->chunk ? hd->lg : NULL;
-}
-
-void arch_embed(backend *b, float *out, const bk_weight *table, const int32_t *tokens,
-                const int32_t *fed, const bk_batch *bt) {
-    if (fed) b->ops->embed_fed(b, out, table, tokens, fed, bt, bt->n_tokens);
-    else b->ops->embed(b, out, table, tokens, bt->n_tokens);
 }

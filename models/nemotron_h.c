@@ -60,27 +60,22 @@ typedef struct nh_layer {
     bk_weight A_log, D, dt_bias; /* [mH] */
     bk_weight gnorm;             /* [I] plain, G groups of I/G */
     bk_weight out_proj;          /* [h, I] */
-    float *conv_state;           /* [slots, K-1, CD] raw xBC rows, oldest first */
-    float *S;                    /* [slots, mH, mP, N] f32 */
     /* attention (§8) */
     bk_weight wq;     /* [H·D, h] */
     bk_weight wk, wv; /* [KV·D, h] */
     bk_weight wo;     /* [h, H·D] */
-    bk_kv kv;         /* [slots, cap, KV·D] */
     /* MLP (§8) */
     bk_weight up;   /* [inter, h] */
     bk_weight down; /* [h, inter] */
 } nh_layer;
 
 typedef struct nh {
+    /* the embedding [vocab, h]; the head: norm_f [h] plain, lm_head [vocab, h] (the
+     * embedding when tied); per layer the cache: attention kv [pool, KV·D] paged, Mamba2
+     * conv [slots, K-1, CD] raw xBC rows, oldest first, and S [slots, mH, mP, N] */
+    arch_model base;
     nh_config c;
-    backend *b;
-    int slots, cap, step_tokens;
-    dtype kv_dt;       /* of the attention layers' caches (arch_kv_dtype) */
-    int floor_mode;    /* NH_FLOOR_* */
-    bk_weight embed;   /* [vocab, h] */
-    bk_weight norm_f;  /* [h] plain */
-    bk_weight lm_head; /* [vocab, h]; the embedding when tied */
+    int floor_mode; /* NH_FLOOR_* */
     nh_layer *layers;
     /* activations, [step_tokens, ·] f32 */
     float *x, *xn, *mix; /* [T, h] */
@@ -88,8 +83,9 @@ typedef struct nh {
     float *pre, *post;   /* [T, max(CD, KV·D)]: xBC before / after the conv; k, v */
     float *y;            /* [T, max(I, H·D)]: scan output, attention context */
     float *dtr;          /* [T, mH] dt_raw */
-    arch_head head;      /* final norm, head matmul, softcap; its chunk buffers */
 } nh;
+/* arch_open and the shared model_arch entries take the struct as its arch_model */
+_Static_assert(offsetof(nh, base) == 0, "base first");
 
 /* ---- config (§2) ---- */
 
@@ -171,7 +167,8 @@ static const char *const nh_ignored_keys[] = {
 };
 
 /* §2.2: one character per layer; the list spelling (old and newest names) maps to the same. */
-static int nh_parse_pattern(nh_config *c, json_t *root, const char *where, strata_err *err) {
+static int nh_parse_pattern(arch_model *am, nh_config *c, json_t *root, const char *where,
+                            strata_err *err) {
     json_t *pat = json_object_get(root, "hybrid_override_pattern");
     json_t *lbt = json_object_get(root, "layers_block_type");
     if (pat && json_is_null(pat)) pat = NULL;
@@ -190,8 +187,7 @@ static int nh_parse_pattern(nh_config *c, json_t *root, const char *where, strat
     if (n < 1 || n > 1024)
         return strata_err_set(err, STRATA_EFORMAT, "%s: the layer pattern (%s) has %zu layers",
                               where, pat ? "hybrid_override_pattern" : "layers_block_type", n);
-    c->kind = calloc(n + 1, 1);
-    if (!c->kind) return strata_err_set(err, STRATA_ENOMEM, "nemotron_h: out of memory");
+    if (!(c->kind = arch_host_new(am, n + 1, 1, err))) return err->code;
     c->n_layer = (int)n;
     for (size_t i = 0; pat && i < n; i++) {
         char ch = json_string_value(pat)[i];
@@ -258,209 +254,6 @@ static int nh_limit_value(json_t *v, double *out) {
     return end == s || *end ? -1 : 0;
 }
 
-static int nh_parse(nh_config *c, json_t *root, strata_err *err) {
-    const char *where = "config.json";
-    memset(c, 0, sizeof *c);
-    const cfg_field *const tables[] = {nh_fields, nh_attention_fields, nh_mlp_fields,
-                                       nh_mamba_fields};
-    const size_t sizes[] = {sizeof nh_fields / sizeof nh_fields[0],
-                            sizeof nh_attention_fields / sizeof nh_attention_fields[0],
-                            sizeof nh_mlp_fields / sizeof nh_mlp_fields[0],
-                            sizeof nh_mamba_fields / sizeof nh_mamba_fields[0]};
-    if (cfg_check_keys_tables(root, where, tables, sizes, 4, nh_known_keys, nh_ignored_keys, err))
-        return err->code;
-    if (nh_parse_pattern(c, root, where, err)) goto fail;
-    int nm = 0, na = 0, nf = 0;
-    for (int i = 0; i < c->n_layer; i++) {
-        nm += c->kind[i] == 'M';
-        na += c->kind[i] == '*';
-        nf += c->kind[i] == '-';
-    }
-    if (CFG_READ(root, where, nh_fields, c, 0, err) ||
-        CFG_READ(root, where, nh_attention_fields, c, !na, err) ||
-        CFG_READ(root, where, nh_mlp_fields, c, !nf, err) ||
-        CFG_READ(root, where, nh_mamba_fields, c, !nm, err))
-        goto fail;
-    if (na && c->H % c->KV) {
-        strata_err_set(err, STRATA_EFORMAT,
-                       "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
-                       where, c->H, c->KV);
-        goto fail;
-    }
-    if (nm && c->mH % c->G) {
-        strata_err_set(err, STRATA_EFORMAT,
-                       "%s: mamba_num_heads %d is not a multiple of n_groups %d", where, c->mH,
-                       c->G);
-        goto fail;
-    }
-    json_t *lim = json_object_get(root, "time_step_limit");
-    if (lim && !json_is_null(lim)) {
-        double lo, hi;
-        if (!json_is_array(lim) || json_array_size(lim) != 2 ||
-            nh_limit_value(json_array_get(lim, 0), &lo) ||
-            nh_limit_value(json_array_get(lim, 1), &hi) || !(lo >= 0) || !(hi > lo)) {
-            strata_err_set(err, STRATA_EFORMAT,
-                           "%s: time_step_limit must be [low >= 0, high > low]", where);
-            goto fail;
-        }
-        if (!isinf(hi)) {
-            strata_err_set(err, STRATA_EUNSUPPORTED,
-                           "%s: time_step_limit with a finite upper bound %g is not supported",
-                           where, hi);
-            goto fail;
-        }
-        c->dt_lo = (float)lo;
-    }
-
-    json_t *sw = json_object_get(root, "sliding_window");
-    if (sw && !json_is_null(sw)) {
-        strata_err_set(err, STRATA_EUNSUPPORTED,
-                       "%s: sliding_window is not supported (null expected)", where);
-        goto fail;
-    }
-    return 0;
-fail:
-    free(c->kind);
-    c->kind = NULL;
-    return err->code ? err->code : STRATA_EFORMAT;
-}
-
-/* ---- weights (§3) ---- */
-
-/* A view of rows [r0, r0 + rows) of a bound [n, k] matrix. */
-static bk_weight nh_rows(const bk_weight *w, int64_t r0, int64_t rows) {
-    bk_weight v = *w;
-    v.data = (const char *)w->data + (size_t)r0 * (size_t)w->shape[1] * dtype_size(w->dt);
-    v.shape[0] = rows;
-    return v;
-}
-
-static int nh_bind(nh *m, const model_arch_ctx *ctx, strata_err *err) {
-    const nh_config *c = &m->c;
-    /* §3: hub files say backbone.embeddings; transformers' own saves may say model.*, some
-     * exports embedding (singular). The last candidate is the required one, so a missing
-     * table (and every dummy model) gets the hub name. */
-    static const char *const emb[][2] = {{"model.", "embeddings"},
-                                         {"model.", "embedding"},
-                                         {"backbone.", "embedding"},
-                                         {"backbone.", "embeddings"}};
-    const char *p = NULL;
-    int64_t es[2] = {c->vocab, c->h}, hv[1] = {c->h};
-    for (int i = 0; i < 4 && !p; i++) {
-        int rc = arch_bind(ctx, &m->embed, i < 3, 2, es, err, "%s%s.weight", emb[i][0], emb[i][1]);
-        if (rc < 0) return rc;
-        if (rc == 0) p = emb[i][0];
-    }
-    if (arch_bind(ctx, &m->norm_f, 0, 1, hv, err, "%snorm_f.weight", p)) return err->code;
-    if (c->tied) m->lm_head = m->embed;
-    else if (arch_bind(ctx, &m->lm_head, 0, 2, es, err, "lm_head.weight")) return err->code;
-
-    int64_t I = (int64_t)c->mH * c->mP, CD = I + 2LL * c->G * c->N;
-    for (int i = 0; i < c->n_layer; i++) {
-        nh_layer *L = &m->layers[i];
-        ARCH_BIND_LAYER(norm, 1, hv, "norm.weight");
-        switch (c->kind[i]) {
-        case 'M': {
-            int64_t ip[2] = {I + CD + c->mH, c->h}, cv[3] = {CD, 1, c->K}, cb[1] = {CD};
-            int64_t hh[1] = {c->mH}, nv[1] = {I}, op[2] = {c->h, I};
-            ARCH_BIND_LAYER(in_proj, 2, ip, "mixer.in_proj.weight");
-            ARCH_BIND_LAYER(conv, 3, cv, "mixer.conv1d.weight");
-            if (c->conv_bias) ARCH_BIND_LAYER(conv_b, 1, cb, "mixer.conv1d.bias");
-            ARCH_BIND_LAYER(A_log, 1, hh, "mixer.A_log");
-            ARCH_BIND_LAYER(D, 1, hh, "mixer.D");
-            ARCH_BIND_LAYER(dt_bias, 1, hh, "mixer.dt_bias");
-            ARCH_BIND_LAYER(gnorm, 1, nv, "mixer.norm.weight");
-            ARCH_BIND_LAYER(out_proj, 2, op, "mixer.out_proj.weight");
-            /* §6.1: z | xBC | dt, in this order */
-            L->w_z = nh_rows(&L->in_proj, 0, I);
-            L->w_xbc = nh_rows(&L->in_proj, I, CD);
-            L->w_dt = nh_rows(&L->in_proj, I + CD, c->mH);
-            break;
-        }
-        case '*': {
-            int64_t q[2] = {(int64_t)c->H * c->D, c->h}, kv[2] = {(int64_t)c->KV * c->D, c->h};
-            int64_t o[2] = {c->h, (int64_t)c->H * c->D};
-            ARCH_BIND_LAYER(wq, 2, q, "mixer.q_proj.weight");
-            ARCH_BIND_LAYER(wk, 2, kv, "mixer.k_proj.weight");
-            ARCH_BIND_LAYER(wv, 2, kv, "mixer.v_proj.weight");
-            ARCH_BIND_LAYER(wo, 2, o, "mixer.o_proj.weight");
-            break;
-        }
-        default: {
-            int64_t up[2] = {c->inter, c->h}, dn[2] = {c->h, c->inter};
-            ARCH_BIND_LAYER(up, 2, up, "mixer.up_proj.weight");
-            ARCH_BIND_LAYER(down, 2, dn, "mixer.down_proj.weight");
-            break;
-        }
-        }
-    }
-    return 0;
-}
-
-/* ---- caches and scratch ---- */
-
-static size_t nh_max(size_t a, size_t b) { return a > b ? a : b; }
-
-static int nh_alloc(nh *m, const model_arch_ctx *ctx, strata_err *err) {
-    const nh_config *c = &m->c;
-    backend *b = m->b;
-    size_t T = (size_t)m->step_tokens, S = (size_t)m->slots;
-    size_t I = (size_t)c->mH * c->mP, CD = I + 2u * c->G * c->N;
-    size_t qw = (size_t)c->H * c->D, kw = (size_t)c->KV * c->D;
-    ARCH_ALLOC(m->x, T * c->h);
-    ARCH_ALLOC(m->xn, T * c->h);
-    ARCH_ALLOC(m->mix, T * c->h);
-    ARCH_ALLOC(m->wide, T * nh_max(nh_max(I, qw), (size_t)c->inter));
-    ARCH_ALLOC(m->pre, T * nh_max(CD, kw));
-    ARCH_ALLOC(m->post, T * nh_max(CD, kw));
-    ARCH_ALLOC(m->y, T * nh_max(I, qw));
-    ARCH_ALLOC(m->dtr, T * nh_max((size_t)c->mH, 1));
-    m->head = (arch_head){.norm = &m->norm_f,
-                          .norm_mode = BK_NORM_PLAIN,
-                          .eps = c->eps,
-                          .head = &m->lm_head,
-                          .softcap = 0,
-                          .h = c->h,
-                          .vocab = c->vocab};
-    if (arch_head_init(b, &m->head, ARCH_NAME, m->slots, m->step_tokens, err)) return err->code;
-    int n_att = 0;
-    for (int i = 0; i < c->n_layer; i++) {
-        nh_layer *L = &m->layers[i];
-        n_att += c->kind[i] == '*';
-        if (c->kind[i] == 'M') {
-            ARCH_ALLOC(L->conv_state, S * (size_t)(c->K - 1) * CD);
-            ARCH_ALLOC(L->S, S * I * c->N);
-        }
-    }
-    int64_t pos_bytes = (int64_t)n_att * 2 * (int64_t)kw * (int64_t)dtype_size(m->kv_dt);
-    if (n_att && arch_kv_pool(ctx, pos_bytes, m->slots, &m->cap, ARCH_NAME, err)) return err->code;
-    for (int i = 0; i < c->n_layer; i++)
-        if (c->kind[i] == '*' &&
-            arch_kv_alloc_paged(ctx, &m->layers[i].kv, m->kv_dt, (int)kw, ARCH_NAME, err))
-            return err->code;
-    return 0;
-}
-
-static void nh_close(void *impl) {
-    nh *m = impl;
-    if (!m) return;
-    backend *b = m->b;
-    float *bufs[] = {m->x, m->xn, m->mix, m->wide, m->pre, m->post, m->y, m->dtr};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (bufs[i]) b->ops->free(b, bufs[i]);
-    arch_head_free(b, &m->head);
-    for (int i = 0; m->layers && i < m->c.n_layer; i++) {
-        nh_layer *L = &m->layers[i];
-        arch_kv_free(b, &L->kv);
-        float *p[] = {L->conv_state, L->S};
-        for (size_t j = 0; j < sizeof p / sizeof p[0]; j++)
-            if (p[j]) b->ops->free(b, p[j]);
-    }
-    free(m->layers);
-    free(m->c.kind);
-    free(m);
-}
-
 static int nh_floor_mode(int *mode, strata_err *err) {
     const char *v = getenv("STRATA_NEMOTRON_DT_FLOOR");
     if (!v || !*v || !strcmp(v, "none")) *mode = NH_FLOOR_NONE;
@@ -472,77 +265,159 @@ static int nh_floor_mode(int *mode, strata_err *err) {
     return 0;
 }
 
-static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, strata_err *err) {
-    nh *m = calloc(1, sizeof *m);
-    if (!m) return strata_err_set(err, STRATA_ENOMEM, "nemotron_h: out of memory");
-    m->b = ctx->b;
+/* Every field sits at config.json's top level (no text_config). A backend without the ops
+ * only this model uses is refused first. */
+static int nh_parse(void *impl, const model_arch_ctx *ctx, json_t *root, const char *where,
+                    strata_err *err) {
+    nh *m = impl;
+    nh_config *c = &m->c;
     const backend_ops *o = ctx->b->ops;
-    if (!o->relu2 || !o->rmsnorm_gated_grouped || !o->ssd) {
-        strata_err_set(err, STRATA_EUNSUPPORTED,
-                       "nemotron_h: backend %s lacks the relu2, rmsnorm_gated_grouped or ssd op",
-                       o->name);
-        goto fail;
+    if (!o->relu2 || !o->rmsnorm_gated_grouped || !o->ssd)
+        return strata_err_set(
+            err, STRATA_EUNSUPPORTED,
+            "nemotron_h: backend %s lacks the relu2, rmsnorm_gated_grouped or ssd op", o->name);
+    if (nh_floor_mode(&m->floor_mode, err)) return err->code;
+    const cfg_table tables[] = {CFG_TABLE(nh_fields), CFG_TABLE(nh_attention_fields),
+                                CFG_TABLE(nh_mlp_fields), CFG_TABLE(nh_mamba_fields)};
+    if (cfg_check_keys_tables(root, where, tables, 4, nh_known_keys, nh_ignored_keys, err))
+        return err->code;
+    if (nh_parse_pattern(&m->base, c, root, where, err)) return err->code;
+    int nm = 0, na = 0, nf = 0;
+    for (int i = 0; i < c->n_layer; i++) {
+        nm += c->kind[i] == 'M';
+        na += c->kind[i] == '*';
+        nf += c->kind[i] == '-';
     }
-    if (nh_floor_mode(&m->floor_mode, err) || nh_parse(&m->c, ctx->config, err)) goto fail;
-    const nh_config *c = &m->c;
-    if (!(m->layers = arch_layers_new(ARCH_NAME, c->n_layer, sizeof *m->layers, err))) goto fail;
-    arch_sizes(ctx, c->max_pos, &m->slots, &m->cap, &m->step_tokens);
-    if (nh_bind(m, ctx, err)) goto fail;
-    m->kv_dt = arch_kv_dtype(ctx, m->lm_head.dt);
-    backend_compute_dtype(ctx->b, m->kv_dt);
-    if (nh_alloc(m, ctx, err)) goto fail;
+    if (CFG_READ(root, where, nh_fields, c, 0, err) ||
+        CFG_READ(root, where, nh_attention_fields, c, !na, err) ||
+        CFG_READ(root, where, nh_mlp_fields, c, !nf, err) ||
+        CFG_READ(root, where, nh_mamba_fields, c, !nm, err))
+        return err->code;
+    if (na && c->H % c->KV)
+        return strata_err_set(
+            err, STRATA_EFORMAT,
+            "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", where, c->H,
+            c->KV);
+    if (nm && c->mH % c->G)
+        return strata_err_set(err, STRATA_EFORMAT,
+                              "%s: mamba_num_heads %d is not a multiple of n_groups %d", where,
+                              c->mH, c->G);
+    json_t *lim = json_object_get(root, "time_step_limit");
+    if (lim && !json_is_null(lim)) {
+        double lo, hi;
+        if (!json_is_array(lim) || json_array_size(lim) != 2 ||
+            nh_limit_value(json_array_get(lim, 0), &lo) ||
+            nh_limit_value(json_array_get(lim, 1), &hi) || !(lo >= 0) || !(hi > lo))
+            return strata_err_set(err, STRATA_EFORMAT,
+                                  "%s: time_step_limit must be [low >= 0, high > low]", where);
+        if (!isinf(hi))
+            return strata_err_set(
+                err, STRATA_EUNSUPPORTED,
+                "%s: time_step_limit with a finite upper bound %g is not supported", where, hi);
+        c->dt_lo = (float)lo;
+    }
 
-    if (arch_info(ctx, ARCH_NAME, c->vocab, m->slots, m->cap, m->step_tokens, 0, info, err))
-        goto fail;
-    /* Decode reads every weight but the embedding table (one row is gathered, §14); in_proj
-     * counts once, not per view. */
-    int64_t wb = arch_weight_bytes(&m->norm_f) + arch_weight_bytes(&m->lm_head);
-    int64_t I = (int64_t)c->mH * c->mP, CD = I + 2LL * c->G * c->N;
+    json_t *sw = json_object_get(root, "sliding_window");
+    if (sw && !json_is_null(sw))
+        return strata_err_set(err, STRATA_EUNSUPPORTED,
+                              "%s: sliding_window is not supported (null expected)", where);
+    m->layers = arch_layers_new(&m->base, c->n_layer, c->max_pos, sizeof *m->layers, err);
+    return m->layers ? 0 : err->code;
+}
+
+/* ---- weights (§3) ---- */
+
+/* A view of rows [r0, r0 + rows) of a bound [n, k] matrix. */
+static bk_weight nh_rows(const bk_weight *w, int64_t r0, int64_t rows) {
+    bk_weight v = *w;
+    v.data = (const char *)w->data + (size_t)r0 * dtype_row_bytes(w->dt, w->shape[1]);
+    v.shape[0] = rows;
+    return v;
+}
+
+static int nh_bind(void *impl, const model_arch_ctx *ctx, strata_err *err) {
+    nh *m = impl;
+    const nh_config *c = &m->c;
+    /* §3: hub files say backbone.embeddings; transformers' own saves may say model.*, some
+     * exports embedding (singular). The last candidate is the required one, so a missing
+     * table (and every dummy model) gets the hub name. */
+    static const char *const embed[][2] = {{"model.", "embeddings.weight"},
+                                           {"model.", "embedding.weight"},
+                                           {"backbone.", "embedding.weight"},
+                                           {"backbone.", "embeddings.weight"}};
+    const char *p;
+    if (arch_bind_embed(ctx, &m->base, c->vocab, c->h, embed, 4, &p, err) ||
+        arch_head_bind(ctx, &m->base, c->tied, p, "norm_f.weight", c->vocab, c->h, err))
+        return err->code;
+
+    const int64_t h = c->h, I = (int64_t)c->mH * c->mP, CD = I + 2LL * c->G * c->N;
     for (int i = 0; i < c->n_layer; i++) {
         nh_layer *L = &m->layers[i];
-        const bk_weight *ws[] = {&L->norm, &L->in_proj, &L->conv,  &L->conv_b,   &L->A_log,
-                                 &L->D,    &L->dt_bias, &L->gnorm, &L->out_proj, &L->wq,
-                                 &L->wk,   &L->wv,      &L->wo,    &L->up,       &L->down};
-        wb += arch_weights_bytes(ws, sizeof ws / sizeof ws[0]);
-        if (c->kind[i] == '*')
-            info->kv_bytes_per_token += 2LL * c->KV * c->D * (int64_t)dtype_size(m->kv_dt);
-        else if (c->kind[i] == 'M')
-            info->state_bytes += 2 * (I * c->N + (c->K - 1) * CD) * (int64_t)sizeof(float);
+        ARCH_BIND_LAYER(norm, "norm.weight", h);
+        switch (c->kind[i]) {
+        case 'M': {
+            ARCH_BIND_LAYER(in_proj, "mixer.in_proj.weight", I + CD + c->mH, h);
+            ARCH_BIND_LAYER(conv, "mixer.conv1d.weight", CD, 1, c->K);
+            if (c->conv_bias) ARCH_BIND_LAYER(conv_b, "mixer.conv1d.bias", CD);
+            ARCH_BIND_LAYER(A_log, "mixer.A_log", c->mH);
+            ARCH_BIND_LAYER(D, "mixer.D", c->mH);
+            ARCH_BIND_LAYER(dt_bias, "mixer.dt_bias", c->mH);
+            ARCH_BIND_LAYER(gnorm, "mixer.norm.weight", I);
+            ARCH_BIND_LAYER(out_proj, "mixer.out_proj.weight", h, I);
+            /* §6.1: z | xBC | dt, in this order */
+            L->w_z = nh_rows(&L->in_proj, 0, I);
+            L->w_xbc = nh_rows(&L->in_proj, I, CD);
+            L->w_dt = nh_rows(&L->in_proj, I + CD, c->mH);
+            break;
+        }
+        case '*': {
+            const int64_t HD = (int64_t)c->H * c->D, KVD = (int64_t)c->KV * c->D;
+            ARCH_BIND_LAYER(wq, "mixer.q_proj.weight", HD, h);
+            ARCH_BIND_LAYER(wk, "mixer.k_proj.weight", KVD, h);
+            ARCH_BIND_LAYER(wv, "mixer.v_proj.weight", KVD, h);
+            ARCH_BIND_LAYER(wo, "mixer.o_proj.weight", h, HD);
+            break;
+        }
+        default:
+            ARCH_BIND_LAYER(up, "mixer.up_proj.weight", c->inter, h);
+            ARCH_BIND_LAYER(down, "mixer.down_proj.weight", h, c->inter);
+            break;
+        }
     }
-    info->weight_bytes = wb;
-    *impl = m;
     return 0;
-fail:
-    nh_close(m);
-    return err->code ? err->code : STRATA_EINVALID;
 }
 
-static int nh_state_parts(void *impl, arch_state_part *out, int max) {
-    nh *m = impl;
-    const nh_config *c = &m->c;
-    size_t I = (size_t)c->mH * c->mP, CD = I + 2u * c->G * c->N;
-    int n = 0;
-    for (int i = 0; i < c->n_layer && n + 2 <= max; i++) {
-        if (c->kind[i] != 'M') continue;
-        nh_layer *L = &m->layers[i];
-        out[n++] = (arch_state_part){L->conv_state, (size_t)(c->K - 1) * CD * sizeof(float)};
-        out[n++] = (arch_state_part){L->S, I * c->N * sizeof(float)};
-    }
-    return n;
-}
+/* ---- caches and scratch ---- */
 
-static void nh_reset_slot(void *impl, int slot) {
+static size_t nh_max(size_t a, size_t b) { return a > b ? a : b; }
+
+static int nh_alloc(void *impl, const model_arch_ctx *ctx, model_info *info, strata_err *err) {
     nh *m = impl;
     const nh_config *c = &m->c;
-    backend *b = m->b;
+    (void)info;
+    m->base.kv_dt = arch_kv_dtype(ctx, m->base.head.w.dt);
     size_t I = (size_t)c->mH * c->mP, CD = I + 2u * c->G * c->N;
-    size_t nw = (size_t)(c->K - 1) * CD, ns = I * c->N;
+    size_t qw = (size_t)c->H * c->D, kw = (size_t)c->KV * c->D;
+    ARCH_ALLOC_ROWS(c->h, &m->x, &m->xn, &m->mix);
+    ARCH_ALLOC_ROWS(nh_max(nh_max(I, qw), (size_t)c->inter), &m->wide);
+    ARCH_ALLOC_ROWS(nh_max(CD, kw), &m->pre, &m->post);
+    ARCH_ALLOC_ROWS(nh_max(I, qw), &m->y);
+    ARCH_ALLOC_ROWS(nh_max((size_t)c->mH, 1), &m->dtr);
+    if (arch_head_init(&m->base, BK_NORM_PLAIN, c->eps, 0, err)) return err->code;
+    /* attention pages its kv from the pool, Mamba2 keeps a state a slot */
     for (int i = 0; i < c->n_layer; i++) {
-        nh_layer *L = &m->layers[i];
-        if (c->kind[i] != 'M') continue; /* K/V rows are overwritten before they are read */
-        b->ops->zero(b, L->conv_state + (size_t)slot * nw, nw * sizeof(float));
-        b->ops->zero(b, L->S + (size_t)slot * ns, ns * sizeof(float));
+        if (c->kind[i] == '*') m->base.cache[i].kv = (bk_kv){.dt = m->base.kv_dt, .width = (int)kw};
+        else if (c->kind[i] == 'M' &&
+                 arch_cache_recurrent(&m->base, i, (size_t)(c->K - 1) * CD, I * c->N, err))
+            return err->code;
     }
+    return arch_cache_paged(ctx, &m->base, err);
+}
+
+static const arch_steps nh_steps = {ARCH_NAME, sizeof(nh), 0, nh_parse, nh_bind, nh_alloc, NULL};
+
+static int nh_open(void **impl, const model_arch_ctx *ctx, model_info *info, strata_err *err) {
+    return arch_open(impl, &nh_steps, ctx, info, err);
 }
 
 /* ---- forward (§4) ---- */
@@ -559,41 +434,41 @@ static float nh_step_dt_min(const nh *m, const bk_batch *bt) {
     }
 }
 
-/* Mamba2 mixer, §6: xn [T, h] -> m->mix [T, h]. */
-static void nh_mamba(nh *m, nh_layer *L, bk_batch *bt, float dt_min) {
+/* Mamba2 mixer, §6: xn [T, h] -> m->mix [T, h], carrying the layer's state st. */
+static void nh_mamba(nh *m, nh_layer *L, const arch_cache *st, bk_batch *bt, float dt_min) {
     const nh_config *c = &m->c;
-    backend *b = m->b;
+    backend *b = m->base.b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens, I = c->mH * c->mP, GN = c->G * c->N, CD = I + 2 * GN;
     o->matmul(b, m->wide, m->xn, &L->w_z, T);  /* z [T, I] (§6.1) */
     o->matmul(b, m->pre, m->xn, &L->w_xbc, T); /* xBC_in [T, CD] */
     o->matmul(b, m->dtr, m->xn, &L->w_dt, T);  /* dt_raw [T, mH] */
-    o->conv1d(b, m->post, m->pre, CD, &L->conv, L->conv_b.data ? &L->conv_b : NULL, L->conv_state,
-              bt, CD, c->K, 1); /* silu(conv) over x|B|C (§6.2) */
+    o->conv1d(b, m->post, m->pre, CD, &L->conv, L->conv_b.data ? &L->conv_b : NULL, st->conv, bt,
+              CD, c->K, 1); /* silu(conv) over x|B|C (§6.2) */
     o->ssd(b, m->y, m->post, CD, m->post + I, m->post + I + GN, CD, m->dtr, c->mH, &L->A_log,
-           &L->dt_bias, &L->D, L->S, bt, c->mH, c->mP, c->N, c->G, dt_min); /* §6.3-6.5 */
+           &L->dt_bias, &L->D, st->S, bt, c->mH, c->mP, c->N, c->G, dt_min); /* §6.3-6.5 */
     o->rmsnorm_gated_grouped(b, m->y, m->y, m->wide, &L->gnorm, T, I, I / c->G, c->eps); /* §6.6 */
     o->matmul(b, m->mix, m->y, &L->out_proj, T);                                         /* §6.7 */
 }
 
-/* GQA attention without positional encoding, §8: xn [T, h] -> m->mix [T, h]. */
-static void nh_attention(nh *m, nh_layer *L, bk_batch *bt) {
+/* GQA attention without positional encoding, §8: xn [T, h] -> m->mix [T, h], over the
+ * layer's cache kv. */
+static void nh_attention(nh *m, nh_layer *L, const bk_kv *kv, bk_batch *bt) {
     const nh_config *c = &m->c;
-    backend *b = m->b;
+    backend *b = m->base.b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens;
     float *outs[] = {m->wide, m->pre, m->post}; /* q [T, H, D] (no RoPE), k, v [T, KV, D] */
     const bk_weight *ws[] = {&L->wq, &L->wk, &L->wv};
     o->matmul_n(b, outs, m->xn, ws, 3, T);
-    o->kv_store(b, &L->kv, m->pre, m->post, bt);
-    o->attention(b, m->y, m->wide, &L->kv, bt, c->H, c->KV, c->D, 1.0f / sqrtf((float)c->D), 0,
-                 0.0f);
+    o->kv_store(b, kv, m->pre, m->post, bt);
+    o->attention(b, m->y, m->wide, kv, bt, c->H, c->KV, c->D, 1.0f / sqrtf((float)c->D), 0, 0.0f);
     o->matmul(b, m->mix, m->y, &L->wo, T);
 }
 
 /* MLP, §8: down(relu(up(u))²), no gate. */
 static void nh_mlp(nh *m, nh_layer *L, bk_batch *bt) {
-    backend *b = m->b;
+    backend *b = m->base.b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens;
     o->matmul(b, m->wide, m->xn, &L->up, T);
@@ -604,20 +479,19 @@ static int nh_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
                       int n_out, model_out *out, strata_err *err) {
     nh *m = impl;
     const nh_config *c = &m->c;
-    backend *b = m->b;
+    backend *b = m->base.b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens;
-    if (arch_check_batch(ARCH_NAME, bt, m->step_tokens, m->cap, err)) return err->code;
-    if (o->batch_prepare(b, bt, err)) return err->code;
+    if (arch_batch_prepare(&m->base, bt, err)) return err->code;
     float dt_min = nh_step_dt_min(m, bt);
 
-    arch_embed(b, m->x, &m->embed, tokens, out->fed, bt); /* no scale, no position (§4) */
+    arch_embed(b, m->x, &m->base.embed, tokens, out->fed, bt); /* no scale, no position (§4) */
     o->rmsnorm(b, m->xn, m->x, &m->layers[0].norm, T, c->h, c->h, c->eps, BK_NORM_PLAIN); /* §5 */
     for (int i = 0; i < c->n_layer; i++) {
         nh_layer *L = &m->layers[i];
         switch (c->kind[i]) { /* on xn = norm(x), made by the previous residual step */
-        case 'M': nh_mamba(m, L, bt, dt_min); break;
-        case '*': nh_attention(m, L, bt); break;
+        case 'M': nh_mamba(m, L, &m->base.cache[i], bt, dt_min); break;
+        case '*': nh_attention(m, L, &m->base.cache[i].kv, bt); break;
         default: nh_mlp(m, L, bt); break;
         }
         /* x += mix; and the next layer's norm (the head norms its own rows) */
@@ -626,16 +500,9 @@ static int nh_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int
                     c->h, c->eps);
     }
     /* norm_f and the head only on the rows whose logits are wanted, a chunk at a time. */
-    arch_logits(b, &m->head, m->x, out_rows, n_out, out);
+    arch_logits(&m->base, m->x, out_rows, n_out, out);
     return 0;
 }
 
 const model_arch arch_nemotron_h = {
-    .model_type = "nemotron_h",
-    .alt_type = NULL,
-    .open = nh_open,
-    .forward = nh_forward,
-    .reset_slot = nh_reset_slot,
-    .state_parts = nh_state_parts,
-    .close = nh_close,
-};
+    "nemotron_h", NULL, nh_open, nh_forward, arch_reset_slot, arch_state_parts, arch_close};

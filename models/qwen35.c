@@ -34,14 +34,12 @@ typedef struct q35_config {
 
 typedef struct q35_layer {
     bk_weight in_norm, post_norm; /* [h] zero-centred */
-    bk_weight gate, up;           /* [I, h] */
-    bk_weight down;               /* [h, I] */
+    arch_glu mlp;                 /* gate, up [I, h]; down [h, I] */
     /* full attention (§5.1) */
     bk_weight wq;             /* [2·H·D, h]: per head [query | gate] */
     bk_weight wk, wv;         /* [KV·D, h] */
     bk_weight wo;             /* [h, H·D] */
     bk_weight q_norm, k_norm; /* [D] zero-centred */
-    bk_kv kv;                 /* [slots, cap, KV·D] */
     /* gated DeltaNet (§5.2) */
     bk_weight qkv;            /* [C, h], C = 2·Hk·dk + Hv·dv */
     bk_weight wz;             /* [Hv·dv, h] */
@@ -50,18 +48,14 @@ typedef struct q35_layer {
     bk_weight A_log, dt_bias; /* [Hv] */
     bk_weight norm;           /* [dv] plain weight */
     bk_weight out;            /* [h, Hv·dv] */
-    float *conv_state;        /* [slots, K-1, C] */
-    float *S;                 /* [slots, Hv, dk, dv] */
 } q35_layer;
 
 typedef struct q35 {
+    /* the embedding [vocab, h]; the head: final norm [h] zero-centred, lm_head [vocab, h]
+     * (the embedding when tied); per layer the cache: full attention kv [pool, KV·D]
+     * paged, DeltaNet conv [slots, K-1, C] and S [slots, Hv, dk, dv] */
+    arch_model base;
     q35_config c;
-    backend *b;
-    int slots, cap, step_tokens;
-    dtype kv_dt;          /* of every full-attention layer's cache (arch_kv_dtype) */
-    bk_weight embed;      /* [vocab, h] */
-    bk_weight final_norm; /* [h] zero-centred */
-    bk_weight lm_head;    /* [vocab, h]; the embedding when tied */
     q35_layer *layers;
     float *inv_freq; /* [rot/2] */
     /* activations, [step_tokens, ·] f32 */
@@ -70,18 +64,15 @@ typedef struct q35 {
     float *qa, *ga;      /* [T, max(H·D, Hv·dv)] */
     float *ka, *va;      /* [T, max(KV·D, Hk·dk, Hv·dv)] */
     float *gg, *beta;    /* [T, Hv] */
-    arch_head head;      /* final norm, head matmul, softcap; its chunk buffers */
 } q35;
+/* arch_open and the shared model_arch entries take the struct as its arch_model */
+_Static_assert(offsetof(q35, base) == 0, "base first");
 
 /* ---- config (§2.1) ---- */
 
 /* The plain fields; the rest (layer types, rope, tied head) are read by hand below. */
 static const cfg_field q35_fields[] = {
-    CFG_INT(q35_config, vocab, "vocab_size", 1, 1 << 24),
-    CFG_INT(q35_config, h, "hidden_size", 1, 1 << 16),
-    CFG_INT(q35_config, inter, "intermediate_size", 1, 1 << 18),
-    CFG_INT(q35_config, n_layer, "num_hidden_layers", 1, 1024),
-    CFG_INT(q35_config, H, "num_attention_heads", 1, 1024),
+    CFG_DECODER_SIZES(q35_config),
     CFG_INT(q35_config, KV, "num_key_value_heads", 1, 1024),
     CFG_INT(q35_config, D, "head_dim", 2, 4096),
     CFG_INT(q35_config, Hk, "linear_num_key_heads", 1, 1024),
@@ -128,14 +119,12 @@ static const char *const q35_ignored_keys[] = {
     NULL,
 };
 
-static int q35_parse(q35_config *c, json_t *root, strata_err *err) {
-    const char *where;
-    json_t *tc;
-    if (cfg_text_config(root, &tc, &where, err)) return err->code;
-    memset(c, 0, sizeof *c);
-    const cfg_field *const tables[] = {q35_fields};
-    const size_t sizes[] = {sizeof q35_fields / sizeof q35_fields[0]};
-    if (cfg_check_keys_tables(tc, where, tables, sizes, 1, q35_known_keys, q35_ignored_keys, err) ||
+static int q35_parse(void *impl, const model_arch_ctx *ctx, json_t *tc, const char *where,
+                     strata_err *err) {
+    q35 *m = impl;
+    q35_config *c = &m->c;
+    const cfg_table tables[] = {CFG_TABLE(q35_fields)};
+    if (cfg_check_keys_tables(tc, where, tables, 1, q35_known_keys, q35_ignored_keys, err) ||
         CFG_READ(tc, where, q35_fields, c, 0, err))
         return err->code;
     if (c->H % c->KV)
@@ -149,7 +138,7 @@ static int q35_parse(q35_config *c, json_t *root, strata_err *err) {
             "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", where,
             c->Hv, c->Hk);
     const char *mt;
-    if (cfg_str(tc, where, "model_type", NULL, &mt, err)) goto fail;
+    if (cfg_str(tc, where, "model_type", NULL, &mt, err)) return err->code;
     json_t *mlp_only = json_object_get(tc, "mlp_only_layers");
     if (mlp_only && !json_is_null(mlp_only) &&
         (!json_is_array(mlp_only) || json_array_size(mlp_only)))
@@ -174,17 +163,20 @@ static int q35_parse(q35_config *c, json_t *root, strata_err *err) {
             where, rp ? "null" : "missing");
     if (rp && json_is_object(rp)) {
         const char *rt;
-        if (cfg_str(rp, "config.json rope_parameters", "rope_type", "default", &rt, err)) goto fail;
+        if (cfg_str(rp, "config.json rope_parameters", "rope_type", "default", &rt, err))
+            return err->code;
         if (strcmp(rt, "default"))
             return strata_err_set(err, STRATA_EUNSUPPORTED,
                                   "config.json rope_parameters: rope_type \"%s\" is not supported",
                                   rt);
     }
-    if (cfg_real(rp, "config.json rope_parameters", "rope_theta", 1, NAN, &theta, err)) goto fail;
-    if (isnan(theta) && cfg_real(tc, where, "rope_theta", 1, 1e7, &theta, err)) goto fail;
+    if (cfg_real(rp, "config.json rope_parameters", "rope_theta", 1, NAN, &theta, err))
+        return err->code;
+    if (isnan(theta) && cfg_real(tc, where, "rope_theta", 1, 1e7, &theta, err)) return err->code;
     if (cfg_real(rp, "config.json rope_parameters", "partial_rotary_factor", 1, NAN, &prf, err))
-        goto fail;
-    if (isnan(prf) && cfg_real(tc, where, "partial_rotary_factor", 1, 0.25, &prf, err)) goto fail;
+        return err->code;
+    if (isnan(prf) && cfg_real(tc, where, "partial_rotary_factor", 1, 0.25, &prf, err))
+        return err->code;
     c->theta = theta;
     c->rot = (int)(c->D * prf);
     if (c->rot < 2 || c->rot > c->D || c->rot % 2)
@@ -192,99 +184,63 @@ static int q35_parse(q35_config *c, json_t *root, strata_err *err) {
                               "%s: head_dim %d x partial_rotary_factor %g gives rotary dim %d",
                               where, c->D, prf, c->rot);
 
-    /* tie_word_embeddings: text_config wins, then the top level (real files set both). */
-    int tied;
-    if (cfg_bool(root, "config.json", "tie_word_embeddings", 1, 0, &tied, err)) goto fail;
-    if (tc != root && cfg_bool(tc, where, "tie_word_embeddings", 1, tied, &tied, err)) goto fail;
-    c->tied = tied;
+    if (cfg_tied(ctx->config, tc, where, 0, &c->tied, err)) return err->code;
 
-    c->full = calloc((size_t)c->n_layer, 1);
-    if (!c->full) return strata_err_set(err, STRATA_ENOMEM, "config: out of memory");
-    json_t *lt = json_object_get(tc, "layer_types");
-    if (lt && !json_is_null(lt)) {
-        if (!json_is_array(lt) || (int)json_array_size(lt) != c->n_layer) {
-            strata_err_set(err, STRATA_EFORMAT, "%s: layer_types must list %d layer types", where,
-                           c->n_layer);
-            goto fail;
-        }
-        for (int i = 0; i < c->n_layer; i++) {
-            const char *s = json_string_value(json_array_get(lt, (size_t)i));
-            if (s && !strcmp(s, "full_attention")) {
-                c->full[i] = 1;
-            } else if (!s || strcmp(s, "linear_attention")) {
-                strata_err_set(err, STRATA_EUNSUPPORTED,
-                               "%s: layer_types[%d] = \"%s\" is not supported", where, i,
-                               s ? s : "(not a string)");
-                goto fail;
-            }
-        }
-    } else {
+    if (!(c->full = arch_host_new(&m->base, (size_t)c->n_layer, 1, err))) return err->code;
+    int listed;
+    if (cfg_layer_types(tc, where, c->n_layer, "linear_attention", c->full, &listed, err))
+        return err->code;
+    if (!listed) {
         long long fi;
-        if (cfg_int(tc, where, "full_attention_interval", 1, 4, 1, 1024, &fi, err)) goto fail;
+        if (cfg_int(tc, where, "full_attention_interval", 1, 4, 1, 1024, &fi, err))
+            return err->code;
         for (int i = 0; i < c->n_layer; i++) c->full[i] = (i + 1) % fi == 0;
     }
-    return 0;
-fail:
-    free(c->full);
-    c->full = NULL;
-    return err->code ? err->code : STRATA_EFORMAT;
+    m->layers = arch_layers_new(&m->base, c->n_layer, c->max_pos, sizeof *m->layers, err);
+    return m->layers ? 0 : err->code;
 }
 
 /* ---- weights (§3) ---- */
 
 #define P "model.language_model."
 
-static int q35_bind(q35 *m, const model_arch_ctx *ctx, strata_err *err) {
+static int q35_bind(void *impl, const model_arch_ctx *ctx, strata_err *err) {
+    q35 *m = impl;
     const q35_config *c = &m->c;
-    int64_t C = 2LL * c->Hk * c->dk + (int64_t)c->Hv * c->dv;
+    const int64_t h = c->h, I = c->inter, C = 2LL * c->Hk * c->dk + (int64_t)c->Hv * c->dv;
+    const int64_t HD = (int64_t)c->H * c->D, KVD = (int64_t)c->KV * c->D;
+    const int64_t V = (int64_t)c->Hv * c->dv;
     /* Real checkpoints carry the prefix; a text-only save (qwen3_5_text) has none. */
-    const char *p = P;
-    bk_weight probe;
-    int64_t es[2] = {c->vocab, c->h};
-    int rc = arch_bind(ctx, &probe, 1, 2, es, err, "%sembed_tokens.weight", P);
-    if (rc < 0) return rc;
-    if (rc == 1) p = "model.";
-    else m->embed = probe;
-    if (rc == 1 && arch_bind(ctx, &m->embed, 0, 2, es, err, "%sembed_tokens.weight", p))
+    static const char *const embed[][2] = {{P, "embed_tokens.weight"},
+                                           {"model.", "embed_tokens.weight"}};
+    const char *p;
+    if (arch_bind_embed(ctx, &m->base, c->vocab, c->h, embed, 2, &p, err) ||
+        arch_head_bind(ctx, &m->base, c->tied, p, "norm.weight", c->vocab, c->h, err))
         return err->code;
-
-    int64_t hv[1] = {c->h};
-    if (arch_bind(ctx, &m->final_norm, 0, 1, hv, err, "%snorm.weight", p)) return err->code;
-    if (c->tied) {
-        m->lm_head = m->embed;
-    } else if (arch_bind(ctx, &m->lm_head, 0, 2, es, err, "lm_head.weight")) {
-        return err->code;
-    }
     for (int i = 0; i < c->n_layer; i++) {
         q35_layer *L = &m->layers[i];
-        int64_t gu[2] = {c->inter, c->h}, dn[2] = {c->h, c->inter};
-        ARCH_BIND_LAYER(in_norm, 1, hv, "input_layernorm.weight");
-        ARCH_BIND_LAYER(post_norm, 1, hv, "post_attention_layernorm.weight");
-        ARCH_BIND_LAYER(gate, 2, gu, "mlp.gate_proj.weight");
-        ARCH_BIND_LAYER(up, 2, gu, "mlp.up_proj.weight");
-        ARCH_BIND_LAYER(down, 2, dn, "mlp.down_proj.weight");
+        ARCH_BIND_LAYER(in_norm, "input_layernorm.weight", h);
+        ARCH_BIND_LAYER(post_norm, "post_attention_layernorm.weight", h);
+        ARCH_BIND_LAYER(mlp.gate, "mlp.gate_proj.weight", I, h);
+        ARCH_BIND_LAYER(mlp.up, "mlp.up_proj.weight", I, h);
+        ARCH_BIND_LAYER(mlp.down, "mlp.down_proj.weight", h, I);
         if (c->full[i]) {
-            int64_t q[2] = {2LL * c->H * c->D, c->h}, kv[2] = {(int64_t)c->KV * c->D, c->h};
-            int64_t o[2] = {c->h, (int64_t)c->H * c->D}, d[1] = {c->D};
-            ARCH_BIND_LAYER(wq, 2, q, "self_attn.q_proj.weight");
-            ARCH_BIND_LAYER(wk, 2, kv, "self_attn.k_proj.weight");
-            ARCH_BIND_LAYER(wv, 2, kv, "self_attn.v_proj.weight");
-            ARCH_BIND_LAYER(wo, 2, o, "self_attn.o_proj.weight");
-            ARCH_BIND_LAYER(q_norm, 1, d, "self_attn.q_norm.weight");
-            ARCH_BIND_LAYER(k_norm, 1, d, "self_attn.k_norm.weight");
+            ARCH_BIND_LAYER(wq, "self_attn.q_proj.weight", 2 * HD, h);
+            ARCH_BIND_LAYER(wk, "self_attn.k_proj.weight", KVD, h);
+            ARCH_BIND_LAYER(wv, "self_attn.v_proj.weight", KVD, h);
+            ARCH_BIND_LAYER(wo, "self_attn.o_proj.weight", h, HD);
+            ARCH_BIND_LAYER(q_norm, "self_attn.q_norm.weight", c->D);
+            ARCH_BIND_LAYER(k_norm, "self_attn.k_norm.weight", c->D);
         } else {
-            int64_t qkv[2] = {C, c->h}, z[2] = {(int64_t)c->Hv * c->dv, c->h};
-            int64_t ab[2] = {c->Hv, c->h}, conv[3] = {C, 1, c->K}, hvv[1] = {c->Hv};
-            int64_t nv[1] = {c->dv}, out[2] = {c->h, (int64_t)c->Hv * c->dv};
-            ARCH_BIND_LAYER(qkv, 2, qkv, "linear_attn.in_proj_qkv.weight");
-            ARCH_BIND_LAYER(wz, 2, z, "linear_attn.in_proj_z.weight");
-            ARCH_BIND_LAYER(wa, 2, ab, "linear_attn.in_proj_a.weight");
-            ARCH_BIND_LAYER(wb, 2, ab, "linear_attn.in_proj_b.weight");
-            ARCH_BIND_LAYER(conv, 3, conv, "linear_attn.conv1d.weight");
-            ARCH_BIND_LAYER(A_log, 1, hvv, "linear_attn.A_log");
-            ARCH_BIND_LAYER(dt_bias, 1, hvv, "linear_attn.dt_bias");
-            ARCH_BIND_LAYER(norm, 1, nv, "linear_attn.norm.weight");
-            ARCH_BIND_LAYER(out, 2, out, "linear_attn.out_proj.weight");
+            ARCH_BIND_LAYER(qkv, "linear_attn.in_proj_qkv.weight", C, h);
+            ARCH_BIND_LAYER(wz, "linear_attn.in_proj_z.weight", V, h);
+            ARCH_BIND_LAYER(wa, "linear_attn.in_proj_a.weight", c->Hv, h);
+            ARCH_BIND_LAYER(wb, "linear_attn.in_proj_b.weight", c->Hv, h);
+            ARCH_BIND_LAYER(conv, "linear_attn.conv1d.weight", C, 1, c->K);
+            ARCH_BIND_LAYER(A_log, "linear_attn.A_log", c->Hv);
+            ARCH_BIND_LAYER(dt_bias, "linear_attn.dt_bias", c->Hv);
+            ARCH_BIND_LAYER(norm, "linear_attn.norm.weight", c->dv);
+            ARCH_BIND_LAYER(out, "linear_attn.out_proj.weight", h, V);
         }
     }
     return 0;
@@ -292,10 +248,12 @@ static int q35_bind(q35 *m, const model_arch_ctx *ctx, strata_err *err) {
 
 /* ---- caches and scratch ---- */
 
-static int q35_alloc(q35 *m, const model_arch_ctx *ctx, strata_err *err) {
+static int q35_alloc(void *impl, const model_arch_ctx *ctx, model_info *info, strata_err *err) {
+    q35 *m = impl;
     const q35_config *c = &m->c;
-    backend *b = m->b;
-    size_t T = (size_t)m->step_tokens, S = (size_t)m->slots;
+    backend *b = m->base.b;
+    (void)info;
+    m->base.kv_dt = arch_kv_dtype(ctx, m->base.head.w.dt);
     size_t C = 2u * c->Hk * c->dk + (size_t)c->Hv * c->dv;
     size_t wide = C, qw = (size_t)c->H * c->D, kw = (size_t)c->KV * c->D;
     if (2 * qw > wide) wide = 2 * qw;
@@ -304,40 +262,21 @@ static int q35_alloc(q35 *m, const model_arch_ctx *ctx, strata_err *err) {
     size_t qa = qw > vw ? qw : vw, ka = kw;
     if ((size_t)c->Hk * c->dk > ka) ka = (size_t)c->Hk * c->dk;
     if (vw > ka) ka = vw;
-    ARCH_ALLOC(m->x, T * c->h);
-    ARCH_ALLOC(m->xn, T * c->h);
-    ARCH_ALLOC(m->mix, T * c->h);
-    ARCH_ALLOC(m->big1, T * wide);
-    ARCH_ALLOC(m->big2, T * wide);
-    ARCH_ALLOC(m->qa, T * qa);
-    ARCH_ALLOC(m->ga, T * qa);
-    ARCH_ALLOC(m->ka, T * ka);
-    ARCH_ALLOC(m->va, T * ka);
-    ARCH_ALLOC(m->gg, T * c->Hv);
-    ARCH_ALLOC(m->beta, T * c->Hv);
-    m->head = (arch_head){.norm = &m->final_norm,
-                          .norm_mode = BK_NORM_ONE_PLUS,
-                          .eps = c->eps,
-                          .head = &m->lm_head,
-                          .softcap = 0,
-                          .h = c->h,
-                          .vocab = c->vocab};
-    if (arch_head_init(b, &m->head, ARCH_NAME, m->slots, m->step_tokens, err)) return err->code;
+    ARCH_ALLOC_ROWS(c->h, &m->x, &m->xn, &m->mix);
+    ARCH_ALLOC_ROWS(wide, &m->big1, &m->big2);
+    ARCH_ALLOC_ROWS(qa, &m->qa, &m->ga);
+    ARCH_ALLOC_ROWS(ka, &m->ka, &m->va);
+    ARCH_ALLOC_ROWS(c->Hv, &m->gg, &m->beta);
+    if (arch_head_init(&m->base, BK_NORM_ONE_PLUS, c->eps, 0, err)) return err->code;
     ARCH_ALLOC(m->inv_freq, c->rot / 2);
+    /* full attention pages its kv from the pool, DeltaNet keeps a state a slot */
     for (int i = 0; i < c->n_layer; i++) {
-        if (c->full[i]) continue;
-        q35_layer *L = &m->layers[i];
-        ARCH_ALLOC(L->conv_state, S * (c->K - 1) * C);
-        ARCH_ALLOC(L->S, S * c->Hv * c->dk * c->dv);
-    }
-    int n_full = 0;
-    for (int i = 0; i < c->n_layer; i++) n_full += c->full[i];
-    int64_t pos_bytes = (int64_t)n_full * 2 * (int64_t)kw * (int64_t)dtype_size(m->kv_dt);
-    if (n_full && arch_kv_pool(ctx, pos_bytes, m->slots, &m->cap, ARCH_NAME, err)) return err->code;
-    for (int i = 0; i < c->n_layer; i++)
-        if (c->full[i] &&
-            arch_kv_alloc_paged(ctx, &m->layers[i].kv, m->kv_dt, (int)kw, ARCH_NAME, err))
+        if (c->full[i]) m->base.cache[i].kv = (bk_kv){.dt = m->base.kv_dt, .width = (int)kw};
+        else if (arch_cache_recurrent(&m->base, i, (c->K - 1) * C, (size_t)c->Hv * c->dk * c->dv,
+                                      err))
             return err->code;
+    }
+    if (arch_cache_paged(ctx, &m->base, err)) return err->code;
     /* §6: inv_freq[i] = theta^(-2i/R), in f32 as T computes it. */
     float *f = malloc(sizeof(float) * (size_t)(c->rot / 2));
     if (!f) return strata_err_set(err, STRATA_ENOMEM, "qwen3_5: out of memory");
@@ -347,99 +286,19 @@ static int q35_alloc(q35 *m, const model_arch_ctx *ctx, strata_err *err) {
     return 0;
 }
 
-static void q35_close(void *impl) {
-    q35 *m = impl;
-    if (!m) return;
-    backend *b = m->b;
-    float **bufs[] = {&m->x,  &m->xn, &m->mix, &m->big1, &m->big2, &m->qa,
-                      &m->ga, &m->ka, &m->va,  &m->gg,   &m->beta, &m->inv_freq};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (*bufs[i]) b->ops->free(b, *bufs[i]);
-    arch_head_free(b, &m->head);
-    for (int i = 0; m->layers && i < m->c.n_layer; i++) {
-        q35_layer *L = &m->layers[i];
-        arch_kv_free(b, &L->kv);
-        float *p[] = {L->conv_state, L->S};
-        for (size_t j = 0; j < sizeof p / sizeof p[0]; j++)
-            if (p[j]) b->ops->free(b, p[j]);
-    }
-    free(m->layers);
-    free(m->c.full);
-    free(m);
-}
+static const arch_steps q35_steps = {ARCH_NAME, sizeof(q35), ARCH_TEXT_CONFIG, q35_parse, q35_bind,
+                                     q35_alloc, NULL};
 
 static int q35_open(void **impl, const model_arch_ctx *ctx, model_info *info, strata_err *err) {
-    q35 *m = calloc(1, sizeof *m);
-    if (!m) return strata_err_set(err, STRATA_ENOMEM, "qwen3_5: out of memory");
-    m->b = ctx->b;
-    if (q35_parse(&m->c, ctx->config, err)) goto fail;
-    const q35_config *c = &m->c;
-    if (!(m->layers = arch_layers_new(ARCH_NAME, c->n_layer, sizeof *m->layers, err))) goto fail;
-    arch_sizes(ctx, c->max_pos, &m->slots, &m->cap, &m->step_tokens);
-    if (q35_bind(m, ctx, err)) goto fail;
-    m->kv_dt = arch_kv_dtype(ctx, m->lm_head.dt);
-    backend_compute_dtype(ctx->b, m->kv_dt);
-    if (q35_alloc(m, ctx, err)) goto fail;
-
-    if (arch_info(ctx, ARCH_NAME, c->vocab, m->slots, m->cap, m->step_tokens, 0, info, err))
-        goto fail;
-    int64_t wb = arch_weight_bytes(&m->final_norm) + arch_weight_bytes(&m->lm_head);
-    for (int i = 0; i < c->n_layer; i++) {
-        q35_layer *L = &m->layers[i];
-        const bk_weight *ws[] = {&L->in_norm, &L->post_norm, &L->gate,    &L->up,   &L->down,
-                                 &L->wq,      &L->wk,        &L->wv,      &L->wo,   &L->q_norm,
-                                 &L->k_norm,  &L->qkv,       &L->wz,      &L->wa,   &L->wb,
-                                 &L->conv,    &L->A_log,     &L->dt_bias, &L->norm, &L->out};
-        wb += arch_weights_bytes(ws, sizeof ws / sizeof ws[0]);
-        if (c->full[i]) {
-            info->kv_bytes_per_token += 2LL * c->KV * c->D * (int64_t)dtype_size(m->kv_dt);
-        } else {
-            int64_t C = 2LL * c->Hk * c->dk + (int64_t)c->Hv * c->dv;
-            info->state_bytes += 2 * ((int64_t)c->Hv * c->dk * c->dv + (c->K - 1) * C) * 4;
-        }
-    }
-    info->weight_bytes = wb;
-    *impl = m;
-    return 0;
-fail:
-    q35_close(m);
-    return err->code ? err->code : STRATA_EINVALID;
-}
-
-static int q35_state_parts(void *impl, arch_state_part *out, int max) {
-    q35 *m = impl;
-    const q35_config *c = &m->c;
-    size_t C = 2u * c->Hk * c->dk + (size_t)c->Hv * c->dv;
-    int n = 0;
-    for (int i = 0; i < c->n_layer && n + 2 <= max; i++) {
-        if (c->full[i]) continue;
-        q35_layer *L = &m->layers[i];
-        out[n++] = (arch_state_part){L->conv_state, (size_t)(c->K - 1) * C * sizeof(float)};
-        out[n++] = (arch_state_part){L->S, (size_t)c->Hv * c->dk * c->dv * sizeof(float)};
-    }
-    return n;
-}
-
-static void q35_reset_slot(void *impl, int slot) {
-    q35 *m = impl;
-    const q35_config *c = &m->c;
-    backend *b = m->b;
-    size_t C = 2u * c->Hk * c->dk + (size_t)c->Hv * c->dv, w = (size_t)(c->K - 1) * C;
-    for (int i = 0; i < c->n_layer; i++) {
-        q35_layer *L = &m->layers[i];
-        if (c->full[i]) continue; /* K/V rows are overwritten before they are read */
-        b->ops->zero(b, L->conv_state + (size_t)slot * w, w * sizeof(float));
-        size_t n = (size_t)c->Hv * c->dk * c->dv;
-        b->ops->zero(b, L->S + (size_t)slot * n, n * sizeof(float));
-    }
+    return arch_open(impl, &q35_steps, ctx, info, err);
 }
 
 /* ---- forward (§5) ---- */
 
-/* Full attention, §5.1: xn [T, h] -> m->mix [T, h]. */
-static void q35_attention(q35 *m, q35_layer *L, bk_batch *bt) {
+/* Full attention, §5.1: xn [T, h] -> m->mix [T, h], over the layer's cache kv. */
+static void q35_attention(q35 *m, q35_layer *L, const bk_kv *kv, bk_batch *bt) {
     const q35_config *c = &m->c;
-    backend *b = m->b;
+    backend *b = m->base.b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens;
     float *qg = m->big1, *ctx = m->big2; /* [T, H, 2D], [T, H·D] */
@@ -457,15 +316,15 @@ static void q35_attention(q35 *m, q35_layer *L, bk_batch *bt) {
                               .eps = c->eps,
                               .inv_freq = m->inv_freq,
                               .rot = c->rot};
-    o->attn_prep(b, q, gate, qg, k, v, &L->kv, bt, &prep);
-    o->attention(b, ctx, q, &L->kv, bt, c->H, c->KV, c->D, 1.0f / sqrtf((float)c->D), 0, 0.0f);
+    o->attn_prep(b, q, gate, qg, k, v, kv, bt, &prep);
+    o->attention(b, ctx, q, kv, bt, c->H, c->KV, c->D, 1.0f / sqrtf((float)c->D), 0, 0.0f);
     o->matmul_glu(b, m->mix, gate, ctx, &L->wo, T, BK_ACT_SIGMOID); /* output gate */
 }
 
-/* Gated DeltaNet, §5.2: xn [T, h] -> m->mix [T, h]. */
-static void q35_deltanet(q35 *m, q35_layer *L, bk_batch *bt) {
+/* Gated DeltaNet, §5.2: xn [T, h] -> m->mix [T, h], carrying the layer's state st. */
+static void q35_deltanet(q35 *m, q35_layer *L, const arch_cache *st, bk_batch *bt) {
     const q35_config *c = &m->c;
-    backend *b = m->b;
+    backend *b = m->base.b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens, C = 2 * c->Hk * c->dk + c->Hv * c->dv, kd = c->Hk * c->dk;
     float *qkv = m->big2;  /* [T, C] before the conv */
@@ -477,9 +336,9 @@ static void q35_deltanet(q35 *m, q35_layer *L, bk_batch *bt) {
     float *outs[] = {qkv, z, a, bb};
     const bk_weight *ws[] = {&L->qkv, &L->wz, &L->wa, &L->wb};
     o->matmul_n(b, outs, m->xn, ws, 4, T);
-    o->conv1d(b, conv, qkv, C, &L->conv, NULL, L->conv_state, bt, C, c->K, 1);
+    o->conv1d(b, conv, qkv, C, &L->conv, NULL, st->conv, bt, C, c->K, 1);
     /* l2norm of q (scaled by 1/√dk) and k, the gates, the delta rule */
-    o->gdn(b, core, q, k, C, v, C, a, bb, &L->A_log, &L->dt_bias, m->gg, m->beta, L->S, bt, c->Hk,
+    o->gdn(b, core, q, k, C, v, C, a, bb, &L->A_log, &L->dt_bias, m->gg, m->beta, st->S, bt, c->Hk,
            c->Hv, c->dk, c->dv, 1.0f / sqrtf((float)c->dk));
     o->rmsnorm_gated(b, core, core, z, &L->norm, T * c->Hv, c->dv, c->eps);
     o->matmul(b, m->mix, core, &L->out, T);
@@ -489,44 +348,33 @@ static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const in
                        int n_out, model_out *out, strata_err *err) {
     q35 *m = impl;
     const q35_config *c = &m->c;
-    backend *b = m->b;
+    backend *b = m->base.b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens;
-    if (arch_check_batch(ARCH_NAME, bt, m->step_tokens, m->cap, err)) return err->code;
-    if (o->batch_prepare(b, bt, err)) return err->code;
+    if (arch_batch_prepare(&m->base, bt, err)) return err->code;
 
-    arch_embed(b, m->x, &m->embed, tokens, out->fed, bt); /* no embedding scale (§5) */
+    arch_embed(b, m->x, &m->base.embed, tokens, out->fed, bt); /* no embedding scale (§5) */
     o->rmsnorm(b, m->xn, m->x, &m->layers[0].in_norm, T, c->h, c->h, c->eps, BK_NORM_ONE_PLUS);
     for (int i = 0; i < c->n_layer; i++) {
         q35_layer *L = &m->layers[i];
         /* xn = input_layernorm(x), made by the previous residual step */
-        if (c->full[i]) q35_attention(m, L, bt);
-        else q35_deltanet(m, L, bt);
+        if (c->full[i]) q35_attention(m, L, &m->base.cache[i].kv, bt);
+        else q35_deltanet(m, L, &m->base.cache[i], bt);
         /* x += mix; xn = post_attention_layernorm(x) */
         o->residual(b, m->x, m->xn, m->mix, NULL, 0, NULL, &L->post_norm, BK_NORM_ONE_PLUS, T, c->h,
                     c->eps);
-        /* MLP: down(silu(gate(u)) ⊙ up(u)) */
-        float *gate = m->big1, *up = m->big2; /* [T, I] */
-        float *gu[] = {gate, up};
-        const bk_weight *gw[] = {&L->gate, &L->up};
-        o->matmul_n(b, gu, m->xn, gw, 2, T);
-        o->matmul_glu(b, m->mix, gate, up, &L->down, T, BK_ACT_SILU);
+        /* MLP: down(silu(gate(u)) ⊙ up(u)), gate and up [T, I] */
+        float *gate = m->big1, *up = m->big2;
+        arch_glu_forward(b, m->mix, gate, up, m->xn, &L->mlp, T, BK_ACT_SILU);
         /* x += mix; and the next layer's input_layernorm (the head norms its own rows) */
         const bk_weight *next = i + 1 < c->n_layer ? &m->layers[i + 1].in_norm : NULL;
         o->residual(b, m->x, next ? m->xn : NULL, m->mix, NULL, 0, NULL, next, BK_NORM_ONE_PLUS, T,
                     c->h, c->eps);
     }
     /* Final norm and head only on the rows whose logits are wanted, a chunk at a time. */
-    arch_logits(b, &m->head, m->x, out_rows, n_out, out);
+    arch_logits(&m->base, m->x, out_rows, n_out, out);
     return 0;
 }
 
-const model_arch arch_qwen35 = {
-    .model_type = "qwen3_5",
-    .alt_type = "qwen3_5_text",
-    .open = q35_open,
-    .forward = q35_forward,
-    .reset_slot = q35_reset_slot,
-    .state_parts = q35_state_parts,
-    .close = q35_close,
-};
+const model_arch arch_qwen35 = {"qwen3_5",       "qwen3_5_text",   q35_open,  q35_forward,
+                                arch_reset_slot, arch_state_parts, arch_close};

@@ -47,10 +47,16 @@ int srv_load(srv *S, strata_err *err) {
     } else {
         snprintf(S->model_dir, sizeof S->model_dir, "%s", path);
     }
+    dtype quant;
+    if (model_quant_parse(cfg->quantization, &quant))
+        return strata_err_set(err, STRATA_EINVALID,
+                              "--quantization is '%s'; allowed none, q8_0, q4_k",
+                              cfg->quantization);
     if ((rc = backend_create(cfg->device, (int)cfg->threads, &S->b, err))) return rc;
     model_opts mo = {.path = path,
                      .load_dummy = dummy,
                      .weight_dtype = DTYPE_COUNT,
+                     .quant = quant,
                      .max_seqs = (int)cfg->max_seqs,
                      .ctx_size = (int)cfg->ctx_size,
                      .step_tokens = (int)(cfg->max_seqs + cfg->prefill_chunk),

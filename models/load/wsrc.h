@@ -14,6 +14,8 @@ enum {
     ARCH_BIND_OPTIONAL = 1, /* a missing tensor is not an error (returns 1, w->data NULL) */
     ARCH_BIND_HOST = 2,     /* leave it in host memory, no weight_prepare: the model reads
                                it on the host (Gemma 4's per-layer-embedding table) */
+    ARCH_BIND_KEEP = 4,     /* never quantized (--quantization): a 2-D weight that no matmul
+                               or embed reads (none of today's models has one) */
 };
 typedef struct model_wsrc model_wsrc;
 struct model_wsrc {
@@ -33,5 +35,20 @@ void wsrc_destroy(wsrc *w);
 model_wsrc *wsrc_iface(wsrc *w);
 /* Bytes this source allocated (dummy or converted weights). */
 size_t wsrc_owned_bytes(const wsrc *w);
+/* Quantize on load (--quantization), set before any bind: every weight wsrc_quant_target
+ * gives a block type is converted to it (threaded), the rest keep their dtype. as_f32 (the
+ * tests' reference) stores those weights quantized and dequantized again as F32, so the f32
+ * path runs exactly the quantized model's weight values. Returns STRATA_EINVALID for a q
+ * that is not Q8_0 or Q4_K, STRATA_EUNSUPPORTED where b has no kernels for it. */
+int wsrc_quantize(wsrc *w, dtype q, int as_f32, strata_err *err);
+/* The one rule of which weights --quantization q converts, and to what (DTYPE_COUNT: kept):
+ * 2-D weights bound without ARCH_BIND_HOST / ARCH_BIND_KEEP (in the three models exactly
+ * the matmul and embedding matrices; norms, conv, A_log, biases are 1-D or 3-D) whose row
+ * length k is a whole number of q's blocks. Q4_K rows that are not a multiple of 256 but of
+ * 32 take Q4_0, as llama.cpp's quantizer falls back to a 32-block type for them. */
+dtype wsrc_quant_target(dtype q, int ndim, const int64_t *shape, int flags);
+/* One line on stderr: what was quantized (tensors, bytes before and after). Nothing when
+ * no --quantization was asked for. */
+void wsrc_report(const wsrc *w);
 
 #endif

@@ -93,6 +93,11 @@ int cli_model_parse(cli_model *o, int argc, char **argv, const char *usage) {
             else if (!strcmp(v, "auto")) o->dt = DTYPE_COUNT;
             else rc = -1;
             if (rc) fprintf(stderr, "strata: --dtype is bf16, f16, f32 or auto\n");
+        } else if (!strcmp(a, "--quantization")) {
+            if (!v || model_quant_parse(v, &o->quant)) {
+                fprintf(stderr, "strata: --quantization is none, q8_0 or q4_k\n");
+                return -1;
+            }
         } else if (!strcmp(a, "--device")) {
             o->device = v;
         } else if (!strcmp(a, "--threads")) {
@@ -182,6 +187,7 @@ int cli_model_open(cli_model *o) {
     model_opts mo = {.path = o->model,
                      .load_dummy = o->dummy,
                      .weight_dtype = o->dt,
+                     .quant = o->quant,
                      .max_seqs = o->max_seqs,
                      .ctx_size = o->ctx_size,
                      .step_tokens = o->chunk,

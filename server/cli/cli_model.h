@@ -12,6 +12,7 @@ typedef struct cli_model {
     const char *model;  /* --model DIR or preset name */
     int dummy;          /* --load-format dummy */
     dtype dt;           /* --dtype (DTYPE_COUNT = as stored) */
+    dtype quant;        /* --quantization (a plain dtype: none) */
     int threads;        /* --threads */
     const char *device; /* --device cpu|cuda|cuda:N|auto (default auto) */
     int ctx_size;       /* --ctx-size */

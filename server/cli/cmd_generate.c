@@ -12,7 +12,7 @@
 
 static const char generate_usage[] =
     "usage: strata generate --model DIR|PRESET (--prompt-ids 1,2,3 | --prompt TEXT)\n"
-    "         [--max-tokens N]\n"
+    "         [--max-tokens N] [--quantization none|q8_0|q4_k]\n"
     "         [--load-format dummy] [--dtype bf16|f16|f32] [--device cpu|cuda|auto]\n"
     "         [--threads N] [--ctx-size N] [--kv-cache-dtype auto|bf16|f32]\n"
     "         [--prefill-chunk N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]\n"

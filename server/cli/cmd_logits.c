@@ -9,7 +9,7 @@
 
 static const char logits_usage[] =
     "usage: strata logits --model DIR --prompt-ids 1,2,3 --out FILE [--prefill-chunk N]\n"
-    "         [--dtype bf16|f16|f32] [--threads N]\n"
+    "         [--dtype bf16|f16|f32] [--quantization none|q8_0|q4_k] [--threads N]\n"
     "Writes the f32 logits of every prompt position, [n_prompt, vocab] row-major.\n";
 
 /* Runs the prompt through slot 0 in chunks of o->chunk; every position's logits go

@@ -36,6 +36,16 @@ static void test_defaults(void) {
     CHECK(c.allowed_origins.n == 0 && !c.metrics_auth && c.api_key_file == NULL);
     CHECK(!strcmp(c.load_format, "auto"));
     CHECK_EQ_INT(c.sse_keepalive, 15);
+    CHECK(!strcmp(c.quantization, "none"));
+    config_deinit(&c);
+    /* --quantization from the environment and the command line, either case */
+    char *env[] = {"STRATA_QUANTIZATION=q4_k", NULL},
+         *argv2[] = {"serve", "--quantization=Q8_0", NULL};
+    CHECK_EQ_INT(load(&c, 1, argv, env, &err), 0);
+    CHECK(!strcmp(c.quantization, "q4_k"));
+    config_deinit(&c);
+    CHECK_EQ_INT(load(&c, 2, argv2, env, &err), 0);
+    CHECK(!strcmp(c.quantization, "Q8_0"));
     config_deinit(&c);
 }
 
@@ -188,6 +198,7 @@ static void test_errors(void) {
         {"--api-key-file=/nonexistent/keys", "/nonexistent/keys"},
         {"stray", "unexpected argument"},
         {"--device=tpu", "device"},
+        {"--quantization=q4_0", "--quantization is 'q4_0'; allowed none, q8_0, q4_k"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *argv[] = {"serve", (char *)bad[i].arg, NULL};
