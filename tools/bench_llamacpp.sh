@@ -20,10 +20,13 @@
 #                nvidia/NVIDIA-Nemotron-3-Nano-4B-BF16"
 #   GGUF_DIR    /work/llama/gguf     files <short name>-<type>.gguf
 #   LLAMA_TYPES "bf16"               also "bf16 q8_0": one llama.cpp column per type
+#   STRATA_TYPES "bf16"              also q8_0 (strata's --quantization q8_0 of the dummy
+#                                    bf16 weights: llama.cpp's Q8_0 blocks)
 #   ROUNDS 3   THREADS 2   PP "128 1024"   GEN 64   DECODE_AT 128 (must be one of PP)
 #   STRATA      build/strata         LOG  /tmp/bench_llamacpp.<pid>.tsv (raw figures)
 #   TIMEOUT     1200                 seconds per run
 #   LLAMA_ARGS  ""                   extra llama-bench options (e.g. "-mmp 0")
+#   SUMMARY_ONLY                     set: print the table of an existing LOG, run nothing
 #   QUIET 0.10  QUIET_WAIT 600       before each run, wait (at most QUIET_WAIT s) until the
 #                                    other jobs use at most this share of the CPUs
 #   CLEAN 0.25                       the table's medians take the runs during which the
@@ -47,6 +50,8 @@ fi
 MODELS=${MODELS:-"Qwen/Qwen3.5-0.8B Qwen/Qwen3.5-2B google/gemma-4-E2B-it nvidia/NVIDIA-Nemotron-3-Nano-4B-BF16"}
 GGUF_DIR=${GGUF_DIR:-/work/llama/gguf}
 LLAMA_TYPES=${LLAMA_TYPES:-bf16}
+STRATA_TYPES=${STRATA_TYPES:-bf16}
+SUMMARY_ONLY=${SUMMARY_ONLY:-}
 ROUNDS=${ROUNDS:-3}
 THREADS=${THREADS:-2}
 PP=${PP:-"128 1024"}
@@ -63,7 +68,8 @@ HZ=$(getconf CLK_TCK)
 TMP=$(mktemp)
 trap 'rm -f "$TMP"' EXIT
 
-[ -x "$STRATA" ] || { echo "bench_llamacpp: $STRATA is not built (make build/strata)" >&2; exit 2; }
+[ -z "$SUMMARY_ONLY" ] || [ -f "$LOG" ] || { echo "bench_llamacpp: SUMMARY_ONLY needs LOG=FILE" >&2; exit 2; }
+[ -n "$SUMMARY_ONLY" ] || [ -x "$STRATA" ] || { echo "bench_llamacpp: $STRATA is not built (make build/strata)" >&2; exit 2; }
 case " $PP " in *" $DECODE_AT "*) ;; *) echo "bench_llamacpp: DECODE_AT must be one of PP" >&2; exit 2 ;; esac
 for m in $MODELS; do
     for ty in $LLAMA_TYPES; do
@@ -114,25 +120,30 @@ wait_quiet() {  # until the other jobs use at most QUIET of the CPUs over 3 s, o
 record() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" "$SHARE" "$(loadavg)" >>"$LOG"; }
 
 run_strata() {  # round model
-    local r=$1 m=$2 n g out pre dec
-    for n in $PP; do
-        g=2
-        [ "$n" = "$DECODE_AT" ] && g=$GEN
-        wait_quiet
-        run_begin
-        out=$(timeout "$TIMEOUT" "$STRATA" bench --model "$m" --load-format dummy --device cpu \
-            --threads "$THREADS" --prompt-len "$n" --gen-len "$g" 2>&1)
-        run_end
-        pre=$(echo "$out" | sed -n 's/^prefill .*(\([0-9.]*\) tok\/s).*/\1/p')
-        dec=$(echo "$out" | sed -n 's/^decode  *[0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p')
-        if [ -z "$pre" ]; then
-            echo "bench_llamacpp: strata failed on $m (prompt $n):" >&2
-            echo "$out" | tail -5 >&2
-            record "$r" "$m" strata "pp$n" fail
-            continue
-        fi
-        record "$r" "$m" strata "pp$n" "$pre"
-        if [ "$n" = "$DECODE_AT" ]; then record "$r" "$m" strata "tg$GEN" "$dec"; fi
+    local r=$1 m=$2 ty n g q out pre dec
+    for ty in $STRATA_TYPES; do
+        q=""
+        [ "$ty" = bf16 ] || q="--quantization $ty"
+        for n in $PP; do
+            g=2
+            [ "$n" = "$DECODE_AT" ] && g=$GEN
+            wait_quiet
+            run_begin
+            # shellcheck disable=SC2086
+            out=$(timeout "$TIMEOUT" "$STRATA" bench --model "$m" --load-format dummy --device cpu \
+                --threads "$THREADS" --prompt-len "$n" --gen-len "$g" $q 2>&1)
+            run_end
+            pre=$(echo "$out" | sed -n 's/^prefill .*(\([0-9.]*\) tok\/s).*/\1/p')
+            dec=$(echo "$out" | sed -n 's/^decode  *[0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p')
+            if [ -z "$pre" ]; then
+                echo "bench_llamacpp: strata failed on $m (prompt $n, $ty):" >&2
+                echo "$out" | tail -5 >&2
+                record "$r" "$m" "strata-$ty" "pp$n" fail
+                continue
+            fi
+            record "$r" "$m" "strata-$ty" "pp$n" "$pre"
+            if [ "$n" = "$DECODE_AT" ]; then record "$r" "$m" "strata-$ty" "tg$GEN" "$dec"; fi
+        done
     done
 }
 
@@ -179,6 +190,7 @@ run_llama() {  # round model
     done
 }
 
+if [ -z "$SUMMARY_ONLY" ]; then
 dirty=""
 git diff --quiet HEAD 2>/dev/null || dirty=" + uncommitted changes"
 echo "# bench_llamacpp $(date -u '+%Y-%m-%d %H:%M UTC'): strata $(git rev-parse --short HEAD 2>/dev/null)$dirty;" \
@@ -197,15 +209,17 @@ for r in $(seq 1 "$ROUNDS"); do
         fi
     done
 done
+fi
 
-python3 - "$LOG" "$MODELS" "$LLAMA_TYPES" "$PP" "$GEN" "$CLEAN" <<'PYEOF'
+python3 - "$LOG" "$MODELS" "$LLAMA_TYPES" "$PP" "$GEN" "$CLEAN" "$STRATA_TYPES" <<'PYEOF'
 import statistics, sys
 log, models, types, pp, gen = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), \
     sys.argv[4].split(), sys.argv[5]
-clean = float(sys.argv[6])
+clean, stypes = float(sys.argv[6]), sys.argv[7].split()
 vals, shares, loads = {}, [], []
 for line in open(log):
     r, m, system, metric, v, share, load = line.rstrip("\n").split("\t")
+    system = "strata-bf16" if system == "strata" else system  # logs before STRATA_TYPES
     shares.append(float(share))
     loads.append(float(load))
     vals.setdefault((m, system, metric), []).append((None if v == "fail" else float(v), float(share)))
@@ -226,22 +240,23 @@ def cell(m, system, metric):
     spread = f" ({min(xs):.1f}-{max(xs):.1f})" if len(xs) > 1 else ""
     return f"{med:.1f}{mark}{spread}", med
 
-head, sep = "| model | tok/s | strata bf16 |", "|---|---|---|"
-for ty in types:
-    head += f" llama.cpp {ty} | strata / llama.cpp {ty} |"
-    sep += "---|---|"
-print(head)
-print(sep)
+# ratios: strata against llama.cpp with the same weight type, or against every llama.cpp
+# type when strata ran one type only
+pairs = [(s, t) for s in stypes for t in types if s == t or len(stypes) == 1]
+cols = [f"strata {s}" for s in stypes] + [f"llama.cpp {t}" for t in types] + \
+    [f"strata {s} / llama.cpp {t}" for s, t in pairs]
+print("| model | tok/s | " + " | ".join(cols) + " |")
+print("|---|---|" + "---|" * len(cols))
 for m in models:
     for metric in [f"pp{n}" for n in pp] + [f"tg{gen}"]:
         label = f"prefill {metric[2:]}" if metric.startswith("pp") else f"decode {gen}"
-        s_txt, s_med = cell(m, "strata", metric)
-        row = f"| {m.split('/')[-1]} | {label} | {s_txt} |"
-        for ty in types:
-            l_txt, l_med = cell(m, f"llama-{ty}", metric)
-            ratio = f"**{s_med / l_med:.2f}**" if s_med and l_med else "-"
-            row += f" {l_txt} | {ratio} |"
-        print(row)
+        sc = {s: cell(m, f"strata-{s}", metric) for s in stypes}
+        lc = {t: cell(m, f"llama-{t}", metric) for t in types}
+        row = [sc[s][0] for s in stypes] + [lc[t][0] for t in types]
+        for s, t in pairs:
+            a, b = sc[s][1], lc[t][1]
+            row.append(f"**{a / b:.2f}**" if a and b else "-")
+        print(f"| {m.split('/')[-1]} | {label} | " + " | ".join(row) + " |")
 if shares:
     n_clean = sum(1 for x in shares if x <= clean)
     print(f"\nmedians (and ranges) over the runs during which other jobs used at most {clean:.2f} "
