@@ -10,20 +10,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu_internal.h"
-
-#define AI static inline __attribute__((always_inline))
-
-/* Prefetch distance of the decode weight stream, as in cpu_matmul_avx512.c. */
-#define Q5_PF 4096
-
-/* cpu_qmatmul_hsum8's order. */
-AI float q5_hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+#include "kernels/cpu/cpu_qmatmul_isa.h"
 
 /* ---- Q8_0 and Q4_0 ---- */
 
@@ -101,23 +88,19 @@ AI void q5_tile32(float *out, int ldo, const cpu_qrows *x, int i0, const void *w
                   const int R, const int PF) {
     const size_t bsz = dt == DTYPE_Q8_0 ? sizeof(quant_block_q8_0) : sizeof(quant_block_q4_0);
     __m512 acc[4];
-    const int8_t *xq[4];
-    const float *xd[4];
+    qm_xrows xr;
+    qm_xrows_at(&xr, x, i0, R);
 #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        acc[r] = _mm512_setzero_ps();
-        xq[r] = cpu_qrows_q(x, i0 + r);
-        xd[r] = cpu_qrows_d(x, i0 + r);
-    }
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     int b = 0;
     for (; b + 2 <= nb; b += 2) {
-        if (PF) _mm_prefetch((const char *)w + b * bsz + Q5_PF, _MM_HINT_T0);
-        q5_pair32(acc, xq, xd, w, dt, b, R);
+        if (PF) _mm_prefetch((const char *)w + b * bsz + QM_PF, _MM_HINT_T0);
+        q5_pair32(acc, xr.q, xr.d, w, dt, b, R);
     }
-    if (b < nb) q5_last32(acc, xq, xd, w, dt, b, R);
+    if (b < nb) q5_last32(acc, xr.q, xr.d, w, dt, b, R);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-        out[(size_t)r * ldo] = q5_hsum8(
+        out[(size_t)r * ldo] = qm_hsum8(
             _mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1)));
 }
 
@@ -164,21 +147,13 @@ AI void q5_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
     const __m512i m4 = _mm512_set1_epi8(15);
     const __m128i dup_m = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     __m256 acc[4];
-    const int8_t *xq[4];
-    const float *xd[4];
-    const int16_t *xs[4];
+    qm_xrows xr;
+    qm_xrows_at(&xr, x, i0, R);
 #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        acc[r] = _mm256_setzero_ps();
-        xq[r] = cpu_qrows_q(x, i0 + r);
-        xd[r] = cpu_qrows_d(x, i0 + r);
-        xs[r] = cpu_qrows_s(x, i0 + r);
-    }
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const quant_block_q4_k *wb = w + b;
-        if (PF)
-            for (int o = 0; o < (int)sizeof *wb; o += 64)
-                _mm_prefetch((const char *)wb + Q5_PF + o, _MM_HINT_T0);
+        if (PF) qm_prefetch_block(wb, sizeof *wb);
         __m128i sm8 = q5_q4k_scales(wb->scales);
         __m512i sm16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm8));
         __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, dup_m));
@@ -192,7 +167,7 @@ AI void q5_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
             __m512i sc = _mm512_permutexvar_epi16(_mm512_load_si512(q5_q4k_idx[c]), sm16);
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
-                __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(xq[r] + 256 * b + 64 * c));
+                __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(xr.q[r] + 256 * b + 64 * c));
                 sumi[r] = _mm512_dpwssd_epi32(sumi[r], p, sc);
             }
         }
@@ -200,15 +175,15 @@ AI void q5_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             __m256i mt =
-                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xs[r] + 16 * b)), mins);
-            __m256 dx = _mm256_broadcast_ss(xd[r] + b);
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xr.s[r] + 16 * b)), mins);
+            __m256 dx = _mm256_broadcast_ss(xr.d[r] + b);
             acc[r] =
                 _mm256_fmadd_ps(_mm256_mul_ps(dx, d), _mm256_cvtepi32_ps(q5_fold(sumi[r])), acc[r]);
             acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dx, dmin), _mm256_cvtepi32_ps(mt), acc[r]);
         }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) out[(size_t)r * ldo] = q5_hsum8(acc[r]);
+    for (int r = 0; r < R; r++) out[(size_t)r * ldo] = qm_hsum8(acc[r]);
 }
 
 /* ---- Q6_K ---- */
@@ -217,21 +192,13 @@ AI void q5_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
                     int nb, const int R, const int PF) {
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3), m30 = _mm512_set1_epi8(0x30);
     __m256 acc[4];
-    const int8_t *xq[4];
-    const float *xd[4];
-    const int16_t *xs[4];
+    qm_xrows xr;
+    qm_xrows_at(&xr, x, i0, R);
 #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        acc[r] = _mm256_setzero_ps();
-        xq[r] = cpu_qrows_q(x, i0 + r);
-        xd[r] = cpu_qrows_d(x, i0 + r);
-        xs[r] = cpu_qrows_s(x, i0 + r);
-    }
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const quant_block_q6_k *wb = w + b;
-        if (PF)
-            for (int o = 0; o < (int)sizeof *wb; o += 64)
-                _mm_prefetch((const char *)wb + Q5_PF + o, _MM_HINT_T0);
+        if (PF) qm_prefetch_block(wb, sizeof *wb);
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
         __m512i sc512 = _mm512_castsi256_si512(sc16);
         __m512i sumi[4];
@@ -252,7 +219,7 @@ AI void q5_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
             __m512i s23 = _mm512_permutexvar_epi16(_mm512_load_si512(q5_q6k_idx[2 * h + 1]), sc512);
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
-                const int8_t *xh = xq[r] + 256 * b + 128 * h;
+                const int8_t *xh = xr.q[r] + 256 * b + 128 * h;
                 __m512i p01 = _mm512_maddubs_epi16(q01, _mm512_loadu_si512(xh));
                 __m512i p23 = _mm512_maddubs_epi16(q23, _mm512_loadu_si512(xh + 64));
                 sumi[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(sumi[r], p01, s01), p23, s23);
@@ -263,60 +230,18 @@ AI void q5_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
         for (int r = 0; r < R; r++) {
             /* the −32 of every 6-bit value: −32 · Σ_j sc_j · (sum of x over sub-block j) */
             __m256i corr =
-                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xs[r] + 16 * b)), sc16);
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xr.s[r] + 16 * b)), sc16);
             __m256i it = _mm256_sub_epi32(q5_fold(sumi[r]), _mm256_slli_epi32(corr, 5));
-            __m256 a = _mm256_mul_ps(_mm256_broadcast_ss(xd[r] + b), d);
+            __m256 a = _mm256_mul_ps(_mm256_broadcast_ss(xr.d[r] + b), d);
             acc[r] = _mm256_fmadd_ps(a, _mm256_cvtepi32_ps(it), acc[r]);
         }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) out[(size_t)r * ldo] = q5_hsum8(acc[r]);
+    for (int r = 0; r < R; r++) out[(size_t)r * ldo] = qm_hsum8(acc[r]);
 }
 
-/* ---- the W-row loop ---- */
-
-AI void q5_tile(float *out, int ldo, const cpu_qrows *x, int i0, const void *w, dtype dt, int k,
-                const int R, const int PF) {
-    switch (dt) {
-    case DTYPE_Q8_0:
-    case DTYPE_Q4_0: q5_tile32(out, ldo, x, i0, w, dt, k / 32, R, PF); break;
-    case DTYPE_Q4_K: q5_tile_q4k(out, ldo, x, i0, w, k / 256, R, PF); break;
-    case DTYPE_Q6_K: q5_tile_q6k(out, ldo, x, i0, w, k / 256, R, PF); break;
-    default: break;
-    }
-}
-
-AI void q5_rows(float *out, int ldo, const cpu_qrows *x, const void *w, dtype dt, int k, int m,
-                int n0, int n1, const int PF) {
-    size_t rb = dtype_row_bytes(dt, k);
-    for (int j = n0; j < n1; j++) {
-        const void *wj = (const char *)w + (size_t)j * rb;
-        float *oj = out + j;
-        int i = 0;
-        for (; i + 4 <= m; i += 4) q5_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 4, PF);
-        switch (m - i) {
-        case 3: q5_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 3, PF); break;
-        case 2: q5_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 2, PF); break;
-        case 1: q5_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 1, PF); break;
-        default: break;
-        }
-    }
-}
-
-#define Q5_CASE(DT)                                                                                \
-    case DT:                                                                                       \
-        if (m < 8) q5_rows(out, ldo, x, w, DT, k, m, n0, n1, 1);                                   \
-        else q5_rows(out, ldo, x, w, DT, k, m, n0, n1, 0);                                         \
-        break;
-
-void cpu_qmatmul_avx512(float *restrict out, int ldo, const cpu_qrows *x, const void *restrict w,
-                        dtype dt, int k, int m, int n0, int n1) {
-    switch (dt) {
-        Q5_CASE(DTYPE_Q8_0)
-        Q5_CASE(DTYPE_Q4_0)
-        Q5_CASE(DTYPE_Q4_K)
-        Q5_CASE(DTYPE_Q6_K)
-    default: break;
-    }
-}
-#undef Q5_CASE
+#define QM_TILE32 q5_tile32
+#define QM_TILE_Q4K q5_tile_q4k
+#define QM_TILE_Q6K q5_tile_q6k
+#define QM_ENTRY cpu_qmatmul_avx512
+#include "kernels/cpu/cpu_qmatmul_isa.h"

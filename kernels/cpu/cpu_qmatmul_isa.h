@@ -1,0 +1,102 @@
+/* cpu_qmatmul_isa.h - what the AVX2 and AVX-512 files of the quantized matmul share, included
+ * by those two only (their flags give it AVX2): the x rows a tile reads, the prefetch of the
+ * decode weight stream, cpu_qmatmul_hsum8's order, and the W-row loop with its dtype dispatch.
+ *
+ * The loop is instantiated once per including file around that file's tile kernels, named by
+ * QM_TILE32, QM_TILE_Q4K and QM_TILE_Q6K (each (out, ldo, x, i0, w, [dt,] nb, R, PF)), as the
+ * entry point QM_ENTRY (a cpu_qmatmul_fn): define the four, then include this header. */
+#ifndef STRATA_CPU_QMATMUL_ISA_H
+#define STRATA_CPU_QMATMUL_ISA_H
+
+#include <immintrin.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+#define AI static inline __attribute__((always_inline))
+
+/* Prefetch distance of the decode weight stream, as in cpu_matmul_avx2.c. */
+#define QM_PF 4096
+
+/* The int8 values, block scales and 16-value sums of x rows i0 .. i0 + R - 1. */
+typedef struct qm_xrows {
+    const int8_t *q[4];
+    const float *d[4];
+    const int16_t *s[4];
+} qm_xrows;
+
+AI void qm_xrows_at(qm_xrows *xr, const cpu_qrows *x, int i0, const int R) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        xr->q[r] = cpu_qrows_q(x, i0 + r);
+        xr->d[r] = cpu_qrows_d(x, i0 + r);
+        xr->s[r] = cpu_qrows_s(x, i0 + r);
+    }
+}
+
+/* A decode step reads W once as one sequential stream: fetch QM_PF bytes ahead of block p. */
+AI void qm_prefetch_block(const void *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + QM_PF + o, _MM_HINT_T0);
+}
+
+/* cpu_qmatmul_hsum8's order. */
+AI float qm_hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+#endif
+
+#ifdef QM_ENTRY
+/* ---- the W-row loop, once per including file ---- */
+
+AI void qm_tile(float *out, int ldo, const cpu_qrows *x, int i0, const void *w, dtype dt, int k,
+                const int R, const int PF) {
+    switch (dt) {
+    case DTYPE_Q8_0:
+    case DTYPE_Q4_0: QM_TILE32(out, ldo, x, i0, w, dt, k / 32, R, PF); break;
+    case DTYPE_Q4_K: QM_TILE_Q4K(out, ldo, x, i0, w, k / 256, R, PF); break;
+    case DTYPE_Q6_K: QM_TILE_Q6K(out, ldo, x, i0, w, k / 256, R, PF); break;
+    default: break;
+    }
+}
+
+/* One W row at a time against up to 4 x rows, so each W byte is loaded once per 4 rows. */
+AI void qm_rows(float *out, int ldo, const cpu_qrows *x, const void *w, dtype dt, int k, int m,
+                int n0, int n1, const int PF) {
+    size_t rb = dtype_row_bytes(dt, k);
+    for (int j = n0; j < n1; j++) {
+        const void *wj = (const char *)w + (size_t)j * rb;
+        float *oj = out + j;
+        int i = 0;
+        for (; i + 4 <= m; i += 4) qm_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 4, PF);
+        switch (m - i) {
+        case 3: qm_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 3, PF); break;
+        case 2: qm_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 2, PF); break;
+        case 1: qm_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 1, PF); break;
+        default: break;
+        }
+    }
+}
+
+/* One instantiation per dtype so the block layout is resolved at compile time; decode
+ * (m < 8, bound by the weight stream) prefetches it. */
+#define QM_CASE(DT)                                                                                \
+    case DT:                                                                                       \
+        if (m < 8) qm_rows(out, ldo, x, w, DT, k, m, n0, n1, 1);                                   \
+        else qm_rows(out, ldo, x, w, DT, k, m, n0, n1, 0);                                         \
+        break;
+
+void QM_ENTRY(float *restrict out, int ldo, const cpu_qrows *x, const void *restrict w, dtype dt,
+              int k, int m, int n0, int n1) {
+    switch (dt) {
+        QM_CASE(DTYPE_Q8_0)
+        QM_CASE(DTYPE_Q4_0)
+        QM_CASE(DTYPE_Q4_K)
+        QM_CASE(DTYPE_Q6_K)
+    default: break;
+    }
+}
+#undef QM_CASE
+#endif
