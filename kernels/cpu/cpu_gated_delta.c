@@ -77,26 +77,6 @@ static void cpu_delta_item(void *ctx, int item, int worker) {
     }
 }
 
-void cpu_gated_delta_ref(float *out, const float *q, const float *k, int ld_qk, const float *v,
-                         int ld_v, const float *g, const float *beta, float *state,
-                         const bk_batch *bt, int Hk, int Hv, int dk, int dv) {
-    cpu_delta_job j = {.out = out,
-                       .state = state,
-                       .q = q,
-                       .k = k,
-                       .v = v,
-                       .g = g,
-                       .beta = beta,
-                       .bt = bt,
-                       .ld_qk = ld_qk,
-                       .ld_v = ld_v,
-                       .Hk = Hk,
-                       .Hv = Hv,
-                       .dk = dk,
-                       .dv = dv};
-    for (int it = 0; it < bt->n_seqs * Hv; it++) cpu_delta_item(&j, it, 0);
-}
-
 void cpu_gated_delta_run(backend *b, float *out, const float *q, const float *k, int ld_qk,
                          const float *v, int ld_v, const float *g, const float *beta, float *state,
                          const bk_batch *bt, int Hk, int Hv, int dk, int dv, int chunk_min) {
@@ -116,14 +96,16 @@ void cpu_gated_delta_run(backend *b, float *out, const float *q, const float *k,
                        .Hv = Hv,
                        .dk = dk,
                        .dv = dv,
-                       .kern = cpu_impl_of(b)->k,
-                       .chunk_min = chunk_min,
-                       .tile = cpu_impl_of(b)->tile,
-                       .gemm = cpu_tile_gemm_of(b)};
+                       .kern = b ? cpu_impl_of(b)->k : NULL,
+                       .chunk_min = b ? chunk_min : INT_MAX,
+                       .tile = b ? cpu_impl_of(b)->tile : NULL,
+                       .gemm = b ? cpu_tile_gemm_of(b) : NULL};
     int items = bt->n_seqs * Hv;
     /* Items are pulled one at a time, so unequal sequence lengths still balance. */
-    int n = cpu_backend_task_count(
-        b, items, (int64_t)4 * dk * dv * (bt->n_tokens / (bt->n_seqs ? bt->n_seqs : 1) + 1));
+    int n = !b ? 1
+               : cpu_backend_task_count(b, items,
+                                        (int64_t)4 * dk * dv *
+                                            (bt->n_tokens / (bt->n_seqs ? bt->n_seqs : 1) + 1));
     if (n == 1) {
         for (int it = 0; it < items; it++) cpu_delta_item(&j, it, 0);
         return;
@@ -136,4 +118,11 @@ void cpu_gated_delta(backend *b, float *out, const float *q, const float *k, int
                      const bk_batch *bt, int Hk, int Hv, int dk, int dv) {
     cpu_gated_delta_run(b, out, q, k, ld_qk, v, ld_v, g, beta, state, bt, Hk, Hv, dk, dv,
                         CPU_GATED_DELTA_CHUNK_MIN);
+}
+
+void cpu_gated_delta_ref(float *out, const float *q, const float *k, int ld_qk, const float *v,
+                         int ld_v, const float *g, const float *beta, float *state,
+                         const bk_batch *bt, int Hk, int Hv, int dk, int dv) {
+    cpu_gated_delta_run(NULL, out, q, k, ld_qk, v, ld_v, g, beta, state, bt, Hk, Hv, dk, dv,
+                        INT_MAX);
 }

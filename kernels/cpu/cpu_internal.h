@@ -183,7 +183,8 @@ void cpu_gated_delta_ref(float *out, const float *q, const float *k, int ld_qk, 
  * decode the recurrence. INT_MAX: every run is the recurrence (cpu_gated_delta.c says why). */
 #define CPU_GATED_DELTA_CHUNK_MIN INT_MAX
 /* The gated_delta op with runs of chunk_min tokens or more in the chunked form (INT_MAX:
- * the recurrence for all, 1: chunked for all), for tests and benchmarks. */
+ * the recurrence for all, 1: chunked for all), for tests and benchmarks. b NULL: the
+ * reference, cpu_gated_delta_ref (scalar token steps on the calling thread). */
 void cpu_gated_delta_run(backend *b, float *out, const float *q, const float *k, int ld_qk,
                          const float *v, int ld_v, const float *g, const float *beta, float *state,
                          const bk_batch *bt, int Hk, int Hv, int dk, int dv, int chunk_min);

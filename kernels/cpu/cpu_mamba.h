@@ -69,7 +69,8 @@ void cpu_ssd_chunk_group(float *restrict state, float *restrict y, int ld_y,
                          const float *restrict d, float dt_min, int nh, int T, int P, int N,
                          float *restrict ws, cpu_tile_gemm_fn gemm);
 /* The ssd op with runs of chunk_min tokens or more in the chunked form (INT_MAX: the
- * recurrence for all, 1: chunked for all), for tests and benchmarks. */
+ * recurrence for all, 1: chunked for all), for tests and benchmarks. b NULL: the reference,
+ * cpu_ssd_ref (scalar token steps on the calling thread). */
 void cpu_ssd_run(backend *b, float *y, const float *x, int ld_x, const float *B, const float *C,
                  int ld_bc, const float *dt, int ld_dt, const bk_weight *A_log,
                  const bk_weight *dt_bias, const bk_weight *D, float *state, const bk_batch *bt,

@@ -101,33 +101,6 @@ static void cpu_ssd_chunk_item(void *ctx, int item, int worker) {
                         j->P, j->N, j->tile + (size_t)worker * CPU_TILE_SCRATCH_FLOATS, j->gemm);
 }
 
-void cpu_ssd_ref(float *y, const float *x, int ld_x, const float *B, const float *C, int ld_bc,
-                 const float *dt, int ld_dt, const bk_weight *A_log, const bk_weight *dt_bias,
-                 const bk_weight *D, float *state, const bk_batch *bt, int H, int P, int N, int G,
-                 float dt_min) {
-    cpu_ssd_job j = {.y = y,
-                     .state = state,
-                     .x = x,
-                     .B = B,
-                     .C = C,
-                     .dt = dt,
-                     .A_log = A_log,
-                     .dt_bias = dt_bias,
-                     .D = D,
-                     .bt = bt,
-                     .ld_x = ld_x,
-                     .ld_bc = ld_bc,
-                     .ld_dt = ld_dt,
-                     .H = H,
-                     .P = P,
-                     .N = N,
-                     .G = G,
-                     .dt_min = dt_min,
-                     .step = cpu_ssd_token_scalar,
-                     .chunk_min = INT_MAX};
-    for (int it = 0; it < bt->n_seqs * H; it++) cpu_ssd_item(&j, it, 0);
-}
-
 /* The token step of the ISA the backend picked at create. */
 static cpu_ssd_token_fn cpu_ssd_step_of(const backend *b) {
     switch (cpu_backend_isa(b)) {
@@ -160,15 +133,15 @@ void cpu_ssd_run(backend *b, float *y, const float *x, int ld_x, const float *B,
                      .N = N,
                      .G = G,
                      .dt_min = dt_min,
-                     .step = cpu_ssd_step_of(b),
-                     .chunk_min = cpu_ssd_chunk_fits(P, N) ? chunk_min : INT_MAX,
-                     .tile = cpu_impl_of(b)->tile,
-                     .gemm = cpu_tile_gemm_of(b)};
+                     .step = b ? cpu_ssd_step_of(b) : cpu_ssd_token_scalar,
+                     .chunk_min = b && cpu_ssd_chunk_fits(P, N) ? chunk_min : INT_MAX,
+                     .tile = b ? cpu_impl_of(b)->tile : NULL,
+                     .gemm = b ? cpu_tile_gemm_of(b) : NULL};
     int items = bt->n_seqs * H, n_long = 0;
     for (int s = 0; s < bt->n_seqs; s++) n_long += bt->len[s] >= j.chunk_min;
     /* Items are pulled one at a time, so sequences of unequal length still balance. */
     int64_t per_item = (int64_t)4 * P * N * (bt->n_tokens / (bt->n_seqs ? bt->n_seqs : 1) + 1);
-    int one = cpu_backend_task_count(b, items, per_item) == 1;
+    int one = !b || cpu_backend_task_count(b, items, per_item) == 1;
     if (n_long < bt->n_seqs) {
         if (one)
             for (int it = 0; it < items; it++) cpu_ssd_item(&j, it, 0);
@@ -194,4 +167,12 @@ void cpu_ssd(backend *b, float *y, const float *x, int ld_x, const float *B, con
              int P, int N, int G, float dt_min) {
     cpu_ssd_run(b, y, x, ld_x, B, C, ld_bc, dt, ld_dt, A_log, dt_bias, D, state, bt, H, P, N, G,
                 dt_min, CPU_SSD_CHUNK_MIN);
+}
+
+void cpu_ssd_ref(float *y, const float *x, int ld_x, const float *B, const float *C, int ld_bc,
+                 const float *dt, int ld_dt, const bk_weight *A_log, const bk_weight *dt_bias,
+                 const bk_weight *D, float *state, const bk_batch *bt, int H, int P, int N, int G,
+                 float dt_min) {
+    cpu_ssd_run(NULL, y, x, ld_x, B, C, ld_bc, dt, ld_dt, A_log, dt_bias, D, state, bt, H, P, N, G,
+                dt_min, INT_MAX);
 }
