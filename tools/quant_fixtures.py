@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Writes the fixtures of tests/unit/test_quant.c: random blocks of Q8_0, Q4_0, Q4_K and Q6_K
-with their values as the `gguf` package dequantizes them, and f32 rows with the bytes the
-package's Q8_0 and Q4_0 quantizers make (the package ports llama.cpp's reference code to
+"""Writes the fixtures of tests/unit/test_quant.c: random blocks of Q8_0, Q4_0, Q4_K, Q6_K and
+Q5_0 with their values as the `gguf` package dequantizes them, and f32 rows with the bytes the
+package's Q8_0, Q4_0 and Q5_0 quantizers make (the package ports llama.cpp's reference code to
 numpy). The package has no Q4_K / Q6_K quantizer: with --llama-cpp DIR (a llama.cpp source
 tree, e.g. vendor/llama.cpp of PyPI's llama-cpp-python sdist) the script also compiles
 llama.cpp's ggml-quants.c (cc -O2, generic x86-64 as llama.cpp builds ggml-base) and
@@ -13,7 +13,7 @@ committed quantize_k.bin is left as it is.
     STRATA_QUANT_FIXTURES=/tmp/q build/tests/test_quant
 
 File layout (little-endian): dequant_<type>.bin = u32 n_blocks, the blocks, then n_blocks ·
-block_elems f32; quantize.bin = u32 n, n f32, then their Q8_0 bytes, then their Q4_0 bytes;
+block_elems f32; quantize.bin = u32 n, n f32, then their Q8_0, Q4_0 and Q5_0 bytes;
 quantize_k.bin = u32 n, n f32, their Q4_K bytes, their Q6_K bytes. Seeded: the same
 command writes the same files."""
 import argparse
@@ -26,7 +26,7 @@ import numpy as np
 from gguf import GGMLQuantizationType as T
 from gguf import quants
 
-TYPES = [("q8_0", T.Q8_0), ("q4_0", T.Q4_0), ("q4_k", T.Q4_K), ("q6_k", T.Q6_K)]
+TYPES = [("q8_0", T.Q8_0), ("q4_0", T.Q4_0), ("q4_k", T.Q4_K), ("q6_k", T.Q6_K), ("q5_0", T.Q5_0)]
 
 
 def f16_scales(rng, n):
@@ -43,8 +43,8 @@ def f16_scales(rng, n):
 def random_blocks(rng, qtype, n):
     block, size = quants.GGML_QUANT_SIZES[qtype]
     raw = rng.integers(0, 256, (n, size), dtype=np.uint8)
-    # the f16 fields: Q8_0 / Q4_0 start with d, Q4_K with d and dmin, Q6_K ends with d
-    offsets = {T.Q8_0: [0], T.Q4_0: [0], T.Q4_K: [0, 2], T.Q6_K: [size - 2]}[qtype]
+    # the f16 fields: Q8_0 / Q4_0 / Q5_0 start with d, Q4_K with d and dmin, Q6_K ends with d
+    offsets = {T.Q8_0: [0], T.Q4_0: [0], T.Q5_0: [0], T.Q4_K: [0, 2], T.Q6_K: [size - 2]}[qtype]
     for off in offsets:
         raw[:, off:off + 2] = f16_scales(rng, n).view(np.uint8).reshape(n, 2)
     return raw
@@ -149,7 +149,8 @@ def main():
     with np.errstate(over="ignore"):  # the d of the 1e7 rows overflows f16, as in C
         q8 = quants.quantize(x.reshape(1, -1), T.Q8_0)
         q4 = quants.quantize(x.reshape(1, -1), T.Q4_0)
-    write(os.path.join(a.out, "quantize.bin"), struct.pack("<I", x.size), x, q8, q4)
+        q5 = quants.quantize(x.reshape(1, -1), T.Q5_0)
+    write(os.path.join(a.out, "quantize.bin"), struct.pack("<I", x.size), x, q8, q4, q5)
     if a.llama_cpp:
         xk = k_rows(rng, a.blocks or 4)
         q4k, q6k = llama_quantize_k(a.llama_cpp, xk)

@@ -22,7 +22,8 @@
     X(Q8_0, "Q8_0", 32, 34)                                                                        \
     X(Q4_0, "Q4_0", 32, 18)                                                                        \
     X(Q4_K, "Q4_K", 256, 144)                                                                      \
-    X(Q6_K, "Q6_K", 256, 210)
+    X(Q6_K, "Q6_K", 256, 210)                                                                      \
+    X(Q5_0, "Q5_0", 32, 22)
 
 typedef enum {
 #define DTYPE_ENUM(n, s, e, b) DTYPE_##n,

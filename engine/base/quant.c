@@ -15,6 +15,10 @@ static float quant_q4_0_at(const quant_block_q4_0 *b, int e) {
     return (float)(q - 8) * dtype_f16_to_f32(b->d);
 }
 
+static float quant_q5_0_at(const quant_block_q5_0 *b, int e) {
+    return (float)(quant_q5_0_q(b, e) - 16) * dtype_f16_to_f32(b->d);
+}
+
 static float quant_q4_k_at(const quant_block_q4_k *b, int e) {
     uint8_t sc[8], m[8];
     quant_q4_k_scales(b->scales, sc, m);
@@ -33,6 +37,7 @@ float quant_value_at(const void *src, dtype dt, size_t i) {
     switch (dt) {
     case DTYPE_Q8_0: return quant_q8_0_at((const quant_block_q8_0 *)src + i / 32, (int)(i % 32));
     case DTYPE_Q4_0: return quant_q4_0_at((const quant_block_q4_0 *)src + i / 32, (int)(i % 32));
+    case DTYPE_Q5_0: return quant_q5_0_at((const quant_block_q5_0 *)src + i / 32, (int)(i % 32));
     case DTYPE_Q4_K: return quant_q4_k_at((const quant_block_q4_k *)src + i / 256, (int)(i % 256));
     case DTYPE_Q6_K: return quant_q6_k_at((const quant_block_q6_k *)src + i / 256, (int)(i % 256));
     default: return 0.0f;
@@ -55,6 +60,11 @@ int quant_dequantize_row(float *out, const void *src, dtype dt, int64_t n) {
         case DTYPE_Q4_0: {
             const quant_block_q4_0 *q = (const quant_block_q4_0 *)src + b;
             for (int e = 0; e < 32; e++) y[e] = quant_q4_0_at(q, e);
+            break;
+        }
+        case DTYPE_Q5_0: {
+            const quant_block_q5_0 *q = (const quant_block_q5_0 *)src + b;
+            for (int e = 0; e < 32; e++) y[e] = quant_q5_0_at(q, e);
             break;
         }
         case DTYPE_Q4_K: {

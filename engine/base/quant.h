@@ -29,6 +29,15 @@ typedef struct {
     uint8_t qs[16];
 } quant_block_q4_0;
 
+/* Q5_0, 32 elements: x[i] = d · (q[i] − 16), q 5 bits: the low 4 as Q4_0's nibbles (q[i] and
+ * q[i + 16] in qs[i]), the fifth of element i in bit i of qh (a little-endian u32). llama.cpp
+ * makes it where a Q4_K_M file's rows are not whole 256-blocks. */
+typedef struct {
+    uint16_t d; /* f16 */
+    uint8_t qh[4];
+    uint8_t qs[16];
+} quant_block_q5_0;
+
 /* Q4_K, 256 elements in 8 sub-blocks of 32, each with a 6-bit scale sc[j] and min m[j]
  * (quant_q4_k_scales): x = d · sc[j] · q − dmin · m[j]. qs holds 4 chunks of 64 elements:
  * chunk c's 32 bytes carry element 64c + l in the low nibble of byte l and 64c + 32 + l in
@@ -50,6 +59,7 @@ typedef struct {
 
 _Static_assert(sizeof(quant_block_q8_0) == 34, "ggml block_q8_0");
 _Static_assert(sizeof(quant_block_q4_0) == 18, "ggml block_q4_0");
+_Static_assert(sizeof(quant_block_q5_0) == 22, "ggml block_q5_0");
 _Static_assert(sizeof(quant_block_q4_k) == 144, "ggml block_q4_K");
 _Static_assert(sizeof(quant_block_q6_k) == 210, "ggml block_q6_K");
 
@@ -78,11 +88,19 @@ static inline int quant_q6_k_q(const quant_block_q6_k *b, int e) {
  * Returns 0, or -1 (out untouched) when dt is not a block type or n is not a multiple of
  * its block. */
 int quant_dequantize_row(float *out, const void *src, dtype dt, int64_t n);
+/* The 5-bit value (0..31) of element e < 32 of a Q5_0 block. */
+static inline int quant_q5_0_q(const quant_block_q5_0 *b, int e) {
+    uint32_t qh = (uint32_t)b->qh[0] | (uint32_t)b->qh[1] << 8 | (uint32_t)b->qh[2] << 16 |
+                  (uint32_t)b->qh[3] << 24;
+    int lo = e < 16 ? b->qs[e] & 15 : b->qs[e - 16] >> 4;
+    return lo | (int)((qh >> e) & 1) << 4;
+}
+
 /* Element i of a block-typed array at src, equal to what quant_dequantize_row gives it;
  * 0 for a dt that is not a block type. */
 float quant_value_at(const void *src, dtype dt, size_t i);
 /* Quantizes n floats (a whole number of blocks) to dt with llama.cpp's reference
- * quantizer (quantize_row_q8_0_ref, _q4_0_ref, _q4_K_ref, _q6_K_ref), bit for bit for
+ * quantizer (quantize_row_q8_0_ref, _q4_0_ref, _q5_0_ref, _q4_K_ref, _q6_K_ref), bit for bit for
  * finite inputs. Returns 0, or -1 (dst untouched) for another dt or a partial block. */
 int quant_quantize_row(void *dst, const float *x, dtype dt, int64_t n);
 

@@ -1,5 +1,5 @@
-/* quant_encode.c - f32 -> Q8_0 / Q4_0 / Q4_K / Q6_K with the reference quantizers of
- * llama.cpp's ggml-quants.c (quantize_row_q8_0_ref, _q4_0_ref, _q4_K_ref with
+/* quant_encode.c - f32 -> Q8_0 / Q4_0 / Q5_0 / Q4_K / Q6_K with the reference quantizers of
+ * llama.cpp's ggml-quants.c (quantize_row_q8_0_ref, _q4_0_ref, _q5_0_ref, _q4_K_ref with
  * make_qkx2_quants, and _q6_K_ref with make_qx_quants), rewritten here from their
  * description.
  *
@@ -55,6 +55,29 @@ static void quant_row_q4_0(quant_block_q4_0 *y, const float *x, int64_t nb) {
             q1 = q1 < 15 ? q1 : 15;
             y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
+    }
+}
+
+static void quant_row_q5_0(quant_block_q5_0 *y, const float *x, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        /* as Q4_0, with the value of largest magnitude at -16 */
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (amax < fabsf(x[j])) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        const float d = max / -16, id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = dtype_f32_to_f16(d);
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; j++) {
+            int q0 = quant_trunc_i8(x[j] * id + 16.5f), q1 = quant_trunc_i8(x[j + 16] * id + 16.5f);
+            q0 = q0 < 31 ? q0 : 31;
+            q1 = q1 < 31 ? q1 : 31;
+            y[i].qs[j] = (uint8_t)((q0 & 15) | (q1 & 15) << 4);
+            qh |= (uint32_t)(q0 >> 4 & 1) << j | (uint32_t)(q1 >> 4 & 1) << (j + 16);
+        }
+        for (int b = 0; b < 4; b++) y[i].qh[b] = (uint8_t)(qh >> 8 * b);
     }
 }
 
@@ -265,6 +288,7 @@ int quant_quantize_row(void *dst, const float *x, dtype dt, int64_t n) {
     switch (dt) {
     case DTYPE_Q8_0: quant_row_q8_0(dst, x, n / 32); return 0;
     case DTYPE_Q4_0: quant_row_q4_0(dst, x, n / 32); return 0;
+    case DTYPE_Q5_0: quant_row_q5_0(dst, x, n / 32); return 0;
     case DTYPE_Q4_K: quant_row_q4_k(dst, x, n / 256); return 0;
     case DTYPE_Q6_K: quant_row_q6_k(dst, x, n / 256); return 0;
     default: return -1;

@@ -1,4 +1,4 @@
-/* cpu_qmatmul.c - out[m, n] = x[m, k] · Wᵀ for a quantized W (Q8_0, Q4_0, Q4_K, Q6_K): the
+/* cpu_qmatmul.c - out[m, n] = x[m, k] · Wᵀ for a quantized W (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K): the
  * scalar reference kernels, which define the summation order (cpu_qmatmul.h), and the
  * threaded driver.
  *
@@ -44,10 +44,16 @@ void cpu_quantize_x_ref(int8_t *restrict q, float *restrict d, const float *rest
     }
 }
 
-/* Q8_0 and Q4_0: the weights of block b as int8 (Q4_0's nibbles minus 8). */
+/* Q8_0, Q4_0 and Q5_0: the weights of block b as int8 (Q4_0's nibbles minus 8, Q5_0's five
+ * bits minus 16), and its scale. */
 static void cpu_q32_weights(int8_t out[32], const void *w, dtype dt, int b) {
     if (dt == DTYPE_Q8_0) {
         memcpy(out, ((const quant_block_q8_0 *)w)[b].qs, 32);
+        return;
+    }
+    if (dt == DTYPE_Q5_0) {
+        for (int e = 0; e < 32; e++)
+            out[e] = (int8_t)(quant_q5_0_q((const quant_block_q5_0 *)w + b, e) - 16);
         return;
     }
     const quant_block_q4_0 *q = (const quant_block_q4_0 *)w + b;
@@ -57,14 +63,20 @@ static void cpu_q32_weights(int8_t out[32], const void *w, dtype dt, int b) {
     }
 }
 
+static uint16_t cpu_q32_scale(const void *w, dtype dt, int b) {
+    switch (dt) {
+    case DTYPE_Q8_0: return ((const quant_block_q8_0 *)w)[b].d;
+    case DTYPE_Q5_0: return ((const quant_block_q5_0 *)w)[b].d;
+    default: return ((const quant_block_q4_0 *)w)[b].d;
+    }
+}
+
 static float cpu_q32_dot(const void *w, dtype dt, const int8_t *xq, const float *xd, int nb) {
     float acc[2][8] = {{0}}, v[8];
     for (int b = 0; b < nb; b++) {
         int8_t wq[32];
         cpu_q32_weights(wq, w, dt, b);
-        uint16_t dw = dt == DTYPE_Q8_0 ? ((const quant_block_q8_0 *)w)[b].d
-                                       : ((const quant_block_q4_0 *)w)[b].d;
-        float s = dtype_f16_to_f32(dw) * xd[b];
+        float s = dtype_f16_to_f32(cpu_q32_scale(w, dt, b)) * xd[b];
         for (int t = 0; t < 8; t++) {
             int p = 0;
             for (int e = 4 * t; e < 4 * t + 4; e++) p += wq[e] * xq[32 * b + e];
@@ -128,7 +140,8 @@ void cpu_qmatmul_ref(float *restrict out, int ldo, const cpu_qrows *x, const voi
             float r = 0.0f;
             switch (dt) {
             case DTYPE_Q8_0:
-            case DTYPE_Q4_0: r = cpu_q32_dot(wj, dt, q, d, k / 32); break;
+            case DTYPE_Q4_0:
+            case DTYPE_Q5_0: r = cpu_q32_dot(wj, dt, q, d, k / 32); break;
             case DTYPE_Q4_K: r = cpu_q4_k_dot(wj, q, d, cpu_qrows_s(x, i), k / 256); break;
             case DTYPE_Q6_K: r = cpu_q6_k_dot(wj, q, d, cpu_qrows_s(x, i), k / 256); break;
             default: break;

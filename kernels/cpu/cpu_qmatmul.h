@@ -1,15 +1,15 @@
-/* cpu_qmatmul.h - the CPU matmul against quantized weights (Q8_0, Q4_0, Q4_K, Q6_K): how x
- * is quantized for it, the kernel types every ISA implements, and the one summation order
+/* cpu_qmatmul.h - the CPU matmul against quantized weights (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K):
+ * how x is quantized for it, the kernel types every ISA implements, and the one summation order
  * they all follow. Internal to kernels/cpu and its tests.
  *
  * As in llama.cpp, each row of x is first quantized to int8 in blocks with one f32 scale
- * per block (32 values for Q8_0 / Q4_0 weights, 256 for the K types, which also keep the
+ * per block (32 values for Q8_0 / Q4_0 / Q5_0 weights, 256 for the K types, which also keep the
  * sum of every 16 values), and the dot products run on integers.
  *
  * The summation order, for out[i, j] = x_i · W_j (the definition the scalar kernels in
  * cpu_qmatmul.c spell out, and every ISA's kernels reproduce exactly; fma is the fused
  * multiply-add, one rounding, as C's fmaf):
- *  Q8_0, Q4_0  per block b: s = d_w(b) · d_x(b); for t < 8, p_t = the integer sum of the
+ *  Q8_0, Q4_0, Q5_0  per block b: s = d_w(b) · d_x(b); for t < 8, p_t = the integer sum of the
  *              products of elements 4t .. 4t + 3; acc[b & 1][t] = fma(s, p_t,
  *              acc[b & 1][t]). The result is cpu_qmatmul_hsum8 of acc[0] + acc[1].
  *  Q4_K        per super-block, for t < 8: I_t = Σ_j sc_j · (Σ q·x over elements 4t ..

@@ -2,7 +2,7 @@
  * the Makefile's ISA_AVX2 flags). Same bits as cpu_qmatmul_ref: see cpu_qmatmul.h.
  *
  * Products: vpmaddubsw multiplies unsigned by signed bytes, so a signed W (Q8_0, Q4_0 minus
- * 8) goes in as |w| against x carrying w's sign (vpsignb); no pair sum can saturate (128 ·
+ * 8, Q5_0 minus 16) goes in as |w| against x carrying w's sign (vpsignb); no pair sum can saturate (128 ·
  * 127 · 2 < 2^15, and x is never -128). Unsigned nibbles (Q4_K, Q6_K's 6 bits) go in
  * directly. vpmaddwd then either adds pairs (Q8_0, Q4_0: the lane sums of 4 products the
  * order fixes) or applies the sub-block scales.
@@ -50,27 +50,12 @@ void cpu_quantize_x_avx2(int8_t *restrict q, float *restrict d, const float *res
 
 /* ---- Q8_0 and Q4_0 ---- */
 
-/* Block b's weights as int8 in element order (Q4_0: the nibbles minus 8). */
-AI __m256i q2_w32(const void *w, dtype dt, int b) {
-    if (dt == DTYPE_Q8_0)
-        return _mm256_loadu_si256((const __m256i *)((const quant_block_q8_0 *)w)[b].qs);
-    __m128i raw = _mm_loadu_si128((const __m128i *)((const quant_block_q4_0 *)w)[b].qs);
-    __m256i v =
-        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(15));
-    return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
-}
-
-AI float q2_d32(const void *w, dtype dt, int b) {
-    return _cvtsh_ss(dt == DTYPE_Q8_0 ? ((const quant_block_q8_0 *)w)[b].d
-                                      : ((const quant_block_q4_0 *)w)[b].d);
-}
-
 /* Block b of R rows into acc (the even or the odd accumulators). */
 AI void q2_block32(__m256 *acc, const int8_t *const *xq, const float *const *xd, const void *w,
                    dtype dt, int b, const int R) {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i wv = q2_w32(w, dt, b), aw = _mm256_abs_epi8(wv);
-    __m256 dw = _mm256_set1_ps(q2_d32(w, dt, b));
+    __m256i wv = qm_w32(w, dt, b), aw = _mm256_abs_epi8(wv);
+    __m256 dw = _mm256_set1_ps(qm_d32(w, dt, b));
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
         __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xq[r] + 32 * b)), wv);
@@ -82,7 +67,7 @@ AI void q2_block32(__m256 *acc, const int8_t *const *xq, const float *const *xd,
 
 AI void q2_tile32(float *out, int ldo, const cpu_qrows *x, int i0, const void *w, dtype dt, int nb,
                   const int R, const int PF) {
-    const size_t bsz = dt == DTYPE_Q8_0 ? sizeof(quant_block_q8_0) : sizeof(quant_block_q4_0);
+    const size_t bsz = qm_bytes32(dt);
     __m256 acc0[4], acc1[4];
     qm_xrows xr;
     qm_xrows_at(&xr, x, i0, R);

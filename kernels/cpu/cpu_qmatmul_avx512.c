@@ -1,7 +1,7 @@
 /* cpu_qmatmul_avx512.c - the quantized-weight matmul on AVX-512 with VNNI (built with the
  * Makefile's ISA_AVX512 flags). Same bits as cpu_qmatmul_ref: see cpu_qmatmul.h.
  *
- * The scheme of cpu_qmatmul_avx2.c on 64-byte vectors: Q8_0 / Q4_0 take two blocks per
+ * The scheme of cpu_qmatmul_avx2.c on 64-byte vectors: Q8_0 / Q4_0 / Q5_0 take two blocks per
  * vector, whose lanes 0-7 and 8-15 are exactly the even and odd accumulators of the
  * summation order, and vpdpbusd sums each lane's four products in one instruction (|w|
  * against x with w's sign, as AVX-512 has no vpsignb: x is negated under w's sign mask).
@@ -16,12 +16,9 @@
 
 /* Blocks b and b + 1 as 64 int8 weights in element order (Q4_0: nibbles minus 8). */
 AI __m512i q5_w64(const void *w, dtype dt, int b) {
-    if (dt == DTYPE_Q8_0) {
-        const quant_block_q8_0 *q = (const quant_block_q8_0 *)w + b;
-        __m256i lo = _mm256_loadu_si256((const __m256i *)q[0].qs),
-                hi = _mm256_loadu_si256((const __m256i *)q[1].qs);
-        return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-    }
+    if (dt != DTYPE_Q4_0)
+        return _mm512_inserti64x4(_mm512_castsi256_si512(qm_w32(w, dt, b)), qm_w32(w, dt, b + 1),
+                                  1);
     const quant_block_q4_0 *q = (const quant_block_q4_0 *)w + b;
     __m256i t = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)q[1].qs),
                                  _mm_loadu_si128((const __m128i *)q[0].qs));
@@ -31,11 +28,6 @@ AI __m512i q5_w64(const void *w, dtype dt, int b) {
     return _mm512_sub_epi8(u, _mm512_set1_epi8(8));
 }
 
-AI uint16_t q5_d16(const void *w, dtype dt, int b) {
-    return dt == DTYPE_Q8_0 ? ((const quant_block_q8_0 *)w)[b].d
-                            : ((const quant_block_q4_0 *)w)[b].d;
-}
-
 /* Blocks b (lanes 0-7) and b + 1 (lanes 8-15) of R rows. */
 AI void q5_pair32(__m512 *acc, const int8_t *const *xq, const float *const *xd, const void *w,
                   dtype dt, int b, const int R) {
@@ -43,8 +35,8 @@ AI void q5_pair32(__m512 *acc, const int8_t *const *xq, const float *const *xd, 
     const __m512i two = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     __m512i wv = q5_w64(w, dt, b), aw = _mm512_abs_epi8(wv);
     __mmask64 neg = _mm512_movepi8_mask(wv);
-    __m512 dw = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)q5_d16(w, dt, b + 1)),
-                                                 _mm_set1_epi16((short)q5_d16(w, dt, b))));
+    __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(qm_d32(w, dt, b)),
+                                   _mm256_set1_ps(qm_d32(w, dt, b + 1)), 1);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
         __m512i xv = _mm512_loadu_si512(xq[r] + 32 * b);
@@ -60,19 +52,10 @@ AI void q5_pair32(__m512 *acc, const int8_t *const *xq, const float *const *xd, 
 /* The last block when the count is odd: an even block, so lanes 0-7. */
 AI void q5_last32(__m512 *acc, const int8_t *const *xq, const float *const *xd, const void *w,
                   dtype dt, int b, const int R) {
-    __m256i v;
-    if (dt == DTYPE_Q8_0) {
-        v = _mm256_loadu_si256((const __m256i *)((const quant_block_q8_0 *)w)[b].qs);
-    } else {
-        const __m128i m4 = _mm_set1_epi8(15);
-        __m128i raw = _mm_loadu_si128((const __m128i *)((const quant_block_q4_0 *)w)[b].qs);
-        v = _mm256_sub_epi8(
-            _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4)),
-            _mm256_set1_epi8(8));
-    }
+    __m256i v = qm_w32(w, dt, b);
     __m256i aw = _mm256_abs_epi8(v);
     __mmask32 neg = _mm256_movepi8_mask(v);
-    __m256 dw = _mm256_set1_ps(_cvtsh_ss(q5_d16(w, dt, b)));
+    __m256 dw = _mm256_set1_ps(qm_d32(w, dt, b));
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
         __m256i xv = _mm256_loadu_si256((const __m256i *)(xq[r] + 32 * b));
@@ -86,7 +69,7 @@ AI void q5_last32(__m512 *acc, const int8_t *const *xq, const float *const *xd, 
 
 AI void q5_tile32(float *out, int ldo, const cpu_qrows *x, int i0, const void *w, dtype dt, int nb,
                   const int R, const int PF) {
-    const size_t bsz = dt == DTYPE_Q8_0 ? sizeof(quant_block_q8_0) : sizeof(quant_block_q4_0);
+    const size_t bsz = qm_bytes32(dt);
     __m512 acc[4];
     qm_xrows xr;
     qm_xrows_at(&xr, x, i0, R);

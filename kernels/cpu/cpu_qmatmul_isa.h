@@ -1,6 +1,7 @@
 /* cpu_qmatmul_isa.h - what the AVX2 and AVX-512 files of the quantized matmul share, included
  * by those two only (their flags give it AVX2): the x rows a tile reads, the prefetch of the
- * decode weight stream, cpu_qmatmul_hsum8's order, and the W-row loop with its dtype dispatch.
+ * decode weight stream, the int8 weights of a 32-block, cpu_qmatmul_hsum8's order, and the
+ * W-row loop with its dtype dispatch.
  *
  * The loop is instantiated once per including file around that file's tile kernels, named by
  * QM_TILE32, QM_TILE_Q4K and QM_TILE_Q6K (each (out, ldo, x, i0, w, [dt,] nb, R, PF)), as the
@@ -9,6 +10,7 @@
 #define STRATA_CPU_QMATMUL_ISA_H
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels/cpu/cpu_internal.h"
 
@@ -38,6 +40,47 @@ AI void qm_prefetch_block(const void *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + QM_PF + o, _MM_HINT_T0);
 }
 
+/* Bytes of one block of a 32-element type (Q8_0, Q4_0, Q5_0). */
+AI size_t qm_bytes32(dtype dt) {
+    return dt == DTYPE_Q8_0   ? sizeof(quant_block_q8_0)
+           : dt == DTYPE_Q5_0 ? sizeof(quant_block_q5_0)
+                              : sizeof(quant_block_q4_0);
+}
+
+/* The f16 scale of block b of a 32-element type: every such block starts with it. */
+AI float qm_d32(const void *w, dtype dt, int b) {
+    uint16_t d;
+    memcpy(&d, (const char *)w + (size_t)b * qm_bytes32(dt), sizeof d);
+    return _cvtsh_ss(d);
+}
+
+/* Block b's weights as int8 in element order: Q8_0 as stored, Q4_0 its nibbles minus 8, Q5_0
+ * its nibbles with the fifth bits from qh, minus 16. */
+AI __m256i qm_w32(const void *w, dtype dt, int b) {
+    if (dt == DTYPE_Q8_0)
+        return _mm256_loadu_si256((const __m256i *)((const quant_block_q8_0 *)w)[b].qs);
+    const __m256i m4 = _mm256_set1_epi8(15);
+    if (dt == DTYPE_Q4_0) {
+        __m128i raw = _mm_loadu_si128((const __m128i *)((const quant_block_q4_0 *)w)[b].qs);
+        __m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), m4);
+        return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+    }
+    const quant_block_q5_0 *q = (const quant_block_q5_0 *)w + b;
+    __m128i raw = _mm_loadu_si128((const __m128i *)q->qs);
+    __m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), m4);
+    /* byte e of the element order gets qh's byte e / 8, and keeps 0x10 where its bit e % 8 is
+     * set */
+    uint32_t qh;
+    memcpy(&qh, q->qh, sizeof qh);
+    const __m256i spread =
+        _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+    const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+    __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
+    h = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
+    v = _mm256_or_si256(v, _mm256_and_si256(h, _mm256_set1_epi8(16)));
+    return _mm256_sub_epi8(v, _mm256_set1_epi8(16));
+}
+
 /* cpu_qmatmul_hsum8's order. */
 AI float qm_hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -55,7 +98,8 @@ AI void qm_tile(float *out, int ldo, const cpu_qrows *x, int i0, const void *w, 
                 const int R, const int PF) {
     switch (dt) {
     case DTYPE_Q8_0:
-    case DTYPE_Q4_0: QM_TILE32(out, ldo, x, i0, w, dt, k / 32, R, PF); break;
+    case DTYPE_Q4_0:
+    case DTYPE_Q5_0: QM_TILE32(out, ldo, x, i0, w, dt, k / 32, R, PF); break;
     case DTYPE_Q4_K: QM_TILE_Q4K(out, ldo, x, i0, w, k / 256, R, PF); break;
     case DTYPE_Q6_K: QM_TILE_Q6K(out, ldo, x, i0, w, k / 256, R, PF); break;
     default: break;
@@ -93,6 +137,7 @@ void QM_ENTRY(float *restrict out, int ldo, const cpu_qrows *x, const void *rest
     switch (dt) {
         QM_CASE(DTYPE_Q8_0)
         QM_CASE(DTYPE_Q4_0)
+        QM_CASE(DTYPE_Q5_0)
         QM_CASE(DTYPE_Q4_K)
         QM_CASE(DTYPE_Q6_K)
     default: break;

@@ -47,9 +47,9 @@ static unsigned char *rand_w(dtype dt, int n, int k, int raw) {
 }
 
 int main(void) {
-    static const dtype dts[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_K, DTYPE_Q6_K};
+    static const dtype dts[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q5_0, DTYPE_Q4_K, DTYPE_Q6_K};
     int fails = 0, runs = 0;
-    for (int t = 0; t < 4; t++)
+    for (int t = 0; t < (int)(sizeof dts / sizeof *dts); t++)
         for (int raw = 0; raw < 2; raw++)
             for (int kk = 1; kk <= 7; kk += 2)
                 for (int m = 1; m <= 9; m++) {

@@ -22,7 +22,7 @@
 #include "tests/cpu_test_util.h"
 #include "tests/test.h"
 
-static const dtype qtypes[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_K, DTYPE_Q6_K};
+static const dtype qtypes[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q5_0, DTYPE_Q4_K, DTYPE_Q6_K};
 
 /* A random [n, k] weight of type dt: rows of f32 noise quantized by the reference
  * quantizer, or (raw) random bytes with moderate f16 scales, which reach codes the
@@ -151,7 +151,7 @@ static void test_against_reference_and_isas(void) {
     static const int k256[] = {256, 768, 1536, 3072};
     static const int ms[] = {1, 3, 4, 5, 8, 13};
     static const int ns[] = {1, 7, 33};
-    for (int t = 0; t < 4; t++) {
+    for (int t = 0; t < (int)(sizeof qtypes / sizeof *qtypes); t++) {
         dtype dt = qtypes[t];
         int big = dtype_block_elems(dt) == 256;
         const int *ks = big ? k256 : k32;
@@ -166,7 +166,7 @@ static void test_against_reference_and_isas(void) {
 /* Decode batches and a prefill block through the task split (n past one 16-row unit per
  * task, m past the m-split threshold): m = 1 against m = 8 and m = 40, bit for bit. */
 static void test_batch_invariance(void) {
-    for (int t = 0; t < 4; t++) {
+    for (int t = 0; t < (int)(sizeof qtypes / sizeof *qtypes); t++) {
         int k = dtype_block_elems(qtypes[t]) == 256 ? 1024 : 2048, n = 301;
         bk_weight w = rand_qweight(n, k, qtypes[t], 0);
         float *x = rand_x(40, k), *all = fvec((size_t)40 * n), *one = fvec((size_t)n);

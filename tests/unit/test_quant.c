@@ -4,7 +4,7 @@
  *
  * - dequantizing random blocks of every type gives the package's values bit for bit, and
  *   quant_value_at agrees with the row dequantizer;
- * - quantizing rows to Q8_0 and Q4_0 gives the package's bytes (rounding ties, equal
+ * - quantizing rows to Q8_0, Q4_0 and Q5_0 gives the package's bytes (rounding ties, equal
  *   maxima, zero blocks, d overflowing f16 included);
  * - the package cannot quantize Q4_K or Q6_K: their quantizers give the bytes llama.cpp's
  *   own C gives (quantize_k.bin, made with --llama-cpp), and on many more rows are held to
@@ -60,6 +60,7 @@ static void test_dtype_table(void) {
     CHECK_EQ_INT(dtype_block_elems(DTYPE_Q4_K), 256);
     CHECK_EQ_INT(dtype_row_bytes(DTYPE_Q8_0, 2048), 64 * 34);
     CHECK_EQ_INT(dtype_row_bytes(DTYPE_Q4_0, 64), 2 * 18);
+    CHECK_EQ_INT(dtype_row_bytes(DTYPE_Q5_0, 64), 2 * 22);
     CHECK_EQ_INT(dtype_row_bytes(DTYPE_Q4_K, 512), 2 * 144);
     CHECK_EQ_INT(dtype_row_bytes(DTYPE_Q6_K, 256), 210);
     CHECK_EQ_INT(dtype_row_bytes(DTYPE_BF16, 7), 14);
@@ -115,6 +116,7 @@ static void test_dequant_matches_gguf(void) {
     check_dequant("dequant_q4_0.bin", DTYPE_Q4_0);
     check_dequant("dequant_q4_k.bin", DTYPE_Q4_K);
     check_dequant("dequant_q6_k.bin", DTYPE_Q6_K);
+    check_dequant("dequant_q5_0.bin", DTYPE_Q5_0);
 }
 
 static void test_quantize_matches_gguf(void) {
@@ -123,20 +125,23 @@ static void test_quantize_matches_gguf(void) {
     if (!buf) return;
     uint32_t n;
     memcpy(&n, buf, 4);
-    size_t b8 = dtype_row_bytes(DTYPE_Q8_0, n), b4 = dtype_row_bytes(DTYPE_Q4_0, n);
-    CHECK_MSG(n % 32 == 0 && len == 4 + (size_t)n * 4 + b8 + b4, "quantize.bin: %zu bytes", len);
-    if (n % 32 == 0 && len == 4 + (size_t)n * 4 + b8 + b4) {
+    size_t b8 = dtype_row_bytes(DTYPE_Q8_0, n), b4 = dtype_row_bytes(DTYPE_Q4_0, n),
+           b5 = dtype_row_bytes(DTYPE_Q5_0, n);
+    int sized = n % 32 == 0 && len == 4 + (size_t)n * 4 + b8 + b4 + b5;
+    CHECK_MSG(sized, "quantize.bin: %zu bytes", len);
+    if (sized) {
         float *x = malloc((size_t)n * 4);
         unsigned char *got = malloc(b8);
         if (!x || !got) abort();
         memcpy(x, buf + 4, (size_t)n * 4);
-        const unsigned char *want8 = buf + 4 + (size_t)n * 4, *want4 = want8 + b8;
+        const unsigned char *want8 = buf + 4 + (size_t)n * 4, *want4 = want8 + b8,
+                            *want5 = want4 + b4;
         const struct {
             dtype dt;
             const unsigned char *want;
             size_t bytes;
-        } cases[] = {{DTYPE_Q8_0, want8, b8}, {DTYPE_Q4_0, want4, b4}};
-        for (int c = 0; c < 2; c++) {
+        } cases[] = {{DTYPE_Q8_0, want8, b8}, {DTYPE_Q4_0, want4, b4}, {DTYPE_Q5_0, want5, b5}};
+        for (int c = 0; c < 3; c++) {
             CHECK(quant_quantize_row(got, x, cases[c].dt, n) == 0);
             size_t bad = cases[c].bytes;
             for (size_t i = 0; i < cases[c].bytes && bad == cases[c].bytes; i++)
@@ -283,10 +288,10 @@ static void test_q6_k_quantize_bounds(void) {
 
 /* All-zero input gives zero blocks that dequantize to zeros (the quantizers' early outs). */
 static void test_zero_rows(void) {
-    static const dtype dts[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_K, DTYPE_Q6_K};
+    static const dtype dts[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q5_0, DTYPE_Q4_K, DTYPE_Q6_K};
     float x[256] = {0}, y[256];
-    unsigned char q[8 * sizeof(quant_block_q8_0)]; /* the largest of the four rows */
-    for (int t = 0; t < 4; t++) {
+    unsigned char q[8 * sizeof(quant_block_q8_0)]; /* the largest of the rows */
+    for (int t = 0; t < 5; t++) {
         memset(y, 0xff, sizeof y);
         CHECK(quant_quantize_row(q, x, dts[t], 256) == 0);
         CHECK(quant_dequantize_row(y, q, dts[t], 256) == 0);
