@@ -53,19 +53,26 @@ static model *golden_open_dummy(backend *b, const char *preset) {
     return m;
 }
 
-/* On a golden_open_dummy model: the last row's logits of ids at positions 0..2 into lg
- * (the refused calls below must leave them as they are);
- * then an id outside the vocabulary and positions past the context of 8 must be refused
- * with STRATA_ERANGE, not run. 0 when all three hold. */
-static int golden_dummy_forward(model *m, const int32_t ids_in[3], float *lg) {
+/* On a golden_open_dummy model: the last row's logits of ids at positions 0..2 must all lie
+ * in [-bound, bound] (1e30: finite; a softcap's cap), then an id outside the vocabulary and
+ * positions past the context of 8 must be refused with STRATA_ERANGE, not run. 0 when all
+ * three hold. */
+static int golden_dummy_forward(model *m, const int32_t ids_in[3], float bound) {
     int vocab = model_get_info(m)->vocab;
     strata_err err = {0};
     batch_buf bb;
-    if (batch_buf_init(&bb, 4, 1, &err)) return -1;
+    float *lg = malloc(sizeof(float) * (size_t)vocab);
+    if (!lg || batch_buf_init(&bb, 4, 1, &err)) {
+        free(lg);
+        return -1;
+    }
     int32_t ids[3] = {ids_in[0], ids_in[1], ids_in[2]}, row = 2;
     batch_buf_add(&bb, 0, 0, 3);
     int rc = model_forward(m, &bb.bt, ids, &row, 1, lg, &err);
     if (rc) fprintf(stderr, "dummy forward: %s\n", err.msg);
+    for (int i = 0; !rc && i < vocab; i++)
+        if (!(lg[i] >= -bound && lg[i] <= bound))
+            rc = -1, fprintf(stderr, "dummy logit %d is %g, outside +-%g\n", i, lg[i], bound);
     ids[1] = vocab;
     if (!rc && model_forward(m, &bb.bt, ids, &row, 1, lg, &err) != STRATA_ERANGE)
         rc = -1, fprintf(stderr, "id %d outside the vocabulary was not refused\n", vocab);
@@ -75,6 +82,7 @@ static int golden_dummy_forward(model *m, const int32_t ids_in[3], float *lg) {
     if (!rc && model_forward(m, &bb.bt, ids, &row, 1, lg, &err) != STRATA_ERANGE)
         rc = -1, fprintf(stderr, "positions 6..8 past the context of 8 were not refused\n");
     batch_buf_deinit(&bb);
+    free(lg);
     return rc;
 }
 

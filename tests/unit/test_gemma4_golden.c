@@ -372,13 +372,7 @@ static void test_dummy_preset(void) {
         CHECK_EQ_INT(in->kv_bytes_per_token, (12LL * 2 * 256 + 3LL * 2 * 512) * kvb);
         CHECK(in->n_eos >= 2);
         int32_t ids[3] = {2, 262143, 106};
-        float *lg = malloc(sizeof(float) * 262144);
-        CHECK(lg && golden_dummy_forward(m, ids, lg) == 0);
-        int ok = 1;
-        for (int i = 0; lg && i < 262144; i++)
-            ok &= lg[i] >= -30.0f && lg[i] <= 30.0f; /* softcap */
-        CHECK_MSG(ok, "dummy logits not finite or outside the softcap");
-        free(lg);
+        CHECK(golden_dummy_forward(m, ids, 30.0f) == 0); /* the softcap */
         model_close(m);
     }
     backend_destroy(b);

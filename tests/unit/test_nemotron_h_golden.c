@@ -278,13 +278,7 @@ static void test_dummy_preset(void) {
         int64_t kvb = backend_memory(b, &bm) == 0 ? 2 : 4;
         CHECK_EQ_INT(in->kv_bytes_per_token, 4LL * 2 * 8 * 128 * kvb);
         int32_t ids[3] = {1, 131000, 5};
-        float *lg = malloc(sizeof(float) * 131072);
-        CHECK(lg && golden_dummy_forward(m, ids, lg) == 0);
-        int finite = 1;
-        for (int i = 0; lg && i < 131072; i++)
-            finite &= lg[i] == lg[i] && lg[i] < 1e30f && lg[i] > -1e30f;
-        CHECK(finite);
-        free(lg);
+        CHECK(golden_dummy_forward(m, ids, 1e30f) == 0);
         model_close(m);
     }
     backend_destroy(b);

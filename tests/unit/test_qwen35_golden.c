@@ -156,13 +156,7 @@ static void test_dummy_preset(void) {
         CHECK_MSG(in->weight_bytes > 1500000000LL && in->weight_bytes < 1510000000LL, "%lld",
                   (long long)in->weight_bytes);
         int32_t ids[3] = {1, 248000, 5};
-        float *lg = malloc(sizeof(float) * 248320);
-        CHECK(lg && golden_dummy_forward(m, ids, lg) == 0);
-        int finite = 1;
-        for (int i = 0; lg && i < 248320; i++)
-            finite &= lg[i] == lg[i] && lg[i] < 1e30f && lg[i] > -1e30f;
-        CHECK(finite);
-        free(lg);
+        CHECK(golden_dummy_forward(m, ids, 1e30f) == 0);
         model_close(m);
     }
     backend_destroy(b);
