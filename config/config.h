@@ -22,10 +22,13 @@
  * name. */
 #define CONFIG_OPTION_LIST(X)                                                                      \
     X(config, "config", STR, NULL, "JSON config file (comments allowed); CLI and env win")         \
-    X(model, "model", STR, NULL, "model directory, hub id, or a preset with --load-format dummy")  \
+    X(model, "model", STR, NULL,                                                                   \
+      "model directory, .gguf file, hub id, or a preset with --load-format dummy")                 \
     X(tokenizer, "tokenizer", STR, NULL, "directory with tokenizer files (default: the model's)")  \
     X(load_format, "load-format", STR, "auto", "auto (safetensors) or dummy (random weights)")     \
     X(revision, "revision", STR, NULL, "hub revision (branch, tag or commit)")                     \
+    X(gguf_file, "gguf-file", STR, NULL,                                                           \
+      "the .gguf file to load from the --model directory or hub repository")                       \
     X(served_model_name, "served-model-name", STR, NULL, "model id in the API (default: --model)") \
     X(host, "host", STR, "127.0.0.1", "address to listen on")                                      \
     X(port, "port", INT, 8080, "TCP port to listen on")                                            \

@@ -1,5 +1,6 @@
 /* serve_load.c - what `strata serve` loads before it is ready: the model (a local
- * directory, a hub id resolved into the Hugging Face cache, or a dummy preset), its
+ * directory or .gguf file, a hub id resolved into the Hugging Face cache, one GGUF file
+ * of a hub repository with --gguf-file, or a dummy preset), its
  * backend, tokenizer, chat template and the engine. The loader thread runs it while
  * /health answers 503; the request-building test and fuzzer run it directly. */
 #include <stdio.h>
@@ -9,17 +10,12 @@
 
 #include "kernels/backend_select.h"
 #include "engine/hub/hub.h"
+#include "server/serve.h"
 #include "server/server_internal.h"
 
 static int srv_is_dir(const char *p) {
     struct stat st;
     return p && !stat(p, &st) && S_ISDIR(st.st_mode);
-}
-
-static int srv_has_file(const char *dir, const char *name) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return !access(path, R_OK);
 }
 
 static void srv_on_slot_free(void *ud) {
@@ -31,22 +27,40 @@ static void srv_on_token_gap(void *ud, double s) {
     metrics_observe(((srv *)ud)->met, METRICS_ITL, s);
 }
 
+/* Where the model is: a local directory or .gguf file as given, a hub id resolved into
+ * the Hugging Face cache, or with --gguf-file one GGUF file of a local directory or of a
+ * hub repository (a GGUF repository has no config.json, so only that file is fetched).
+ * *path points into S->model_dir afterwards, or stays cfg->model. */
+static int srv_model_path(srv *S, const char **path, int dummy, strata_err *err) {
+    const config *cfg = S->cfg;
+    hub_opts ho;
+    int rc;
+    if (dummy || (!cfg->gguf_file && (srv_is_dir(*path) || model_text_is_gguf(*path)))) {
+        snprintf(S->model_dir, sizeof S->model_dir, "%s", *path);
+        return 0;
+    }
+    if (cfg->gguf_file && srv_is_dir(*path)) {
+        snprintf(S->model_dir, sizeof S->model_dir, "%s/%s", *path, cfg->gguf_file);
+        if (!model_text_is_gguf(S->model_dir))
+            return strata_err_set(err, STRATA_ENOTFOUND, "--gguf-file: no file %s", S->model_dir);
+    } else {
+        if ((rc = hub_opts_from_env(&ho, err))) return rc;
+        rc = cfg->gguf_file ? hub_resolve_file(&ho, *path, cfg->revision, cfg->gguf_file,
+                                               S->model_dir, sizeof S->model_dir, NULL, NULL, err)
+                            : hub_resolve(&ho, *path, cfg->revision, S->model_dir,
+                                          sizeof S->model_dir, NULL, NULL, err);
+        if (rc) return rc;
+    }
+    *path = S->model_dir;
+    return 0;
+}
+
 int srv_load(srv *S, strata_err *err) {
     const config *cfg = S->cfg;
     int dummy = cfg->load_format && !strcmp(cfg->load_format, "dummy");
     int rc;
     const char *path = cfg->model;
-    if (!dummy && !srv_is_dir(path)) {
-        /* a hub id: resolve into the Hugging Face cache (downloads when missing) */
-        hub_opts ho;
-        if ((rc = hub_opts_from_env(&ho, err))) return rc;
-        if ((rc = hub_resolve(&ho, path, cfg->revision, S->model_dir, sizeof S->model_dir, NULL,
-                              NULL, err)))
-            return rc;
-        path = S->model_dir;
-    } else {
-        snprintf(S->model_dir, sizeof S->model_dir, "%s", path);
-    }
+    if ((rc = srv_model_path(S, &path, dummy, err))) return rc;
     dtype quant;
     if (model_quant_parse(cfg->quantization, &quant))
         return strata_err_set(err, STRATA_EINVALID,
@@ -69,16 +83,13 @@ int srv_load(srv *S, strata_err *err) {
                      .reserve_bytes = cfg->prefix_cache ? cfg->prefix_cache_memory : 0};
     if ((rc = model_open(&S->m, &mo, S->b, err))) return rc;
     const model_info *mi = model_get_info(S->m);
-    const char *tdir = cfg->tokenizer ? cfg->tokenizer : dummy ? NULL : path;
-    if (tdir && (srv_has_file(tdir, "tokenizer.json") || srv_has_file(tdir, "tokenizer.model"))) {
-        if ((rc = tok_load(&S->tok, tdir, err))) return strata_err_wrap(err, "tokenizer: ");
-        rc = chat_template_load(&S->tmpl, tdir, err);
-        if (rc == STRATA_ENOTFOUND) {
-            fprintf(stderr, "strata: %s has no chat template; /v1/chat/completions is off\n", tdir);
-            rc = 0;
-        } else if (rc) {
-            return strata_err_wrap(err, "chat template: ");
-        }
+    const char *tsrc = cfg->tokenizer ? cfg->tokenizer : dummy ? NULL : path;
+    rc = tsrc ? model_text_open(tsrc, &S->tok, &S->tmpl, err) : STRATA_ENOTFOUND;
+    if (rc && (rc != STRATA_ENOTFOUND || cfg->tokenizer))
+        return strata_err_wrap(err, cfg->tokenizer ? "--tokenizer: " : "tokenizer: ");
+    if (S->tok) {
+        if (!S->tmpl)
+            fprintf(stderr, "strata: %s has no chat template; /v1/chat/completions is off\n", tsrc);
         if ((rc = toolcall_format_pick(cfg->tool_call_parser, mi->arch,
                                        S->tmpl ? chat_template_source(S->tmpl) : NULL, &S->tc_fmt,
                                        err)))
@@ -88,10 +99,6 @@ int srv_load(srv *S, strata_err *err) {
         S->has_think =
             tok_piece_to_id(S->tok, "<think>") >= 0 && tok_piece_to_id(S->tok, "</think>") >= 0;
         S->im_end = tok_piece_to_id(S->tok, "<|im_end|>");
-    } else if (cfg->tokenizer) {
-        return strata_err_set(err, STRATA_ENOTFOUND,
-                              "--tokenizer %s: no tokenizer.json or tokenizer.model",
-                              cfg->tokenizer);
     } else {
         fprintf(stderr, "strata: no tokenizer; prompts must be token ids and text is [id]\n");
     }

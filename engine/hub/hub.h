@@ -75,6 +75,15 @@ typedef void (*hub_progress_fn)(const hub_progress *p, void *ud);
 int hub_resolve(const hub_opts *o, const char *model, const char *revision, char *dir_out,
                 size_t dir_len, hub_progress_fn cb, void *ud, strata_err *err);
 
+/* One file of a hub repository into the cache (hub_file.c): a GGUF repository's one
+ * .gguf, which hub_resolve cannot fetch (it probes config.json and wants safetensors).
+ * Writes the file's path in the snapshot to path_out. The cache, offline mode, the
+ * progress callback and the errors are hub_resolve's; a model that is a local
+ * directory is not handled here (the caller joins the path). Thread: any. */
+int hub_resolve_file(const hub_opts *o, const char *model, const char *revision, const char *file,
+                     char *path_out, size_t path_len, hub_progress_fn cb, void *ud,
+                     strata_err *err);
+
 /* One human line for p: "3/7 files, 1.2 GB of 2.7 GB (44%), 85.3 MB/s, ETA 18 s". */
 void hub_progress_format(const hub_progress *p, char *buf, size_t len);
 

@@ -1,7 +1,7 @@
 /* tok_internal.h - the pieces of the tokenizer shared by its files.
  *
  * tokenizer.c (load, encode/decode pipeline, public API), tok_json.c (tokenizer.json
- * components -> tok_step trees), tok_map.c (hash maps), tok_bpe.c (BPE model + word
+ * components -> tok_step trees), tok_ggml.c (GGUF tokenizer keys -> a tokenizer.json tree), tok_map.c (hash maps), tok_bpe.c (BPE model + word
  * cache), tok_added.c (added-token matching), tok_text.c (normalizers and
  * pre-tokenizers), tok_decoder.c (decoders, post-processor). Nothing here is public:
  * engine/text/tokenizer.h is the door. Semantics follow HF tokenizers 0.23 as written in
@@ -332,6 +332,10 @@ struct tokenizer {
     int cleanup;          /* clean_up_tokenization_spaces */
     int add_bos, add_eos; /* tokenizer.model only: what add_special adds */
 };
+
+/* Loads the components of a tokenizer.json tree into a zeroed t (tokenizer.c; also the
+ * tree tok_ggml.c builds from GGUF keys). On an error t holds what was built: tok_free it. */
+int tok_load_root(struct tokenizer *t, const json_t *root, strata_err *err);
 
 /* The token string of id (added content, else model vocab); NULL for an unknown id. */
 const char *tok_token_str(const struct tokenizer *t, int32_t id, size_t *len);

@@ -158,7 +158,7 @@ static int check_template(const tokenizer *t, const tok_step *s, strata_err *err
     return 0;
 }
 
-static int load_json_root(tokenizer *t, const json_t *root, strata_err *err) {
+int tok_load_root(tokenizer *t, const json_t *root, strata_err *err) {
     if (!json_is_object(root)) return strata_err_set(err, STRATA_EFORMAT, "not a JSON object");
     const json_t *v = json_object_get(root, "truncation");
     if (v && !json_is_null(v))
@@ -198,7 +198,7 @@ int tok_load_json(tokenizer **out, const char *json, size_t len, const char *con
         r = json_error(err, &je, "tokenizer.json");
         goto fail;
     }
-    if ((r = load_json_root(t, root, err))) {
+    if ((r = tok_load_root(t, root, err))) {
         strata_err_wrap(err, "tokenizer.json: ");
         goto fail;
     }

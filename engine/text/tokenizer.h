@@ -1,8 +1,9 @@
 /* tokenizer.h - text <-> token ids, byte-identical to Hugging Face tokenizers.
  *
  * Loads a checkpoint directory's tokenizer.json (+ tokenizer_config.json), or its
- * tokenizer.model through libsentencepiece when that is all it ships. Read-only after
- * load: any thread may encode / decode concurrently. */
+ * tokenizer.model through libsentencepiece when that is all it ships, or a GGUF file's
+ * tokenizer.ggml.* keys (tok_load_ggml). Read-only after load: any thread may encode /
+ * decode concurrently. */
 #ifndef STRATA_TOKENIZER_H
 #define STRATA_TOKENIZER_H
 
@@ -21,6 +22,36 @@ int tok_load(tokenizer **out, const char *dir, strata_err *err);
 int tok_load_json(tokenizer **out, const char *json, size_t len, const char *config,
                   size_t config_len, strata_err *err);
 void tok_free(tokenizer *t);
+
+/* A GGUF file's tokenizer.ggml.* keys as plain arrays, all borrowed. The tokenizer room
+ * does not read GGUF files (models/load/gguf.h does); its caller copies the keys in.
+ * Strings are bytes with a length, not NUL-terminated. */
+typedef struct tok_ggml_str {
+    const char *p;
+    size_t len;
+} tok_ggml_str;
+
+typedef struct tok_ggml {
+    const char *file;           /* named in messages */
+    tok_ggml_str model, pre;    /* tokenizer.ggml.model / .pre; p NULL when absent */
+    const tok_ggml_str *tokens; /* tokenizer.ggml.tokens [n_tokens]; NULL when absent */
+    size_t n_tokens;
+    const int32_t *token_type; /* tokenizer.ggml.token_type [n_token_type]; NULL: absent */
+    size_t n_token_type;
+    const tok_ggml_str *merges; /* tokenizer.ggml.merges [n_merges] "a b"; NULL: absent */
+    size_t n_merges;
+    int64_t bos_id, eos_id, unk_id; /* tokenizer.ggml.*_token_id; -1 when absent */
+    int add_bos, add_eos;           /* tokenizer.ggml.add_{bos,eos}_token; -1 when absent */
+} tok_ggml;
+
+/* A tokenizer from GGUF metadata, encoding and decoding as the Hugging Face
+ * tokenizer.json the converter read: tokenizer.ggml.model "gpt2" (byte-level BPE), with
+ * the pre-tokenizer tokenizer.ggml.pre names (qwen35, qwen2, tekken, gpt-2). The one
+ * difference: every CONTROL token counts as special (skip_special drops it), also those
+ * the checkpoint does not flag. Errors name v->file and the key: STRATA_EFORMAT (a
+ * missing or inconsistent key), STRATA_EUNSUPPORTED (another model, "gemma4" included,
+ * or pre name). Caller frees with tok_free. */
+int tok_load_ggml(tokenizer **out, const tok_ggml *v, strata_err *err);
 
 /* Encodes len bytes of text (need not be NUL-terminated). HF can only be given valid
  * text, so each maximal invalid UTF-8 subpart is first replaced by U+FFFD (as Python's

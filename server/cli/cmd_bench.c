@@ -11,6 +11,7 @@
 #include "kernels/backend_select.h"
 #include "server/cli/bench_gemv.h"
 #include "server/cli/cli_engine.h"
+#include "server/serve.h"
 
 static const char bench_usage[] =
     "usage: strata bench --model DIR|PRESET [--load-format dummy] [--prompt-len 16]\n"
@@ -151,7 +152,8 @@ int cmd_bench(int argc, char **argv) {
     const model_info *in = model_get_info(o.m);
     tokenizer *tok = NULL;
     strata_err err = {0};
-    if (!o.dummy && tok_load(&tok, o.model, &err)) tok = NULL; /* ids only: text is "[id]" */
+    if (!o.dummy && model_text_open(o.model, &tok, NULL, &err))
+        tok = NULL; /* ids only: text is "[id]" */
     bench_clock clk = {
         .b = o.b, .gen_len = o.gen_len, .segs = o.gen_len >= 40 ? BENCH_SEGS_MAX : 1};
     engine *e = NULL;

@@ -7,13 +7,15 @@
 #include <string.h>
 
 #include "engine/template/chat_template.h"
+#include "server/serve.h"
 
 static void usage(FILE *f) {
     fprintf(
         f,
         "usage: strata chat-template --model DIR --messages FILE.json [--add-generation-prompt]\n"
         "                            [--tools FILE.json] [--kwargs JSON] [--template FILE]\n"
-        "  --model DIR        checkpoint directory (chat_template.jinja / tokenizer_config.json)\n"
+        "  --model DIR|FILE   checkpoint directory (chat_template.jinja / tokenizer_config.json)\n"
+        "                     or .gguf file (its tokenizer.chat_template)\n"
         "  --messages FILE    JSON array of {role, content, ...} ('-' reads stdin)\n"
         "  --tools FILE       JSON array of tool schemas\n"
         "  --kwargs JSON      object of extra template variables, e.g. '{\"enable_thinking\": "
@@ -112,6 +114,12 @@ int cmd_chat_template(int argc, char **argv) {
         rc = chat_template_parse_ex(&ct, src, len, base ? chat_template_bos(base) : NULL,
                                     base ? chat_template_eos(base) : NULL, NULL, &err);
         chat_template_free(base);
+    } else if (model_text_is_gguf(model)) {
+        /* a .gguf: the template beside it, else its tokenizer.chat_template */
+        tokenizer *tok = NULL;
+        rc = model_text_open(model, &tok, &ct, &err);
+        tok_free(tok);
+        if (!rc && !ct) rc = strata_err_set(&err, STRATA_ENOTFOUND, "%s: no chat template", model);
     } else {
         rc = chat_template_load(&ct, model, &err);
     }

@@ -9,6 +9,7 @@
 #include "engine/text/tokenizer.h"
 #include "server/cli/cli_engine.h"
 #include "server/cli/cli_model.h"
+#include "server/serve.h"
 
 static const char generate_usage[] =
     "usage: strata generate --model DIR|PRESET (--prompt-ids 1,2,3 | --prompt TEXT)\n"
@@ -39,7 +40,7 @@ int cmd_generate(int argc, char **argv) {
     engine *e = NULL;
     cli_result res = {0};
     /* The tokenizer is optional: a checkpoint without one still runs on ids. */
-    if (!o.dummy && tok_load(&tok, o.model, &err) && o.prompt) {
+    if (!o.dummy && model_text_open(o.model, &tok, NULL, &err) && o.prompt) {
         fprintf(stderr, "strata: --prompt needs the checkpoint's tokenizer: %s\n", err.msg);
         return 1;
     }

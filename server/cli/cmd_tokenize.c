@@ -7,11 +7,12 @@
 
 #include "engine/base/clock.h"
 #include "engine/text/tokenizer.h"
+#include "server/serve.h"
 
 static void tokenize_usage(FILE *f) {
-    fprintf(f, "usage: strata tokenize --model DIR [--text T] [--add-special]\n"
-               "       strata tokenize --model DIR --decode 1,2,3 [--skip-special]\n"
-               "       strata tokenize --model DIR --bench FILE [--lines] [--seconds S]\n"
+    fprintf(f, "usage: strata tokenize --model DIR|FILE.gguf [--text T] [--add-special]\n"
+               "       strata tokenize --model DIR|FILE.gguf --decode 1,2,3 [--skip-special]\n"
+               "       strata tokenize --model DIR|FILE.gguf --bench FILE [--lines] [--seconds S]\n"
                "Encodes T (or stdin) and prints the ids as a JSON array; --add-special runs the\n"
                "post-processor (BOS/EOS). --decode prints the text of the ids. --bench encodes\n"
                "FILE whole (or each line with --lines), repeatedly for S seconds (default 2),\n"
@@ -141,7 +142,7 @@ int cmd_tokenize(int argc, char **argv) {
     }
     strata_err err = {0};
     tokenizer *t = NULL;
-    if (tok_load(&t, model, &err)) {
+    if (model_text_open(model, &t, NULL, &err)) {
         fprintf(stderr, "strata tokenize: %s\n", err.msg);
         return 1;
     }

@@ -1,0 +1,332 @@
+/* tok_ggml.c - a tokenizer from a GGUF file's tokenizer.ggml.* keys.
+ *
+ * The keys are turned back into the tokenizer.json the converter read, and that goes
+ * through the same loader as a checkpoint's file (tok_load_root). One loader means the
+ * conformance suite that pins tokenizer.json to HF tokenizers also pins this path, and
+ * every GGUF-specific decision is one visible mapping here: tokens -> model.vocab,
+ * merges -> model.merges, CONTROL / USER_DEFINED tokens -> added_tokens, and the
+ * pre-tokenizer a GGUF only names (tokenizer.ggml.pre) -> the tokenizer.json component
+ * that name stands for. The regexes are HF's originals as llama.cpp's
+ * src/llama-vocab.cpp quotes them in its comments, not llama.cpp's rewrites of them,
+ * because Oniguruma runs the originals as HF does. The cost is one JSON tree of the
+ * vocabulary, the same as reading tokenizer.json.
+ *
+ * Only tokenizer.ggml.model "gpt2" (byte-level BPE: Qwen3.5, Nemotron-H) is read.
+ * "gemma4" is refused: its converter keeps too little of Gemma's added tokens. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/text/tok_internal.h"
+#include "engine/text/tokenizer.h"
+
+/* llama.cpp's token types (gguf-py's TokenType). */
+enum { GGML_NORMAL = 1, GGML_UNKNOWN, GGML_CONTROL, GGML_USER_DEFINED, GGML_UNUSED, GGML_BYTE };
+
+#define BYTELEVEL "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}"
+#define SPLIT_BYTELEVEL(re)                                                                        \
+    "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": " \
+    "\"" re "\"}, \"behavior\": \"Isolated\", \"invert\": false}, " BYTELEVEL "]}"
+
+/* What a tokenizer.ggml.pre name means as tokenizer.json components. */
+typedef struct ggml_pre {
+    const char *name;
+    const char *pretok; /* pre_tokenizer */
+    int cleanup;        /* clean_up_tokenization_spaces (llama.cpp's clean_spaces) */
+    int ignore_merges;  /* model.ignore_merges */
+    int add_bos;        /* when tokenizer.ggml.add_bos_token is absent */
+} ggml_pre;
+
+/* gpt2 models: the decoder is ByteLevel and there is no normalizer. */
+static const ggml_pre gpt2_pres[] = {
+    /* Qwen3.5 */
+    {"qwen35",
+     SPLIT_BYTELEVEL(
+         "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{L}\\\\p{M}]+|"
+         "\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{M}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|"
+         "\\\\s+(?!\\\\S)|\\\\s+"),
+     0, 0, 0},
+    /* Qwen2 / Qwen3 */
+    {"qwen2",
+     SPLIT_BYTELEVEL(
+         "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}|"
+         " ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|"
+         "\\\\s+"),
+     0, 0, 0},
+    /* Mistral's Tekken vocabulary, which Nemotron-H uses; llama.cpp adds BOS for it */
+    {"tekken",
+     SPLIT_BYTELEVEL("[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]*"
+                     "[\\\\p{Ll}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]+|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?"
+                     "[\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]+[\\\\p{Ll}\\\\p{Lm}\\\\p{Lo}"
+                     "\\\\p{M}]*|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n/]*|"
+                     "\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+"),
+     0, 1, 1},
+    /* GPT-2 itself: ByteLevel with its own regex */
+    {"gpt-2", "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}", 1, 0,
+     0},
+};
+
+static int str_is(tok_ggml_str s, const char *lit) {
+    return s.p && s.len == strlen(lit) && !memcmp(s.p, lit, s.len);
+}
+
+/* Adds a parsed component under key; the JSON texts above are constants, so a parse
+ * failure can only be memory. */
+static int set_component(json_t *root, const char *key, const char *text) {
+    json_t *v = json_loads(text, 0, NULL);
+    return v ? json_object_set_new(root, key, v) : STRATA_ENOMEM;
+}
+
+static int nomem(strata_err *err, const tok_ggml *v) {
+    return strata_err_set(err, STRATA_ENOMEM, "%s: tokenizer: out of memory", v->file);
+}
+
+static int token_type(const tok_ggml *v, size_t i) {
+    return v->token_type ? v->token_type[i] : GGML_NORMAL;
+}
+
+/* model.vocab from every token but the UNUSED ones (the converter's [PADn] fillers up to
+ * the model's vocab_size, which HF's tokenizer does not have). */
+static int build_vocab(json_t *vocab, const tok_ggml *v, strata_err *err) {
+    for (size_t i = 0; i < v->n_tokens; i++) {
+        tok_ggml_str s = v->tokens[i];
+        int tt = token_type(v, i);
+        if (tt < GGML_NORMAL || tt > GGML_BYTE)
+            return strata_err_set(err, STRATA_EFORMAT,
+                                  "%s: tokenizer.ggml.token_type[%zu] is %d (llama.cpp's types are "
+                                  "1-6)",
+                                  v->file, i, tt);
+        if (tt == GGML_UNUSED) continue;
+        if (!s.len)
+            return strata_err_set(err, STRATA_EFORMAT, "%s: tokenizer.ggml.tokens[%zu] is empty",
+                                  v->file, i);
+        if (json_object_getn(vocab, s.p, s.len)) continue; /* the first id keeps the string */
+        json_t *id = json_integer((json_int_t)i);
+        if (!id || json_object_setn_new_nocheck(vocab, s.p, s.len, id)) return nomem(err, v);
+    }
+    return 0;
+}
+
+/* The offset of the space that splits a merge, as llama.cpp finds it (from byte 1, so a
+ * first piece may itself be a space); 0 when there is none. */
+static size_t merge_split(tok_ggml_str m) {
+    for (size_t k = 1; k < m.len; k++)
+        if (m.p[k] == ' ') return k;
+    return 0;
+}
+
+/* model.merges; each piece and their concatenation must be tokens, as HF requires. */
+static int build_merges(json_t *merges, const json_t *vocab, const tok_ggml *v, strata_err *err) {
+    strbuf cat = {0};
+    int r = 0;
+    for (size_t i = 0; i < v->n_merges && !r; i++) {
+        tok_ggml_str m = v->merges[i];
+        size_t k = merge_split(m);
+        if (!k || k + 1 >= m.len) {
+            r = strata_err_set(err, STRATA_EFORMAT, "%s: tokenizer.ggml.merges[%zu] is not \"a b\"",
+                               v->file, i);
+            break;
+        }
+        const char *a = m.p, *b = m.p + k + 1;
+        size_t la = k, lb = m.len - k - 1;
+        cat.len = 0;
+        if (strbuf_add(&cat, a, la) || strbuf_add(&cat, b, lb)) {
+            r = nomem(err, v);
+            break;
+        }
+        if (!json_object_getn(vocab, a, la) || !json_object_getn(vocab, b, lb) ||
+            !json_object_getn(vocab, cat.p, cat.len)) {
+            r = strata_err_set(err, STRATA_EFORMAT,
+                               "%s: tokenizer.ggml.merges[%zu] (\"%.*s\" \"%.*s\") names a token "
+                               "missing from tokenizer.ggml.tokens",
+                               v->file, i, (int)(la > 40 ? 40 : la), a, (int)(lb > 40 ? 40 : lb),
+                               b);
+            break;
+        }
+        /* "a b" as a string when the split is unambiguous, else the pair */
+        json_t *e = memchr(b, ' ', lb) ? json_pack("[s#s#]", a, la, b, lb)
+                                       : json_stringn_nocheck(m.p, m.len);
+        if (!e || json_array_append_new(merges, e)) r = nomem(err, v);
+    }
+    strbuf_free(&cat);
+    return r;
+}
+
+/* added_tokens: CONTROL (and UNKNOWN) tokens are special, USER_DEFINED ones are not; all
+ * are matched on the raw text, as llama.cpp does and as the converter's normalized:false
+ * tokens are. The converter makes CONTROL of HF's special tokens and of those that look
+ * special (<|...|>), so a few HF keeps in a skip_special decode are dropped here (Qwen3.5:
+ * <|fim_prefix|> and five more); the GGUF does not say which. */
+static int build_added(json_t *added, const tok_ggml *v, strata_err *err) {
+    for (size_t i = 0; i < v->n_tokens; i++) {
+        int tt = token_type(v, i);
+        if (tt != GGML_CONTROL && tt != GGML_USER_DEFINED && tt != GGML_UNKNOWN) continue;
+        json_t *t =
+            json_pack("{s:I, s:s#, s:b, s:b, s:b, s:b, s:b}", "id", (json_int_t)i, "content",
+                      v->tokens[i].p, v->tokens[i].len, "single_word", 0, "lstrip", 0, "rstrip", 0,
+                      "normalized", 0, "special", tt != GGML_USER_DEFINED);
+        if (!t || json_array_append_new(added, t)) return nomem(err, v);
+    }
+    return 0;
+}
+
+/* A TemplateProcessing that adds BOS / EOS, as HF's post-processor does where the
+ * checkpoint's tokenizer_config says add_bos_token. */
+static int build_post(json_t *root, const tok_ggml *v, int bos, int eos, strata_err *err) {
+    json_t *single = json_array(), *special = json_object();
+    json_t *post = json_pack("{s:s, s:o, s:o}", "type", "TemplateProcessing", "single", single,
+                             "special_tokens", special);
+    int r = !post || json_object_set_new(root, "post_processor", post);
+    for (int k = 0; k < 2 && !r; k++) {
+        int64_t id = k ? v->eos_id : v->bos_id;
+        if (!(k ? eos : bos)) {
+            if (!k)
+                r = json_array_append_new(single, json_pack("{s:{s:s}}", "Sequence", "id", "A"));
+            continue;
+        }
+        char name[24];
+        snprintf(name, sizeof name, "%s", k ? "eos" : "bos");
+        r = json_array_append_new(
+                single, json_pack("{s:{s:s, s:i}}", "SpecialToken", "id", name, "type_id", 0)) ||
+            json_object_set_new(special, name,
+                                json_pack("{s:s, s:[I]}", "id", name, "ids", (json_int_t)id));
+        if (!k && !r)
+            r = json_array_append_new(single, json_pack("{s:{s:s}}", "Sequence", "id", "A"));
+    }
+    return r ? nomem(err, v) : 0;
+}
+
+static int check_id(const tok_ggml *v, int64_t id, const char *key, strata_err *err) {
+    if (id < -1 || id >= (int64_t)v->n_tokens ||
+        (id >= 0 && token_type(v, (size_t)id) == GGML_UNUSED))
+        return strata_err_set(err, STRATA_EFORMAT,
+                              "%s: tokenizer.ggml.%s is %lld, not a token of tokenizer.ggml.tokens",
+                              v->file, key, (long long)id);
+    return 0;
+}
+
+/* The keys that must be there and agree with each other. */
+static int check_keys(const tok_ggml *v, const ggml_pre **pre, strata_err *err) {
+    if (!v->model.p)
+        return strata_err_set(err, STRATA_EFORMAT, "%s: no tokenizer.ggml.model", v->file);
+    if (str_is(v->model, "gemma4"))
+        /* The converter writes Gemma's added tokens (<start_of_turn>, <b>, <unused0>, ...)
+         * as NORMAL vocabulary, so the GGUF no longer says what HF splits out before BPE:
+         * a tokenizer made from it differs from the checkpoint's on such text. */
+        return strata_err_set(err, STRATA_EUNSUPPORTED,
+                              "%s: tokenizer.ggml.model \"gemma4\" is not supported: the GGUF "
+                              "does not keep which tokens are added tokens; put the checkpoint's "
+                              "tokenizer.json beside the file",
+                              v->file);
+    if (!str_is(v->model, "gpt2"))
+        return strata_err_set(err, STRATA_EUNSUPPORTED,
+                              "%s: tokenizer.ggml.model \"%.*s\" is not supported (gpt2)", v->file,
+                              (int)(v->model.len > 40 ? 40 : v->model.len), v->model.p);
+    *pre = NULL;
+    for (size_t i = 0; i < sizeof gpt2_pres / sizeof *gpt2_pres; i++)
+        if (str_is(v->pre, gpt2_pres[i].name) ||
+            (!strcmp(gpt2_pres[i].name, "qwen2") && str_is(v->pre, "deepseek-r1-qwen")))
+            *pre = &gpt2_pres[i];
+    if (!v->pre.p)
+        return strata_err_set(err, STRATA_EFORMAT,
+                              "%s: no tokenizer.ggml.pre (the pre-tokenizer of a gpt2 vocabulary)",
+                              v->file);
+    if (!*pre)
+        return strata_err_set(err, STRATA_EUNSUPPORTED,
+                              "%s: tokenizer.ggml.pre \"%.*s\" is not supported (qwen35, qwen2, "
+                              "tekken, gpt-2)",
+                              v->file, (int)(v->pre.len > 40 ? 40 : v->pre.len), v->pre.p);
+    if (!v->tokens || !v->n_tokens)
+        return strata_err_set(err, STRATA_EFORMAT, "%s: no tokenizer.ggml.tokens", v->file);
+    if (v->n_tokens >= (1u << 30))
+        return strata_err_set(err, STRATA_EFORMAT, "%s: tokenizer.ggml.tokens has %zu entries",
+                              v->file, v->n_tokens);
+    if (v->token_type && v->n_token_type != v->n_tokens)
+        return strata_err_set(err, STRATA_EFORMAT,
+                              "%s: tokenizer.ggml.token_type has %zu entries, "
+                              "tokenizer.ggml.tokens %zu",
+                              v->file, v->n_token_type, v->n_tokens);
+    if (!v->merges)
+        return strata_err_set(err, STRATA_EFORMAT,
+                              "%s: no tokenizer.ggml.merges (a BPE vocabulary)", v->file);
+    int r = check_id(v, v->bos_id, "bos_token_id", err);
+    return r ? r : check_id(v, v->eos_id, "eos_token_id", err);
+}
+
+static int build_root(json_t **out, const tok_ggml *v, const ggml_pre *pre, int add_bos,
+                      int add_eos, strata_err *err) {
+    json_t *root = json_object();
+    if (!root) return nomem(err, v);
+    json_t *vocab = json_object(), *merges = json_array(), *added = json_array();
+    json_t *model = json_pack("{s:s, s:o, s:o, s:b}", "type", "BPE", "vocab", vocab, "merges",
+                              merges, "ignore_merges", pre->ignore_merges);
+    int r = json_object_set_new(root, "model", model) ||
+                    json_object_set_new(root, "added_tokens", added) ||
+                    set_component(root, "pre_tokenizer", pre->pretok) ||
+                    set_component(root, "decoder", BYTELEVEL)
+                ? nomem(err, v)
+                : 0;
+    if (!r) r = build_vocab(vocab, v, err);
+    if (!r) r = build_merges(merges, vocab, v, err);
+    if (!r) r = build_added(added, v, err);
+    if (!r && (add_bos || add_eos)) r = build_post(root, v, add_bos, add_eos, err);
+    if (r) {
+        json_decref(root);
+        return r;
+    }
+    *out = root;
+    return 0;
+}
+
+static char *dup_token(const tok_ggml *v, int64_t id) {
+    tok_ggml_str s = v->tokens[id];
+    char *p = malloc(s.len + 1);
+    if (p) {
+        memcpy(p, s.p, s.len);
+        p[s.len] = 0;
+    }
+    return p;
+}
+
+int tok_load_ggml(tokenizer **out, const tok_ggml *v, strata_err *err) {
+    const ggml_pre *pre = NULL;
+    json_t *root = NULL;
+    tokenizer *t = NULL;
+    int r = check_keys(v, &pre, err);
+    if (r) return r;
+    int add_bos = v->add_bos >= 0 ? v->add_bos : pre->add_bos, add_eos = v->add_eos > 0;
+    if ((add_bos && v->bos_id < 0) || (add_eos && v->eos_id < 0))
+        return strata_err_set(
+            err, STRATA_EFORMAT,
+            "%s: tokenizer.ggml.add_%s_token is set but tokenizer.ggml.%s_token_id "
+            "is absent",
+            v->file, add_bos && v->bos_id < 0 ? "bos" : "eos",
+            add_bos && v->bos_id < 0 ? "bos" : "eos");
+    if ((r = build_root(&root, v, pre, add_bos, add_eos, err))) return r;
+    if (!(t = calloc(1, sizeof *t))) {
+        r = nomem(err, v);
+        goto fail;
+    }
+    errno = 0;
+    if ((r = tok_load_root(t, root, err))) {
+        strata_err_wrap(err, "%s: tokenizer.ggml.*: ", v->file);
+        goto fail;
+    }
+    t->cleanup = pre->cleanup;
+    t->add_bos = add_bos;
+    t->add_eos = add_eos;
+    t->bos_id = v->bos_id;
+    t->eos_id = v->eos_id;
+    if ((v->bos_id >= 0 && !(t->bos = dup_token(v, v->bos_id))) ||
+        (v->eos_id >= 0 && !(t->eos = dup_token(v, v->eos_id)))) {
+        r = nomem(err, v);
+        goto fail;
+    }
+    json_decref(root);
+    *out = t;
+    return 0;
+fail:
+    json_decref(root);
+    tok_free(t);
+    return r;
+}
