@@ -164,6 +164,7 @@ HC_OBJ     = $(HC_CU:%.cu=%.o) $(HC_RT:tests/cuda-host/%.cc=$(HC_DIR)/rt/%.o) \
 HC_FLAGS   = -std=c++17 -O2 -g -fPIC -Wall -Wextra -Werror -Wno-unknown-pragmas -pthread \
              -Itests/cuda-host/include -I$(HC_DIR)/src -I.
 HC_TESTS   = $(HC_DIR)/test_cuda_ops $(HC_DIR)/test_runtime $(HC_DIR)/test_cuda_engine \
+             $(HC_DIR)/test_cuda_quant_model \
              $(patsubst %,$(HC_DIR)/test_cuda_golden_%,qwen35 gemma4 nemotron_h)
 
 .PHONY: cuda-host cuda-host-check
@@ -200,6 +201,10 @@ $(HC_DIR)/test_cuda_golden_%: tests/device/test_cuda_golden.c tests/unit/test_%_
 	    -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)
 
 $(HC_DIR)/test_cuda_engine: tests/device/test_cuda_engine.c tests/unit/test_engine.c $(BUILD)/libstrata.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)
+
+$(HC_DIR)/test_cuda_quant_model: tests/device/test_cuda_quant_model.c tests/unit/test_quant_model.c \
+                                 $(BUILD)/libstrata.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)
 
 $(HC_DIR)/test_runtime: tests/cuda-host/test_runtime.cu $(HC_DIR)/libstrata_cuda.so

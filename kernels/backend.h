@@ -216,11 +216,14 @@ typedef struct backend_ops {
     /* out[m, n] = x[m, k] · Wᵀ with W [n, k] (n = w->shape[0], k = w->shape[1]),
      * f32 accumulation. For a BF16 W, x is first rounded to bf16 (nearest even,
      * subnormals to a signed zero): the bf16 model's own precision, and what bf16 dot
-     * instructions and tensor cores take. For a block-typed W (k whole blocks), x is
-     * quantized as llama.cpp does: to int8 per block of 32 (Q8_0, Q4_0) or 256 (Q4_K, Q6_K)
-     * with an f32 scale amax / 127, rounded to nearest even, and the products are integer
-     * (kernels/cpu/cpu_qmatmul.h). Each row of out depends only on its row of x
-     * (bit for bit on the CPU, whatever m). out must not alias x. */
+     * instructions and tensor cores take. For a block-typed W (k whole blocks) a backend
+     * either quantizes x as llama.cpp does (the CPU: to int8 per block of 32 (Q8_0, Q4_0) or
+     * 256 (Q4_K, Q6_K) with an f32 scale amax / 127, rounded to nearest even, integer
+     * products: kernels/cpu/cpu_qmatmul.h) or keeps x in f32 against the dequantized W (CUDA:
+     * kernels/cuda/cuda_qmatmul.cu, the f32 product to rounding); the two differ by the x
+     * rounding, at most amax / 254 per element. Each row of out depends only on its row of x
+     * (bit for bit on the CPU, whatever m; on CUDA too for block-typed W). out must not
+     * alias x. */
     void (*matmul)(backend *b, float *out, const float *x, const bk_weight *w, int m);
     /* out[j] = x · w[j]ᵀ for j < n_w (1 <= n_w <= BK_MATMUL_MAX): projections of one input
      * (q | k | v, gate | up, ...), exactly n_w matmul calls (bit for bit on the CPU), which

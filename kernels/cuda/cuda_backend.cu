@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cuda_internal.cuh"
+#include "kernels/cuda/cuda_quant.cuh"
 
 void cuda_fail(cuda_impl *c, const char *what, cudaError_t e) {
     if (c->mode == CUDA_MODE_CAPTURE) {
@@ -233,18 +233,33 @@ static void cuda_copy(backend *b, void *dst, const void *src, size_t bytes) {
     if (e != cudaSuccess) cuda_fail(c, "copy", e);
 }
 
+/* A block-typed weight (Q8_0, Q4_0, Q4_K, Q6_K) is uploaded as its blocks are: a matrix of
+ * whole blocks per row, read by the matmuls and embed only (cuda_supports). Its allocation
+ * is padded to 16 bytes so the quantized GEMV's 16-byte loads of a row's last tile stay
+ * inside it (cuda_qmatmul.cu). */
 static int cuda_weight_prepare(backend *b, bk_weight *w, strata_err *err) {
     cuda_impl *c = cuda_impl_of(b);
-    if (w->dt != DTYPE_F32 && w->dt != DTYPE_BF16 && w->dt != DTYPE_F16)
+    int blk = dtype_block_elems(w->dt);
+    if (blk > 1 && !cuda_is_block(w->dt))
+        return strata_err_set(err, STRATA_EUNSUPPORTED, "cuda backend: no kernels for %s weights",
+                              dtype_name(w->dt));
+    if (blk > 1 && (w->ndim != 2 || w->shape[1] % blk || w->shape[1] > INT_MAX / 2))
+        return strata_err_set(err, STRATA_EUNSUPPORTED,
+                              "cuda backend: a %s weight must be a matrix whose rows are whole "
+                              "blocks of %d",
+                              dtype_name(w->dt), blk);
+    if (blk <= 1 && w->dt != DTYPE_F32 && w->dt != DTYPE_BF16 && w->dt != DTYPE_F16)
         return strata_err_set(err, STRATA_EUNSUPPORTED, "cuda backend: weight dtype %s",
                               dtype_name(w->dt));
     if (c->mode != CUDA_MODE_EAGER)
         return strata_err_set(err, STRATA_ESTATE, "cuda backend: weight upload during a graph");
     size_t n = 1;
     for (int i = 0; i < w->ndim; i++) n *= (size_t)w->shape[i];
-    size_t bytes = n * dtype_size(w->dt);
+    size_t bytes =
+        blk > 1 ? (size_t)w->shape[0] * dtype_row_bytes(w->dt, w->shape[1]) : n * dtype_size(w->dt);
+    size_t pad = blk > 1 ? (16 - bytes % 16) % 16 : 0;
     cuda_use(c);
-    void *p = cuda_dev_alloc(c, bytes);
+    void *p = cuda_dev_alloc(c, bytes + pad);
     if (!p) {
         size_t fr = 0, tot = 0;
         cudaMemGetInfo(&fr, &tot);
@@ -258,6 +273,7 @@ static int cuda_weight_prepare(backend *b, bk_weight *w, strata_err *err) {
      * for). From pageable memory the call returns once the source has been staged, so a
      * mmapped checkpoint may be unmapped right after. */
     cudaError_t e = cudaMemcpyAsync(p, w->data, bytes, cudaMemcpyHostToDevice, c->stream);
+    if (e == cudaSuccess && pad) e = cudaMemsetAsync((char *)p + bytes, 0, pad, c->stream);
     if (e != cudaSuccess) {
         cuda_untrack(c, p);
         cudaFree(p);
@@ -398,6 +414,22 @@ static const char *cuda_last_error(const backend *b);
 
 static void cuda_compute_dtype(backend *b, dtype dt) { cuda_impl_of(b)->cdt = dt; }
 
+/* Block-typed weights are read by the matmuls (cuda_qmatmul.cu) and the embeds only;
+ * everything else is what backend_supports answers for a backend without this slot: every
+ * mandatory op with BF16, F16 or F32 weights and every optional slot, all of which this
+ * backend fills. (backend.c is not linked into this library, so the answer is written out;
+ * the op test holds it to backend_supports on a table without this slot.) */
+static int cuda_supports(const backend *b, int op, dtype dt) {
+    (void)b;
+    if (op < 0 || op >= BK_OP_COUNT) return 0;
+    if (dtype_block_elems(dt) > 1) /* the formats cuda_qmatmul.cu decodes, no others */
+        return cuda_is_block(dt) &&
+               (op == BK_OP_MATMUL || op == BK_OP_MATMUL_N || op == BK_OP_MATMUL_GLU ||
+                op == BK_OP_EMBED || op == BK_OP_EMBED_FED);
+    return op >= BK_OP_FIRST_OPTIONAL || dt == DTYPE_COUNT || dt == DTYPE_BF16 || dt == DTYPE_F16 ||
+           dt == DTYPE_F32;
+}
+
 static void cuda_fill_ops(backend_ops *o) {
     memset(o, 0, sizeof *o);
     o->name = "cuda";
@@ -452,6 +484,7 @@ static void cuda_fill_ops(backend_ops *o) {
     o->sample = cuda_sample;
     o->embed_fed = cuda_embed_fed;
     o->compute_dtype = cuda_compute_dtype;
+    o->supports = cuda_supports;
 }
 
 #define CUDA_TRY(call, what)                                                                       \

@@ -5,7 +5,7 @@
  * Each is a grid-stride loop, memory-bound and coalesced; the math is the CPU reference's
  * formula (kernels/cpu/cpu_ops.c) with accurate expf / tanhf, so results agree to a few
  * ulp. Host-memory inputs (embed ids, gather rows) go through the staging ring. */
-#include "kernels/cuda/cuda_internal.cuh"
+#include "kernels/cuda/cuda_quant.cuh"
 
 enum { EW_CAP = 65535 }; /* grid-stride: at most this many blocks */
 
@@ -112,7 +112,8 @@ __global__ void ew_embed(float *__restrict__ out, const void *__restrict__ table
         size_t r = i / (size_t)n, j = i % (size_t)n;
         int32_t id = ids[r];
         if (id < 0 && fed) id = fed[slot[tok_seq[r]]];
-        out[i] = cuda_wget(table, dt, (size_t)id * n + j);
+        size_t e = (size_t)id * n + j; /* a quantized table's rows are whole blocks */
+        out[i] = cuda_is_block(dt) ? cuda_qget(table, dt, e) : cuda_wget(table, dt, e);
     }
 }
 

@@ -332,6 +332,10 @@ void cuda_l2norm(backend *b, float *x, int m, int n, int ld, int gpr, float eps,
 /* cuda_rope.cu */
 void cuda_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads, int hd,
                int rot, int ld);
+/* cuda_qmatmul.cu: out[j] = x · w[j]ᵀ (j < n_w) for weights of one block dtype and k, any m;
+ * called by the matmul ops after they entered the op */
+void cuda_qmatmul(cuda_impl *c, float *const *out, const float *x, const bk_weight *const *w,
+                  int n_w, int m);
 /* cuda_matmul.cu */
 void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m);
 void cuda_matmul_n(backend *b, float *const *out, const float *x, const bk_weight *const *w,

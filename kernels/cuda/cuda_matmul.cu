@@ -1,4 +1,5 @@
-/* cuda_matmul.cu - out[m, n] = x[m, k] · Wᵀ with W [n, k] in BF16, F16 or F32.
+/* cuda_matmul.cu - out[m, n] = x[m, k] · Wᵀ with W [n, k] in BF16, F16 or F32 (the block
+ * formats go to cuda_qmatmul.cu from the entry points here).
  *
  * m <= 8 (decode, small batches): mm_gemv streams W once for all m rows of x, as
  * perf-anchors §6.5 describes: each warp owns a row of W (or a 1/wpr slice of it when W has
@@ -18,7 +19,7 @@
  * dominate) costs less than the extra launch, so there the GEMV rounds x as it reads it
  * (mm_rx) with the same rule and gives the same products. All scratch is fixed at create;
  * larger m runs in row chunks. */
-#include "kernels/cuda/cuda_internal.cuh"
+#include "kernels/cuda/cuda_quant.cuh"
 
 enum { MM_GEMV_MAX_M = 8, MM_THREADS = 256, MM_WARPS = MM_THREADS / 32 };
 
@@ -394,6 +395,10 @@ void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int
     if (m <= 0 || n <= 0 ||
         !cuda_enter(c, CUDA_OP_MATMUL, (const void *)out, (const void *)x, w->data, m, n, k))
         return;
+    if (cuda_is_block(w->dt)) { /* quantized: cuda_qmatmul.cu, at every m */
+        cuda_qmatmul(c, &out, x, &w, 1, m);
+        return;
+    }
     if (m <= MM_GEMV_MAX_M) {
         mm_segs sg = {{w->data}, {out}, {n}, 1};
         if (w->dt == DTYPE_BF16 &&
@@ -417,8 +422,9 @@ void cuda_matmul_n(backend *b, float *const *out, const float *x, const bk_weigh
     int k = n_w > 0 ? (int)w[0]->shape[1] : 0, one = n_w > 0 && n_w <= BK_MATMUL_MAX;
     for (int j = 0; one && j < n_w; j++)
         one = w[j]->dt == w[0]->dt && (int)w[j]->shape[1] == k && w[j]->shape[0] > 0;
-    one =
-        one && m <= MM_GEMV_MAX_M && !(w[0]->dt == DTYPE_BF16 && (size_t)m * k > CUDA_ACT16_ELEMS);
+    int blk = one && cuda_is_block(w[0]->dt); /* one launch at any m */
+    one = one && (blk || (m <= MM_GEMV_MAX_M &&
+                          !(w[0]->dt == DTYPE_BF16 && (size_t)m * k > CUDA_ACT16_ELEMS)));
     if (!one) {
         for (int j = 0; j < n_w; j++) cuda_matmul(b, out[j], x, w[j], m);
         return;
@@ -429,6 +435,10 @@ void cuda_matmul_n(backend *b, float *const *out, const float *x, const bk_weigh
                     n_w > 2 ? (const void *)out[2] : NULL, n_w > 2 ? w[2]->data : NULL,
                     n_w > 3 ? (const void *)out[3] : NULL, n_w > 3 ? w[3]->data : NULL))
         return;
+    if (blk) {
+        cuda_qmatmul(c, out, x, w, n_w, m);
+        return;
+    }
     mm_segs sg = {};
     for (int j = 0, end = 0; j < n_w; j++) {
         end += (int)w[j]->shape[0];
@@ -442,8 +452,8 @@ void cuda_matmul_n(backend *b, float *const *out, const float *x, const bk_weigh
 
 /* Fused where the weights are BF16 and m <= 8 (decode): at m <= 2 the GEMV computes the
  * activation into shared memory itself (one kernel), at m <= 8 one kernel writes it rounded
- * to bf16 for the GEMV (two, where the unfused ops take three). Otherwise the elementwise op
- * and the matmul, as the CPU runs them. */
+ * to bf16 for the GEMV (two, where the unfused ops take three). Otherwise (quantized weights
+ * too) the elementwise op and the matmul, as the CPU runs them. */
 void cuda_matmul_glu(backend *b, float *out, float *g, float *u, const bk_weight *w, int m,
                      int act) {
     cuda_impl *c = cuda_impl_of(b);

@@ -7,7 +7,9 @@
 # read from the next slot, a gated GEMV staging half a row short, a fused DeltaNet scaling
 # k instead of q, a fused RoPE turning the wrong way, a paged cache read through the wrong
 # block table row, T of the chunked delta rule solved with the wrong sign, a chunked SSD or
-# a prefill attention that lets a token see the next one), builds the host library from it and runs that kernel's op test
+# a prefill attention that lets a token see the next one, a quantized GEMV decoding a Q6_K
+# bit pair or a Q4_K min wrong or reading its tile from the wrong byte), builds the host
+# library from it and runs that kernel's op test
 # (test_cuda_ops --only), which must fail on every one: comparisons that fail, or the
 # runtime aborting on a fault. A mutant whose pattern is no longer in the source is an
 # error too: the list must follow the kernels.
@@ -51,6 +53,9 @@ MUTANTS=(
     "chunked delta rule solves T with the wrong sign below the diagonal|cuda_deltanet_chunk.cu|gdn_chunked|T[(i * 16 + r) * GC_LDF + j * 16 + c] = -s;|T[(i * 16 + r) * GC_LDF + j * 16 + c] = s;"
     "chunked SSD lets a token see the next one|cuda_ssd_chunk.cu|ssd_chunked|i <= t ? expf(m.L[t] - m.L[i])|i <= t + 1 ? expf(m.L[t] - m.L[i])"
     "prefill attention sees one key past the token|cuda_attention_flash.cu|attention|kp <= pr && (a.window|kp <= pr + 1 && (a.window"
+    "Q6_K GEMV takes a quant's top bits from the wrong bit pair|cuda_qmatmul.cu|quant|(((ve >> 2) & 3u) << 4)|(((ve >> 3) & 3u) << 4)"
+    "Q4_K GEMV subtracts the other sub-block's min|cuda_qmatmul.cu|quant|n1 = -(dmin * (float)m1)|n1 = -(dmin * (float)m0)"
+    "quantized GEMV reads its tile from the aligned start, not the row's|cuda_qmatmul.cu|quant|tile[warp] + head + qm_block_off|tile[warp] + qm_block_off"
 )
 
 caught=0; missed=0

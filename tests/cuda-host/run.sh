@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/cuda-host/run.sh - kernels/cuda on the CPU (README.md), as `make cuda-host-check`
 # runs it: the runtime's own test, the CUDA op test, the golden tests of the three
-# families and the engine's test on the CUDA backend, the check that every kernel
+# families, the engine's test and the quantized models' test on the CUDA backend, the check that every kernel
 # instantiation ran, the kernels per decode token against their budgets (launches.sh),
 # the device sampler through strata serve (sampling.sh) and the planted bugs
 # (mutants.sh). The real-size dummy presets of the golden tests are left out (STRATA_SKIP_BIG:
@@ -27,6 +27,7 @@ step runtime "$D/test_runtime"
 step ops "$D/test_cuda_ops" --no-speed
 for u in qwen35 gemma4 nemotron_h; do step "golden_$u" "$D/test_cuda_golden_$u"; done
 step engine "$D/test_cuda_engine"
+step quant_model "$D/test_cuda_quant_model"
 step coverage python3 tests/cuda-host/coverage.py "$D/libstrata_cuda.so" "$HC_COVERAGE" kernels/cuda/*.cu
 step launches tests/cuda-host/launches.sh
 step sampling tests/cuda-host/sampling.sh

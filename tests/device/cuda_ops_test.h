@@ -1,7 +1,8 @@
 /* cuda_ops_test.h - what the parts of the CUDA op test share (test_cuda_ops.c,
- * cuda_ops_mixers.c, cuda_ops_ref.c, cuda_ops_sample.c): the two backends, host/device buffer helpers, the
- * one-line report, weights with host and device copies, batches, the tolerances, and
- * plain references for ops the CPU backend may not have yet. Test-only. */
+ * cuda_ops_mixers.c, cuda_ops_ref.c, cuda_ops_sample.c, cuda_ops_quant.c): the two backends,
+ * host/device buffer helpers, the one-line report, weights with host and device copies,
+ * batches, the tolerances, and plain references for ops the CPU backend may not have yet.
+ * Test-only. */
 #ifndef STRATA_CUDA_OPS_TEST_H
 #define STRATA_CUDA_OPS_TEST_H
 
@@ -88,6 +89,9 @@ void test_graph_paged(void);
 void test_speed(void);
 /* cuda_ops_sample.c */
 void test_sample(void);
+/* cuda_ops_quant.c: the ops on Q8_0 / Q4_0 / Q4_K / Q6_K weights, and their GEMVs' speed */
+void test_quant_ops(void);
+void test_speed_quant(void);
 
 /* cuda_ops_ref.c: kernels/backend.h written out, for CPU ops not there yet */
 float ref_weight_at(const bk_weight *w, size_t i);

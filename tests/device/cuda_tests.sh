@@ -116,6 +116,16 @@ prepare() {
             echo "prepare: test_cuda_engine did not build; its step will fail"
             rc=1
         fi
+        # quantized models (Q8_0 / Q4_K on load) against their dequantized f32 twins
+        if gcc $CFLAGS_T tests/device/test_cuda_quant_model.c "$BUILD/libstrata.a" \
+            -o "$DEV_DIR/test_cuda_quant_model" -ljansson -luv -lmicrohttpd -lcurl -lcrypto \
+            -lonig -lsentencepiece -lstdc++ -lm -lpthread -ldl; then
+            strip --strip-debug "$DEV_DIR/test_cuda_quant_model"
+            copy_deps "$DEV_DIR/test_cuda_quant_model"
+        else
+            echo "prepare: test_cuda_quant_model did not build; its step will fail"
+            rc=1
+        fi
     else
         echo "prepare: the library did not build; strata and the golden test are left out"
         rc=1
@@ -274,6 +284,19 @@ run() {
         step "engine on cuda" "$(verdict $rc)" "rc $rc, $(tail -1 "$log/engine.log")"
     else
         step "engine on cuda" FAIL "no prebuilt test_cuda_engine with its libraries ($DEV_DIR)"
+    fi
+    g=$dev/test_cuda_quant_model
+    if [ $no_gpu = 1 ]; then
+        step "quantized models on cuda" SKIP "no usable CUDA device"
+    elif [ -x "$g" ] && ! $with_libs ldd "$g" 2>&1 | grep -q 'not found'; then
+        t=$(tl 60)
+        timeout -k 5 "$t" $with_libs "$g" >"$log/quant_model.log" 2>&1
+        rc=$?
+        grep -E 'CHECK failed|FAILED|checks,|no CUDA backend|paths agree' "$log/quant_model.log" |
+            head -20
+        step "quantized models on cuda" "$(verdict $rc)" "rc $rc, $(tail -1 "$log/quant_model.log")"
+    else
+        step "quantized models on cuda" FAIL "no prebuilt test_cuda_quant_model ($DEV_DIR)"
     fi
     [ "${BENCH:-1}" = 0 ] && return 0
     local strata=${STRATA:-$dev/strata}

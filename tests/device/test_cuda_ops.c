@@ -635,6 +635,7 @@ static const struct {
     {"matmul", test_matmul},
     {"matmul_n", test_matmul_n},
     {"matmul_glu", test_matmul_glu},
+    {"quant", test_quant_ops},
     {"attention", test_attention},
     {"attn_prep", test_attn_prep},
     {"conv1d", test_conv1d},
@@ -688,7 +689,7 @@ int main(int argc, char **argv) {
         test_graph();
         test_graph_chain();
         test_graph_paged();
-        if (speed) test_speed();
+        if (speed) test_speed(), test_speed_quant();
         backend_mem dm;
         if (!backend_memory(gpu, &dm))
             printf("device memory: peak %zu MiB held by the backend, %zu MiB free of %zu MiB\n",
