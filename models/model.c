@@ -1,7 +1,8 @@
-/* model.c - opens a model by directory or preset name and guards its forward.
+/* model.c - opens a model by directory, GGUF file or preset name and guards its forward.
  *
- * Reads config.json (or a preset's), picks the architecture by model_type, maps the
- * checkpoint (or makes dummy weights) and hands both to models/<arch>.c. Every input
+ * Reads config.json (or a preset's, or the one a GGUF file's metadata stands for), picks the
+ * architecture by model_type, maps the checkpoint (or makes dummy weights) and hands both to
+ * models/<arch>.c. Every input
  * of model_forward is validated here, once, so architectures can trust it. */
 #include "models/model.h"
 
@@ -11,6 +12,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "models/load/gguf_model.h"
 #include "models/load/safetensors.h"
 #include "models/load/wsrc.h"
 #include "models/arch.h"
@@ -20,6 +22,8 @@ struct model {
     void *impl;
     model_info info;
     st_model *st;
+    gguf *gg;        /* a GGUF file's mapping (--model FILE.gguf), else NULL */
+    gguf_wsrc *gsrc; /* its weight source, over src */
     wsrc *src;
     backend *b;
     json_t *config, *gen_config;
@@ -54,8 +58,10 @@ static int read_json(const char *path, json_t **out, int optional, strata_err *e
 void model_close(model *m) {
     if (!m) return;
     if (m->impl) m->arch->close(m->impl);
+    gguf_wsrc_destroy(m->gsrc);
     wsrc_destroy(m->src);
     st_close(m->st);
+    gguf_close(m->gg);
     json_decref(m->config);
     json_decref(m->gen_config);
     free(m->slot_busy);
@@ -71,7 +77,14 @@ int model_open(model **out, const model_opts *opts, backend *b, strata_err *err)
     if (!m) return strata_err_set(err, STRATA_ENOMEM, "out of memory");
     m->b = b;
     const char *preset = opts->load_dummy ? arch_preset_config(opts->path) : NULL;
-    if (preset) {
+    const char *cfg_name = "config.json";
+    if (!preset && !opts->load_dummy && gguf_model_is_gguf(opts->path)) {
+        /* a GGUF file: its metadata stands for both JSON files */
+        cfg_name = "metadata";
+        if (gguf_open(&m->gg, opts->path, err) ||
+            gguf_model_config(m->gg, &m->config, &m->gen_config, err))
+            goto fail;
+    } else if (preset) {
         json_error_t je;
         m->config = json_loads(preset, 0, &je);
         if (!m->config) {
@@ -96,17 +109,22 @@ int model_open(model **out, const model_opts *opts, backend *b, strata_err *err)
     const char *mt = json_string_value(json_object_get(m->config, "model_type"));
     m->arch = arch_find(mt);
     if (!m->arch) {
-        strata_err_set(err, STRATA_EUNSUPPORTED,
-                       "%s/config.json: model_type \"%s\" is not supported", opts->path,
-                       mt ? mt : "(missing)");
+        strata_err_set(err, STRATA_EUNSUPPORTED, "%s/%s: model_type \"%s\" is not supported",
+                       opts->path, cfg_name, mt ? mt : "(missing)");
         goto fail;
     }
-    if (!opts->load_dummy && st_open(&m->st, opts->path, err)) goto fail;
+    if (!opts->load_dummy && !m->gg && st_open(&m->st, opts->path, err)) goto fail;
     if (wsrc_create(&m->src, m->st, opts->path, opts->weight_dtype, opts->seed, b, err)) goto fail;
     if (dtype_block_elems(opts->quant) > 1 &&
         wsrc_quantize(m->src, opts->quant, opts->quant_as_f32, err))
         goto fail;
-    model_arch_ctx ctx = {b, wsrc_iface(m->src), opts, m->config, m->gen_config, &m->pool};
+    if (m->gg && gguf_wsrc_create(&m->gsrc, m->gg, m->src, err)) goto fail;
+    model_arch_ctx ctx = {b,
+                          m->gsrc ? gguf_wsrc_iface(m->gsrc) : wsrc_iface(m->src),
+                          opts,
+                          m->config,
+                          m->gen_config,
+                          &m->pool};
     if (m->arch->open(&m->impl, &ctx, &m->info, err)) {
         m->impl = NULL;
         goto fail;

@@ -243,6 +243,51 @@ static int quant_weight(wsrc *w, bk_weight *wt, const char *name, int flags, str
     return 0;
 }
 
+/* --quantization, then --dtype, on a weight of a plain dtype found in host memory (file names
+ * it in messages); a block-typed weight (a quantized GGUF tensor) stays as it is. */
+static int wsrc_convert(wsrc *w, const char *file, const char *name, bk_weight *wt, int flags,
+                        strata_err *err) {
+    if (dtype_block_elems(wt->dt) > 1) return 0;
+    const void *stored = wt->data;
+    size_t n = 1;
+    for (int i = 0; i < wt->ndim; i++) n *= (size_t)wt->shape[i];
+    /* Quantized straight from the stored values (no detour through --dtype); what the
+     * rule keeps goes on to the --dtype conversion like any weight. */
+    if (w->quant != DTYPE_COUNT && quant_weight(w, wt, name, flags, err)) return err->code;
+    /* 1-D tensors stay as stored (any of the three is read by every op). */
+    if (wt->data == stored && w->want != DTYPE_COUNT && w->want != wt->dt && wt->ndim > 1) {
+        void *p = wsrc_own(w, n * dtype_size(w->want));
+        if (!p)
+            return strata_err_set(err, STRATA_ENOMEM, "%s: no memory to convert %s to %s", file,
+                                  name, dtype_name(w->want));
+        convert(p, w->want, wt->data, wt->dt, n);
+        wt->dt = w->want;
+        wt->data = p;
+    }
+    return 0;
+}
+
+/* Hands wt to the backend (weight_prepare) unless ARCH_BIND_HOST, and keeps a copy to release
+ * at destroy; *out is the prepared weight. */
+static int wsrc_prepare(wsrc *w, const char *name, bk_weight *wt, int flags, bk_weight *out,
+                        strata_err *err) {
+    if (flags & ARCH_BIND_HOST) { /* stays where it is: the model reads it on the host */
+        *out = *wt;
+        return 0;
+    }
+    if (w->n_prepared == w->cap_prepared) {
+        size_t nc = w->cap_prepared ? 2 * w->cap_prepared : 64;
+        bk_weight *np = realloc(w->prepared, nc * sizeof *np);
+        if (!np) return strata_err_set(err, STRATA_ENOMEM, "%s: out of memory", w->what);
+        w->prepared = np;
+        w->cap_prepared = nc;
+    }
+    if (w->b->ops->weight_prepare(w->b, wt, err)) return strata_err_wrap(err, "%s: ", name);
+    *out = *wt;
+    w->prepared[w->n_prepared++] = *wt;
+    return 0;
+}
+
 static int wsrc_bind(model_wsrc *iface, const char *name, int ndim, const int64_t *shape,
                      int optional, bk_weight *out, strata_err *err) {
     wsrc *w = iface->impl;
@@ -289,36 +334,19 @@ static int wsrc_bind(model_wsrc *iface, const char *name, int ndim, const int64_
                                   name, dtype_name(t->dt));
         wt.dt = t->dt;
         wt.data = t->data;
-        /* Quantized straight from the stored values (no detour through --dtype); what the
-         * rule keeps goes on to the --dtype conversion like any weight. */
-        if (w->quant != DTYPE_COUNT && quant_weight(w, &wt, name, optional, err)) return err->code;
-        /* 1-D tensors stay as stored (any of the three is read by every op). */
-        if (wt.data == t->data && w->want != DTYPE_COUNT && w->want != t->dt && ndim > 1) {
-            void *p = wsrc_own(w, n * dtype_size(w->want));
-            if (!p)
-                return strata_err_set(err, STRATA_ENOMEM, "%s: no memory to convert %s to %s",
-                                      t->file, name, dtype_name(w->want));
-            convert(p, w->want, t->data, t->dt, n);
-            wt.dt = w->want;
-            wt.data = p;
-        }
+        if (wsrc_convert(w, t->file, name, &wt, optional, err)) return err->code;
     }
-    if (optional & ARCH_BIND_HOST) { /* stays where it is: the model reads it on the host */
-        *out = wt;
-        return 0;
-    }
-    if (w->n_prepared == w->cap_prepared) {
-        size_t nc = w->cap_prepared ? 2 * w->cap_prepared : 64;
-        bk_weight *np = realloc(w->prepared, nc * sizeof *np);
-        if (!np) return strata_err_set(err, STRATA_ENOMEM, "%s: out of memory", w->what);
-        w->prepared = np;
-        w->cap_prepared = nc;
-    }
-    if (w->b->ops->weight_prepare(w->b, &wt, err)) return strata_err_wrap(err, "%s: ", name);
-    *out = wt;
-    w->prepared[w->n_prepared++] = wt;
+    return wsrc_prepare(w, name, &wt, optional, out, err);
+}
+
+int wsrc_take(wsrc *w, const char *file, const char *name, bk_weight *wt, int flags, bk_weight *out,
+              strata_err *err) {
+    if (wsrc_convert(w, file, name, wt, flags, err)) return err->code;
+    if (wsrc_prepare(w, name, wt, flags, out, err)) return strata_err_wrap(err, "%s: ", file);
     return 0;
 }
+
+void *wsrc_alloc(wsrc *w, size_t bytes) { return wsrc_own(w, bytes); }
 
 int wsrc_create(wsrc **out, const st_model *st, const char *what, dtype want, uint64_t seed,
                 backend *b, strata_err *err) {

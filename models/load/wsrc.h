@@ -47,6 +47,16 @@ int wsrc_quantize(wsrc *w, dtype q, int as_f32, strata_err *err);
  * length k is a whole number of q's blocks. Q4_K rows that are not a multiple of 256 but of
  * 32 take Q4_0, as llama.cpp's quantizer falls back to a 32-block type for them. */
 dtype wsrc_quant_target(dtype q, int ndim, const int64_t *shape, int flags);
+/* For another weight source (models/load/gguf_wsrc.c): takes a weight it found in host
+ * memory (wt: data borrowed from a mapping or from wsrc_alloc, the shape strata binds), applies
+ * --quantization and --dtype as to a checkpoint tensor (a block-typed weight is kept as it is),
+ * prepares it for the backend unless flags has ARCH_BIND_HOST, and releases it at destroy.
+ * Errors name file and name. */
+int wsrc_take(wsrc *w, const char *file, const char *name, bk_weight *wt, int flags, bk_weight *out,
+              strata_err *err);
+/* bytes of host memory owned by w until wsrc_destroy (2 MiB aligned when large); NULL when
+ * there is none. */
+void *wsrc_alloc(wsrc *w, size_t bytes);
 /* One line on stderr: what was quantized (tensors, bytes before and after). Nothing when
  * no --quantization was asked for. */
 void wsrc_report(const wsrc *w);
