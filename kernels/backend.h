@@ -5,7 +5,7 @@
  *   - Activations are f32, row-major, in backend memory (host memory on the CPU
  *     backend, device memory on CUDA). "[m, n]" means m rows of n floats.
  *   - Weights are bk_weight in their checkpoint dtype (BF16 / F16 / F32, or one of
- *     llama.cpp's block types Q8_0 / Q4_0 / Q4_K / Q6_K where a backend's supports()
+ *     llama.cpp's block types Q8_0 / Q4_0 / Q5_0 / Q4_K / Q6_K where a backend's supports()
  *     says so); matrices are [n_out, n_in] as in the checkpoint, so y = x · Wᵀ.
  *   - Outputs come first; an output may alias an input only where the op says so.
  *   - Ops that depend on sequence structure (cache writes, attention, conv, the
@@ -217,7 +217,7 @@ typedef struct backend_ops {
      * f32 accumulation. For a BF16 W, x is first rounded to bf16 (nearest even,
      * subnormals to a signed zero): the bf16 model's own precision, and what bf16 dot
      * instructions and tensor cores take. For a block-typed W (k whole blocks) a backend
-     * either quantizes x as llama.cpp does (the CPU: to int8 per block of 32 (Q8_0, Q4_0) or
+     * either quantizes x as llama.cpp does (the CPU: to int8 per block of 32 (Q8_0, Q4_0, Q5_0) or
      * 256 (Q4_K, Q6_K) with an f32 scale amax / 127, rounded to nearest even, integer
      * products: kernels/cpu/cpu_qmatmul.h) or keeps x in f32 against the dequantized W (CUDA:
      * kernels/cuda/cuda_qmatmul.cu, the f32 product to rounding); the two differ by the x

@@ -233,7 +233,7 @@ static void cuda_copy(backend *b, void *dst, const void *src, size_t bytes) {
     if (e != cudaSuccess) cuda_fail(c, "copy", e);
 }
 
-/* A block-typed weight (Q8_0, Q4_0, Q4_K, Q6_K) is uploaded as its blocks are: a matrix of
+/* A block-typed weight (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K) is uploaded as its blocks are: a matrix of
  * whole blocks per row, read by the matmuls and embed only (cuda_supports). Its allocation
  * is padded to 16 bytes so the quantized GEMV's 16-byte loads of a row's last tile stay
  * inside it (cuda_qmatmul.cu). */

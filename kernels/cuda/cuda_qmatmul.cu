@@ -1,4 +1,4 @@
-/* cuda_qmatmul.cu - out[m, n] = x[m, k] · Wᵀ for W in llama.cpp's block formats (Q8_0, Q4_0,
+/* cuda_qmatmul.cu - out[m, n] = x[m, k] · Wᵀ for W in llama.cpp's block formats (Q8_0, Q4_0, Q5_0,
  * Q4_K, Q6_K: cuda_quant.cuh), x in f32, at any m; the matmul, matmul_n (several weights of
  * one x in one launch) and lm_head of a quantized model. Not tuned: decode-first, correct
  * at every m, and the CPU backend's batch invariance kept.
@@ -10,10 +10,10 @@
  * quantized model on the GPU is no further from its f32 twin than the weights make it.
  *
  * A warp owns a row of W and walks it in tiles of 32 units, one unit a lane: a block of 32
- * (Q8_0, Q4_0) or a quarter block of 64 elements (Q4_K: one 32-byte chunk of qs and its two
+ * (Q8_0, Q4_0, Q5_0) or a quarter block of 64 elements (Q4_K: one 32-byte chunk of qs and its two
  * sub-blocks; Q6_K: 16 of the 32 columns of a 128-element half, four 16-value sub-blocks).
  * The tile's bytes, contiguous in the row, come in with coalesced 16-byte evict-first loads
- * into the warp's slice of shared memory (Q8_0 / Q4_0 / Q6_K blocks are only 2-byte aligned,
+ * into the warp's slice of shared memory (Q8_0 / Q4_0 / Q5_0 / Q6_K blocks are only 2-byte aligned,
  * so a lane cannot load its own block 16 bytes at a time), and each lane decodes its unit
  * from there: the quants become exact f32 integers, their products with x are summed per
  * sub-block, and the sub-block's scale (and Q4_K's min times the sum of x) is applied once
@@ -52,6 +52,9 @@ template <> struct qm_fmt<DTYPE_Q8_0> {
 };
 template <> struct qm_fmt<DTYPE_Q4_0> {
     enum { UE = 32, UB = CQ_Q4_0, UPB = 1 };
+};
+template <> struct qm_fmt<DTYPE_Q5_0> {
+    enum { UE = 32, UB = CQ_Q5_0, UPB = 1 };
 };
 template <> struct qm_fmt<DTYPE_Q4_K> {
     enum { UE = 64, UB = CQ_Q4_K, UPB = 4 };
@@ -131,6 +134,31 @@ template <int M> struct qm_unit<DTYPE_Q4_0, M> {
                   q[2 * i + 1] = (float)((int)((v >> 8) & 15u) - 8);
             q[2 * i + 16] = (float)((int)((v >> 4) & 15u) - 8);
             q[2 * i + 17] = (float)((int)(v >> 12) - 8);
+        }
+        const float d = cuda_q_f16(b);
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= mr) break;
+            qm_ldx<32>(x + (size_t)t * k + 32 * (size_t)u, vec, xv);
+            acc[t] = fmaf(d, qm_dot<32>(q, xv), acc[t]);
+        }
+    }
+};
+
+template <int M> struct qm_unit<DTYPE_Q5_0, M> {
+    static __device__ __forceinline__ void run(const uint8_t *b, int u, const float *x, int k,
+                                               int mr, int vec, float *acc) {
+        const unsigned short *w = (const unsigned short *)(b + CQ_Q5_0_QS);
+        const unsigned qh = cuda_q5_0_qh(b);
+        float q[32], xv[32];
+#pragma unroll
+        for (int i = 0; i < 8; i++) { /* as Q4_0, each nibble with its fifth bit */
+            unsigned v = w[i];
+            int e = 2 * i;
+            q[e] = (float)((int)((v & 15u) | ((qh >> e) & 1u) << 4) - 16);
+            q[e + 1] = (float)((int)(((v >> 8) & 15u) | ((qh >> (e + 1)) & 1u) << 4) - 16);
+            q[e + 16] = (float)((int)(((v >> 4) & 15u) | ((qh >> (e + 16)) & 1u) << 4) - 16);
+            q[e + 17] = (float)((int)((v >> 12) | ((qh >> (e + 17)) & 1u) << 4) - 16);
         }
         const float d = cuda_q_f16(b);
 #pragma unroll
@@ -304,6 +332,7 @@ void cuda_qmatmul(cuda_impl *c, float *const *out, const float *x, const bk_weig
     switch (w[0]->dt) {
     case DTYPE_Q8_0: qm_launch<DTYPE_Q8_0>(c, sg, x, m, k); break;
     case DTYPE_Q4_0: qm_launch<DTYPE_Q4_0>(c, sg, x, m, k); break;
+    case DTYPE_Q5_0: qm_launch<DTYPE_Q5_0>(c, sg, x, m, k); break;
     case DTYPE_Q4_K: qm_launch<DTYPE_Q4_K>(c, sg, x, m, k); break;
     default: qm_launch<DTYPE_Q6_K>(c, sg, x, m, k); break;
     }

@@ -1,4 +1,4 @@
-/* cuda_quant.cuh - llama.cpp's block formats (Q8_0, Q4_0, Q4_K, Q6_K) as the device reads
+/* cuda_quant.cuh - llama.cpp's block formats (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K) as the device reads
  * them: byte offsets inside a block and the value of one element. The layouts and the
  * values are engine/base/quant.h's (that header is C11 and cannot be included here); the
  * op test holds these to quant_dequantize_row bit for bit (embed of a quantized table).
@@ -13,15 +13,25 @@
 #include "kernels/cuda/cuda_internal.cuh"
 
 /* bytes per block; elements per block is dtype_block_elems (32 or 256) */
-enum { CQ_Q8_0 = 34, CQ_Q4_0 = 18, CQ_Q4_K = 144, CQ_Q6_K = 210 };
-/* Q4_K: d, dmin (f16) at 0 and 2, 12 packed scale bytes at 4, qs at 16.
+enum { CQ_Q8_0 = 34, CQ_Q4_0 = 18, CQ_Q5_0 = 22, CQ_Q4_K = 144, CQ_Q6_K = 210 };
+/* Q5_0: d (f16) at 0, the fifth bits (a little-endian u32, 2-byte aligned) at 2, qs at 6.
+ * Q4_K: d, dmin (f16) at 0 and 2, 12 packed scale bytes at 4, qs at 16.
  * Q6_K: ql at 0, qh at 128, int8 scales at 192, d (f16) at 208. */
-enum { CQ_Q4_K_SC = 4, CQ_Q4_K_QS = 16, CQ_Q6_K_QH = 128, CQ_Q6_K_SC = 192, CQ_Q6_K_D = 208 };
+enum {
+    CQ_Q5_0_QH = 2,
+    CQ_Q5_0_QS = 6,
+    CQ_Q4_K_SC = 4,
+    CQ_Q4_K_QS = 16,
+    CQ_Q6_K_QH = 128,
+    CQ_Q6_K_SC = 192,
+    CQ_Q6_K_D = 208
+};
 
 /* The block formats this backend reads (dtype.h may list more: those are refused at
  * weight_prepare and by cuda_supports). */
 __host__ __device__ __forceinline__ bool cuda_is_block(int dt) {
-    return dt == DTYPE_Q8_0 || dt == DTYPE_Q4_0 || dt == DTYPE_Q4_K || dt == DTYPE_Q6_K;
+    return dt == DTYPE_Q8_0 || dt == DTYPE_Q4_0 || dt == DTYPE_Q5_0 || dt == DTYPE_Q4_K ||
+           dt == DTYPE_Q6_K;
 }
 
 /* A little-endian f16 at byte p (2-byte aligned: every field that holds one is). */
@@ -42,6 +52,12 @@ __device__ __forceinline__ void cuda_q4_k_scale(const uint8_t *s, int j, int *sc
     }
 }
 
+/* The 32 fifth bits of the Q5_0 block at b, bit e for element e. */
+__device__ __forceinline__ unsigned cuda_q5_0_qh(const uint8_t *b) {
+    const unsigned short *h = (const unsigned short *)(b + CQ_Q5_0_QH);
+    return (unsigned)h[0] | (unsigned)h[1] << 16;
+}
+
 /* The 6-bit quant of element e of the Q6_K block at b (quant_q6_k_q). */
 __device__ __forceinline__ int cuda_q6_k_q(const uint8_t *b, int e) {
     int h = e >> 7, g = (e >> 5) & 3, l = e & 31;
@@ -60,6 +76,13 @@ __device__ __forceinline__ float cuda_qget(const void *p, int dt, size_t i) {
         const uint8_t *b = base + i / 32 * CQ_Q4_0;
         int e = (int)(i % 32), q = e < 16 ? b[2 + e] & 15 : b[2 + e - 16] >> 4;
         return (float)(q - 8) * cuda_q_f16(b);
+    }
+    if (dt == DTYPE_Q5_0) {
+        const uint8_t *b = base + i / 32 * CQ_Q5_0;
+        int e = (int)(i % 32);
+        int q = (e < 16 ? b[CQ_Q5_0_QS + e] & 15 : b[CQ_Q5_0_QS + e - 16] >> 4) |
+                (int)((cuda_q5_0_qh(b) >> e) & 1u) << 4;
+        return (float)(q - 16) * cuda_q_f16(b);
     }
     if (dt == DTYPE_Q4_K) {
         const uint8_t *b = base + i / 256 * CQ_Q4_K;

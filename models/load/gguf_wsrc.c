@@ -32,6 +32,7 @@ static dtype gw_dtype(int ggml) {
     case GGUF_GGML_BF16: return DTYPE_BF16;
     case GGUF_GGML_Q8_0: return DTYPE_Q8_0;
     case GGUF_GGML_Q4_0: return DTYPE_Q4_0;
+    case GGUF_GGML_Q5_0: return DTYPE_Q5_0;
     case GGUF_GGML_Q4_K: return DTYPE_Q4_K;
     case GGUF_GGML_Q6_K: return DTYPE_Q6_K;
     default: return DTYPE_COUNT;
@@ -176,7 +177,7 @@ static int gw_bind(model_wsrc *iface, const char *name, int ndim, const int64_t 
     if (dt == DTYPE_COUNT)
         return strata_err_set(err, STRATA_EUNSUPPORTED,
                               "%s: tensor %s has ggml type %s (strata reads F32, F16, BF16, Q8_0, "
-                              "Q4_0, Q4_K and Q6_K)",
+                              "Q4_0, Q5_0, Q4_K and Q6_K)",
                               file, t->name, gguf_ggml_name(t->type));
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];

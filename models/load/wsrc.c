@@ -32,7 +32,7 @@ struct wsrc {
     size_t n_prepared, cap_prepared;
     dtype quant;                 /* --quantization target; DTYPE_COUNT: none */
     int quant_f32;               /* store quantized weights dequantized as F32 (tests' reference) */
-    int n_quant, n_q4_0, n_kept; /* 2-D weights quantized (Q4_0 of them) / kept */
+    int n_quant, n_q5_0, n_kept; /* 2-D weights quantized (Q5_0 of them) / kept */
     size_t q_before, q_after, kept_bytes;
     int progress_shown;      /* a progress line is open on stderr */
     double q_start, q_shown; /* seconds (CLOCK_MONOTONIC) when wsrc_quantize was called and
@@ -130,7 +130,7 @@ dtype wsrc_quant_target(dtype q, int ndim, const int64_t *shape, int flags) {
     int64_t k = shape[1];
     if (dtype_block_elems(q) <= 1 || k <= 0) return DTYPE_COUNT;
     if (k % dtype_block_elems(q) == 0) return q;
-    if (q == DTYPE_Q4_K && k % dtype_block_elems(DTYPE_Q4_0) == 0) return DTYPE_Q4_0;
+    if (q == DTYPE_Q4_K && k % dtype_block_elems(DTYPE_Q5_0) == 0) return DTYPE_Q5_0;
     return DTYPE_COUNT;
 }
 
@@ -234,7 +234,7 @@ static int quant_weight(wsrc *w, bk_weight *wt, const char *name, int flags, str
         return strata_err_set(err, STRATA_ENOMEM, "%s: no memory to quantize %s to %s", w->what,
                               name, dtype_name(to));
     w->n_quant++;
-    w->n_q4_0 += to == DTYPE_Q4_0 && w->quant != DTYPE_Q4_0;
+    w->n_q5_0 += to == DTYPE_Q5_0 && w->quant != DTYPE_Q5_0;
     w->q_before += src_bytes;
     w->q_after += bytes;
     wt->dt = w->quant_f32 ? DTYPE_F32 : to;
@@ -373,7 +373,7 @@ int wsrc_quantize(wsrc *w, dtype q, int as_f32, strata_err *err) {
     static const int ops[] = {BK_OP_MATMUL, BK_OP_MATMUL_N, BK_OP_MATMUL_GLU, BK_OP_EMBED};
     for (size_t i = 0; !as_f32 && i < sizeof ops / sizeof ops[0]; i++)
         for (int fb = 0; fb < 1 + (q == DTYPE_Q4_K); fb++) {
-            dtype d = fb ? DTYPE_Q4_0 : q;
+            dtype d = fb ? DTYPE_Q5_0 : q;
             if (!backend_supports(w->b, ops[i], d))
                 return strata_err_set(err, STRATA_EUNSUPPORTED,
                                       "--quantization %s: the %s backend has no kernels for %s "
@@ -391,8 +391,8 @@ void wsrc_report(const wsrc *w) {
     if (w->quant == DTYPE_COUNT) return;
     if (w->progress_shown) fputc('\n', stderr); /* ends the progress line */
     char fb[64] = "", kept[128] = "";
-    if (w->n_q4_0)
-        snprintf(fb, sizeof fb, " (%d of them Q4_0: rows a multiple of 32, not 256)", w->n_q4_0);
+    if (w->n_q5_0)
+        snprintf(fb, sizeof fb, " (%d of them Q5_0: rows a multiple of 32, not 256)", w->n_q5_0);
     if (w->n_kept)
         snprintf(kept, sizeof kept,
                  "; %d 2-D weights kept as they were (%.1f MiB: rows not a whole number of "

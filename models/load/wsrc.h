@@ -45,7 +45,7 @@ int wsrc_quantize(wsrc *w, dtype q, int as_f32, strata_err *err);
  * 2-D weights bound without ARCH_BIND_HOST / ARCH_BIND_KEEP (in the three models exactly
  * the matmul and embedding matrices; norms, conv, A_log, biases are 1-D or 3-D) whose row
  * length k is a whole number of q's blocks. Q4_K rows that are not a multiple of 256 but of
- * 32 take Q4_0, as llama.cpp's quantizer falls back to a 32-block type for them. */
+ * 32 take Q5_0, the 32-block type llama.cpp's quantizer falls back to for them. */
 dtype wsrc_quant_target(dtype q, int ndim, const int64_t *shape, int flags);
 /* For another weight source (models/load/gguf_wsrc.c): takes a weight it found in host
  * memory (wt: data borrowed from a mapping or from wsrc_alloc, the shape strata binds), applies

@@ -1,4 +1,4 @@
-/* cuda_ops_quant.c - the CUDA ops on quantized weights (Q8_0, Q4_0, Q4_K, Q6_K: issue 20
+/* cuda_ops_quant.c - the CUDA ops on quantized weights (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K: issue 20
  * part 4) against the CPU: matmul, matmul_n and matmul_glu against the f32 matmul of the
  * same weights dequantized (quant_dequantize_row), batch invariance, embed / embed_fed of a
  * quantized table bit for bit, which ops the backend says take block weights, and the
@@ -21,7 +21,8 @@
  * nibble, bit pair, scale, min or sub-block moves outputs by 1e-2 of that scale or more. */
 #define TOL_QMM 2e-6
 
-static const dtype qdts[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_K, DTYPE_Q6_K};
+static const dtype qdts[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q5_0, DTYPE_Q4_K, DTYPE_Q6_K};
+#define N_QDTS (int)(sizeof qdts / sizeof qdts[0])
 
 /* A weight [n, k] of random values quantized with the project's quantizer (host and device
  * copies), and its dequantized values as an F32 host weight (*ref, data caller frees). */
@@ -92,11 +93,11 @@ static void qmatmul_shape(dtype dt, int n, int k, int unaligned) {
     free(one), free(x), free(ref), free((void *)ref_w.data), gfree(dx), gfree(dout), wfree(&w);
 }
 
-/* Each format: a large row count, rows of k that are not a multiple of 256 (Q8_0, Q4_0: 65
+/* Each format: a large row count, rows of k that are not a multiple of 256 (32-blocks: 65
  * blocks, so a partial last tile of 32 units) or not a multiple of 8 blocks (K types: 9
  * blocks, a partial tile), n not a multiple of the 8 warps of a block, and a one-block row. */
 static void test_qmatmul(void) {
-    for (int di = 0; di < 4; di++) {
+    for (int di = 0; di < N_QDTS; di++) {
         dtype dt = qdts[di];
         int kb = dtype_block_elems(dt);
         qmatmul_shape(dt, 1000, 1024, 0);
@@ -112,7 +113,7 @@ static void test_qmatmul_n(void) {
     const int ns[] = {300, 17, 64};
     const int ms[] = {1, 4, 9};
     int k = 512;
-    for (int di = 0; di < 4; di++)
+    for (int di = 0; di < N_QDTS; di++)
         for (int mi = 0; mi < 3; mi++) {
             int m = ms[mi];
             tw w[3];
@@ -160,7 +161,7 @@ static void test_qmatmul_n(void) {
 /* embed and embed_fed of a quantized table: the CPU dequantizes the rows
  * (quant_dequantize_row); the device's per-element decode must give the same bits. */
 static void test_qembed(void) {
-    for (int di = 0; di < 4; di++) {
+    for (int di = 0; di < N_QDTS; di++) {
         dtype dt = qdts[di];
         int n = dtype_block_elems(dt) == 32 ? 96 : 512;
         bk_weight rw;
@@ -204,15 +205,16 @@ static void test_qsupports(void) {
     const dtype plain_dts[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_COUNT};
     float wrong = 0, zero = 0;
     for (int op = 0; op < BK_OP_COUNT; op++) {
-        for (int di = 0; di < 4; di++) {
+        for (int di = 0; di < N_QDTS; di++) {
             int want = op == BK_OP_MATMUL || op == BK_OP_MATMUL_N || op == BK_OP_MATMUL_GLU ||
                        op == BK_OP_EMBED || op == BK_OP_EMBED_FED;
             int got = backend_supports(gpu, op, qdts[di]);
-            int plain_got = backend_supports(gpu, op, plain_dts[di]);
-            int plain_want = backend_supports(&view, op, plain_dts[di]);
+            dtype pd = plain_dts[di % 4];
+            int plain_got = backend_supports(gpu, op, pd);
+            int plain_want = backend_supports(&view, op, pd);
             if (got != want || plain_got != plain_want) {
                 printf("    op %d: %s %d (want %d), %s %d (want %d)\n", op, dtype_name(qdts[di]),
-                       got, want, dtype_name(plain_dts[di]), plain_got, plain_want);
+                       got, want, dtype_name(pd), plain_got, plain_want);
                 wrong++;
             }
         }
@@ -231,7 +233,7 @@ void test_quant_ops(void) {
  * DeltaNet projections [2048, 2048]): GB/s of the quantized bytes. */
 void test_speed_quant(void) {
     const int shapes[][2] = {{6144, 2048}, {2048, 2048}};
-    for (int di = 0; di < 4; di++)
+    for (int di = 0; di < N_QDTS; di++)
         for (int si = 0; si < 2; si++) {
             int n = shapes[si][0], k = shapes[si][1], reps = 50;
             bk_weight rw;

@@ -4,7 +4,7 @@
  *
  * The two runs hold exactly the same weight values, so what separates their logits is the
  * activation rounding of the quantized kernels alone: x is quantized to int8 per block
- * (32 elements for Q8_0 / Q4_0 weights, 256 for Q4_K) with scale amax / 127, an error of at
+ * (32 elements for Q8_0 / Q5_0 weights, 256 for Q4_K) with scale amax / 127, an error of at
  * most half a step, amax / 254, per element. That is the very rounding Q8_0 applies to the
  * weights (int8, amax / 127 per block of 32), applied to the other factor of each product:
  * in y = sum W x the two give errors sum dW x and sum W dx of the same form, whose sizes
@@ -15,8 +15,10 @@
  * activation rounding to stay within 2.5 times that for Q8_0 (measured: 0.6-1.4 times) and
  * 3.5 times for Q4_K, whose x blocks of 256 have a larger amax (about 2.9 rms for gaussian
  * values against 2.1 for 32; measured up to 2.1 times). A kernel bug (a wrong scale, block or nibble) gives errors of the size
- * of the logits themselves, so also rms(diff) <= 15 % and max |diff| <= 100 % of the
- * logits' rms (these random tiny models amplify: 2-8 % rms is measured). For Q4_K the
+ * of the logits themselves, so also rms(diff) <= 15 % and max |diff| <= 2 x the logits'
+ * rms (these random tiny models amplify, and the max over every position and vocabulary
+ * entry is heavy-tailed: 2-11 % rms and up to 1.6 x in the max are measured, the latter on
+ * qwen35_tiny at Q4_K, whose matrices all take Q5_0). For Q4_K the
  * activation rounding must also sit well below what the 4-bit weights change (< 0.5 x),
  * or the comparison with the dequantized model would prove nothing.
  * On the quantized model, prompts run in one step, a token at a time or in odd chunks
@@ -146,7 +148,7 @@ static void check_model(backend *b, const char *dir, int dummy) {
             CHECK_MSG(act.rms_diff <= k * w8,
                       "%s %s: activation rounding %.3e > %.1f x Q8_0 weight rounding %.3e", dir,
                       dtype_name(q), act.rms_diff, k, w8);
-            CHECK_MSG(act.rms_diff <= 0.15 * act.rms_ref && act.max_abs <= act.rms_ref,
+            CHECK_MSG(act.rms_diff <= 0.15 * act.rms_ref && act.max_abs <= 2 * act.rms_ref,
                       "%s %s: rms diff %.3e / max %.3e against logits rms %.3e", dir, dtype_name(q),
                       act.rms_diff, act.max_abs, act.rms_ref);
             if (q == DTYPE_Q4_K)
@@ -176,7 +178,7 @@ static void test_golden_fixtures(void) {
     const char *dirs[] = {"tests/golden/qwen35_tiny", "tests/golden/gemma4_tiny",
                           "tests/golden/nemotron_h_tiny"};
     for (size_t i = 0; b && i < sizeof dirs / sizeof dirs[0]; i++) {
-        check_model(b, dirs[i], 0); /* rows of 64-160: Q4_K takes Q4_0 where a multiple of 32 */
+        check_model(b, dirs[i], 0); /* rows of 64-160: Q4_K takes Q5_0 where a multiple of 32 */
     }
     backend_destroy(b);
 }
@@ -292,7 +294,7 @@ static void test_quant_target(void) {
     int64_t conv[3] = {64, 1, 4};
     CHECK(wsrc_quant_target(DTYPE_Q8_0, 2, mat, 0) == DTYPE_Q8_0);
     CHECK(wsrc_quant_target(DTYPE_Q4_K, 2, mat, 0) == DTYPE_Q4_K);
-    CHECK(wsrc_quant_target(DTYPE_Q4_K, 2, k64, 0) == DTYPE_Q4_0);
+    CHECK(wsrc_quant_target(DTYPE_Q4_K, 2, k64, 0) == DTYPE_Q5_0);
     CHECK(wsrc_quant_target(DTYPE_Q8_0, 2, odd, 0) == DTYPE_COUNT); /* 80 = 2.5 blocks */
     CHECK(wsrc_quant_target(DTYPE_Q4_K, 2, odd, 0) == DTYPE_COUNT);
     CHECK(wsrc_quant_target(DTYPE_Q8_0, 1, vec, 0) == DTYPE_COUNT);
