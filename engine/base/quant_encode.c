@@ -38,16 +38,21 @@ static void quant_row_q8_0(quant_block_q8_0 *y, const float *x, int64_t nb) {
     }
 }
 
+/* The signed value of largest magnitude of 32 (the first one on a tie; 0 for all zeros). */
+static float quant_signed_max32(const float *x) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; j++)
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    return max;
+}
+
 static void quant_row_q4_0(quant_block_q4_0 *y, const float *x, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += 32) {
-        /* the signed value of largest magnitude (the first one on a tie) maps to -8 */
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < 32; j++)
-            if (amax < fabsf(x[j])) {
-                amax = fabsf(x[j]);
-                max = x[j];
-            }
-        const float d = max / -8, id = d != 0.0f ? 1.0f / d : 0.0f;
+        /* the signed value of largest magnitude maps to -8 */
+        const float d = quant_signed_max32(x) / -8, id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = dtype_f32_to_f16(d);
         for (int j = 0; j < 16; j++) {
             int q0 = quant_trunc_i8(x[j] * id + 8.5f), q1 = quant_trunc_i8(x[j + 16] * id + 8.5f);
@@ -61,13 +66,7 @@ static void quant_row_q4_0(quant_block_q4_0 *y, const float *x, int64_t nb) {
 static void quant_row_q5_0(quant_block_q5_0 *y, const float *x, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += 32) {
         /* as Q4_0, with the value of largest magnitude at -16 */
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < 32; j++)
-            if (amax < fabsf(x[j])) {
-                amax = fabsf(x[j]);
-                max = x[j];
-            }
-        const float d = max / -16, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float d = quant_signed_max32(x) / -16, id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = dtype_f32_to_f16(d);
         uint32_t qh = 0;
         for (int j = 0; j < 16; j++) {

@@ -102,71 +102,62 @@ template <int N> __device__ __forceinline__ float qm_sum(const float *xv) {
  * x: row 0 of this launch's group, rows k floats apart; rows t >= mr are not there. */
 template <int DT, int M> struct qm_unit;
 
+/* A 32-element unit whose quants q are decoded: acc[t] += d · Σ q·x_t. */
+template <int M>
+__device__ __forceinline__ void qm_apply32(const float *q, float d, int u, const float *x, int k,
+                                           int mr, int vec, float *acc) {
+    float xv[32];
+#pragma unroll
+    for (int t = 0; t < M; t++) {
+        if (t >= mr) break;
+        qm_ldx<32>(x + (size_t)t * k + 32 * (size_t)u, vec, xv);
+        acc[t] = fmaf(d, qm_dot<32>(q, xv), acc[t]);
+    }
+}
+
+/* Q4_0 / Q5_0 quants from 16 nibble bytes at w (2-byte aligned) and the fifth bits qh (0 for
+ * Q4_0), minus bias: bytes 2i, 2i + 1 hold elements 2i, 2i + 1 low and + 16 high. */
+__device__ __forceinline__ void qm_nibbles(const uint8_t *w, unsigned qh, int bias, float *q) {
+    const unsigned short *w16 = (const unsigned short *)w;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        unsigned v = w16[i], n[4] = {v & 15u, (v >> 8) & 15u, (v >> 4) & 15u, v >> 12};
+        const int e[4] = {2 * i, 2 * i + 1, 2 * i + 16, 2 * i + 17};
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            q[e[j]] = (float)((int)(n[j] | ((qh >> e[j]) & 1u) << 4) - bias);
+    }
+}
+
 template <int M> struct qm_unit<DTYPE_Q8_0, M> {
     static __device__ __forceinline__ void run(const uint8_t *b, int u, const float *x, int k,
                                                int mr, int vec, float *acc) {
         const unsigned short *w = (const unsigned short *)(b + 2);
-        float q[32], xv[32];
+        float q[32];
 #pragma unroll
         for (int i = 0; i < 16; i++) {
             unsigned v = w[i];
             q[2 * i] = (float)(int8_t)(v & 0xffu), q[2 * i + 1] = (float)(int8_t)(v >> 8);
         }
-        const float d = cuda_q_f16(b);
-#pragma unroll
-        for (int t = 0; t < M; t++) {
-            if (t >= mr) break;
-            qm_ldx<32>(x + (size_t)t * k + 32 * (size_t)u, vec, xv);
-            acc[t] = fmaf(d, qm_dot<32>(q, xv), acc[t]);
-        }
+        qm_apply32<M>(q, cuda_q_f16(b), u, x, k, mr, vec, acc);
     }
 };
 
 template <int M> struct qm_unit<DTYPE_Q4_0, M> {
     static __device__ __forceinline__ void run(const uint8_t *b, int u, const float *x, int k,
                                                int mr, int vec, float *acc) {
-        const unsigned short *w = (const unsigned short *)(b + 2);
-        float q[32], xv[32];
-#pragma unroll
-        for (int i = 0; i < 8; i++) { /* bytes 2i, 2i + 1: elements 2i, 2i + 1 low, + 16 high */
-            unsigned v = w[i];
-            q[2 * i] = (float)((int)(v & 15u) - 8),
-                  q[2 * i + 1] = (float)((int)((v >> 8) & 15u) - 8);
-            q[2 * i + 16] = (float)((int)((v >> 4) & 15u) - 8);
-            q[2 * i + 17] = (float)((int)(v >> 12) - 8);
-        }
-        const float d = cuda_q_f16(b);
-#pragma unroll
-        for (int t = 0; t < M; t++) {
-            if (t >= mr) break;
-            qm_ldx<32>(x + (size_t)t * k + 32 * (size_t)u, vec, xv);
-            acc[t] = fmaf(d, qm_dot<32>(q, xv), acc[t]);
-        }
+        float q[32];
+        qm_nibbles(b + 2, 0u, 8, q);
+        qm_apply32<M>(q, cuda_q_f16(b), u, x, k, mr, vec, acc);
     }
 };
 
 template <int M> struct qm_unit<DTYPE_Q5_0, M> {
     static __device__ __forceinline__ void run(const uint8_t *b, int u, const float *x, int k,
                                                int mr, int vec, float *acc) {
-        const unsigned short *w = (const unsigned short *)(b + CQ_Q5_0_QS);
-        const unsigned qh = cuda_q5_0_qh(b);
-        float q[32], xv[32];
-#pragma unroll
-        for (int i = 0; i < 8; i++) { /* as Q4_0, each nibble with its fifth bit */
-            unsigned v = w[i];
-            int e = 2 * i;
-            q[e] = (float)((int)((v & 15u) | ((qh >> e) & 1u) << 4) - 16);
-            q[e + 1] = (float)((int)(((v >> 8) & 15u) | ((qh >> (e + 1)) & 1u) << 4) - 16);
-            q[e + 16] = (float)((int)(((v >> 4) & 15u) | ((qh >> (e + 16)) & 1u) << 4) - 16);
-            q[e + 17] = (float)((int)((v >> 12) | ((qh >> (e + 17)) & 1u) << 4) - 16);
-        }
-        const float d = cuda_q_f16(b);
-#pragma unroll
-        for (int t = 0; t < M; t++) {
-            if (t >= mr) break;
-            qm_ldx<32>(x + (size_t)t * k + 32 * (size_t)u, vec, xv);
-            acc[t] = fmaf(d, qm_dot<32>(q, xv), acc[t]);
-        }
+        float q[32];
+        qm_nibbles(b + CQ_Q5_0_QS, cuda_q5_0_qh(b), 16, q);
+        qm_apply32<M>(q, cuda_q_f16(b), u, x, k, mr, vec, acc);
     }
 };
 
