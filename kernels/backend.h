@@ -140,6 +140,15 @@ enum {
     BK_NORM_NONE = 2,     /* y = x̂            (w unused, may be NULL) */
 };
 
+/* How the gated delta rule's Hv value heads find their key head (gated_delta, gdn), with
+ * r = Hv / Hk value heads a key head. Every V-indexed input and output of the op (v, g,
+ * beta, a, bb, A_log, dt_bias, the state and out) is in the order the mode names. */
+enum {
+    BK_VHEAD_GROUPED = 0, /* v head h reads key head h / r (transformers: grouped by key head) */
+    BK_VHEAD_TILED = 1,   /* v head h reads key head h % Hk (llama.cpp's GGUF files: the
+                             converter tiles the V heads, grouped head k·r + j at j·Hk + k) */
+};
+
 /* What attn_prep (below) makes of a step's projections. */
 typedef struct bk_qkv_prep {
     int H, KV, D;                     /* query heads, kv heads, head dim */
@@ -288,27 +297,30 @@ typedef struct backend_ops {
      * a, bb, g, beta: [m, Hv]; softplus(x) = x for x > 20, as torch. */
     void (*gdn_gates)(backend *b, float *g, float *beta, const float *a, const float *bb,
                       const bk_weight *A_log, const bk_weight *dt_bias, int m, int Hv);
-    /* Gated delta rule (Qwen3.5 spec §5.2.7), per value head h with key head
-     * h / (Hv / Hk) and f32 state S = state[slot, h] of [dk, dv]; for each token:
+    /* Gated delta rule (Qwen3.5 spec §5.2.7), per value head h with key head hk (vmap, a
+     * BK_VHEAD_*: h / (Hv / Hk) grouped, h % Hk tiled) and f32 state S = state[slot, h] of
+     * [dk, dv]; for each token:
      *   S = exp(g)·S;  d = beta·(v − Sᵀk);  S += k ⊗ d;  out = Sᵀq.
      * q, k rows are ld_qk floats apart ([Hk, dk] used), v rows ld_v apart ([Hv, dv]),
-     * out is [m, Hv, dv]. The backend may use the chunked form for long runs; both
-     * equal the recurrence to f32 rounding. */
+     * out is [m, Hv, dv]. The mapping changes which q, k a head reads and nothing else: the
+     * tiled op on inputs whose V heads are tiled equals the grouped op with its V heads
+     * tiled the same way (bit for bit on the CPU). The backend may use the chunked form for
+     * long runs; both equal the recurrence to f32 rounding. */
     void (*gated_delta)(backend *b, float *out, const float *q, const float *k, int ld_qk,
                         const float *v, int ld_v, const float *g, const float *beta, float *state,
-                        const bk_batch *bt, int Hk, int Hv, int dk, int dv);
+                        const bk_batch *bt, int Hk, int Hv, int dk, int dv, int vmap);
 
     /* The gated DeltaNet after its conv, in one op (Qwen3.5 spec §5.2.5-5.2.7): the q and k
      * heads l2-normalised (l2norm: eps 1e-6, q scaled by q_scale, k by 1), the gates
      * (gdn_gates of a, bb into g, beta), then gated_delta into out. Equal, bit for bit on
      * the CPU, to those four ops with these arguments (q, k: m rows ld_qk apart, Hk heads of
-     * dk at the start of each; a, bb, g, beta [m, Hv]). q and k are normalised in place and
-     * g, beta are scratch, as in the ops it stands for; a backend that fuses them may leave
-     * those four unwritten. */
+     * dk at the start of each; a, bb, g, beta [m, Hv], A_log, dt_bias [Hv], all V-indexed
+     * ones in vmap's order). q and k are normalised in place and g, beta are scratch, as in
+     * the ops it stands for; a backend that fuses them may leave those four unwritten. */
     void (*gdn)(backend *b, float *out, float *q, float *k, int ld_qk, const float *v, int ld_v,
                 const float *a, const float *bb, const bk_weight *A_log, const bk_weight *dt_bias,
                 float *g, float *beta, float *state, const bk_batch *bt, int Hk, int Hv, int dk,
-                int dv, float q_scale);
+                int dv, float q_scale, int vmap);
 
     /* ---- ops of Gemma 4 and Nemotron-H (shared/spec/gemma4.md, nemotron_h.md) ---- */
     /* out[i,j] = gelu_tanh(gate[i,j]) · up[i,j] for rows of n, gelu_tanh(x) =

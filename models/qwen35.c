@@ -16,14 +16,18 @@
 #define ARCH_NAME "qwen3_5"
 
 typedef struct q35_config {
-    int vocab;           /* vocab_size */
-    int h;               /* hidden_size */
-    int inter;           /* intermediate_size */
-    int n_layer;         /* num_hidden_layers */
-    int H, KV, D;        /* num_attention_heads, num_key_value_heads, head_dim */
-    int Hk, Hv;          /* linear_num_key_heads, linear_num_value_heads */
-    int dk, dv;          /* linear_key_head_dim, linear_value_head_dim */
-    int K;               /* linear_conv_kernel_dim */
+    int vocab;    /* vocab_size */
+    int h;        /* hidden_size */
+    int inter;    /* intermediate_size */
+    int n_layer;  /* num_hidden_layers */
+    int H, KV, D; /* num_attention_heads, num_key_value_heads, head_dim */
+    int Hk, Hv;   /* linear_num_key_heads, linear_num_value_heads */
+    int dk, dv;   /* linear_key_head_dim, linear_value_head_dim */
+    int K;        /* linear_conv_kernel_dim */
+    /* strata_linear_v_tiled (strata's own key, never in a checkpoint's config.json; set by
+     * models/load/gguf_config.c): the DeltaNet's V-indexed weights are in llama.cpp's tiled
+     * head order (backend.h BK_VHEAD_TILED), not transformers' grouped one */
+    int v_tiled;
     float eps;           /* rms_norm_eps */
     double theta;        /* rope_parameters.rope_theta */
     int rot;             /* head_dim · rope_parameters.partial_rotary_factor */
@@ -80,6 +84,7 @@ static const cfg_field q35_fields[] = {
     CFG_INT(q35_config, dk, "linear_key_head_dim", 1, 4096),
     CFG_INT(q35_config, dv, "linear_value_head_dim", 1, 4096),
     CFG_INT(q35_config, K, "linear_conv_kernel_dim", 1, 64),
+    CFG_BOOL_OR(q35_config, v_tiled, "strata_linear_v_tiled", 0),
     CFG_INT_OR(q35_config, max_pos, "max_position_embeddings", 262144, 1, 1 << 30),
     CFG_FLOAT_OR(q35_config, eps, "rms_norm_eps", 1e-6, 0, 1),
     CFG_ONLY_STR("hidden_act", "silu"),
@@ -339,7 +344,8 @@ static void q35_deltanet(q35 *m, q35_layer *L, const arch_cache *st, bk_batch *b
     o->conv1d(b, conv, qkv, C, &L->conv, NULL, st->conv, bt, C, c->K, 1);
     /* l2norm of q (scaled by 1/√dk) and k, the gates, the delta rule */
     o->gdn(b, core, q, k, C, v, C, a, bb, &L->A_log, &L->dt_bias, m->gg, m->beta, st->S, bt, c->Hk,
-           c->Hv, c->dk, c->dv, 1.0f / sqrtf((float)c->dk));
+           c->Hv, c->dk, c->dv, 1.0f / sqrtf((float)c->dk),
+           c->v_tiled ? BK_VHEAD_TILED : BK_VHEAD_GROUPED);
     o->rmsnorm_gated(b, core, core, z, &L->norm, T * c->Hv, c->dv, c->eps);
     o->matmul(b, m->mix, core, &L->out, T);
 }

@@ -166,7 +166,8 @@ static double bench_case_run(backend *b, bench_case *c, int chunk_min, float *ou
         int q = 0, k = m->Hk * m->dk, v = 2 * m->Hk * m->dk;
         t0 = bench_now();
         cpu_gated_delta_run(b, out, c->in + q, c->in + k, c->ld, c->in + v, c->ld, c->g, c->beta,
-                            c->st, &c->bb.b, m->Hk, m->Hv, m->dk, m->dv, chunk_min);
+                            c->st, &c->bb.b, m->Hk, m->Hv, m->dk, m->dv, BK_VHEAD_GROUPED,
+                            chunk_min);
     } else {
         memset(c->st, 0, sizeof(float) * m->H * m->P * m->N);
         int B = m->H * m->P, C = B + m->G * m->N, dt = C + m->G * m->N;

@@ -26,12 +26,12 @@ void cpu_fused_matmul_glu(backend *b, float *out, float *g, float *u, const bk_w
 void cpu_fused_gdn(backend *b, float *out, float *q, float *k, int ld_qk, const float *v, int ld_v,
                    const float *a, const float *bb, const bk_weight *A_log,
                    const bk_weight *dt_bias, float *g, float *beta, float *state,
-                   const bk_batch *bt, int Hk, int Hv, int dk, int dv, float q_scale) {
+                   const bk_batch *bt, int Hk, int Hv, int dk, int dv, float q_scale, int vmap) {
     int m = bt->n_tokens;
     cpu_ops_l2norm(b, q, m * Hk, dk, ld_qk, Hk, 1e-6f, q_scale);
     cpu_ops_l2norm(b, k, m * Hk, dk, ld_qk, Hk, 1e-6f, 1.0f);
     cpu_ops_gdn_gates(b, g, beta, a, bb, A_log, dt_bias, m, Hv);
-    cpu_gated_delta(b, out, q, k, ld_qk, v, ld_v, g, beta, state, bt, Hk, Hv, dk, dv);
+    cpu_gated_delta(b, out, q, k, ld_qk, v, ld_v, g, beta, state, bt, Hk, Hv, dk, dv, vmap);
 }
 
 void cpu_fused_attn_prep(backend *b, float *q, float *gate, const float *qg, float *k, float *v,

@@ -14,7 +14,9 @@
  *
  * The recurrence's per-token work is two passes over one head's state (64 KiB at
  * dk = dv = 128, resident in L1/L2), vectorised over dv by the ISA kernel delta_step. Work
- * items are (sequence, value head) pairs: each owns its state. */
+ * items are (sequence, value head) pairs: each owns its state. The V-to-K head mapping
+ * (BK_VHEAD_*) only picks the q, k a head reads, so a head's arithmetic is the same in
+ * either order. */
 #include <assert.h>
 #include <limits.h>
 #include <math.h>
@@ -44,6 +46,7 @@ typedef struct {
     const float *q, *k, *v, *g, *beta;
     const bk_batch *bt;
     int ld_qk, ld_v, Hk, Hv, dk, dv;
+    int vmap;                /* BK_VHEAD_*: the key head of a value head */
     const cpu_kernels *kern; /* NULL: the reference token step */
     int chunk_min;           /* runs of at least this many tokens take the chunked form */
     float *tile;             /* the pool's per-worker scratch (cpu_impl.tile) */
@@ -52,7 +55,8 @@ typedef struct {
 
 static void cpu_delta_item(void *ctx, int item, int worker) {
     const cpu_delta_job *j = ctx;
-    int s = item / j->Hv, h = item % j->Hv, hk = h / (j->Hv / j->Hk);
+    int s = item / j->Hv, h = item % j->Hv;
+    int hk = j->vmap == BK_VHEAD_TILED ? h % j->Hk : h / (j->Hv / j->Hk);
     const bk_batch *bt = j->bt;
     size_t hs = (size_t)j->dk * j->dv;
     float *S = j->state + ((size_t)bt->slot[s] * j->Hv + h) * hs;
@@ -79,7 +83,8 @@ static void cpu_delta_item(void *ctx, int item, int worker) {
 
 void cpu_gated_delta_run(backend *b, float *out, const float *q, const float *k, int ld_qk,
                          const float *v, int ld_v, const float *g, const float *beta, float *state,
-                         const bk_batch *bt, int Hk, int Hv, int dk, int dv, int chunk_min) {
+                         const bk_batch *bt, int Hk, int Hv, int dk, int dv, int vmap,
+                         int chunk_min) {
     assert(Hk > 0 && Hv % Hk == 0);
     if (!cpu_gated_delta_chunk_fits(dk, dv)) chunk_min = INT_MAX;
     cpu_delta_job j = {.out = out,
@@ -96,6 +101,7 @@ void cpu_gated_delta_run(backend *b, float *out, const float *q, const float *k,
                        .Hv = Hv,
                        .dk = dk,
                        .dv = dv,
+                       .vmap = vmap,
                        .kern = b ? cpu_impl_of(b)->k : NULL,
                        .chunk_min = b ? chunk_min : INT_MAX,
                        .tile = b ? cpu_impl_of(b)->tile : NULL,
@@ -115,14 +121,14 @@ void cpu_gated_delta_run(backend *b, float *out, const float *q, const float *k,
 
 void cpu_gated_delta(backend *b, float *out, const float *q, const float *k, int ld_qk,
                      const float *v, int ld_v, const float *g, const float *beta, float *state,
-                     const bk_batch *bt, int Hk, int Hv, int dk, int dv) {
-    cpu_gated_delta_run(b, out, q, k, ld_qk, v, ld_v, g, beta, state, bt, Hk, Hv, dk, dv,
+                     const bk_batch *bt, int Hk, int Hv, int dk, int dv, int vmap) {
+    cpu_gated_delta_run(b, out, q, k, ld_qk, v, ld_v, g, beta, state, bt, Hk, Hv, dk, dv, vmap,
                         CPU_GATED_DELTA_CHUNK_MIN);
 }
 
 void cpu_gated_delta_ref(float *out, const float *q, const float *k, int ld_qk, const float *v,
                          int ld_v, const float *g, const float *beta, float *state,
-                         const bk_batch *bt, int Hk, int Hv, int dk, int dv) {
-    cpu_gated_delta_run(NULL, out, q, k, ld_qk, v, ld_v, g, beta, state, bt, Hk, Hv, dk, dv,
+                         const bk_batch *bt, int Hk, int Hv, int dk, int dv, int vmap) {
+    cpu_gated_delta_run(NULL, out, q, k, ld_qk, v, ld_v, g, beta, state, bt, Hk, Hv, dk, dv, vmap,
                         INT_MAX);
 }

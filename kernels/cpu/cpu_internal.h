@@ -171,7 +171,7 @@ void cpu_ops_gdn_gates_ref(float *g, float *beta, const float *a, const float *b
                            const bk_weight *A_log, const bk_weight *dt_bias, int m, int Hv);
 void cpu_gated_delta_ref(float *out, const float *q, const float *k, int ld_qk, const float *v,
                          int ld_v, const float *g, const float *beta, float *state,
-                         const bk_batch *bt, int Hk, int Hv, int dk, int dv);
+                         const bk_batch *bt, int Hk, int Hv, int dk, int dv, int vmap);
 
 /* ---- the chunked gated delta rule (cpu_gated_delta_chunk.c) ---- */
 /* Tokens per chunk: 32, not the reference's 64 (spec §7.1; the size changes only rounding).
@@ -187,7 +187,8 @@ void cpu_gated_delta_ref(float *out, const float *q, const float *k, int ld_qk, 
  * reference, cpu_gated_delta_ref (scalar token steps on the calling thread). */
 void cpu_gated_delta_run(backend *b, float *out, const float *q, const float *k, int ld_qk,
                          const float *v, int ld_v, const float *g, const float *beta, float *state,
-                         const bk_batch *bt, int Hk, int Hv, int dk, int dv, int chunk_min);
+                         const bk_batch *bt, int Hk, int Hv, int dk, int dv, int vmap,
+                         int chunk_min);
 /* 1 when one head's tiles at dk, dv fit CPU_TILE_SCRATCH_FLOATS. */
 int cpu_gated_delta_chunk_fits(int dk, int dv);
 /* T tokens of one (sequence, value head) in chunks, from and into state [dk, dv]: token t
@@ -229,7 +230,7 @@ void cpu_fused_attn_prep(backend *b, float *q, float *gate, const float *qg, flo
 void cpu_fused_gdn(backend *b, float *out, float *q, float *k, int ld_qk, const float *v, int ld_v,
                    const float *a, const float *bb, const bk_weight *A_log,
                    const bk_weight *dt_bias, float *g, float *beta, float *state,
-                   const bk_batch *bt, int Hk, int Hv, int dk, int dv, float q_scale);
+                   const bk_batch *bt, int Hk, int Hv, int dk, int dv, float q_scale, int vmap);
 void cpu_matmul_n(backend *b, float *const *out, const float *x, const bk_weight *const *w, int n_w,
                   int m);
 void cpu_ops_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads,
@@ -244,6 +245,6 @@ void cpu_ops_gdn_gates(backend *b, float *g, float *beta, const float *a, const 
                        const bk_weight *A_log, const bk_weight *dt_bias, int m, int Hv);
 void cpu_gated_delta(backend *b, float *out, const float *q, const float *k, int ld_qk,
                      const float *v, int ld_v, const float *g, const float *beta, float *state,
-                     const bk_batch *bt, int Hk, int Hv, int dk, int dv);
+                     const bk_batch *bt, int Hk, int Hv, int dk, int dv, int vmap);
 
 #endif

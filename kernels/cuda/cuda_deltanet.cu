@@ -10,7 +10,8 @@
  * (perf-anchors §6.1) used for prefill too: exact to f32 rounding, O(T·dk·dv), no tensor
  * cores; the chunked WY form (§6.2) is the faster prefill to write next (README.md).
  * S is read once and written once per step: 2·dk·dv·4 bytes per head. The fused op (gdn)
- * runs the same kernel with the q / k l2norm and the gates done as each chunk is staged. */
+ * runs the same kernel with the q / k l2norm and the gates done as each chunk is staged.
+ * vmap (backend.h BK_VHEAD_*) only picks the key head a block stages. */
 #include "kernels/cuda/cuda_internal.cuh"
 
 enum { GD_WARPS = 4, GD_THREADS = 32 * GD_WARPS, GD_CH = 8 };
@@ -30,11 +31,13 @@ __global__ void __launch_bounds__(GD_THREADS)
     gd_seq(float *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k,
            int ld_qk, const float *__restrict__ v, int ld_v, const float *__restrict__ g,
            const float *__restrict__ beta, float *__restrict__ state, const int32_t *start,
-           const int32_t *len, const int32_t *slot, int Hk, int Hv, int dk, int dv, gd_fuse fu) {
+           const int32_t *len, const int32_t *slot, int Hk, int Hv, int dk, int dv, int vmap,
+           gd_fuse fu) {
     constexpr int R = GD_WARPS * RPT; /* rows covered, >= dk */
     __shared__ float qs[GD_CH][R], ks[GD_CH][R], vs[GD_CH][32], gs[GD_CH], bs[GD_CH];
     __shared__ float red[2][GD_WARPS][32];
-    const int s = blockIdx.x / Hv, h = blockIdx.x % Hv, hk = h / (Hv / Hk);
+    const int s = blockIdx.x / Hv, h = blockIdx.x % Hv;
+    const int hk = vmap == BK_VHEAD_TILED ? h % Hk : h / (Hv / Hk);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, i0 = warp * RPT;
     const int j = blockIdx.y * 32 + lane;
     const bool jv = j < dv;
@@ -128,8 +131,9 @@ __global__ void gd_generic(float *__restrict__ out, const float *__restrict__ q,
                            const float *__restrict__ k, int ld_qk, const float *__restrict__ v,
                            int ld_v, const float *__restrict__ g, const float *__restrict__ beta,
                            float *__restrict__ state, const int32_t *start, const int32_t *len,
-                           const int32_t *slot, int Hk, int Hv, int dk, int dv) {
-    const int s = blockIdx.x / Hv, h = blockIdx.x % Hv, hk = h / (Hv / Hk);
+                           const int32_t *slot, int Hk, int Hv, int dk, int dv, int vmap) {
+    const int s = blockIdx.x / Hv, h = blockIdx.x % Hv;
+    const int hk = vmap == BK_VHEAD_TILED ? h % Hk : h / (Hv / Hk);
     const int j = blockIdx.y * blockDim.x + threadIdx.x;
     if (j >= dv) return;
     float *S = state + ((size_t)slot[s] * Hv + h) * (size_t)dk * dv;
@@ -152,14 +156,14 @@ __global__ void gd_generic(float *__restrict__ out, const float *__restrict__ q,
 
 void cuda_gated_delta(backend *b, float *out, const float *q, const float *k, int ld_qk,
                       const float *v, int ld_v, const float *g, const float *beta, float *state,
-                      const bk_batch *bt, int Hk, int Hv, int dk, int dv) {
+                      const bk_batch *bt, int Hk, int Hv, int dk, int dv, int vmap) {
     cuda_impl *c = cuda_impl_of(b);
     const cuda_bdev *d = (const cuda_bdev *)bt->dev;
     int ns = bt->n_seqs;
     if (ns <= 0 || Hv <= 0 || dk <= 0 || dv <= 0 ||
         !cuda_enter(c, CUDA_OP_DELTA, (const void *)out, (const void *)q, (const void *)k, ld_qk,
                     (const void *)v, ld_v, (const void *)g, (const void *)beta, (const void *)state,
-                    ns, Hk, Hv, dk, dv))
+                    ns, Hk, Hv, dk, dv, vmap))
         return;
     if (Hk <= 0 || Hv % Hk) {
         cuda_fail(c, "gated_delta", cudaErrorInvalidValue);
@@ -168,7 +172,8 @@ void cuda_gated_delta(backend *b, float *out, const float *q, const float *k, in
     dim3 grid((unsigned)(ns * Hv), (unsigned)((dv + 31) / 32));
     gd_fuse none = {};
     none.long_from = INT_MAX;
-#define GD_ARGS out, q, k, ld_qk, v, ld_v, g, beta, state, d->start, d->len, d->slot, Hk, Hv, dk, dv
+#define GD_ARGS                                                                                    \
+    out, q, k, ld_qk, v, ld_v, g, beta, state, d->start, d->len, d->slot, Hk, Hv, dk, dv, vmap
     if (dk <= 32) gd_seq<8, false><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS, none);
     else if (dk <= 64) gd_seq<16, false><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS, none);
     else if (dk <= 128) gd_seq<32, false><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS, none);
@@ -186,7 +191,7 @@ void cuda_gated_delta(backend *b, float *out, const float *q, const float *k, in
 void cuda_gdn(backend *b, float *out, float *q, float *k, int ld_qk, const float *v, int ld_v,
               const float *a, const float *bb, const bk_weight *A_log, const bk_weight *dt_bias,
               float *g, float *beta, float *state, const bk_batch *bt, int Hk, int Hv, int dk,
-              int dv, float q_scale) {
+              int dv, float q_scale, int vmap) {
     cuda_impl *c = cuda_impl_of(b);
     const cuda_bdev *d = (const cuda_bdev *)bt->dev;
     int ns = bt->n_seqs, m = bt->n_tokens;
@@ -194,20 +199,20 @@ void cuda_gdn(backend *b, float *out, float *q, float *k, int ld_qk, const float
         cuda_l2norm(b, q, m * Hk, dk, ld_qk, Hk, 1e-6f, q_scale);
         cuda_l2norm(b, k, m * Hk, dk, ld_qk, Hk, 1e-6f, 1.0f);
         cuda_gdn_gates(b, g, beta, a, bb, A_log, dt_bias, m, Hv);
-        cuda_gated_delta(b, out, q, k, ld_qk, v, ld_v, g, beta, state, bt, Hk, Hv, dk, dv);
+        cuda_gated_delta(b, out, q, k, ld_qk, v, ld_v, g, beta, state, bt, Hk, Hv, dk, dv, vmap);
         return;
     }
     if (ns <= 0 || Hv <= 0 || dk <= 0 || dv <= 0 ||
         !cuda_enter(c, CUDA_OP_GDN, (const void *)out, (const void *)q, (const void *)k, ld_qk,
                     (const void *)v, ld_v, (const void *)a, (const void *)bb, A_log->data,
-                    dt_bias->data, (const void *)state, ns, Hk, Hv, dk, dv, q_scale))
+                    dt_bias->data, (const void *)state, ns, Hk, Hv, dk, dv, q_scale, vmap))
         return;
     /* a bf16 model's long runs take the chunked kernel (cuda_deltanet_chunk.cu), the rest
      * this one; each sequence gets one of the two whatever shares its step */
     const int long_from = cuda_gdc_min(c, bt, dk, dv);
     if (long_from != INT_MAX)
         cuda_gdc(c, out, q, k, ld_qk, v, ld_v, a, bb, A_log, dt_bias, state, bt, Hk, Hv, dk, dv,
-                 q_scale);
+                 q_scale, vmap);
     int short_runs = 0;
     for (int s = 0; s < ns; s++) short_runs += bt->len[s] < long_from;
     if (!short_runs) return;
@@ -216,7 +221,8 @@ void cuda_gdn(backend *b, float *out, float *q, float *k, int ld_qk, const float
                   q_scale, long_from};
     const float *none = NULL;
 #define GD_ARGS                                                                                    \
-    out, q, k, ld_qk, v, ld_v, none, none, state, d->start, d->len, d->slot, Hk, Hv, dk, dv, fu
+    out, q, k, ld_qk, v, ld_v, none, none, state, d->start, d->len, d->slot, Hk, Hv, dk, dv, vmap, \
+        fu
     if (dk <= 32) gd_seq<8, true><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS);
     else if (dk <= 64) gd_seq<16, true><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS);
     else if (dk <= 128) gd_seq<32, true><<<grid, GD_THREADS, 0, c->stream>>>(GD_ARGS);

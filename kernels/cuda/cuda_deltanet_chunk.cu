@@ -42,6 +42,7 @@ typedef struct gdc_args {
     float *state;
     const int32_t *start, *len, *slot;
     int Hk, Hv, dk, dv;
+    int vmap; /* BK_VHEAD_*: the key head of a value head */
 } gdc_args;
 
 /* The shared memory of a block, carved in this order; every buffer is a multiple of 32
@@ -174,7 +175,8 @@ __device__ static void gdc_solve(const gdc_smem &m) {
 __global__ void __launch_bounds__(GC_THREADS) gdc_seq(gdc_args a) {
     extern __shared__ __align__(128) uint4 gdc_raw[];
     const gdc_smem m = gdc_carve((unsigned char *)gdc_raw);
-    const int s = blockIdx.x / a.Hv, h = blockIdx.x % a.Hv, hk = h / (a.Hv / a.Hk);
+    const int s = blockIdx.x / a.Hv, h = blockIdx.x % a.Hv;
+    const int hk = a.vmap == BK_VHEAD_TILED ? h % a.Hk : h / (a.Hv / a.Hk);
     const int n = a.len[s], t0 = a.start[s];
     if (n < GC_MIN) return; /* the recurrent kernel's (cuda_deltanet.cu) */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -325,7 +327,7 @@ int cuda_gdc_min(const cuda_impl *c, const bk_batch *bt, int dk, int dv) {
 void cuda_gdc(cuda_impl *c, float *out, const float *q, const float *k, int ld_qk, const float *v,
               int ld_v, const float *a, const float *bb, const bk_weight *A_log,
               const bk_weight *dt_bias, float *state, const bk_batch *bt, int Hk, int Hv, int dk,
-              int dv, float q_scale) {
+              int dv, float q_scale, int vmap) {
     const cuda_bdev *d = (const cuda_bdev *)bt->dev;
     gdc_args g = {out,
                   q,
@@ -347,7 +349,8 @@ void cuda_gdc(cuda_impl *c, float *out, const float *q, const float *k, int ld_q
                   Hk,
                   Hv,
                   dk,
-                  dv};
+                  dv,
+                  vmap};
     if (cw_smem_optin(c, gdc_seq, GC_SMEM, "gdn (chunked)")) return;
     dim3 grid((unsigned)(bt->n_seqs * Hv), (unsigned)((dv + GC_DVT - 1) / GC_DVT));
     gdc_seq<<<grid, GC_THREADS, GC_SMEM, c->stream>>>(g);

@@ -279,7 +279,7 @@ int cuda_gdc_min(const cuda_impl *c, const bk_batch *bt, int dk, int dv);
 void cuda_gdc(cuda_impl *c, float *out, const float *q, const float *k, int ld_qk, const float *v,
               int ld_v, const float *a, const float *bb, const bk_weight *A_log,
               const bk_weight *dt_bias, float *state, const bk_batch *bt, int Hk, int Hv, int dk,
-              int dv, float q_scale);
+              int dv, float q_scale, int vmap);
 /* The ssd op's arguments as its kernels take them (cuda_ssd.cu, cuda_ssd_chunk.cu). */
 typedef struct ssd_args {
     float *y;
@@ -354,11 +354,11 @@ void cuda_conv1d(backend *b, float *out, const float *x, int ld_x, const bk_weig
 /* cuda_deltanet.cu */
 void cuda_gated_delta(backend *b, float *out, const float *q, const float *k, int ld_qk,
                       const float *v, int ld_v, const float *g, const float *beta, float *state,
-                      const bk_batch *bt, int Hk, int Hv, int dk, int dv);
+                      const bk_batch *bt, int Hk, int Hv, int dk, int dv, int vmap);
 void cuda_gdn(backend *b, float *out, float *q, float *k, int ld_qk, const float *v, int ld_v,
               const float *a, const float *bb, const bk_weight *A_log, const bk_weight *dt_bias,
               float *g, float *beta, float *state, const bk_batch *bt, int Hk, int Hv, int dk,
-              int dv, float q_scale);
+              int dv, float q_scale, int vmap);
 /* cuda_ssd.cu */
 void cuda_ssd(backend *b, float *y, const float *x, int ld_x, const float *B, const float *C,
               int ld_bc, const float *dt, int ld_dt, const bk_weight *A_log,

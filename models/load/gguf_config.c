@@ -3,7 +3,9 @@
  * are llama.cpp's (docs/gguf.md; the converter's set_gguf_parameters); what the metadata
  * leaves implicit is derived as llama.cpp's loader derives it: the vocabulary from token_embd,
  * a tied head from the absence of output.weight, Gemma 4's proportional rope from rope_freqs,
- * Nemotron-H's layer pattern from its per-layer head_count_kv and feed_forward_length. */
+ * Nemotron-H's layer pattern from its per-layer head_count_kv and feed_forward_length. One key
+ * is strata's own: strata_linear_v_tiled, Qwen3.5's V heads left in the converter's tiled
+ * order (gguf_wsrc_v_tiled). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +137,10 @@ static int gc_qwen35(gc *c) {
     }
     for (long long i = 0; i < n; i++)
         json_array_append_new(lt, json_string(rec[i] ? "linear_attention" : "full_attention"));
+    /* V heads the weight source leaves tiled: the model maps them so (models/qwen35.c) */
+    int tiled;
+    if (gguf_wsrc_v_tiled(c->g, &tiled, c->err)) return c->err->code;
+    if (tiled) json_object_set_new(c->cfg, "strata_linear_v_tiled", json_true());
     return 0;
 }
 

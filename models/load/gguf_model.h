@@ -59,5 +59,32 @@ typedef struct gguf_wsrc gguf_wsrc;
 int gguf_wsrc_create(gguf_wsrc **out, const gguf *g, wsrc *w, strata_err *err);
 void gguf_wsrc_destroy(gguf_wsrc *s);
 model_wsrc *gguf_wsrc_iface(gguf_wsrc *s);
+/* Whether a qwen35 file's V heads stay in the converter's tiled order (*tiled 1) rather than
+ * being put back in transformers' (0): when Hk != Hv and some ssm_out's V-head columns are
+ * not whole blocks of its type (Q4_K / Q6_K at head_v_dim 128), or when the environment has
+ * STRATA_GGUF_V_TILED=1 (tests: the tiled path on a file that could be un-tiled; 0 or unset:
+ * off, other values: STRATA_EINVALID). 0 for other architectures. The config says it as
+ * strata_linear_v_tiled (gguf_config.c), the weight source follows it. */
+int gguf_wsrc_v_tiled(const gguf *g, int *tiled, strata_err *err);
+
+/* ---- writing one: `strata quantize` (gguf_quant.c) ---- */
+
+typedef struct gguf_quant_opts {
+    const char *in;  /* a safetensors checkpoint directory (config.json, *.safetensors) */
+    const char *out; /* the .gguf to write (built as out.tmp, renamed when complete) */
+    dtype type;      /* Q8_0 or Q4_K: matrices by wsrc_quant_target's rule; F32, F16, BF16:
+                        every matrix in that type. Vectors and norms are F32 either way. */
+    int threads;     /* quantizing threads (<= 0: the cores) */
+    /* Progress and notes (tensors skipped, no tokenizer written): one line each, progress
+     * lines with progress = 1 (a terminal may overwrite them). NULL: silent. */
+    void (*note)(void *ctx, int progress, const char *line);
+    void *note_ctx;
+} gguf_quant_opts;
+
+/* Writes o->in as a GGUF file llama.cpp reads: its architecture's keys and tensor names, the
+ * converter's transforms applied (the inverse of the weight source above), the tokenizer and
+ * chat template when the checkpoint has them. Errors name the file and key or tensor; on any
+ * error no file is left at o->out. Thread: the caller's, plus o->threads workers. */
+int gguf_quantize(const gguf_quant_opts *o, strata_err *err);
 
 #endif

@@ -8,7 +8,10 @@
  * and k rows. Rows move whole, so a quantized matrix is permuted back block for block; the
  * one move that cuts through blocks, ssm_out's columns in groups of head_v_dim, works on a
  * quantized file only when head_v_dim is a whole number of blocks (Q8_0's 32 on every
- * Qwen3.5; not Q4_K's 256 with head_v_dim 128) and is refused clearly otherwise. */
+ * Qwen3.5; not Q4_K's 256 with head_v_dim 128). Where it does not (gguf_wsrc_v_tiled), every
+ * V-indexed tensor stays in the file's tiled order, nothing of it moves, and the config says
+ * so (strata_linear_v_tiled): the model runs the delta rule with the tiled head mapping. */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,7 @@ struct gguf_wsrc {
     wsrc *w;
     char arch[32];
     int Hk, Hv, dk, dv; /* qwen35 linear attention (ssm.group_count, time_step_rank, ...) */
+    int keep_tiled;     /* qwen35: the V heads stay tiled (gguf_wsrc_v_tiled) */
 };
 
 /* ggml's storage types strata computes with, as its dtypes; DTYPE_COUNT for the others. */
@@ -117,7 +121,8 @@ static int gw_permute_rows(gguf_wsrc *s, const gguf_tensor *t, const void *src, 
 }
 
 /* out_proj's columns, in groups of dv, back to HF order; a block type only when dv is a whole
- * number of its blocks. */
+ * number of its blocks (else gguf_wsrc_v_tiled kept the file's order and this is not called:
+ * the error below is for a caller that forgot). */
 static int gw_permute_cols(gguf_wsrc *s, const gguf_tensor *t, const void *src, dtype dt,
                            int64_t rows, int64_t cols, const char *name, void **out,
                            strata_err *err) {
@@ -127,7 +132,7 @@ static int gw_permute_cols(gguf_wsrc *s, const gguf_tensor *t, const void *src, 
             err, STRATA_EUNSUPPORTED,
             "%s: tensor %s (%s) is %s: its V-head columns (groups of %d, tiled by the converter "
             "for Hk %d != Hv %d) are not whole %lld-element blocks and cannot be put back in "
-            "order; use a GGUF whose ssm_out is Q8_0, F16, BF16 or F32",
+            "order",
             gguf_path(s->g), t->name, name, dtype_name(dt), s->dv, s->Hk, s->Hv, (long long)blk);
     size_t row_bytes = dtype_row_bytes(dt, cols), grp = dtype_row_bytes(dt, s->dv);
     char *d = wsrc_alloc(s->w, row_bytes * (size_t)rows);
@@ -198,7 +203,7 @@ static int gw_bind(model_wsrc *iface, const char *name, int ndim, const int64_t 
     memcpy(wt.shape, shape, sizeof(int64_t) * (size_t)ndim);
     /* rows: the outermost dim (or each element of a vector); cols: the rest */
     int64_t rows = ndim ? shape[0] : 1, cols = rows ? n / rows : 0;
-    int tiled = !strcmp(s->arch, "qwen35") && s->Hk != s->Hv;
+    int tiled = !strcmp(s->arch, "qwen35") && s->Hk != s->Hv && !s->keep_tiled;
     if (gn.xf & (GGUF_XF_PLUS1 | GGUF_XF_NEG_EXP)) {
         float *f = NULL;
         if (gw_to_f32(s, t, dt, gn.xf, name, &f, err)) return err->code;
@@ -248,6 +253,55 @@ static int gw_size(const gguf *g, const char *key, int *out, strata_err *err) {
     return 0;
 }
 
+/* The linear-attention head counts and sizes of a qwen35 file. */
+static int gw_qwen35_sizes(const gguf *g, int *Hk, int *Hv, int *dk, int *dv, strata_err *err) {
+    int inner;
+    if (gw_size(g, "qwen35.ssm.group_count", Hk, err) ||
+        gw_size(g, "qwen35.ssm.time_step_rank", Hv, err) ||
+        gw_size(g, "qwen35.ssm.state_size", dk, err) ||
+        gw_size(g, "qwen35.ssm.inner_size", &inner, err))
+        return err->code;
+    if (*Hv % *Hk || inner % *Hv)
+        return strata_err_set(err, STRATA_EFORMAT,
+                              "%s: qwen35.ssm.time_step_rank %d is not a multiple of group_count "
+                              "%d, or inner_size %d of it",
+                              gguf_path(g), *Hv, *Hk, inner);
+    *dv = inner / *Hv;
+    return 0;
+}
+
+int gguf_wsrc_v_tiled(const gguf *g, int *tiled, strata_err *err) {
+    gguf_str a;
+    int Hk, Hv, dk, dv, keep = 0;
+    uint32_t n;
+    if (gguf_get_str(g, "general.architecture", &a, err)) return err->code;
+    if (a.len != 6 || memcmp(a.ptr, "qwen35", 6)) {
+        *tiled = 0;
+        return 0;
+    }
+    if (gw_qwen35_sizes(g, &Hk, &Hv, &dk, &dv, err) ||
+        gguf_get_u32(g, "qwen35.block_count", &n, err))
+        return err->code;
+    /* the tests' switch (docs/gguf.md): the tiled path on a file that could be un-tiled */
+    const char *force = getenv("STRATA_GGUF_V_TILED");
+    if (force && *force && strcmp(force, "0") && strcmp(force, "1"))
+        return strata_err_set(err, STRATA_EINVALID, "STRATA_GGUF_V_TILED=%s: expected 0 or 1",
+                              force);
+    if (Hk != Hv) keep = force && !strcmp(force, "1");
+    for (uint32_t l = 0; l < n && Hk != Hv && !keep; l++) {
+        char hf[64];
+        gguf_name gn;
+        snprintf(hf, sizeof hf, "layers.%u.linear_attn.out_proj.weight", l);
+        if (gguf_names_find("qwen35", hf, &gn)) continue;
+        assert(gn.xf & GGUF_XF_VCOLS);
+        const gguf_tensor *t = gguf_find_tensor(g, gn.gg); /* absent on full-attention layers */
+        dtype dt = t ? gw_dtype(t->type) : DTYPE_COUNT;
+        keep = dt != DTYPE_COUNT && dv % dtype_block_elems(dt) != 0;
+    }
+    *tiled = keep;
+    return 0;
+}
+
 int gguf_wsrc_create(gguf_wsrc **out, const gguf *g, wsrc *w, strata_err *err) {
     gguf_str a;
     if (gguf_get_str(g, "general.architecture", &a, err)) return err->code;
@@ -258,22 +312,9 @@ int gguf_wsrc_create(gguf_wsrc **out, const gguf *g, wsrc *w, strata_err *err) {
     s->g = g;
     s->w = w;
     snprintf(s->arch, sizeof s->arch, "%.*s", (int)(a.len < 31 ? a.len : 31), a.ptr);
-    if (!strcmp(s->arch, "qwen35")) {
-        int inner;
-        if (gw_size(g, "qwen35.ssm.group_count", &s->Hk, err) ||
-            gw_size(g, "qwen35.ssm.time_step_rank", &s->Hv, err) ||
-            gw_size(g, "qwen35.ssm.state_size", &s->dk, err) ||
-            gw_size(g, "qwen35.ssm.inner_size", &inner, err))
-            goto fail;
-        s->dv = inner / s->Hv;
-        if (s->Hv % s->Hk || inner % s->Hv) {
-            strata_err_set(err, STRATA_EFORMAT,
-                           "%s: qwen35.ssm.time_step_rank %d is not a multiple of group_count %d, "
-                           "or inner_size %d of it",
-                           gguf_path(g), s->Hv, s->Hk, inner);
-            goto fail;
-        }
-    }
+    if (!strcmp(s->arch, "qwen35") && (gw_qwen35_sizes(g, &s->Hk, &s->Hv, &s->dk, &s->dv, err) ||
+                                       gguf_wsrc_v_tiled(g, &s->keep_tiled, err)))
+        goto fail;
     *out = s;
     return 0;
 fail:

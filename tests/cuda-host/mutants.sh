@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/cuda-host/mutants.sh - do the CUDA op tests catch typical kernel bugs? Plants one
 # bug at a time into a copy of kernels/cuda (a dropped barrier, an off-by-one tail, wrong
-# GQA head mappings, a short warp reduction, two off-by-one conv windows, a decode GEMV
+# GQA head mappings, a delta rule ignoring the tiled V-head order, recurrent and chunked,
+# a short warp reduction, two off-by-one conv windows, a decode GEMV
 # that forgets to round x to bf16, a fused residual norming the wrong row, a multi-weight
 # GEMV segment edge off by one, a bf16 kv cache read wrong, four sampler slips, a fed id
 # read from the next slot, a gated GEMV staging half a row short, a fused DeltaNet scaling
@@ -31,9 +32,13 @@ MUTANTS=(
          i += (size_t)gridDim.x * blockDim.x)
         out[i] = a[i] + x[i];"
     "attention GQA head mapping|cuda_attention.cu|attention|(size_t)kvh * G + hg) * D;|(size_t)hg * KV + kvh) * D;"
-    "delta rule GQA head mapping|cuda_deltanet.cu|gated_delta|hk = h / (Hv / Hk);
-    const int warp|hk = h % Hk;
+    "delta rule GQA head mapping|cuda_deltanet.cu|gated_delta|? h % Hk : h / (Hv / Hk);
+    const int warp|? h % Hk : h % Hk;
     const int warp"
+    "delta rule ignores the tiled V-head mapping|cuda_deltanet.cu|gated_delta|vmap == BK_VHEAD_TILED ? h % Hk : h / (Hv / Hk);
+    const int warp|h / (Hv / Hk);
+    const int warp"
+    "chunked delta rule ignores the tiled V-head mapping|cuda_deltanet_chunk.cu|gdn_chunked|a.vmap == BK_VHEAD_TILED ? h % a.Hk|a.vmap == -1 ? h % a.Hk"
     "short warp reduction|cuda_internal.cuh|rmsnorm|o = 16; o > 0; o >>= 1) v += |o = 16; o > 1; o >>= 1) v += "
     "conv window off by one|cuda_conv.cu|conv1d|src < W ? st|src <= W ? st"
     "decode conv window off by one|cuda_conv.cu|conv1d|n + r < W ? st|n + r <= W ? st"

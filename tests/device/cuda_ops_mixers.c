@@ -501,7 +501,83 @@ static const struct {
     {1, 3, 48, 40, 2, {9, 4}, {0, 3}, {0, 1}},      /* awkward */
     {2, 4, 192, 64, 1, {3}, {0}, {0}},              /* dk 129..256: 64 rows a warp */
     {1, 1, 300, 20, 1, {3}, {0}, {1}},              /* dk > 256: generic kernel */
+    {2, 4, 260, 20, 2, {3, 1}, {0, 5}, {1, 0}},     /* ... with GQA */
 };
+
+/* ---- the tiled V-head order (backend.h BK_VHEAD_TILED) ----
+ * Every delta-rule case with 1 < Hk < Hv runs once more on the device with the tiled
+ * mapping, on the same inputs with their V heads tiled (v, g, beta, a, bb, A_log, dt_bias,
+ * the state); its output and state, put back in grouped order, must match the CPU's
+ * grouped results at the case's tolerance: a head computes the same either way. */
+
+/* Where grouped V head h (h = k·r + j, key head k, r = Hv / Hk) sits tiled: j·Hk + k. */
+static int vt_pos(int h, int Hk, int Hv) { return (h % (Hv / Hk)) * Hk + h / (Hv / Hk); }
+
+/* A copy of src (rows rows ld floats apart) with the Hv head blocks of w floats at off in
+ * each row moved to their tiled places (back, with back set). Caller frees. */
+static float *vt_move(const float *src, int rows, size_t ld, size_t off, int Hk, int Hv, size_t w,
+                      int back) {
+    float *d = hdup(src, (size_t)rows * ld);
+    for (int r = 0; r < rows; r++)
+        for (int h = 0; h < Hv; h++) {
+            size_t g = r * ld + off + h * w, t = r * ld + off + (size_t)vt_pos(h, Hk, Hv) * w;
+            memcpy(d + (back ? g : t), src + (back ? t : g), w * sizeof(float));
+        }
+    return d;
+}
+
+/* A [Hv] weight (f32 or bf16) with its elements in tiled order, prepared on the device. */
+static tw vt_weight(const tw *w, int Hk, int Hv) {
+    size_t es = dtype_size(w->h.dt);
+    tw t = *w;
+    t.buf = malloc((size_t)Hv * es + 16);
+    if (!t.buf) abort();
+    for (int h = 0; h < Hv; h++)
+        memcpy((char *)t.buf + (size_t)vt_pos(h, Hk, Hv) * es, (const char *)w->buf + h * es, es);
+    t.h.data = t.d.data = t.buf;
+    if (gpu->ops->weight_prepare(gpu, &t.d, &err)) abort();
+    return t;
+}
+
+/* The device's tiled results (dout [m, Hv, dv], dst [slots, Hv, dk·dv]) back in grouped
+ * order against the CPU's grouped out and st. */
+static void vt_report(const char *op, const char *shape, const float *dout, const float *out, int m,
+                      const float *dst, const float *st, int slots, int Hk, int Hv, int dk, int dv,
+                      double tol) {
+    size_t on = (size_t)m * Hv * dv, hs = (size_t)dk * dv;
+    float *go = gget(dout, on), *gs = gget(dst, (size_t)slots * Hv * hs);
+    float *uo = vt_move(go, m, (size_t)Hv * dv, 0, Hk, Hv, (size_t)dv, 1);
+    float *us = vt_move(gs, slots, Hv * hs, 0, Hk, Hv, hs, 1);
+    char what[48];
+    snprintf(what, sizeof what, "%s tiled out", op);
+    report(what, shape, uo, out, on, tol);
+    snprintf(what, sizeof what, "%s tiled state", op);
+    report(what, shape, us, st, (size_t)slots * Hv * hs, tol);
+    free(go), free(gs), free(uo), free(us);
+}
+
+/* The fused op tiled: x [m, ld] rows of q | k | v, a and bb [m, Hv], st0 the state before
+ * the step, out and st the CPU's grouped results. */
+static void vt_gdn(const char *op, const char *shape, tbatch *tb, const float *x, int ld,
+                   const float *a, const float *bb, const float *st0, const tw *A_log,
+                   const tw *dt_bias, const float *out, const float *st, int m, int slots, int Hk,
+                   int Hv, int dk, int dv, double tol) {
+    size_t ssz = (size_t)slots * Hv * dk * dv, gn = (size_t)m * Hv;
+    float *xt = vt_move(x, m, (size_t)ld, 2 * (size_t)Hk * dk, Hk, Hv, (size_t)dv, 0);
+    float *at = vt_move(a, m, (size_t)Hv, 0, Hk, Hv, 1, 0);
+    float *bt = vt_move(bb, m, (size_t)Hv, 0, Hk, Hv, 1, 0);
+    float *stt = vt_move(st0, slots, (size_t)Hv * dk * dv, 0, Hk, Hv, (size_t)dk * dv, 0);
+    tw At = vt_weight(A_log, Hk, Hv), Dt = vt_weight(dt_bias, Hk, Hv);
+    float *dx = gput(xt, (size_t)m * ld), *da = gput(at, gn), *dbb = gput(bt, gn);
+    float *dst = gput(stt, ssz), *dout = gput(NULL, (size_t)m * Hv * dv);
+    float *dg = gput(NULL, gn), *dbe = gput(NULL, gn);
+    tb_dev(tb);
+    gpu->ops->gdn(gpu, dout, dx, dx + Hk * dk, ld, dx + 2 * Hk * dk, ld, da, dbb, &At.d, &Dt.d, dg,
+                  dbe, dst, &tb->db, Hk, Hv, dk, dv, 1.0f / sqrtf((float)dk), BK_VHEAD_TILED);
+    vt_report(op, shape, dout, out, m, dst, st, slots, Hk, Hv, dk, dv, tol);
+    free(xt), free(at), free(bt), free(stt), wfree(&At), wfree(&Dt);
+    gfree(dx), gfree(da), gfree(dbb), gfree(dst), gfree(dout), gfree(dg), gfree(dbe);
+}
 
 /* A delta-rule op's output [on] and state [ssz] on the device against the CPU's. */
 static void gd_report(const char *op, int Hk, int Hv, int dk, int dv, int m, const float *dout,
@@ -537,19 +613,37 @@ void test_gated_delta(void) {
         for (int i = 0; i < m * Hv; i++)
             g[i] = -(rnd() + 1.0f) * 0.5f, be[i] = (rnd() + 1.0f) * 0.5f;
         size_t ssz = (size_t)slots * Hv * dk * dv, on = (size_t)m * Hv * dv;
-        float *st = hrand(ssz, 0.1f), *out = hvec(on);
+        float *st = hrand(ssz, 0.1f), *out = hvec(on), *st0 = hdup(st, ssz);
         float *dq = gput(q, (size_t)m * ld_qk), *dk_ = gput(k, (size_t)m * ld_qk),
               *dv_ = gput(v, (size_t)m * ld_v);
         float *dg = gput(g, (size_t)m * Hv), *dbe = gput(be, (size_t)m * Hv), *dst = gput(st, ssz),
               *dout = gput(out, on);
         tbatch tb;
         tb_make(&tb, cs[ci].n_seqs, cs[ci].len, cs[ci].pos0, cs[ci].slot);
-        cpu->ops->gated_delta(cpu, out, q, k, ld_qk, v, ld_v, g, be, st, &tb.hb, Hk, Hv, dk, dv);
+        cpu->ops->gated_delta(cpu, out, q, k, ld_qk, v, ld_v, g, be, st, &tb.hb, Hk, Hv, dk, dv,
+                              BK_VHEAD_GROUPED);
         tb_dev(&tb);
         gpu->ops->gated_delta(gpu, dout, dq, dk_, ld_qk, dv_, ld_v, dg, dbe, dst, &tb.db, Hk, Hv,
-                              dk, dv);
+                              dk, dv, BK_VHEAD_GROUPED);
         gd_report("gated_delta", Hk, Hv, dk, dv, m, dout, out, on, dst, st, ssz);
-        free(q), free(k), free(v), free(g), free(be), free(st), free(out);
+        if (Hk > 1 && Hk < Hv) {
+            float *vt = vt_move(v, m, (size_t)ld_v, 0, Hk, Hv, (size_t)dv, 0);
+            float *gt = vt_move(g, m, (size_t)Hv, 0, Hk, Hv, 1, 0);
+            float *bt = vt_move(be, m, (size_t)Hv, 0, Hk, Hv, 1, 0);
+            float *stt = vt_move(st0, slots, (size_t)Hv * dk * dv, 0, Hk, Hv, (size_t)dk * dv, 0);
+            gpu->ops->upload(gpu, dv_, vt, sizeof(float) * (size_t)m * ld_v);
+            gpu->ops->upload(gpu, dg, gt, sizeof(float) * (size_t)m * Hv);
+            gpu->ops->upload(gpu, dbe, bt, sizeof(float) * (size_t)m * Hv);
+            gpu->ops->upload(gpu, dst, stt, sizeof(float) * ssz);
+            tb_dev(&tb);
+            gpu->ops->gated_delta(gpu, dout, dq, dk_, ld_qk, dv_, ld_v, dg, dbe, dst, &tb.db, Hk,
+                                  Hv, dk, dv, BK_VHEAD_TILED);
+            char shape[64];
+            snprintf(shape, sizeof shape, "Hk %d Hv %d dk %d dv %d, %d tokens", Hk, Hv, dk, dv, m);
+            vt_report("gated_delta", shape, dout, out, m, dst, st, slots, Hk, Hv, dk, dv, TOL_REC);
+            free(vt), free(gt), free(bt), free(stt);
+        }
+        free(q), free(k), free(v), free(g), free(be), free(st), free(out), free(st0);
         gfree(dq), gfree(dk_), gfree(dv_), gfree(dg), gfree(dbe), gfree(dst), gfree(dout);
     }
 }
@@ -647,6 +741,7 @@ void test_gdn(void) {
         size_t on = (size_t)m * Hv * dv;
         float *x = hrand(xn, 1.0f), *a = hrand(gn, 2.0f), *bb = hrand(gn, 2.0f);
         float *st = hrand(ssz, 0.1f), *out = hvec(on), *g = hvec(gn), *be = hvec(gn);
+        float *x0 = hdup(x, xn), *st0 = hdup(st, ssz); /* the CPU op writes x and st */
         tw A_log = wmake(DTYPE_F32, Hv, 0, 1.0f), dt_bias = wmake(DTYPE_BF16, Hv, 0, 1.0f);
         float *dx = gput(x, xn), *da = gput(a, gn), *dbb = gput(bb, gn), *dst = gput(st, ssz);
         float *dout = gput(out, on), *dg = gput(g, gn), *dbe = gput(be, gn);
@@ -654,12 +749,18 @@ void test_gdn(void) {
         tbatch tb;
         tb_make(&tb, gd_cases[ci].n_seqs, gd_cases[ci].len, gd_cases[ci].pos0, gd_cases[ci].slot);
         cpu->ops->gdn(cpu, out, x, x + Hk * dk, ld, x + 2 * Hk * dk, ld, a, bb, &A_log.h,
-                      &dt_bias.h, g, be, st, &tb.hb, Hk, Hv, dk, dv, qs);
+                      &dt_bias.h, g, be, st, &tb.hb, Hk, Hv, dk, dv, qs, BK_VHEAD_GROUPED);
         tb_dev(&tb);
         gpu->ops->gdn(gpu, dout, dx, dx + Hk * dk, ld, dx + 2 * Hk * dk, ld, da, dbb, &A_log.d,
-                      &dt_bias.d, dg, dbe, dst, &tb.db, Hk, Hv, dk, dv, qs);
+                      &dt_bias.d, dg, dbe, dst, &tb.db, Hk, Hv, dk, dv, qs, BK_VHEAD_GROUPED);
         gd_report("gdn", Hk, Hv, dk, dv, m, dout, out, on, dst, st, ssz);
-        free(x), free(a), free(bb), free(st), free(out), free(g), free(be);
+        if (Hk > 1 && Hk < Hv) {
+            char shape[64];
+            snprintf(shape, sizeof shape, "Hk %d Hv %d dk %d dv %d, %d tokens", Hk, Hv, dk, dv, m);
+            vt_gdn("gdn", shape, &tb, x0, ld, a, bb, st0, &A_log, &dt_bias, out, st, m, slots, Hk,
+                   Hv, dk, dv, TOL_REC);
+        }
+        free(x), free(a), free(bb), free(st), free(out), free(g), free(be), free(x0), free(st0);
         gfree(dx), gfree(da), gfree(dbb), gfree(dst), gfree(dout), gfree(dg), gfree(dbe);
         wfree(&A_log), wfree(&dt_bias);
     }
@@ -691,6 +792,7 @@ void test_gdn_chunked(void) {
         size_t on = (size_t)m * Hv * dv;
         float *x = hrand(xn, 1.0f), *a = hrand(gn, 2.0f), *bb = hrand(gn, 2.0f);
         float *st = hrand(ssz, 0.1f), *out = hvec(on), *g = hvec(gn), *be = hvec(gn);
+        float *x0 = hdup(x, xn), *st0 = hdup(st, ssz); /* the CPU op writes x and st */
         tw A_log = wmake(DTYPE_BF16, Hv, 0, 1.0f), dt_bias = wmake(DTYPE_F32, Hv, 0, 1.0f);
         float *dx = gput(x, xn), *da = gput(a, gn), *dbb = gput(bb, gn), *dst = gput(st, ssz);
         float *dout = gput(out, on), *dg = gput(g, gn), *dbe = gput(be, gn);
@@ -698,17 +800,20 @@ void test_gdn_chunked(void) {
         tbatch tb;
         tb_make(&tb, cs[ci].n_seqs, cs[ci].len, cs[ci].pos0, cs[ci].slot);
         cpu->ops->gdn(cpu, out, x, x + Hk * dk, ld, x + 2 * Hk * dk, ld, a, bb, &A_log.h,
-                      &dt_bias.h, g, be, st, &tb.hb, Hk, Hv, dk, dv, qs);
+                      &dt_bias.h, g, be, st, &tb.hb, Hk, Hv, dk, dv, qs, BK_VHEAD_GROUPED);
         tb_dev(&tb);
         gpu->ops->gdn(gpu, dout, dx, dx + Hk * dk, ld, dx + 2 * Hk * dk, ld, da, dbb, &A_log.d,
-                      &dt_bias.d, dg, dbe, dst, &tb.db, Hk, Hv, dk, dv, qs);
+                      &dt_bias.d, dg, dbe, dst, &tb.db, Hk, Hv, dk, dv, qs, BK_VHEAD_GROUPED);
         float *go = gget(dout, on), *gs = gget(dst, ssz);
         char shape[80];
         snprintf(shape, sizeof shape, "Hk %d Hv %d dk %d dv %d, %d tokens, bf16", Hk, Hv, dk, dv,
                  m);
         report("gdn chunked out", shape, go, out, on, cs[ci].tol);
         report("gdn chunked state", shape, gs, st, ssz, cs[ci].tol);
-        free(go), free(gs);
+        if (Hk > 1 && Hk < Hv)
+            vt_gdn("gdn chunked", shape, &tb, x0, ld, a, bb, st0, &A_log, &dt_bias, out, st, m,
+                   slots, Hk, Hv, dk, dv, cs[ci].tol);
+        free(go), free(gs), free(x0), free(st0);
         free(x), free(a), free(bb), free(st), free(out), free(g), free(be);
         gfree(dx), gfree(da), gfree(dbb), gfree(dst), gfree(dout), gfree(dg), gfree(dbe);
         wfree(&A_log), wfree(&dt_bias);
@@ -1030,7 +1135,8 @@ static void speed_gdn(void *p) { /* Qwen3.5-9B's DeltaNet heads: Hk 16, Hv 32, 1
     speed_fix *f = p;
     int ld = 2 * 16 * 128 + 32 * 128;
     gpu->ops->gdn(gpu, f->out, f->x, f->x + 16 * 128, ld, f->x + 2 * 16 * 128, ld, f->a, f->b,
-                  &f->w1.d, &f->w2.d, NULL, NULL, f->st, &f->tb.db, 16, 32, 128, 128, 0.0884f);
+                  &f->w1.d, &f->w2.d, NULL, NULL, f->st, &f->tb.db, 16, 32, 128, 128, 0.0884f,
+                  BK_VHEAD_GROUPED);
 }
 static void speed_ssd(void *p) { /* Nemotron 3 Nano 4B: H 96, P 80, N 128, G 8 */
     speed_fix *f = p;
@@ -1180,12 +1286,12 @@ void test_speed(void) {
         tb_make(&tb, 1, &T, &pos, &slot);
         tb_dev(&tb);
         gpu->ops->gated_delta(gpu, dout, dq, dk_, Hk * dk, dv_, Hv * dv, dg, dbe, dst, &tb.db, Hk,
-                              Hv, dk, dv);
+                              Hv, dk, dv, BK_VHEAD_GROUPED);
         sync_gpu(dout);
         t0 = strata_now();
         for (int r = 0; r < 10; r++)
             gpu->ops->gated_delta(gpu, dout, dq, dk_, Hk * dk, dv_, Hv * dv, dg, dbe, dst, &tb.db,
-                                  Hk, Hv, dk, dv);
+                                  Hk, Hv, dk, dv, BK_VHEAD_GROUPED);
         sync_gpu(dout);
         t = (strata_now() - t0) / 10;
         printf("speed: gated_delta Hv 32 dk dv 128, %d tokens: %.1f us\n", T, t * 1e6);

@@ -541,7 +541,7 @@ static void test_gated_delta(void) {
             float *out = fvec((size_t)m * Hv * dv), *st = fvec(3 * ss);
             memcpy(st, st0, 3 * ss * sizeof(float));
             be[bi]->ops->gated_delta(be[bi], out, c, c + dc->Hk * dk, C, c + 2 * dc->Hk * dk, C, g,
-                                     beta, st, &tb.b, dc->Hk, Hv, dk, dv);
+                                     beta, st, &tb.b, dc->Hk, Hv, dk, dv, BK_VHEAD_GROUPED);
             CHECK_CLOSE(out, want, (size_t)m * Hv * dv, tol, "gated_delta case %zu out", ci);
             CHECK_CLOSE(st, wst, 3 * ss, tol, "gated_delta case %zu state", ci);
             free(st);
@@ -615,7 +615,8 @@ static void test_gated_delta_chunked(void) {
                 float *out = fvec((size_t)m * Hv * dv), *st = fvec(3 * ss);
                 memcpy(st, st0, 3 * ss * sizeof(float));
                 cpu_gated_delta_run(be[bi], out, c, c + dc->Hk * dk, C, c + 2 * dc->Hk * dk, C, g,
-                                    beta, st, &tb.b, dc->Hk, Hv, dk, dv, form ? 1 : INT_MAX);
+                                    beta, st, &tb.b, dc->Hk, Hv, dk, dv, BK_VHEAD_GROUPED,
+                                    form ? 1 : INT_MAX);
                 CHECK_CLOSE(out, want, (size_t)m * Hv * dv, tol, "case %zu form %d out", ci, form);
                 CHECK_CLOSE(st, wst, 3 * ss, tol, "case %zu form %d state", ci, form);
                 free(st);
@@ -645,14 +646,14 @@ static void test_gated_delta_steps(void) {
         int z = 0;
         make_batch(&tb, 1, &T, &z, &z);
         be[bi]->ops->gated_delta(be[bi], o1, c, c + Hk * dk, C, c + 2 * Hk * dk, C, g, beta, s1,
-                                 &tb.b, Hk, Hv, dk, dv);
+                                 &tb.b, Hk, Hv, dk, dv, BK_VHEAD_GROUPED);
         for (int t = 0; t < T; t++) {
             int one = 1;
             make_batch(&tb, 1, &one, &t, &z);
             const float *row = c + (size_t)t * C;
             be[bi]->ops->gated_delta(be[bi], o2 + (size_t)t * Hv * dv, row, row + Hk * dk, C,
                                      row + 2 * Hk * dk, C, g + t * Hv, beta + t * Hv, s2, &tb.b, Hk,
-                                     Hv, dk, dv);
+                                     Hv, dk, dv, BK_VHEAD_GROUPED);
         }
         CHECK_SAME(o1, o2, (size_t)T * Hv * dv, "gated_delta steps out%s", "");
         CHECK_SAME(s1, s2, ss, "gated_delta steps state%s", "");
@@ -666,6 +667,103 @@ static void test_gated_delta_steps(void) {
     free(c);
 }
 
+/* ---- the tiled V-head order (backend.h BK_VHEAD_TILED) ---- */
+
+/* Where grouped V head h (key head h / r, r = Hv / Hk) sits in the tiled order: h = k·r + j
+ * goes to j·Hk + k, as llama.cpp's converter writes it. */
+static int vt_pos(int h, int Hk, int Hv) {
+    int r = Hv / Hk;
+    return (h % r) * Hk + h / r;
+}
+
+/* dst = src with the Hv head blocks of w floats at off in each of rows rows (ld apart) moved
+ * to their tiled places; the rest of each row copied. */
+static void vt_tile(float *dst, const float *src, int rows, size_t ld, size_t off, int Hk, int Hv,
+                    size_t w) {
+    memcpy(dst, src, (size_t)rows * ld * sizeof(float));
+    for (int r = 0; r < rows; r++)
+        for (int h = 0; h < Hv; h++)
+            memcpy(dst + r * ld + off + (size_t)vt_pos(h, Hk, Hv) * w, src + r * ld + off + h * w,
+                   w * sizeof(float));
+}
+
+/* The tiled mapping on tiled inputs equals the grouped mapping on the grouped ones with its
+ * outputs and states tiled, bit for bit: a head's arithmetic is the same, only which q, k it
+ * reads and where its v, g, beta, state and out sit change. For the recurrence and the
+ * chunked form (cpu_gated_delta_run) and the fused gdn op (a, b, A_log, dt_bias tiled too),
+ * Hk < Hv with Hk > 1 (Hk = 1 maps every head to key head 0 either way). */
+static void test_gated_delta_tiled(void) {
+    static const delta_case cs[] = {
+        {.Hk = 2, .Hv = 4, .dk = 7, .dv = 33, .n_seqs = 3, .len = {40, 1, 5}, .slot = {2, 0, 1}},
+        {.Hk = 3, .Hv = 6, .dk = 16, .dv = 20, .n_seqs = 2, .len = {3, 70}, .slot = {1, 2}},
+        {.Hk = 2, .Hv = 8, .dk = 128, .dv = 128, .n_seqs = 1, .len = {35}, .slot = {0}},
+    };
+    for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
+        const delta_case *dc = &cs[ci];
+        int pos0[3] = {0, 0, 0}, Hk = dc->Hk, Hv = dc->Hv, dk = dc->dk, dv = dc->dv;
+        tbatch tb;
+        make_batch(&tb, dc->n_seqs, dc->len, pos0, dc->slot);
+        int m = tb.b.n_tokens, C = 2 * Hk * dk + Hv * dv;
+        size_t ss = (size_t)Hv * dk * dv, on = (size_t)m * Hv * dv, gn = (size_t)m * Hv;
+        float *c = fvec((size_t)m * C), *g = fvec(gn), *beta = fvec(gn), *st0 = frand(3 * ss);
+        float *ct = fvec((size_t)m * C), *gt = fvec(gn), *bt = fvec(gn), *st0t = fvec(3 * ss);
+        float *a = frand(gn), *bb = frand(gn), *at = fvec(gn), *bbt = fvec(gn);
+        float alog[8], dtb[8], alogt[8], dtbt[8];
+        delta_inputs(dc, m, c, g, beta);
+        for (size_t i = 0; i < 3 * ss; i++) st0[i] *= 0.1f;
+        for (int h = 0; h < Hv; h++) alog[h] = 0.5f * rng_f(), dtb[h] = rng_f();
+        vt_tile(ct, c, m, (size_t)C, 2 * (size_t)Hk * dk, Hk, Hv, (size_t)dv);
+        vt_tile(gt, g, m, (size_t)Hv, 0, Hk, Hv, 1);
+        vt_tile(bt, beta, m, (size_t)Hv, 0, Hk, Hv, 1);
+        vt_tile(at, a, m, (size_t)Hv, 0, Hk, Hv, 1);
+        vt_tile(bbt, bb, m, (size_t)Hv, 0, Hk, Hv, 1);
+        vt_tile(st0t, st0, 3, ss, 0, Hk, Hv, (size_t)dk * dv);
+        vt_tile(alogt, alog, 1, (size_t)Hv, 0, Hk, Hv, 1);
+        vt_tile(dtbt, dtb, 1, (size_t)Hv, 0, Hk, Hv, 1);
+        bk_weight A = {alog, DTYPE_F32, 1, {Hv}}, D = {dtb, DTYPE_F32, 1, {Hv}};
+        bk_weight At = {alogt, DTYPE_F32, 1, {Hv}}, Dt = {dtbt, DTYPE_F32, 1, {Hv}};
+        float *o = fvec(on), *s = fvec(3 * ss), *ot = fvec(on), *stt = fvec(3 * ss);
+        float *want = fvec(on), *wst = fvec(3 * ss), *x = fvec((size_t)m * C), *xt = fvec(on);
+        float *sg = fvec(gn), *sb = fvec(gn);
+        for (int bi = 0; bi < n_be; bi++)
+            for (int form = 0; form < 3; form++) { /* recurrence, chunked, fused gdn */
+                memcpy(s, st0, 3 * ss * sizeof(float));
+                memcpy(stt, st0t, 3 * ss * sizeof(float));
+                if (form < 2) {
+                    int cm = form ? 1 : INT_MAX;
+                    cpu_gated_delta_run(be[bi], o, c, c + Hk * dk, C, c + 2 * Hk * dk, C, g, beta,
+                                        s, &tb.b, Hk, Hv, dk, dv, BK_VHEAD_GROUPED, cm);
+                    cpu_gated_delta_run(be[bi], ot, ct, ct + Hk * dk, C, ct + 2 * Hk * dk, C, gt,
+                                        bt, stt, &tb.b, Hk, Hv, dk, dv, BK_VHEAD_TILED, cm);
+                } else { /* gdn normalises q, k in place: on copies */
+                    float qs = 1.0f / sqrtf((float)dk);
+                    memcpy(x, c, (size_t)m * C * sizeof(float));
+                    be[bi]->ops->gdn(be[bi], o, x, x + Hk * dk, C, x + 2 * Hk * dk, C, a, bb, &A,
+                                     &D, sg, sb, s, &tb.b, Hk, Hv, dk, dv, qs, BK_VHEAD_GROUPED);
+                    memcpy(x, ct, (size_t)m * C * sizeof(float));
+                    be[bi]->ops->gdn(be[bi], ot, x, x + Hk * dk, C, x + 2 * Hk * dk, C, at, bbt,
+                                     &At, &Dt, sg, sb, stt, &tb.b, Hk, Hv, dk, dv, qs,
+                                     BK_VHEAD_TILED);
+                }
+                vt_tile(want, o, m, (size_t)Hv * dv, 0, Hk, Hv, (size_t)dv);
+                vt_tile(wst, s, 3, ss, 0, Hk, Hv, (size_t)dk * dv);
+                CHECK_SAME(ot, want, on, "tiled case %zu form %d out", ci, form);
+                CHECK_SAME(stt, wst, 3 * ss, "tiled case %zu form %d state", ci, form);
+                /* and the mapping matters: the grouped op on the tiled inputs is another */
+                if (form == 0) {
+                    memcpy(stt, st0t, 3 * ss * sizeof(float));
+                    cpu_gated_delta_run(be[bi], xt, ct, ct + Hk * dk, C, ct + 2 * Hk * dk, C, gt,
+                                        bt, stt, &tb.b, Hk, Hv, dk, dv, BK_VHEAD_GROUPED, INT_MAX);
+                    CHECK_MSG(memcmp(xt, want, on * sizeof(float)) != 0,
+                              "tiled case %zu: the mapping changed nothing", ci);
+                }
+            }
+        free(sb), free(sg), free(xt), free(x), free(wst), free(want), free(stt), free(ot);
+        free(s), free(o), free(bbt), free(at), free(bb), free(a), free(st0t), free(bt), free(gt);
+        free(ct), free(st0), free(beta), free(g), free(c);
+    }
+}
+
 int main(void) {
     if (cpu_test_backends_open()) return 1;
     RUN(test_kv_attention);
@@ -676,6 +774,7 @@ int main(void) {
     RUN(test_gated_delta);
     RUN(test_gated_delta_steps);
     RUN(test_gated_delta_chunked);
+    RUN(test_gated_delta_tiled);
     cpu_test_backends_close();
     TEST_DONE();
 }

@@ -197,6 +197,86 @@ static void test_nemotron_h_q8_0(void) {
                DTYPE_COUNT, -1.0);
 }
 
+/* ---- Qwen3.5's V heads left tiled (gguf_wsrc_v_tiled) ----
+ * A file whose ssm_out cannot be put back in transformers' order (Q4_K / Q6_K at head_v_dim
+ * 128) runs with every V-indexed tensor in the file's tiled order and the delta rule's tiled
+ * head mapping. STRATA_GGUF_V_TILED=1 takes that path on the tiny files, which could be
+ * un-tiled, so the two can be compared: every per-head computation (projections, conv,
+ * gates, delta rule, gated norm) is the same arithmetic on heads in another order, and only
+ * out_proj (ssm_out) sums its Hv·dv columns in another order. On the f32 file that
+ * reassociation rounds differently by a few f32 ulps of each layer's mix (~1e-7 relative),
+ * carried through the layers to the logits: measured 2.7e-6 of the largest |logit|, held
+ * to 1e-5. On the Q8_0 file every matmul quantizes its input rows to int8 (cpu_qmatmul.c),
+ * and an f32 difference that moves one input across a rounding boundary moves that product
+ * by a whole int8 step (1/127 of its block's largest value), which the recurrent state and
+ * the cache carry on: measured below 3e-6 over the first 128 positions, then 8.9e-3 from a
+ * step at position 128 of the 150-token case; held to 3e-2. A wrong head mapping moves
+ * the logits by the size of the logits (measured 0.9-1.3 on both files). Greedy tokens
+ * must be equal at every position whose top-2 gap is more than twice the tolerance. */
+static void check_tiled(const char *gguf_name, const char *dir, double tol) {
+    char path[256];
+    snprintf(path, sizeof path, G "%s", gguf_name);
+    golden_set gs;
+    if (golden_load(dir, &gs)) {
+        CHECK_MSG(0, "cannot load fixture %s", dir);
+        return;
+    }
+    backend *b = NULL;
+    strata_err err = {0};
+    CHECK(backend_cpu_create(2, &b, &err) == 0);
+    /* the switch and the decision: off, the tiny files are un-tiled; on, kept tiled */
+    gguf *g = NULL;
+    int tiled = -1;
+    CHECK(gguf_open(&g, path, &err) == 0);
+    CHECK(g && gguf_wsrc_v_tiled(g, &tiled, &err) == 0 && tiled == 0);
+    setenv("STRATA_GGUF_V_TILED", "2", 1);
+    CHECK(g && gguf_wsrc_v_tiled(g, &tiled, &err) == STRATA_EINVALID);
+    setenv("STRATA_GGUF_V_TILED", "1", 1);
+    CHECK(g && gguf_wsrc_v_tiled(g, &tiled, &err) == 0 && tiled == 1);
+    gguf_close(g);
+    model *mt = open_with(b, path, DTYPE_F32, DTYPE_COUNT);
+    unsetenv("STRATA_GGUF_V_TILED");
+    model *mu = open_with(b, path, DTYPE_F32, DTYPE_COUNT);
+    CHECK_MSG(mt && mu, "%s: did not open", path);
+    float *lt = mt ? all_logits(mt, &gs) : NULL, *lu = mu ? all_logits(mu, &gs) : NULL;
+    CHECK(lt && lu);
+    size_t at = 0;
+    for (int c = 0; lt && lu && c < gs.n_cases; c++) {
+        const golden_case *gc = &gs.cases[c];
+        const float *t = lt + at * (size_t)gs.vocab, *u = lu + at * (size_t)gs.vocab;
+        size_t n = (size_t)gc->n * (size_t)gs.vocab;
+        double scale = 1, worst = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (fabs(u[i]) > scale) scale = fabs(u[i]);
+            if (fabs((double)t[i] - u[i]) > worst) worst = fabs((double)t[i] - u[i]);
+        }
+        fprintf(stderr, "    %s case %d: tiled vs un-tiled max rel diff %.3g\n", path, c,
+                worst / scale);
+        golden_compare(path, "tiled vs un-tiled", t, u, gc->n, gs.vocab, tol);
+        for (int p = 0; p < gc->n; p++) {
+            const float *tp = t + (size_t)p * gs.vocab, *up = u + (size_t)p * gs.vocab;
+            if (golden_top2_gap(up, gs.vocab) <= 2 * tol * scale) continue;
+            CHECK_MSG(golden_argmax(tp, gs.vocab) == golden_argmax(up, gs.vocab),
+                      "%s case %d position %d: greedy token %d tiled, %d un-tiled", path, c, p,
+                      golden_argmax(tp, gs.vocab), golden_argmax(up, gs.vocab));
+        }
+        at += (size_t)gc->n;
+    }
+    free(lt);
+    free(lu);
+    model_close(mt);
+    model_close(mu);
+    backend_destroy(b);
+    golden_free(&gs);
+}
+
+static void test_qwen35_tiled_f32(void) {
+    check_tiled("qwen35_tiny-f32.gguf", "tests/golden/qwen35_tiny", 1e-5);
+}
+static void test_qwen35_tiled_q8_0(void) {
+    check_tiled("qwen35_tiny-q8_0.gguf", "tests/golden/qwen35_tiny", 3e-2);
+}
+
 /* ---- refusals: a corrupted copy of the qwen35 f32 file ---- */
 
 typedef struct fbuf {
@@ -298,6 +378,8 @@ int main(void) {
     RUN(test_qwen35_f32);
     RUN(test_qwen35_bf16);
     RUN(test_qwen35_q8_0);
+    RUN(test_qwen35_tiled_f32);
+    RUN(test_qwen35_tiled_q8_0);
     RUN(test_gemma4_f32);
     RUN(test_gemma4_q8_0);
     RUN(test_nemotron_h_f32);
