@@ -11,6 +11,7 @@
     X("generate", cmd_generate, "run a prompt through a model and print the tokens")               \
     X("logits", cmd_logits, "write the f32 logits of every prompt position")                       \
     X("bench", cmd_bench, "measure prefill and decode against the memory roofline")                \
+    X("quantize", cmd_quantize, "write a checkpoint as a GGUF file llama.cpp reads")               \
     X("pull", cmd_pull, "download a hub model into the Hugging Face cache")                        \
     X("tokenize", cmd_tokenize, "encode text to ids (or --decode ids) with a tokenizer")           \
     X("chat-template", cmd_chat_template, "render a model's chat template for a conversation")     \

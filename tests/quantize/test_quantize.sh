@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# `strata quantize` (models/load/gguf_quant.c) on the golden tiny checkpoints, read back three
+# ways: strata's own GGUF loader, whose logits must equal the checkpoint's run with the same
+# --quantization bit for bit (every transform the writer applies is undone exactly: qwen35's
+# 1 + w norms round-trip on these weights, A is nudged so log(-A) gives A_log back); the gguf
+# package's GGUFReader (check_gguf.py: types, shapes, keys, and the f32 files byte-identical
+# to what llama.cpp's own converter wrote from the same checkpoint); and for the tokenizer,
+# strata's GGUF tokenizer (engine/text/tok_ggml.c) against the checkpoint's tokenizer.json.
+# Then the refusals: no file may be left behind.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-build}
+STRATA=$ROOT/$BUILD/strata
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cd "$ROOT"
+G=tests/golden
+IDS=1,5,9,100,200,300,400,511,7,3,2,8,50,13,1,1,64,32
+
+# Hk != Hv (qwen35_tiny: 2 vs 4 V heads, tiled), Hk == Hv, Gemma 4, Nemotron-H
+for m in qwen35_tiny:qwen35 qwen35_equal:qwen35 gemma4_tiny:gemma4 nemotron_h_nofloor:nemotron_h; do
+    name=${m%%:*} arch=${m##*:}
+    for t in f32 q8_0 q4_k; do
+        out=$TMP/$name-$t.gguf
+        "$STRATA" quantize $G/$name "$out" --type $t --threads 2 2> "$TMP/log" ||
+            fail "quantize $name $t: $(cat "$TMP/log")"
+        [ ! -e "$out.tmp" ] || fail "$out.tmp left behind"
+        q=$t; [ $t = f32 ] && q=none
+        "$STRATA" logits --model "$out" --prompt-ids $IDS --out "$TMP/a.bin" --device cpu \
+            --threads 2 2> "$TMP/log" || fail "logits $out: $(cat "$TMP/log")"
+        "$STRATA" logits --model $G/$name --quantization $q --prompt-ids $IDS --out "$TMP/b.bin" \
+            --device cpu --threads 2 2> "$TMP/log" || fail "logits $name: $(cat "$TMP/log")"
+        cmp -s "$TMP/a.bin" "$TMP/b.bin" ||
+            fail "$name $t: the GGUF's logits differ from --quantization $q on the checkpoint"
+        ref=tests/data/gguf/golden/$name-f32.gguf
+        [ -f "$ref" ] || ref=
+        python3 tests/quantize/check_gguf.py "$out" $t $arch $ref || fail "check_gguf $out"
+    done
+done
+
+# the tokenizer and chat template: Qwen3.5's real files beside the tiny weights
+stage=$TMP/stage
+mkdir -p "$stage" "$TMP/alone"
+cp $G/qwen35_tiny/config.json $G/qwen35_tiny/generation_config.json "$stage/"
+ln -s "$ROOT/$G/qwen35_tiny/model.safetensors" "$stage/model.safetensors"
+for f in tokenizer.json tokenizer_config.json; do
+    zstd -dq tests/data/tokenizers/qwen35/$f.zst -o "$stage/$f" || fail "unzstd $f"
+done
+printf '%s' '{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}' \
+    > "$stage/chat_template.jinja"
+gg=$TMP/alone/qwen35.gguf # alone: no tokenizer files beside it, so strata reads the keys
+"$STRATA" quantize "$stage" "$gg" 2> "$TMP/log" || fail "quantize with tokenizer: $(cat "$TMP/log")"
+grep -q "no tokenizer written" "$TMP/log" && fail "tokenizer not written: $(cat "$TMP/log")"
+while IFS= read -r text; do
+    for sp in "" --add-special; do
+        a=$("$STRATA" tokenize --model "$gg" --text "$text" $sp 2>&1) || fail "tokenize gguf: $a"
+        b=$("$STRATA" tokenize --model "$stage" --text "$text" $sp 2>&1) || fail "tokenize: $b"
+        [ "$a" = "$b" ] || fail "tokenize '$text' $sp: gguf $a, checkpoint $b"
+    done
+done <<'TEXTS'
+Hello world! How are you today?
+<|im_start|>user
+ def f(x):\n    return x**2  # 12345 ünïcödé 日本語 🙂
+<think>reasoning</think> <|endoftext|>
+TEXTS
+ids=$("$STRATA" tokenize --model "$stage" --text "Hello <|im_end|> world ünï 日本") || fail "tokenize"
+ids=$(tr -d '[] ' <<< "$ids")
+a=$("$STRATA" tokenize --model "$gg" --decode "$ids") && b=$("$STRATA" tokenize --model "$stage" --decode "$ids") ||
+    fail "decode"
+[ "$a" = "$b" ] || fail "decode: gguf '$a', checkpoint '$b'"
+python3 - "$gg" "$stage" <<'PY' || fail "tokenizer keys"
+import gguf, json, sys
+r = gguf.GGUFReader(sys.argv[1])
+f = r.fields
+assert f["tokenizer.ggml.model"].contents() == "gpt2"
+assert f["tokenizer.ggml.pre"].contents() == "qwen35"
+cfg = json.load(open(sys.argv[2] + "/tokenizer_config.json"))
+tmpl = open(sys.argv[2] + "/chat_template.jinja").read()
+assert f["tokenizer.chat_template"].contents() == tmpl, "chat template"
+tok = json.load(open(sys.argv[2] + "/tokenizer.json"))
+eos = [t["id"] for t in tok["added_tokens"] if t["content"] == cfg["eos_token"]][0]
+assert f["tokenizer.ggml.eos_token_id"].contents() == eos
+assert len(f["tokenizer.ggml.tokens"].data) >= len(tok["model"]["vocab"])
+PY
+
+# refusals: each a clear error naming the path, and no file left behind
+out=$("$STRATA" quantize $G/qwen35_tiny "$TMP/no/such/dir/x.gguf" 2>&1) && fail "unwritable path accepted"
+grep -q "$TMP/no/such/dir/x.gguf.tmp: cannot create" <<< "$out" || fail "unwritable path: $out"
+out=$("$STRATA" quantize $G/qwen35_tiny "$TMP/x.gguf" --type q3_k 2>&1)
+[ $? = 2 ] && grep -q -- "--type q3_k: allowed q8_0, q4_k, bf16, f16, f32" <<< "$out" || fail "type: $out"
+out=$("$STRATA" quantize "$TMP/alone" "$TMP/x.gguf" 2>&1) && fail "a non-model accepted"
+grep -q "$TMP/alone: not a model directory (no config.json)" <<< "$out" || fail "non-model: $out"
+mkdir -p "$TMP/badw" && cp $G/qwen35_tiny/config.json "$TMP/badw/" && echo junk > "$TMP/badw/model.safetensors"
+out=$("$STRATA" quantize "$TMP/badw" "$TMP/x.gguf" 2>&1) && fail "broken weights accepted"
+grep -q "$TMP/badw" <<< "$out" || fail "broken weights: $out"
+ls "$TMP"/x.gguf* 2> /dev/null && fail "a refused run left a file"
+echo "test_quantize: ok (4 checkpoints x f32/q8_0/q4_k bit-identical through strata, read by gguf;"\
+     "tokenizer round trip; refusals)"
