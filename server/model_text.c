@@ -37,7 +37,8 @@ static void parent_dir(char *out, size_t len, const char *file) {
 static int opt_id(const gguf *g, const char *key, int64_t *out, strata_err *err) {
     int32_t v;
     int r = gguf_get_i32(g, key, &v, err);
-    *out = r == STRATA_ENOTFOUND ? -1 : v;
+    if (!r) *out = v;
+    else if (r == STRATA_ENOTFOUND) *out = -1;
     return r == STRATA_ENOTFOUND ? 0 : r;
 }
 
@@ -143,16 +144,19 @@ int model_text_open(const char *model, tokenizer **tok, chat_template **tmpl, st
     else snprintf(dir, sizeof dir, "%s", model);
     /* files beside a .gguf win over its metadata: they are what the converter read */
     int tok_files = has_file(dir, "tokenizer.json") || has_file(dir, "tokenizer.model");
-    int tmpl_files = has_file(dir, "chat_template.jinja") || has_file(dir, "tokenizer_config.json");
-    if (gg && (!tok_files || (tmpl && !tmpl_files)) && (r = gguf_open(&g, model, err))) return r;
     if (!gg && !tok_files) {
         r = strata_err_set(err, STRATA_ENOTFOUND, "%s: no tokenizer.json or tokenizer.model", dir);
         goto fail;
     }
+    if (!tok_files && (r = gguf_open(&g, model, err))) goto fail;
     if ((r = tok_files ? tok_load(&t, dir, err) : model_text_gguf_tokenizer(&t, g, err))) goto fail;
     if (tmpl) {
+        int tmpl_files =
+            has_file(dir, "chat_template.jinja") || has_file(dir, "tokenizer_config.json");
         r = !gg || tmpl_files ? chat_template_load(&ct, dir, err) : STRATA_ENOTFOUND;
-        if (r == STRATA_ENOTFOUND && g) r = model_text_gguf_template(&ct, g, t, err);
+        /* a tokenizer_config.json beside the file that holds no template leaves the GGUF's */
+        if (r == STRATA_ENOTFOUND && gg && (g || !(r = gguf_open(&g, model, err))))
+            r = model_text_gguf_template(&ct, g, t, err);
         if (r == STRATA_ENOTFOUND) r = 0; /* no template: the caller says what that turns off */
         if (r) goto fail;
         *tmpl = ct;

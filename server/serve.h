@@ -18,8 +18,8 @@ int model_text_is_gguf(const char *path);
 
 /* The tokenizer and (tmpl not NULL) chat template of model: a checkpoint directory, or a
  * .gguf file. For a .gguf, a tokenizer.json / tokenizer.model beside it wins over its
- * tokenizer.ggml.* keys, and a chat_template.jinja / tokenizer_config.json beside it over
- * its tokenizer.chat_template. STRATA_ENOTFOUND when there is no tokenizer; no template
+ * tokenizer.ggml.* keys, and a template in a chat_template.jinja / tokenizer_config.json
+ * beside it over its tokenizer.chat_template. STRATA_ENOTFOUND when there is no tokenizer; no template
  * is not an error (*tmpl = NULL). Caller frees with tok_free / chat_template_free.
  * Thread: any (it reads files). */
 int model_text_open(const char *model, tokenizer **tok, chat_template **tmpl, strata_err *err);

@@ -39,18 +39,12 @@ static int srv_model_path(srv *S, const char **path, int dummy, strata_err *err)
         snprintf(S->model_dir, sizeof S->model_dir, "%s", *path);
         return 0;
     }
-    if (cfg->gguf_file && srv_is_dir(*path)) {
-        snprintf(S->model_dir, sizeof S->model_dir, "%s/%s", *path, cfg->gguf_file);
-        if (!model_text_is_gguf(S->model_dir))
-            return strata_err_set(err, STRATA_ENOTFOUND, "--gguf-file: no file %s", S->model_dir);
-    } else {
-        if ((rc = hub_opts_from_env(&ho, err))) return rc;
-        rc = cfg->gguf_file ? hub_resolve_file(&ho, *path, cfg->revision, cfg->gguf_file,
-                                               S->model_dir, sizeof S->model_dir, NULL, NULL, err)
-                            : hub_resolve(&ho, *path, cfg->revision, S->model_dir,
-                                          sizeof S->model_dir, NULL, NULL, err);
-        if (rc) return rc;
-    }
+    if ((rc = hub_opts_from_env(&ho, err))) return rc;
+    rc = cfg->gguf_file ? hub_resolve_file(&ho, *path, cfg->revision, cfg->gguf_file, S->model_dir,
+                                           sizeof S->model_dir, NULL, NULL, err)
+                        : hub_resolve(&ho, *path, cfg->revision, S->model_dir, sizeof S->model_dir,
+                                      NULL, NULL, err);
+    if (rc) return rc;
     *path = S->model_dir;
     return 0;
 }

@@ -10,6 +10,15 @@ checked against files the reference writer made, not against our idea of the for
   tests/data/gguf/meta_only.gguf  metadata only (a vocab-only file): no data section
   tests/data/gguf/nested.gguf     an array of arrays, which the reader refuses
   tests/data/gguf/big_endian.gguf the writer's big-endian mode, which the reader refuses
+  tests/data/gguf/tok_qwen35.gguf a vocab-only file with tokenizer.ggml.* keys as
+                                  llama.cpp's converter writes them for a byte-level gpt2
+                                  vocabulary (all 256 byte symbols, a few merges, control,
+                                  user-defined and unused tokens) and a chat template; the
+                                  hub test serves it as a GGUF repository's one file
+  tests/fuzz/corpus/gguf_tok/     the same with the other tokenizer.ggml.pre names the
+                                  reader knows (tekken: BOS by default, gpt-2: EOS added)
+                                  and a gemma4 vocabulary it refuses: seeds of
+                                  tests/fuzz/fuzz_gguf_tok.c
 
 The test makes its malformed files by corrupting copies of these at run time. Tensor
 names are all 4 bytes and the test.* keys of equal length where the test renames one to
@@ -93,6 +102,49 @@ def fill_meta_only(w):
     w.add_string("tokenizer.ggml.model", "gpt2")
 
 
+def byte_symbols():
+    """GPT-2's bytes_to_unicode: the printable symbol each byte is written as."""
+    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    sym, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            sym[b] = chr(b)
+        else:
+            sym[b] = chr(256 + extra)
+            extra += 1
+    return [sym[b] for b in range(256)]
+
+
+def fill_tok(pre, add_bos=None, add_eos=None, model="gpt2"):
+    """A small byte-level vocabulary: every byte symbol, the merges that build "hello",
+    " world" and "ab", three CONTROL tokens, two USER_DEFINED and one UNUSED filler."""
+    def fill(w):
+        normal = byte_symbols()
+        merges = ["h e", "l l", "he ll", "hell o", "\u0120 w", "o r", "\u0120w or", "l d",
+                  "\u0120wor ld", "a b"]
+        for m in merges:
+            normal.append(m.replace(" ", ""))
+        special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+        user = ["<think>", "</think>"]
+        tokens = normal + special + user + ["[PAD0]"]
+        types = [1] * len(normal) + [3] * len(special) + [4] * len(user) + [5]
+        w.add_tokenizer_model(model)
+        w.add_tokenizer_pre(pre)
+        w.add_token_list(tokens)
+        w.add_token_types(types)
+        w.add_token_merges(merges)
+        w.add_bos_token_id(len(normal))
+        w.add_eos_token_id(len(normal) + 2)
+        if add_bos is not None:
+            w.add_add_bos_token(add_bos)
+        if add_eos is not None:
+            w.add_add_eos_token(add_eos)
+        w.add_chat_template("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+                            "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}"
+                            "<|im_start|>assistant\n{% endif %}")
+    return fill
+
+
 def fill_nested(w):
     w.add_key_value("test.nested", [[1, 2], [3]], GGUFValueType.ARRAY)
     w.add_tensor("tf32", np.zeros(4, dtype=np.float32))
@@ -113,6 +165,17 @@ def main():
         write(path, arch, fill, **kw)
         if name in ("tiny", "align64", "meta_only"):
             shutil.copy(path, os.path.join(CORPUS, name + ".gguf"))
+        print(f"{path}: {os.path.getsize(path)} bytes")
+    tok_corpus = CORPUS + "_tok"
+    os.makedirs(tok_corpus, exist_ok=True)
+    path = os.path.join(OUT, "tok_qwen35.gguf")
+    write(path, "qwen35", fill_tok("qwen35", add_bos=False))
+    shutil.copy(path, os.path.join(tok_corpus, "qwen35.gguf"))
+    print(f"{path}: {os.path.getsize(path)} bytes")
+    for name, fill in (("tekken", fill_tok("tekken")), ("gpt2", fill_tok("gpt-2", add_eos=True)),
+                       ("gemma4", fill_tok("default", model="gemma4"))):
+        path = os.path.join(tok_corpus, name + ".gguf")
+        write(path, "qwen35", fill)
         print(f"{path}: {os.path.getsize(path)} bytes")
 
 

@@ -78,8 +78,9 @@ int hub_resolve(const hub_opts *o, const char *model, const char *revision, char
 /* One file of a hub repository into the cache (hub_file.c): a GGUF repository's one
  * .gguf, which hub_resolve cannot fetch (it probes config.json and wants safetensors).
  * Writes the file's path in the snapshot to path_out. The cache, offline mode, the
- * progress callback and the errors are hub_resolve's; a model that is a local
- * directory is not handled here (the caller joins the path). Thread: any. */
+ * progress callback and the errors are hub_resolve's. A model that is a local directory
+ * gives DIR/file without a request (STRATA_ENOTFOUND when that is not a file); a local
+ * file is STRATA_EINVALID (it is the model itself). Thread: any. */
 int hub_resolve_file(const hub_opts *o, const char *model, const char *revision, const char *file,
                      char *path_out, size_t path_len, hub_progress_fn cb, void *ud,
                      strata_err *err);

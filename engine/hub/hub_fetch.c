@@ -202,6 +202,11 @@ static int curl_transient(CURLcode c) {
     }
 }
 
+static int ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), k = strlen(tail);
+    return n >= k && !strcmp(s + n - k, tail);
+}
+
 /* Maps a hub error response to one sentence saying what to do. */
 static void http_error(hub_fetch *f, hub_job *j) {
     const hub_resp *r = &j->r;
@@ -228,11 +233,15 @@ static void http_error(hub_fetch *f, hub_job *j) {
                        "revision '%s' not found in %s: check the branch, tag or commit id",
                        f->revision, f->repo_id);
     else if (!strcmp(code, "EntryNotFound") || r->status == 404)
-        hub_fetch_fail(
-            f, STRATA_ENOTFOUND,
-            "%s has no %s at revision '%s' (HTTP %ld): is it a model repo with safetensors "
-            "weights?",
-            f->repo_id, j->file, f->revision, r->status);
+        /* a file asked for by name (--gguf-file) is a typo more often than a wrong repo */
+        hub_fetch_fail(f, STRATA_ENOTFOUND, "%s has no %s at revision '%s' (HTTP %ld): %s",
+                       f->repo_id, j->file, f->revision, r->status,
+                       ends_with(j->file, ".gguf")
+                           ? "check the name against the repository's file list"
+                       : !strcmp(j->file, "config.json")
+                           ? "is it a model repo with safetensors weights? (a GGUF repository "
+                             "takes --gguf-file NAME)"
+                           : "is it a model repo with safetensors weights?");
     else if (r->status == 401 || r->status == 403)
         hub_fetch_fail(
             f, STRATA_EAUTH,

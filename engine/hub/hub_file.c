@@ -1,10 +1,13 @@
 /* hub_file.c - hub_resolve_file: one named file of a hub repository, such as one .gguf of
  * a GGUF repository, which has no config.json for hub_resolve to probe and whose other
- * files are the same model at other quantizations (gigabytes each, not wanted).
+ * files are the same model at other quantizations (gigabytes each, not wanted). A local
+ * directory stands for the repository, as it does for hub_resolve, so serve and pull
+ * take `--model DIR --gguf-file NAME` through the same call.
  *
  * The file itself is the probe: one HEAD of it at the revision gives the commit, and the
  * GET reuses that answer. The cache layout, offline mode and the fall back to a cached
  * copy when the hub cannot be reached are hub_resolve's. */
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -17,6 +20,24 @@ static int file_path(char *out, size_t len, const char *repo_dir, const char *co
     return 0;
 }
 
+/* model is a path on disk: the file in a directory, without any request. */
+static int local_file(const char *model, const char *file, char *path_out, size_t path_len,
+                      strata_err *err) {
+    struct stat st;
+    if (stat(model, &st) == 0 && !S_ISDIR(st.st_mode))
+        return strata_err_set(err, STRATA_EINVALID,
+                              "--gguf-file %.200s: %.200s is a file, not a directory or hub id: "
+                              "give the file as --model alone",
+                              file, model);
+    if (stat(model, &st) != 0)
+        return strata_err_set(err, STRATA_ENOTFOUND, "no model directory at %.200s", model);
+    if (hub_path_fmt(path_out, path_len, "%s/%s", model, file))
+        return strata_err_set(err, STRATA_ERANGE, "model path too long: %.200s", model);
+    if (stat(path_out, &st) != 0 || !S_ISREG(st.st_mode))
+        return strata_err_set(err, STRATA_ENOTFOUND, "--gguf-file: no file %.400s", path_out);
+    return 0;
+}
+
 int hub_resolve_file(const hub_opts *o, const char *model, const char *revision, const char *file,
                      char *path_out, size_t path_len, hub_progress_fn cb, void *ud,
                      strata_err *err) {
@@ -25,17 +46,20 @@ int hub_resolve_file(const hub_opts *o, const char *model, const char *revision,
     const char *rev = revision && *revision ? revision : "main";
     int rc, present = 0;
     const int required = 0;
+    struct stat st;
     if (!o || !model || !*model || !file || !path_out)
         return strata_err_set(err, STRATA_EINVALID, "hub_resolve_file: no model or file given");
-    if ((rc = hub_path_check_repo_id(model, err))) {
-        strata_err_wrap(err, "'%.200s' is not a hub id: ", model);
-        return rc;
-    }
-    if ((rc = hub_path_check_revision(rev, err))) return rc;
     if ((rc = hub_path_check_file(file, err))) {
         strata_err_wrap(err, "--gguf-file '%.200s': ", file);
         return rc;
     }
+    if (stat(model, &st) == 0 || model[0] == '/' || model[0] == '.' || model[0] == '~')
+        return local_file(model, file, path_out, path_len, err);
+    if ((rc = hub_path_check_repo_id(model, err))) {
+        strata_err_wrap(err, "'%.200s' is neither a local directory nor a hub id: ", model);
+        return rc;
+    }
+    if ((rc = hub_path_check_revision(rev, err))) return rc;
     if (hub_path_repo_folder(folder, sizeof folder, model) ||
         hub_path_fmt(repo_dir, sizeof repo_dir, "%s/%s", o->cache_dir, folder))
         return strata_err_set(err, STRATA_ERANGE, "cache path too long: %.200s", o->cache_dir);

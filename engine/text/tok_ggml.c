@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/base/utf8.h"
 #include "engine/text/tok_internal.h"
 #include "engine/text/tokenizer.h"
 
@@ -100,6 +101,10 @@ static int build_vocab(json_t *vocab, const tok_ggml *v, strata_err *err) {
         if (!s.len)
             return strata_err_set(err, STRATA_EFORMAT, "%s: tokenizer.ggml.tokens[%zu] is empty",
                                   v->file, i);
+        /* tokenizer.json holds text, and jansson refuses other bytes where it checks */
+        if (!unicode_utf8_valid(s.p, s.len))
+            return strata_err_set(err, STRATA_EFORMAT,
+                                  "%s: tokenizer.ggml.tokens[%zu] is not valid UTF-8", v->file, i);
         if (json_object_getn(vocab, s.p, s.len)) continue; /* the first id keeps the string */
         json_t *id = json_integer((json_int_t)i);
         if (!id || json_object_setn_new_nocheck(vocab, s.p, s.len, id)) return nomem(err, v);
@@ -173,9 +178,11 @@ static int build_added(json_t *added, const tok_ggml *v, strata_err *err) {
 /* A TemplateProcessing that adds BOS / EOS, as HF's post-processor does where the
  * checkpoint's tokenizer_config says add_bos_token. */
 static int build_post(json_t *root, const tok_ggml *v, int bos, int eos, strata_err *err) {
-    json_t *single = json_array(), *special = json_object();
-    json_t *post = json_pack("{s:s, s:o, s:o}", "type", "TemplateProcessing", "single", single,
-                             "special_tokens", special);
+    /* the arrays are made inside the one pack, so a failure leaves nothing to free */
+    json_t *post =
+        json_pack("{s:s, s:[], s:{}}", "type", "TemplateProcessing", "single", "special_tokens");
+    json_t *single = json_object_get(post, "single"),
+           *special = json_object_get(post, "special_tokens");
     int r = !post || json_object_set_new(root, "post_processor", post);
     for (int k = 0; k < 2 && !r; k++) {
         int64_t id = k ? v->eos_id : v->bos_id;
@@ -260,9 +267,10 @@ static int build_root(json_t **out, const tok_ggml *v, const ggml_pre *pre, int 
     json_t *vocab = json_object(), *merges = json_array(), *added = json_array();
     json_t *model = json_pack("{s:s, s:o, s:o, s:b}", "type", "BPE", "vocab", vocab, "merges",
                               merges, "ignore_merges", pre->ignore_merges);
-    int r = json_object_set_new(root, "model", model) ||
-                    json_object_set_new(root, "added_tokens", added) ||
-                    set_component(root, "pre_tokenizer", pre->pretok) ||
+    /* | not ||: each set_new takes its value even when it fails, so every one must run */
+    int r = json_object_set_new(root, "model", model) |
+                    json_object_set_new(root, "added_tokens", added) |
+                    set_component(root, "pre_tokenizer", pre->pretok) |
                     set_component(root, "decoder", BYTELEVEL)
                 ? nomem(err, v)
                 : 0;

@@ -1,5 +1,7 @@
 /* cmd_pull.c - `strata pull <id> [--revision R]`: put a hub model into the Hugging Face
- * cache without serving it, and print the snapshot directory on stdout. Progress goes
+ * cache without serving it, and print the snapshot directory on stdout; with
+ * --gguf-file NAME just that file of a GGUF repository, and its path (what serve
+ * --gguf-file fetches, so `strata tokenize --model "$(strata pull ...)"` can read it). Progress goes
  * to stderr: a bar redrawn in place on a terminal, a log line every few seconds
  * otherwise (CI logs, journald). Ctrl-C stops cleanly and keeps partial files. */
 #include <signal.h>
@@ -61,12 +63,13 @@ static void pull_progress(const hub_progress *p, void *ud) {
 }
 
 static void pull_usage(FILE *f) {
-    fprintf(f, "usage: strata pull <org/name> [--revision R] [--cache-dir DIR] [--offline]\n"
-               "                   [--refresh] [--quiet]\n"
+    fprintf(f, "usage: strata pull <org/name> [--revision R] [--gguf-file NAME] [--cache-dir DIR]\n"
+               "                   [--offline] [--refresh] [--quiet]\n"
                "Downloads config, tokenizer and safetensors files of a hub model into the\n"
                "Hugging Face cache (HF_HUB_CACHE, HF_HOME, HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE)\n"
                "and prints the snapshot directory.\n"
                "  --revision R     branch, tag or commit (default main)\n"
+               "  --gguf-file NAME only this file of a GGUF repository; prints its path\n"
                "  --cache-dir DIR  cache root instead of HF_HUB_CACHE\n"
                "  --offline        use the cache only (as HF_HUB_OFFLINE=1)\n"
                "  --refresh        ask the hub even when the snapshot is cached\n"
@@ -78,7 +81,7 @@ int cmd_pull(int argc, char **argv) {
     hub_opts o;
     strata_err err = {0};
     pull_ui ui = {.tty = isatty(STDERR_FILENO)};
-    const char *model = NULL, *revision = NULL, *cache_dir = NULL;
+    const char *model = NULL, *revision = NULL, *cache_dir = NULL, *gguf_file = NULL;
     int offline = 0, refresh = 0, retries = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -87,6 +90,8 @@ int cmd_pull(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--revision") && i + 1 < argc) {
             revision = argv[++i];
+        } else if (!strcmp(a, "--gguf-file") && i + 1 < argc) {
+            gguf_file = argv[++i];
         } else if (!strcmp(a, "--cache-dir") && i + 1 < argc) {
             cache_dir = argv[++i];
         } else if (!strcmp(a, "--retries") && i + 1 < argc) {
@@ -128,7 +133,10 @@ int cmd_pull(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     char dir[HUB_PATH_MAX];
-    int rc = hub_resolve(&o, model, revision, dir, sizeof dir, pull_progress, &ui, &err);
+    int rc = gguf_file
+                 ? hub_resolve_file(&o, model, revision, gguf_file, dir, sizeof dir, pull_progress,
+                                    &ui, &err)
+                 : hub_resolve(&o, model, revision, dir, sizeof dir, pull_progress, &ui, &err);
     if (ui.drawn) fputc('\n', stderr);
     if (rc) {
         fprintf(stderr, "strata pull: %s\n", err.msg);

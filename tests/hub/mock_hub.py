@@ -6,7 +6,7 @@ which answers GET/HEAD /{repo_id}/resolve/{revision}/{path} with the headers
 huggingface_hub's file_download.py reads (X-Repo-Commit, ETag, X-Linked-Etag,
 X-Linked-Size, X-Error-Code, Location), and a "CDN" on another port (so another
 origin, as cdn-lfs.huggingface.co is), which serves LFS blobs by sha256 with Range
-support. LFS files (*.safetensors) get a 302 from the hub to the CDN; the others are
+support. LFS files (*.safetensors, *.gguf) get a 302 from the hub to the CDN; the others are
 served by the hub itself with their git blob id as ETag.
 
 Repos (content is deterministic, built at start):
@@ -15,6 +15,10 @@ Repos (content is deterministic, built at start):
   strata-test/gated    gated: token hf_valid_token reads it, hf_noaccess_token gets 403
   strata-test/corrupt  the CDN serves model.safetensors with one byte changed
   strata-test/noweights config and tokenizer only
+  strata-test/gguf     a GGUF repository: no config.json, two .gguf files (LFS) of which
+                       a client wants one: tiny-Q8_0.gguf is tests/data/gguf/tok_qwen35.gguf
+                       (a vocab-only file with a tokenizer and chat template),
+                       tiny-F16.gguf is tests/data/gguf/tiny.gguf
 Missing repos answer 401 RepoNotFound (404 with a token), missing files 404
 EntryNotFound, unknown revisions 404 RevisionNotFound, like the real hub.
 
@@ -61,6 +65,9 @@ def commit_id(text):
     return hashlib.sha1(text.encode()).hexdigest()
 
 
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "gguf")
+
+
 def build_repos():
     rng = random.Random(1234)
     tok = json.dumps({"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}}).encode()
@@ -93,7 +100,13 @@ def build_repos():
         return {"config.json": json.dumps({"model_type": "tiny"}).encode(),
                 "tokenizer.json": tok,
                 "model.safetensors": safetensors_bytes(rng, ["w"], 30_000)}
+    gguf_c = commit_id("gguf-1")
+    gguf_files = {"README.md": b"# tiny GGUF\n"}
+    for name, src in (("tiny-Q8_0.gguf", "tok_qwen35.gguf"), ("tiny-F16.gguf", "tiny.gguf")):
+        with open(os.path.join(DATA, src), "rb") as f:
+            gguf_files[name] = f.read()
     return {
+        "strata-test/gguf": {"refs": {"main": gguf_c}, "commits": {gguf_c: gguf_files}},
         "strata-test/tiny": {"refs": {"main": c2, "v1": c1}, "commits": {c1: c1_files, c2: c2_files}},
         "strata-test/gated": {"refs": {"main": gated_c}, "commits": {gated_c: small()}, "gated": True},
         "strata-test/corrupt": {"refs": {"main": corrupt_c}, "commits": {corrupt_c: small()}, "corrupt": True},
@@ -128,7 +141,7 @@ class State:
 
 
 def is_lfs(name):
-    return name.endswith(".safetensors")
+    return name.endswith((".safetensors", ".gguf"))
 
 
 class Handler(BaseHTTPRequestHandler):

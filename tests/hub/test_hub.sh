@@ -4,7 +4,8 @@
 # Covers: fresh download and the exact cache layout, reuse without a request, offline
 # mode, revision pinning (branch and commit), resume of a partial .incomplete file, a
 # connection dropped mid-file, Ctrl-C and resume, corrupt content, gated/missing repos
-# and files, bad ids, a full disk, and both directions of cache sharing with Python.
+# and files, bad ids, one file of a GGUF repository (pull and serve --gguf-file), a full
+# disk, and both directions of cache sharing with Python.
 # Run from the repo root with BUILD set (tests/run.sh does); takes a few seconds.
 # The awk programs given to log_where are single-quoted on purpose.
 # shellcheck disable=SC2016
@@ -25,7 +26,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-check() { # check "what" <command...>: one assertion
+# check "what" <command...>: one assertion. A condition of several commands runs first:
+#   A && B; check "what" [ $? -eq 0 ]   (in `check "what" A && B`, B would not count)
+check() {
     local what=$1
     shift
     if "$@"; then
@@ -102,10 +105,12 @@ check "offline pull of an uncached model fails" [ "$rc" -ne 0 ]
 check "offline message says what to do" err_has "HF_HUB_OFFLINE is set"
 check "offline mode made no request" [ "$(count)" -eq 0 ]
 pull "$C1" strata-test/tiny --refresh
-check "--refresh asks the hub again" [ "$rc" -eq 0 ] && [ "$(count)" -gt 0 ]
+[ "$rc" -eq 0 ] && [ "$(count)" -gt 0 ]
+check "--refresh asks the hub again" [ $? -eq 0 ]
 check "--refresh downloads nothing new" [ -z "$(log_where '$2=="GET"')" ]
 PULL_ENV="HF_ENDPOINT=http://127.0.0.1:1" pull "$C1" strata-test/tiny --refresh
-check "hub unreachable: the cached snapshot is used" [ "$rc" -eq 0 ] && err_has "using the cached snapshot"
+[ "$rc" -eq 0 ] && err_has "using the cached snapshot"
+check "hub unreachable: the cached snapshot is used" [ $? -eq 0 ]
 
 # ---- revision pinning: a branch, then a commit ----
 ctl reset > /dev/null
@@ -122,9 +127,11 @@ check "pull --revision <commit>" [ "$rc" -eq 0 ]
 check "cache layout of a commit pull" layout "$C2" strata-test/tiny "$C_V1" "$C_V1"
 ctl reset > /dev/null
 pull "$C2" strata-test/tiny --revision "$C_V1"
-check "cached commit needs no request" [ "$rc" -eq 0 ] && [ "$(count)" -eq 0 ]
+[ "$rc" -eq 0 ] && [ "$(count)" -eq 0 ]
+check "cached commit needs no request" [ $? -eq 0 ]
 pull "$C2" strata-test/tiny --revision nope
-check "unknown revision fails" [ "$rc" -ne 0 ] && err_has "revision 'nope' not found"
+[ "$rc" -ne 0 ] && err_has "revision 'nope' not found"
+check "unknown revision fails" [ $? -eq 0 ]
 
 # ---- resume of a partial .incomplete file ----
 C3=$WORK/c3
@@ -157,7 +164,8 @@ check "pull gives up after its retries" [ "$rc" -ne 0 ]
 check "give-up message says how to resume" err_has "running the same command again resumes"
 check "nothing of it in the snapshot" [ ! -e "$(repo_dir "$C9" strata-test/tiny)/snapshots/$C_MAIN/$SHARD1" ]
 pull "$C9" strata-test/tiny
-check "the next pull completes" [ "$rc" -eq 0 ] && layout "$C9" strata-test/tiny main "$C_MAIN"
+[ "$rc" -eq 0 ] && layout "$C9" strata-test/tiny main "$C_MAIN"
+check "the next pull completes" [ $? -eq 0 ]
 
 # ---- Ctrl-C mid-download keeps the partial file, the next pull resumes it ----
 C5=$WORK/c5
@@ -202,11 +210,14 @@ check "no empty partials" [ -z "$(find "$(repo_dir "$C6" strata-test/corrupt)/bl
 # ---- gated, missing, tokens ----
 C7=$WORK/c7
 pull "$C7" strata-test/gated
-check "gated without token fails" [ "$rc" -ne 0 ] && err_has "gated repo" && err_has "HF_TOKEN"
+[ "$rc" -ne 0 ] && err_has "gated repo" && err_has "HF_TOKEN"
+check "gated without token fails" [ $? -eq 0 ]
 PULL_ENV="HF_TOKEN=hf_noaccess_token" pull "$C7" strata-test/gated
-check "gated with a token lacking access fails" [ "$rc" -ne 0 ] && err_has "has no access"
+[ "$rc" -ne 0 ] && err_has "has no access"
+check "gated with a token lacking access fails" [ $? -eq 0 ]
 PULL_ENV="HF_TOKEN=hf_bogus" pull "$C7" strata-test/gated
-check "refused token reported" [ "$rc" -ne 0 ] && err_has "check HF_TOKEN"
+[ "$rc" -ne 0 ] && err_has "check HF_TOKEN"
+check "refused token reported" [ $? -eq 0 ]
 check "failed pulls leave no snapshot" [ ! -e "$(repo_dir "$C7" strata-test/gated)/snapshots" ]
 ctl reset > /dev/null
 PULL_ENV="HF_TOKEN=hf_valid_token" pull "$C7" strata-test/gated
@@ -219,9 +230,11 @@ pull "$WORK/c8" strata-test/gated
 check "token read from HF_HOME/token" [ "$rc" -eq 0 ]
 rm "$WORK/home/token"
 pull "$WORK/c8" strata-test/nonexistent
-check "missing repo fails" [ "$rc" -ne 0 ] && err_has "repository strata-test/nonexistent not found"
+[ "$rc" -ne 0 ] && err_has "repository strata-test/nonexistent not found"
+check "missing repo fails" [ $? -eq 0 ]
 pull "$WORK/c8" strata-test/noweights
-check "repo without weights fails" [ "$rc" -ne 0 ] && err_has "has neither model.safetensors"
+[ "$rc" -ne 0 ] && err_has "has neither model.safetensors"
+check "repo without weights fails" [ $? -eq 0 ]
 for bad in "a/b/c" "org--x/y" "../escape" "/abs/path"; do
     pull "$WORK/c8" "$bad"
     check "bad model name '$bad' rejected" [ "$rc" -ne 0 ]
@@ -229,14 +242,109 @@ done
 check "bad names made no request" [ -z "$(log_where 'index($3, "escape") || index($3, "a/b/c")')" ]
 mkdir -p "$WORK/local-model"
 pull "$WORK/c8" "$WORK/local-model"
-check "local directory returned as is" [ "$rc" -eq 0 ] && [ "$(cat "$WORK/out")" = "$WORK/local-model" ]
+[ "$rc" -eq 0 ] && [ "$(cat "$WORK/out")" = "$WORK/local-model" ]
+check "local directory returned as is" [ $? -eq 0 ]
+
+# ---- one file of a GGUF repository: --gguf-file (pull, then serve) ----
+# strata-test/gguf has no config.json and two .gguf files; only the one named is wanted.
+GG=strata-test/gguf
+GGUF=tiny-Q8_0.gguf
+C_GG=$(commit_of $GG main)
+C10=$WORK/c10
+ctl reset > /dev/null
+pull "$C10" $GG --gguf-file $GGUF
+check "pull --gguf-file succeeds" [ "$rc" -eq 0 ]
+check "prints the file's path in the snapshot" \
+    [ "$(cat "$WORK/out")" = "$(repo_dir "$C10" $GG)/snapshots/$C_GG/$GGUF" ]
+check "cache layout of the one file, no other file fetched" layout "$C10" $GG main "$C_GG" $GGUF
+[ "$(log_where '$1=="hub" && $2=="HEAD" && index($3, "/resolve/main/tiny-Q8_0.gguf")' | wc -l)" -eq 1 ] &&
+    [ "$(log_where '$1=="cdn" && $2=="GET"' | wc -l)" -eq 1 ] && [ "$(count)" -eq 2 ]
+check "one HEAD of the file and one CDN GET, nothing else" [ $? -eq 0 ]
+check "no config.json probe for a GGUF file" [ -z "$(log_where 'index($3, "config.json")')" ]
+# the downloaded file is a working GGUF tokenizer and chat template
+"$STRATA" tokenize --model "$(cat "$WORK/out")" --text "hello world<|im_end|>ab" > "$WORK/ids" 2> "$WORK/err"
+check "tokenize reads the pulled GGUF" [ "$(cat "$WORK/ids")" = "[259,264,268,265]" ]
+echo '[{"role": "user", "content": "hi"}]' > "$WORK/msgs.json"
+"$STRATA" chat-template --model "$(cat "$WORK/out")" --messages "$WORK/msgs.json" > "$WORK/chat" 2> "$WORK/err"
+check "chat-template reads its tokenizer.chat_template" grep -q "<|im_start|>user" "$WORK/chat"
+ctl reset > /dev/null
+pull "$C10" $GG --gguf-file $GGUF
+[ "$rc" -eq 0 ] && [ "$(count)" -eq 0 ]
+check "second pull --gguf-file uses the cache, no request" [ $? -eq 0 ]
+PULL_ENV="HF_HUB_OFFLINE=1" pull "$C10" $GG --gguf-file $GGUF
+check "offline pull --gguf-file of a cached file" [ "$rc" -eq 0 ]
+PULL_ENV="HF_HUB_OFFLINE=1" pull "$WORK/empty" $GG --gguf-file $GGUF
+[ "$rc" -ne 0 ] && err_has "HF_HUB_OFFLINE is set"
+check "offline pull --gguf-file of an uncached file fails" [ $? -eq 0 ]
+PULL_ENV="HF_ENDPOINT=http://127.0.0.1:1" pull "$C10" $GG --gguf-file $GGUF --refresh
+[ "$rc" -eq 0 ] && err_has "warning"
+check "hub unreachable: the cached file is used" [ $? -eq 0 ]
+pull "$C10" $GG --gguf-file nope.gguf
+check "a wrong file name fails" [ "$rc" -ne 0 ]
+err_has "$GG has no nope.gguf" && err_has "HTTP 404"
+check "... naming the repo, the file and the 404" [ $? -eq 0 ]
+check "... and nothing of it in the snapshot" [ ! -e "$(repo_dir "$C10" $GG)/snapshots/$C_GG/nope.gguf" ]
+pull "$WORK/c11" $GG
+[ "$rc" -ne 0 ] && err_has "takes --gguf-file"
+check "a GGUF repository without --gguf-file points at it" [ $? -eq 0 ]
+pull "$C10" $GG --gguf-file ../x.gguf
+[ "$rc" -ne 0 ] && err_has "invalid file name"
+check "a file name leaving the repository is refused" [ $? -eq 0 ]
+# a local directory stands for the repository; a local file is the model itself
+mkdir -p "$WORK/local-gguf"
+cp "$HERE/../data/gguf/tok_qwen35.gguf" "$WORK/local-gguf/$GGUF"
+ctl reset > /dev/null
+pull "$WORK/c11" "$WORK/local-gguf" --gguf-file $GGUF
+[ "$rc" -eq 0 ] && [ "$(cat "$WORK/out")" = "$WORK/local-gguf/$GGUF" ]
+check "--gguf-file in a local directory" [ $? -eq 0 ]
+pull "$WORK/c11" "$WORK/local-gguf" --gguf-file nope.gguf
+[ "$rc" -ne 0 ] && err_has "no file $WORK/local-gguf/nope.gguf"
+check "--gguf-file missing from a local directory" [ $? -eq 0 ]
+pull "$WORK/c11" "$WORK/local-gguf/$GGUF" --gguf-file $GGUF
+[ "$rc" -ne 0 ] && err_has "is a file, not a directory or hub id"
+check "--gguf-file with a file as the model is refused" [ $? -eq 0 ]
+check "local --gguf-file made no request" [ "$(count)" -eq 0 ]
+
+# serve --gguf-file: the same download, then the vocab-only file fails to load as a
+# model (exit 4, README "Running it in production"): the checks are on the download.
+# serve_gguf CACHE [args...]: runs serve to its end; sets $rc, stderr in $WORK/err.
+serve_gguf() {
+    local cache=$1 port
+    shift
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    # PULL_ENV as for pull
+    # shellcheck disable=SC2086
+    env -u HF_TOKEN -u HUGGING_FACE_HUB_TOKEN -u HF_HUB_OFFLINE -u TRANSFORMERS_OFFLINE \
+        -u HUGGINGFACE_HUB_CACHE -u HF_TOKEN_PATH HF_HOME="$WORK/home" HF_ENDPOINT="$HUB" \
+        HF_HUB_CACHE="$cache" ${PULL_ENV:-} timeout 60 "$STRATA" serve --port "$port" --threads 1 \
+        "$@" > "$WORK/out" 2> "$WORK/err"
+    rc=$?
+}
+C12=$WORK/c12
+ctl reset > /dev/null
+serve_gguf "$C12" --model $GG --gguf-file $GGUF
+check "serve --gguf-file downloads the file" layout "$C12" $GG main "$C_GG" $GGUF
+[ "$rc" -eq 4 ] && err_has "snapshots/$C_GG/$GGUF: "
+check "... then fails on the model itself (exit 4), not the download" [ $? -eq 0 ]
+check "... without a config.json probe" [ -z "$(log_where 'index($3, "config.json")')" ]
+ctl reset > /dev/null
+PULL_ENV="HF_HUB_OFFLINE=1 STRATA_GGUF_FILE=$GGUF" serve_gguf "$C12" --model $GG
+[ "$rc" -eq 4 ] && err_has "snapshots/$C_GG/$GGUF: " && [ "$(count)" -eq 0 ]
+check "serve (STRATA_GGUF_FILE, offline) uses the cached file" [ $? -eq 0 ]
+serve_gguf "$WORK/c13" --model $GG --gguf-file nope.gguf
+[ "$rc" -eq 4 ] && err_has "$GG has no nope.gguf" && err_has "HTTP 404"
+check "serve with a wrong file name: exit 4 naming repo and file" [ $? -eq 0 ]
+serve_gguf "$WORK/c13" --model "$WORK/local-gguf" --gguf-file nope.gguf
+[ "$rc" -eq 4 ] && err_has "no file"
+check "serve --gguf-file missing from a local directory" [ $? -eq 0 ]
 
 # ---- a full disk (needs a tmpfs mount: root, or skipped) ----
 mkdir -p "$WORK/small"
 if mount -t tmpfs -o size=1m tmpfs "$WORK/small" 2>/dev/null; then
     MNT=$WORK/small
     pull "$MNT" strata-test/tiny
-    check "full disk fails" [ "$rc" -ne 0 ] && err_has "not enough disk space"
+    [ "$rc" -ne 0 ] && err_has "not enough disk space"
+    check "full disk fails" [ $? -eq 0 ]
     check "full disk leaves no shard in the snapshot" \
         [ ! -e "$(repo_dir "$MNT" strata-test/tiny)/snapshots/$C_MAIN/$SHARD1" ]
     umount "$MNT" && MNT=

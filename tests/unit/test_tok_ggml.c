@@ -142,16 +142,18 @@ static void test_qwen35(void) {
     char *want = slurp("tests/data/chat_templates/real/qwen35.jinja");
     CHECK(want && ct && !strcmp(chat_template_source(ct), want));
     CHECK(ct && chat_template_eos(ct) && !strcmp(chat_template_eos(ct), "<|im_end|>"));
-    free(want);
     chat_template_free(ct);
     gguf_close(g);
 
     /* model_text_open on the .gguf path: tokenizer.json beside it wins; without it the
-     * GGUF's keys are used. Both give the same tokenizer here. */
+     * GGUF's keys are used. Both give the same tokenizer here. The tokenizer_config.json
+     * beside it holds no template, so the GGUF's is used (docs/gguf.md, "Where from"). */
     tokenizer *t = NULL;
     ct = NULL;
     CHECK_MSG(!model_text_open(path, &t, &ct, &err), "%s", err.msg);
-    CHECK(t && ct == NULL); /* tokenizer_config.json beside it has no template */
+    CHECK(t && ct && want && !strcmp(chat_template_source(ct), want));
+    chat_template_free(ct);
+    ct = NULL;
     tok_free(t);
     tokfx_cleanup(&d); /* removes the tokenizer files, leaves vocab.gguf */
     CHECK(!unpack_gguf("qwen35", d.path, path, sizeof path));
@@ -169,6 +171,7 @@ static void test_qwen35(void) {
     }
     chat_template_free(ct);
     tok_free(t);
+    free(want);
     unlink(path);
     rmdir(d.path);
     tok_free(tg);
@@ -259,6 +262,46 @@ static void test_tiny_and_refusals(void) {
     refused(&v, STRATA_EFORMAT, "tokenizer.ggml.token_type[2]");
     v = tiny(), v.bos_id = -1, v.add_bos = 1;
     refused(&v, STRATA_EFORMAT, "tokenizer.ggml.add_bos_token");
+    static const tok_ggml_str bad_utf8[] = {{"a", 1}, {"\xff", 1}, {"ab", 2}, {"<s>", 3}};
+    v = tiny(), v.tokens = bad_utf8;
+    refused(&v, STRATA_EFORMAT, "tokenizer.ggml.tokens[1] is not valid UTF-8");
+}
+
+/* tests/data/gguf/tok_qwen35.gguf (tools/gen_gguf_fixtures.py, written by the gguf
+ * package's GGUFWriter): a small byte-level vocabulary through model_text_open, alone in
+ * its directory, so tokenizer and template both come from its keys. */
+static void test_small_file(void) {
+    char dir[] = "/tmp/strata-tok-ggml.XXXXXX", path[600];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/tiny.gguf", dir);
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "cp tests/data/gguf/tok_qwen35.gguf '%s'", path);
+    CHECK(system(cmd) == 0);
+    strata_err err = {0};
+    tokenizer *t = NULL;
+    chat_template *ct = NULL;
+    CHECK_MSG(!model_text_open(path, &t, &ct, &err), "%s", err.msg);
+    if (t) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        /* hello, " world", <|im_end|> (CONTROL), ab; [PAD0] (UNUSED) is not in the vocab */
+        CHECK(!tok_encode(t, "hello world<|im_end|>ab", 23, 1, &ids, &n, &err) && n == 4 &&
+              ids[0] == 259 && ids[1] == 264 && ids[2] == 268 && ids[3] == 265);
+        free(ids);
+        CHECK(tok_is_special(t, 268) && !tok_is_special(t, 269) &&
+              tok_piece_to_id(t, "[PAD0]") < 0);
+        CHECK_EQ_INT(tok_bos_id(t), 266);
+        CHECK_EQ_INT(tok_eos_id(t), 268);
+    }
+    CHECK(ct && chat_template_eos(ct) && !strcmp(chat_template_eos(ct), "<|im_end|>"));
+    chat_template_free(ct);
+    tok_free(t);
+    /* without a template argument nothing but the tokenizer is read */
+    t = NULL;
+    CHECK_MSG(!model_text_open(path, &t, NULL, &err), "%s", err.msg);
+    tok_free(t);
+    unlink(path);
+    rmdir(dir);
 }
 
 /* A GGUF without tokenizer keys: no tokenizer, not an error of the file. */
@@ -276,6 +319,7 @@ int main(void) {
     quick = getenv("STRATA_TEST_QUICK") && atoi(getenv("STRATA_TEST_QUICK"));
     RUN(test_tiny_and_refusals);
     RUN(test_no_tokenizer);
+    RUN(test_small_file);
     RUN(test_qwen35);
     TEST_DONE();
 }
