@@ -240,17 +240,8 @@ static int plan_type(gq_plan *p, gq_tensor *t, strata_err *err) {
     int flags = !strcmp(t->gn.gg, "per_layer_token_embd.weight") ? ARCH_BIND_HOST : 0;
     t->to = wsrc_quant_target(q, 2, st->shape, flags);
     if (t->to == DTYPE_COUNT) t->to = st->dt;
-    int64_t blk = dtype_block_elems(t->to);
-    if ((t->gn.xf & GGUF_XF_VCOLS) && t->tiled && p->dv % blk) {
-        /* The loader moves tiled columns in groups of head_v_dim, whole blocks only: a
-         * 32-block type keeps the file readable by strata (llama.cpp reads either). */
-        dtype fb = t->to == DTYPE_Q4_K && p->dv % 32 == 0 ? DTYPE_Q4_0 : st->dt;
-        gq_note(&p->m,
-                "%s: %s stored as %s, not %s: its tiled V-head columns (groups of %lld) "
-                "are not whole blocks",
-                p->m.o->out, t->gn.gg, dtype_name(fb), dtype_name(t->to), (long long)p->dv);
-        t->to = fb;
-    }
+    /* a tiled ssm_out whose V-head columns are not whole blocks (Q4_K at head_v_dim 128)
+     * stays tiled in strata's loader too (gguf_wsrc_v_tiled) */
     (void)err;
     return 0;
 }
