@@ -10,7 +10,8 @@
  * stream. A batch of 8 rows costs about 8 times the arithmetic, so on AVX2 it is bound by
  * it rather than by the stream (llama.cpp's kernels are too).
  * The work split is cpu_matmul.c's: tasks own ranges of W rows, and split m as well when W
- * has few rows. */
+ * has few rows. Within a task, prefill walks chunks of W rows that fit L2, each against
+ * blocks of 8 x rows (the kernels' widest tile). */
 #include <assert.h>
 #include <math.h>
 #include <string.h>
@@ -180,6 +181,7 @@ typedef struct {
     int m, n, k, xblk;
     int q_split;                   /* tasks of the quantize pass */
     int n_split, m_split, m_block; /* matmul tasks = n_split · m_split */
+    int n_chunk;                   /* W rows per L2 chunk at prefill (m >= 8) */
     const cpu_kernels *kt;
 } cpu_qmatmul_job;
 
@@ -214,11 +216,22 @@ static void cpu_qmatmul_task(void *ctx, int task, int worker) {
     cpu_split_range(j->n, j->n_split, task % j->n_split, 16, &n0, &n1);
     cpu_split_range(j->m, j->m_split, task / j->n_split, 4, &m0, &m1);
     if (n0 >= n1) return;
-    for (int i = m0; i < m1; i += j->m_block) {
-        int mb = m1 - i < j->m_block ? m1 - i : j->m_block;
+    if (j->m < 8) { /* decode: one pass over W, streamed */
         cpu_qrows r = j->rows;
-        r.base += (size_t)i * r.stride;
-        j->kt->qmatmul(j->out + (size_t)i * j->n, j->n, &r, j->w, j->dt, j->k, mb, n0, n1);
+        r.base += (size_t)m0 * r.stride;
+        j->kt->qmatmul(j->out + (size_t)m0 * j->n, j->n, &r, j->w, j->dt, j->k, m1 - m0, n0, n1);
+        return;
+    }
+    /* prefill: a chunk of W rows stays in L2 while blocks of 8 x rows sweep it, so each W
+     * row is loaded from L2 once per 8 x rows, which stay in L1 (or L2 at large k) */
+    for (int c0 = n0; c0 < n1; c0 += j->n_chunk) {
+        int c1 = n1 - c0 < j->n_chunk ? n1 : c0 + j->n_chunk;
+        for (int i = m0; i < m1; i += j->m_block) {
+            int mb = m1 - i < j->m_block ? m1 - i : j->m_block;
+            cpu_qrows r = j->rows;
+            r.base += (size_t)i * r.stride;
+            j->kt->qmatmul(j->out + (size_t)i * j->n, j->n, &r, j->w, j->dt, j->k, mb, c0, c1);
+        }
     }
 }
 
@@ -228,10 +241,11 @@ static void cpu_qmatmul_run(backend *b, cpu_qmatmul_job *j) {
     int m = j->m;
     j->q_split = cpu_backend_task_count(b, m, (int64_t)j->k * 8);
     cpu_pool_run(c->pool, cpu_qmatmul_quantize_task, j, j->q_split);
-    /* blocks of x rows of at most ~384 KiB stay in L2 while a W row sweeps them; a decode
-     * batch (m < 8) is one pass over W */
-    int mb = (int)((384 * 1024) / j->rows.stride);
-    j->m_block = mb < 8 ? 8 : mb > 256 ? 256 : mb & ~3;
+    /* prefill blocks: 8 x rows (the widest tile; in L1 up to k ~ 3000, in L2 past it) and
+     * W rows of ~192 KiB for L2 */
+    j->m_block = 8;
+    int nc = (int)((192 * 1024) / dtype_row_bytes(j->dt, j->k));
+    j->n_chunk = nc < 4 ? 4 : nc;
     int want = cpu_backend_task_count(b, (int64_t)j->n * m, (int64_t)j->k * 2);
     int n_units = (j->n + 15) / 16;
     j->n_split = want < n_units ? want : n_units;

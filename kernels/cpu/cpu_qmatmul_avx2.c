@@ -7,8 +7,11 @@
  * directly. vpmaddwd then either adds pairs (Q8_0, Q4_0: the lane sums of 4 products the
  * order fixes) or applies the sub-block scales.
  *
- * Loop order: one W row at a time against up to 4 x rows, so each W byte is loaded once
- * per 4 rows and a decode step reads W as one sequential stream, prefetched ahead. */
+ * Loop order: one W row at a time against up to 4 x rows at decode, so a decode step reads
+ * W as one sequential stream, prefetched ahead; against 8 at prefill, so each W block is
+ * loaded and unpacked (nibbles, scales) once per 8 rows (the driver hands over 8 rows per
+ * call). The 8-row tiles keep more accumulators than the 16 ymm registers hold: the
+ * compiler spills some, which costs loads and stores but no arithmetic. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -56,7 +59,7 @@ AI void q2_block32(__m256 *acc, const int8_t *const *xq, const float *const *xd,
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i wv = qm_w32(w, dt, b), aw = _mm256_abs_epi8(wv);
     __m256 dw = _mm256_set1_ps(qm_d32(w, dt, b));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
         __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xq[r] + 32 * b)), wv);
         __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
@@ -68,10 +71,10 @@ AI void q2_block32(__m256 *acc, const int8_t *const *xq, const float *const *xd,
 AI void q2_tile32(float *out, int ldo, const cpu_qrows *x, int i0, const void *w, dtype dt, int nb,
                   const int R, const int PF) {
     const size_t bsz = qm_bytes32(dt);
-    __m256 acc0[4], acc1[4];
+    __m256 acc0[8], acc1[8];
     qm_xrows xr;
     qm_xrows_at(&xr, x, i0, R);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
     int b = 0;
     for (; b + 2 <= nb; b += 2) {
@@ -80,7 +83,7 @@ AI void q2_tile32(float *out, int ldo, const cpu_qrows *x, int i0, const void *w
         q2_block32(acc1, xr.q, xr.d, w, dt, b + 1, R);
     }
     if (b < nb) q2_block32(acc0, xr.q, xr.d, w, dt, b, R);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) out[(size_t)r * ldo] = qm_hsum8(_mm256_add_ps(acc0[r], acc1[r]));
 }
 
@@ -118,10 +121,10 @@ AI void q2_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
     const __m256i m4 = _mm256_set1_epi8(15);
     /* m0 m0 m1 m1 ... m7 m7: each min against the two 16-value sums of its sub-block */
     const __m128i dup_m = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-    __m256 acc[4];
+    __m256 acc[8];
     qm_xrows xr;
     qm_xrows_at(&xr, x, i0, R);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const quant_block_q4_k *wb = w + b;
@@ -129,8 +132,8 @@ AI void q2_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
         __m128i sm8 = q2_q4k_scales(wb->scales);
         __m256i sc2 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm8)); /* sc0..7 twice */
         __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, dup_m));
-        __m256i sumi[4];
-#pragma GCC unroll 4
+        __m256i sumi[8];
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) sumi[r] = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
             __m256i qv = _mm256_loadu_si256((const __m256i *)(wb->qs + 32 * c));
@@ -140,7 +143,7 @@ AI void q2_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
                 _mm256_shuffle_epi8(sc2, _mm256_load_si256((const __m256i *)q2_bcast16[2 * c]));
             __m256i sh =
                 _mm256_shuffle_epi8(sc2, _mm256_load_si256((const __m256i *)q2_bcast16[2 * c + 1]));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 const int8_t *xc = xr.q[r] + 256 * b + 64 * c;
                 __m256i pl = _mm256_madd_epi16(
@@ -151,7 +154,7 @@ AI void q2_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
             }
         }
         __m256 d = _mm256_set1_ps(_cvtsh_ss(wb->d)), dmin = _mm256_set1_ps(_cvtsh_ss(wb->dmin));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             __m256i mt =
                 _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xr.s[r] + 16 * b)), mins);
@@ -160,7 +163,7 @@ AI void q2_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
             acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dx, dmin), _mm256_cvtepi32_ps(mt), acc[r]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) out[(size_t)r * ldo] = qm_hsum8(acc[r]);
 }
 
@@ -177,17 +180,17 @@ static const uint8_t q2_q6k_pair[8][16] __attribute__((aligned(16))) = {
 AI void q2_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant_block_q6_k *w,
                     int nb, const int R, const int PF) {
     const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3), m30 = _mm256_set1_epi8(0x30);
-    __m256 acc[4];
+    __m256 acc[8];
     qm_xrows xr;
     qm_xrows_at(&xr, x, i0, R);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const quant_block_q6_k *wb = w + b;
         if (PF) qm_prefetch_block(wb, sizeof *wb);
         __m128i sc8 = _mm_loadu_si128((const __m128i *)wb->scales);
-        __m256i sumi[4];
-#pragma GCC unroll 4
+        __m256i sumi[8];
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) sumi[r] = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             __m256i ql0 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h));
@@ -212,7 +215,7 @@ AI void q2_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
                                         _mm256_and_si256(qh2, m30));
                 __m256i s = _mm256_cvtepi8_epi16(
                     _mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)q2_q6k_pair[4 * h + g])));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int r = 0; r < R; r++) {
                     const int8_t *xg = xr.q[r] + 256 * b + 128 * h + 32 * g;
                     __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)xg));
@@ -222,7 +225,7 @@ AI void q2_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
         }
         __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
         __m256 d = _mm256_set1_ps(_cvtsh_ss(wb->d));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             /* the −32 of every 6-bit value: −32 · Σ_j sc_j · (sum of x over sub-block j) */
             __m256i corr =
@@ -232,12 +235,13 @@ AI void q2_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
             acc[r] = _mm256_fmadd_ps(a, _mm256_cvtepi32_ps(it), acc[r]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) out[(size_t)r * ldo] = qm_hsum8(acc[r]);
 }
 
 #define QM_TILE32 q2_tile32
 #define QM_TILE_Q4K q2_tile_q4k
 #define QM_TILE_Q6K q2_tile_q6k
+#define QM_PREFILL_ROWS 8
 #define QM_ENTRY cpu_qmatmul_avx2
 #include "kernels/cpu/cpu_qmatmul_isa.h"

@@ -5,7 +5,8 @@
  *
  * The loop is instantiated once per including file around that file's tile kernels, named by
  * QM_TILE32, QM_TILE_Q4K and QM_TILE_Q6K (each (out, ldo, x, i0, w, [dt,] nb, R, PF)), as the
- * entry point QM_ENTRY (a cpu_qmatmul_fn): define the four, then include this header. */
+ * entry point QM_ENTRY (a cpu_qmatmul_fn): define the four (and QM_PREFILL_ROWS 8 where the
+ * tiles take R up to 8, not 4), then include this header. */
 #ifndef STRATA_CPU_QMATMUL_ISA_H
 #define STRATA_CPU_QMATMUL_ISA_H
 
@@ -21,13 +22,13 @@
 
 /* The int8 values, block scales and 16-value sums of x rows i0 .. i0 + R - 1. */
 typedef struct qm_xrows {
-    const int8_t *q[4];
-    const float *d[4];
-    const int16_t *s[4];
+    const int8_t *q[8];
+    const float *d[8];
+    const int16_t *s[8];
 } qm_xrows;
 
 AI void qm_xrows_at(qm_xrows *xr, const cpu_qrows *x, int i0, const int R) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
         xr->q[r] = cpu_qrows_q(x, i0 + r);
         xr->d[r] = cpu_qrows_d(x, i0 + r);
@@ -106,14 +107,16 @@ AI void qm_tile(float *out, int ldo, const cpu_qrows *x, int i0, const void *w, 
     }
 }
 
-/* One W row at a time against up to 4 x rows, so each W byte is loaded once per 4 rows. */
+/* One W row at a time against up to RW (4 or 8) x rows, so each W block is loaded and
+ * unpacked once per RW rows. */
 AI void qm_rows(float *out, int ldo, const cpu_qrows *x, const void *w, dtype dt, int k, int m,
-                int n0, int n1, const int PF) {
+                int n0, int n1, const int PF, const int RW) {
     size_t rb = dtype_row_bytes(dt, k);
     for (int j = n0; j < n1; j++) {
         const void *wj = (const char *)w + (size_t)j * rb;
         float *oj = out + j;
         int i = 0;
+        for (; i + RW <= m; i += RW) qm_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, RW, PF);
         for (; i + 4 <= m; i += 4) qm_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 4, PF);
         switch (m - i) {
         case 3: qm_tile(oj + (size_t)i * ldo, ldo, x, i, wj, dt, k, 3, PF); break;
@@ -124,12 +127,17 @@ AI void qm_rows(float *out, int ldo, const cpu_qrows *x, const void *w, dtype dt
     }
 }
 
+/* Rows of the prefill tiles: 4, or 8 where the including file's tiles take 8. */
+#ifndef QM_PREFILL_ROWS
+#define QM_PREFILL_ROWS 4
+#endif
+
 /* One instantiation per dtype so the block layout is resolved at compile time; decode
- * (m < 8, bound by the weight stream) prefetches it. */
+ * (m < 8, bound by the weight stream) prefetches it, prefill takes the wider tiles. */
 #define QM_CASE(DT)                                                                                \
     case DT:                                                                                       \
-        if (m < 8) qm_rows(out, ldo, x, w, DT, k, m, n0, n1, 1);                                   \
-        else qm_rows(out, ldo, x, w, DT, k, m, n0, n1, 0);                                         \
+        if (m < 8) qm_rows(out, ldo, x, w, DT, k, m, n0, n1, 1, 4);                                \
+        else qm_rows(out, ldo, x, w, DT, k, m, n0, n1, 0, QM_PREFILL_ROWS);                        \
         break;
 
 void QM_ENTRY(float *restrict out, int ldo, const cpu_qrows *x, const void *restrict w, dtype dt,

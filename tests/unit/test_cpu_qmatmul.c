@@ -3,7 +3,7 @@
  *
  * - every ISA and thread count gives the scalar kernels' bits (cpu_qmatmul.h fixes the
  *   summation order), on awkward shapes: one block, odd block counts, n not a multiple of
- *   the 16-row task unit, m across the 4-row tiles and the decode / prefill switch;
+ *   the 16-row task unit, m across the 4- and 8-row tiles and the decode / prefill switch;
  * - batch invariance: a row's output is the same alone (m = 1) as in a batch (m = 8, 13);
  * - against W dequantized to f32 times f32 x (computed in double) the error stays within
  *   what quantizing x allows: |x - x̂| <= d_x / 2 per element, so |Σ w (x - x̂)| <=
@@ -149,7 +149,7 @@ static void test_against_reference_and_isas(void) {
     /* k: one block, odd block counts, the widths the models have */
     static const int k32[] = {32, 96, 160, 1024, 2048};
     static const int k256[] = {256, 768, 1536, 3072};
-    static const int ms[] = {1, 3, 4, 5, 8, 13};
+    static const int ms[] = {1, 3, 4, 5, 8, 13, 17};
     static const int ns[] = {1, 7, 33};
     for (int t = 0; t < (int)(sizeof qtypes / sizeof *qtypes); t++) {
         dtype dt = qtypes[t];
@@ -157,17 +157,18 @@ static void test_against_reference_and_isas(void) {
         const int *ks = big ? k256 : k32;
         int nk = big ? 4 : 5;
         for (int ki = 0; ki < nk; ki++)
-            for (int mi = 0; mi < 6; mi++) check_shape(ms[mi], ns[(ki + mi) % 3], ks[ki], dt, 0);
+            for (int mi = 0; mi < 7; mi++) check_shape(ms[mi], ns[(ki + mi) % 3], ks[ki], dt, 0);
         check_shape(8, 19, ks[nk - 1], dt, 1);
         check_shape(2, 5, ks[1], dt, 1);
     }
 }
 
 /* Decode batches and a prefill block through the task split (n past one 16-row unit per
- * task, m past the m-split threshold): m = 1 against m = 8 and m = 40, bit for bit. */
+ * task and past the prefill's L2 chunk of W rows, m past the m-split threshold): m = 1
+ * against m = 8 and m = 40, bit for bit. */
 static void test_batch_invariance(void) {
     for (int t = 0; t < (int)(sizeof qtypes / sizeof *qtypes); t++) {
-        int k = dtype_block_elems(qtypes[t]) == 256 ? 1024 : 2048, n = 301;
+        int k = dtype_block_elems(qtypes[t]) == 256 ? 3072 : 2048, n = 301;
         bk_weight w = rand_qweight(n, k, qtypes[t], 0);
         float *x = rand_x(40, k), *all = fvec((size_t)40 * n), *one = fvec((size_t)n);
         for (int bi = 0; bi < n_be; bi++)
