@@ -1,6 +1,6 @@
 /* bench_cpu_matmul.c - matmul bandwidth of the CPU backend against this machine's
  * measured read bandwidth (the decode roofline), on the decode shapes of the models we
- * serve on CPU (Qwen3.5-0.8B, Gemma 4 E2B, Nemotron 3 Nano 4B) or on shapes given as
+ * serve on CPU (Qwen3.5-0.8B and 2B, Gemma 4 E2B, Nemotron 3 Nano 4B) or on shapes given as
  * arguments.
  *
  * Build and run from the repo root (after `make`, which builds build/libstrata.a):
@@ -11,7 +11,9 @@
  * f16, f32, and the block types q8_0 | q4_0 | q4_k | q6_k (GB/s counts the bytes of W as
  * stored, so a quantized W's roofline is its own bytes); m defaults to 1; with no NxK the
  * built-in decode shapes run. E.g. the quantized formats against bf16 on a 2B-class shape:
- *   build/bench_cpu_matmul -t 2 -m 1,8 -d bf16,q8_0,q4_0,q4_k,q6_k 6144x2048 */
+ *   build/bench_cpu_matmul -t 2 -m 1,8 -d bf16,q8_0,q4_0,q4_k,q6_k 6144x2048
+ * and the prefill GEMM (GFLOP/s is the figure there; m rows of x share each weight read):
+ *   build/bench_cpu_matmul -t 2 -m 128,1024 6144x2048 2048x6144 3584x1024 1024x3584 */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,7 @@ typedef struct {
 static const bench_shape bench_shapes[] = {
     {"qwen3.5-0.8b gate/up", 3584, 1024},   {"qwen3.5-0.8b down", 1024, 3584},
     {"qwen3.5-0.8b qkv", 6144, 1024},       {"qwen3.5-0.8b lm_head", 248320, 1024},
+    {"qwen3.5-2b gate/up", 6144, 2048},     {"qwen3.5-2b down", 2048, 6144},
     {"gemma4-e2b gate/up", 6144, 1536},     {"gemma4-e2b down", 1536, 6144},
     {"gemma4-e2b gate/up x2", 12288, 1536}, {"gemma4-e2b down x2", 1536, 12288},
     {"gemma4-e2b ple gate", 256, 1536},     {"gemma4-e2b lm_head", 262144, 1536},

@@ -130,7 +130,11 @@ static void test_batch_invariance(void) {
                                     {2, 3, 1},
                                     /* either side of a 48 KiB L1's stream budget (40 KiB) */
                                     {8, 13, 2560},
-                                    {8, 13, 2600}};
+                                    {8, 13, 2600},
+                                    /* task ranges long enough for AVX2's decode to take a
+                                     * tile's W rows from four streams, the last range with
+                                     * rows left over */
+                                    {5, 1001, 64}};
     static const dtype dts[] = {DTYPE_BF16, DTYPE_F32, DTYPE_F16};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes * 3; si++) {
         int m = shapes[si / 3][0], n = shapes[si / 3][1], k = shapes[si / 3][2];
