@@ -20,8 +20,9 @@
 #                nvidia/NVIDIA-Nemotron-3-Nano-4B-BF16"
 #   GGUF_DIR    /work/llama/gguf     files <short name>-<type>.gguf
 #   LLAMA_TYPES "bf16"               also "bf16 q8_0": one llama.cpp column per type
-#   STRATA_TYPES "bf16"              also q8_0 (strata's --quantization q8_0 of the dummy
-#                                    bf16 weights: llama.cpp's Q8_0 blocks)
+#   STRATA_TYPES "bf16"              also q8_0 / q4_k (strata's --quantization of the dummy
+#                                    bf16 weights: llama.cpp's blocks), or gguf-<type>: strata
+#                                    loads the very GGUF file llama.cpp runs (GGUF_DIR)
 #   ROUNDS 3   THREADS 2   PP "128 1024"   GEN 64   DECODE_AT 128 (must be one of PP)
 #   STRATA      build/strata         LOG  /tmp/bench_llamacpp.<pid>.tsv (raw figures)
 #   TIMEOUT     1200                 seconds per run
@@ -72,7 +73,7 @@ trap 'rm -f "$TMP"' EXIT
 [ -n "$SUMMARY_ONLY" ] || [ -x "$STRATA" ] || { echo "bench_llamacpp: $STRATA is not built (make build/strata)" >&2; exit 2; }
 case " $PP " in *" $DECODE_AT "*) ;; *) echo "bench_llamacpp: DECODE_AT must be one of PP" >&2; exit 2 ;; esac
 for m in $MODELS; do
-    for ty in $LLAMA_TYPES; do
+    for ty in $LLAMA_TYPES $(echo " $STRATA_TYPES" | grep -o ' gguf-[^ ]*' | sed 's/ gguf-//'); do
         f="$GGUF_DIR/${m##*/}-$ty.gguf"
         [ -f "$f" ] || { echo "bench_llamacpp: $f is missing (python3 tools/gguf_shapes.py --type $ty $m)" >&2; exit 2; }
     done
@@ -122,16 +123,19 @@ record() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" "$SHARE" "$(loadavg)" >>"$
 run_strata() {  # round model
     local r=$1 m=$2 ty n g q out pre dec
     for ty in $STRATA_TYPES; do
-        q=""
-        [ "$ty" = bf16 ] || q="--quantization $ty"
+        case $ty in
+        bf16) q="--model $m --load-format dummy" ;;
+        gguf-*) q="--model $GGUF_DIR/${m##*/}-${ty#gguf-}.gguf" ;;
+        *) q="--model $m --load-format dummy --quantization $ty" ;;
+        esac
         for n in $PP; do
             g=2
             [ "$n" = "$DECODE_AT" ] && g=$GEN
             wait_quiet
             run_begin
             # shellcheck disable=SC2086
-            out=$(timeout "$TIMEOUT" "$STRATA" bench --model "$m" --load-format dummy --device cpu \
-                --threads "$THREADS" --prompt-len "$n" --gen-len "$g" $q 2>&1)
+            out=$(timeout "$TIMEOUT" "$STRATA" bench $q --device cpu \
+                --threads "$THREADS" --prompt-len "$n" --gen-len "$g" 2>&1)
             run_end
             pre=$(echo "$out" | sed -n 's/^prefill .*(\([0-9.]*\) tok\/s).*/\1/p')
             dec=$(echo "$out" | sed -n 's/^decode  *[0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p')
@@ -242,7 +246,8 @@ def cell(m, system, metric):
 
 # ratios: strata against llama.cpp with the same weight type, or against every llama.cpp
 # type when strata ran one type only
-pairs = [(s, t) for s in stypes for t in types if s == t or len(stypes) == 1]
+pairs = [(s, t) for s in stypes for t in types
+         if s.removeprefix("gguf-") == t or len(stypes) == 1]
 cols = [f"strata {s}" for s in stypes] + [f"llama.cpp {t}" for t in types] + \
     [f"strata {s} / llama.cpp {t}" for s, t in pairs]
 print("| model | tok/s | " + " | ".join(cols) + " |")
