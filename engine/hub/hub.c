@@ -146,7 +146,7 @@ int hub_resolve(const hub_opts *o, const char *model, const char *revision, char
     hub_fetch *f = NULL;
     char **shards = NULL;
     int n_shards = 0, rc = 0, *flags = NULL;
-    char folder[320], repo_dir[HUB_PATH_MAX], commit[HUB_COMMIT_LEN + 1] = "";
+    char repo_dir[HUB_PATH_MAX], commit[HUB_COMMIT_LEN + 1] = "";
     int present[N_WANTED], optional[N_WANTED];
     struct stat st;
     const char *rev = revision && *revision ? revision : "main";
@@ -162,14 +162,8 @@ int hub_resolve(const hub_opts *o, const char *model, const char *revision, char
     }
     if (model[0] == '/' || model[0] == '.' || model[0] == '~')
         return strata_err_set(err, STRATA_ENOTFOUND, "no model directory at %s", model);
-    if ((rc = hub_path_check_repo_id(model, err))) {
-        strata_err_wrap(err, "'%.200s' is neither a local directory nor a hub id: ", model);
+    if ((rc = hub_cache_repo_dir(repo_dir, sizeof repo_dir, o->cache_dir, model, rev, err)))
         return rc;
-    }
-    if ((rc = hub_path_check_revision(rev, err))) return rc;
-    if (hub_path_repo_folder(folder, sizeof folder, model) ||
-        hub_path_fmt(repo_dir, sizeof repo_dir, "%s/%s", o->cache_dir, folder))
-        return strata_err_set(err, STRATA_ERANGE, "cache path too long: %.200s", o->cache_dir);
 
     /* The cache first: offline, only what must be there; online, everything decided. */
     if (hub_path_is_commit(rev)) memcpy(commit, rev, sizeof commit);

@@ -61,6 +61,21 @@ void hub_cache_tag(const char *cache_dir) {
     close(fd);
 }
 
+int hub_cache_repo_dir(char *repo_dir, size_t len, const char *cache_dir, const char *model,
+                       const char *rev, strata_err *err) {
+    char folder[320];
+    int rc;
+    if ((rc = hub_path_check_repo_id(model, err))) {
+        strata_err_wrap(err, "'%.200s' is neither a local directory nor a hub id: ", model);
+        return rc;
+    }
+    if ((rc = hub_path_check_revision(rev, err))) return rc;
+    if (hub_path_repo_folder(folder, sizeof folder, model) ||
+        hub_path_fmt(repo_dir, len, "%s/%s", cache_dir, folder))
+        return strata_err_set(err, STRATA_ERANGE, "cache path too long: %.200s", cache_dir);
+    return 0;
+}
+
 int hub_cache_read_ref(const char *repo_dir, const char *rev, char commit[HUB_COMMIT_LEN + 1]) {
     char p[HUB_PATH_MAX], buf[HUB_COMMIT_LEN + 2];
     if (hub_path_fmt(p, sizeof p, "%s/refs/%s", repo_dir, rev)) return STRATA_ENOTFOUND;

@@ -42,7 +42,7 @@ int hub_resolve_file(const hub_opts *o, const char *model, const char *revision,
                      char *path_out, size_t path_len, hub_progress_fn cb, void *ud,
                      strata_err *err) {
     hub_fetch *f = NULL;
-    char folder[320], repo_dir[HUB_PATH_MAX], commit[HUB_COMMIT_LEN + 1] = "";
+    char repo_dir[HUB_PATH_MAX], commit[HUB_COMMIT_LEN + 1] = "";
     const char *rev = revision && *revision ? revision : "main";
     int rc, present = 0;
     const int required = 0;
@@ -55,14 +55,8 @@ int hub_resolve_file(const hub_opts *o, const char *model, const char *revision,
     }
     if (stat(model, &st) == 0 || model[0] == '/' || model[0] == '.' || model[0] == '~')
         return local_file(model, file, path_out, path_len, err);
-    if ((rc = hub_path_check_repo_id(model, err))) {
-        strata_err_wrap(err, "'%.200s' is neither a local directory nor a hub id: ", model);
+    if ((rc = hub_cache_repo_dir(repo_dir, sizeof repo_dir, o->cache_dir, model, rev, err)))
         return rc;
-    }
-    if ((rc = hub_path_check_revision(rev, err))) return rc;
-    if (hub_path_repo_folder(folder, sizeof folder, model) ||
-        hub_path_fmt(repo_dir, sizeof repo_dir, "%s/%s", o->cache_dir, folder))
-        return strata_err_set(err, STRATA_ERANGE, "cache path too long: %.200s", o->cache_dir);
 
     if (hub_path_is_commit(rev)) memcpy(commit, rev, sizeof commit);
     else hub_cache_read_ref(repo_dir, rev, commit);

@@ -63,6 +63,12 @@ int hub_path_fmt(char *out, size_t len, const char *fmt, ...) __attribute__((for
 
 enum { HUB_FILE_UNKNOWN, HUB_FILE_PRESENT, HUB_FILE_MISSING };
 
+/* repo_dir = cache_dir/models--org--name for the hub id model at revision rev, both checked
+ * (hub_path_check_repo_id, hub_path_check_revision). 0, STRATA_EINVALID naming what is
+ * wrong, or STRATA_ERANGE when the path does not fit. */
+int hub_cache_repo_dir(char *repo_dir, size_t len, const char *cache_dir, const char *model,
+                       const char *rev, strata_err *err);
+
 /* mkdir -p of dir (mode 0777 less umask). */
 int hub_cache_mkdirs(const char *dir, strata_err *err);
 /* mkdir -p of the directory part of path. */
