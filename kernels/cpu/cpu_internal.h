@@ -140,6 +140,21 @@ static inline void cpu_split_range(int n, int n_tasks, int t, int align, int *lo
  * whole job is too small to be worth waking workers, else a few tasks per thread. */
 int cpu_backend_task_count(backend *b, int64_t work, int64_t unit_cost);
 
+/* The tasks of a matmul of n W rows against m x rows of width k: *n_split ranges of W rows
+ * (in 16-row units), each cut into *m_split ranges of x rows (4-row units) when W alone
+ * gives fewer tasks than the pool wants and m is a prefill's. Task t takes W range
+ * t % n_split and x range t / n_split (cpu_split_range). */
+static inline void cpu_matmul_tasks(backend *b, int n, int m, int k, int *n_split, int *m_split) {
+    int want = cpu_backend_task_count(b, (int64_t)n * m, (int64_t)k * 2);
+    int n_units = (n + 15) / 16;
+    *n_split = want < n_units ? want : n_units;
+    *m_split = 1;
+    if (*n_split < want && m >= 8) {
+        int m_units = (m + 3) / 4, ms = (want + *n_split - 1) / *n_split;
+        *m_split = ms < m_units ? ms : m_units;
+    }
+}
+
 /* ---- scalar references (the math of backend.h, single-threaded) ---- */
 void cpu_ops_embed_ref(float *out, const bk_weight *table, const int32_t *ids, int m);
 void cpu_ops_rmsnorm_ref(float *out, const float *x, const bk_weight *w, int m, int n, int ld,

@@ -85,14 +85,7 @@ static void cpu_matmul_run(backend *b, cpu_matmul_job *j) {
     int mb = (int)((384 * 1024) / row_bytes);
     mb = mb < 8 ? 8 : mb > 256 ? 256 : mb & ~3;
     j->m_block = mb;
-    int want = cpu_backend_task_count(b, (int64_t)j->n * m, (int64_t)j->k * 2);
-    int n_units = (j->n + 15) / 16;
-    j->n_split = want < n_units ? want : n_units;
-    j->m_split = 1;
-    if (j->n_split < want && m >= 8) {
-        int m_units = (m + 3) / 4, ms = (want + j->n_split - 1) / j->n_split;
-        j->m_split = ms < m_units ? ms : m_units;
-    }
+    cpu_matmul_tasks(b, j->n, m, j->k, &j->n_split, &j->m_split);
     cpu_pool_run(c->pool, cpu_matmul_task, j, j->n_split * j->m_split);
 }
 

@@ -246,14 +246,7 @@ static void cpu_qmatmul_run(backend *b, cpu_qmatmul_job *j) {
     j->m_block = 8;
     int nc = (int)((192 * 1024) / dtype_row_bytes(j->dt, j->k));
     j->n_chunk = nc < 4 ? 4 : nc;
-    int want = cpu_backend_task_count(b, (int64_t)j->n * m, (int64_t)j->k * 2);
-    int n_units = (j->n + 15) / 16;
-    j->n_split = want < n_units ? want : n_units;
-    j->m_split = 1;
-    if (j->n_split < want && m >= 8) {
-        int m_units = (m + 3) / 4, ms = (want + j->n_split - 1) / j->n_split;
-        j->m_split = ms < m_units ? ms : m_units;
-    }
+    cpu_matmul_tasks(b, j->n, m, j->k, &j->n_split, &j->m_split);
     cpu_pool_run(c->pool, cpu_qmatmul_task, j, j->n_split * j->m_split);
 }
 
