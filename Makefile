@@ -103,8 +103,10 @@ asan:
 	-$(MAKE) asan-check
 	@tests/summary.sh build-asan
 
+# STRATA_TEST_QUICK: the conformance-sized tests check a sample of their cases (every 10th
+# tokenizer case, one checkpoint in tests/quantize): the plain run checks them all.
 asan-check:
-	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" check
+	STRATA_TEST_QUICK=1 $(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" check
 
 cuda-check:
 	@tests/cuda_check.sh $(CU_SRC) tests/cuda-host/test_runtime.cu

@@ -36,7 +36,7 @@ MUTANTS=(
     const int warp|? h % Hk : h % Hk;
     const int warp"
     "delta rule ignores the tiled V-head mapping|cuda_deltanet.cu|gated_delta|vmap == BK_VHEAD_TILED ? h % Hk : h / (Hv / Hk);
-    const int warp|h / (Hv / Hk);
+    const int warp|vmap == -1 ? h % Hk : h / (Hv / Hk);
     const int warp"
     "chunked delta rule ignores the tiled V-head mapping|cuda_deltanet_chunk.cu|gdn_chunked|a.vmap == BK_VHEAD_TILED ? h % a.Hk|a.vmap == -1 ? h % a.Hk"
     "short warp reduction|cuda_internal.cuh|rmsnorm|o = 16; o > 0; o >>= 1) v += |o = 16; o > 1; o >>= 1) v += "

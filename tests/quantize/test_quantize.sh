@@ -6,7 +6,9 @@
 # package's GGUFReader (check_gguf.py: types, shapes, keys, and the f32 files byte-identical
 # to what llama.cpp's own converter wrote from the same checkpoint); and for the tokenizer,
 # strata's GGUF tokenizer (engine/text/tok_ggml.c) against the checkpoint's tokenizer.json.
-# Then the refusals: no file may be left behind.
+# Then the refusals: no file may be left behind. STRATA_TEST_QUICK=1 (the sanitizer run)
+# quantizes qwen35_tiny alone, the checkpoint with the most transforms, tokenizes two of
+# the texts and leaves the Python read of the tokenizer keys to the plain run.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
@@ -19,7 +21,9 @@ G=tests/golden
 IDS=1,5,9,100,200,300,400,511,7,3,2,8,50,13,1,1,64,32
 
 # Hk != Hv (qwen35_tiny: 2 vs 4 V heads, tiled), Hk == Hv, Gemma 4, Nemotron-H
-for m in qwen35_tiny:qwen35 qwen35_equal:qwen35 gemma4_tiny:gemma4 nemotron_h_nofloor:nemotron_h; do
+models="qwen35_tiny:qwen35 qwen35_equal:qwen35 gemma4_tiny:gemma4 nemotron_h_nofloor:nemotron_h"
+[ "${STRATA_TEST_QUICK:-0}" = 1 ] && models=qwen35_tiny:qwen35
+for m in $models; do
     name=${m%%:*} arch=${m##*:}
     for t in f32 q8_0 q4_k; do
         out=$TMP/$name-$t.gguf
@@ -52,24 +56,28 @@ printf '%s' '{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|
 gg=$TMP/alone/qwen35.gguf # alone: no tokenizer files beside it, so strata reads the keys
 "$STRATA" quantize "$stage" "$gg" 2> "$TMP/log" || fail "quantize with tokenizer: $(cat "$TMP/log")"
 grep -q "no tokenizer written" "$TMP/log" && fail "tokenizer not written: $(cat "$TMP/log")"
+texts=$(cat <<'TEXTS'
+Hello world! How are you today?
+<|im_start|>user
+ def f(x):\n    return x**2  # 12345 ünïcödé 日本語 🙂
+<think>reasoning</think> <|endoftext|>
+TEXTS
+)
+[ "${STRATA_TEST_QUICK:-0}" = 1 ] && texts=$(head -n 2 <<< "$texts") # each run loads 150k tokens
 while IFS= read -r text; do
     for sp in "" --add-special; do
         a=$("$STRATA" tokenize --model "$gg" --text "$text" $sp 2>&1) || fail "tokenize gguf: $a"
         b=$("$STRATA" tokenize --model "$stage" --text "$text" $sp 2>&1) || fail "tokenize: $b"
         [ "$a" = "$b" ] || fail "tokenize '$text' $sp: gguf $a, checkpoint $b"
     done
-done <<'TEXTS'
-Hello world! How are you today?
-<|im_start|>user
- def f(x):\n    return x**2  # 12345 ünïcödé 日本語 🙂
-<think>reasoning</think> <|endoftext|>
-TEXTS
+done <<< "$texts"
 ids=$("$STRATA" tokenize --model "$stage" --text "Hello <|im_end|> world ünï 日本") || fail "tokenize"
 ids=$(tr -d '[] ' <<< "$ids")
 a=$("$STRATA" tokenize --model "$gg" --decode "$ids") && b=$("$STRATA" tokenize --model "$stage" --decode "$ids") ||
     fail "decode"
 [ "$a" = "$b" ] || fail "decode: gguf '$a', checkpoint '$b'"
-python3 - "$gg" "$stage" <<'PY' || fail "tokenizer keys"
+# the gguf package parses the 150k tokens in Python (20 s): the plain run only
+[ "${STRATA_TEST_QUICK:-0}" = 1 ] || python3 - "$gg" "$stage" <<'PY' || fail "tokenizer keys"
 import gguf, json, sys
 r = gguf.GGUFReader(sys.argv[1])
 f = r.fields
