@@ -6,7 +6,12 @@
  * summation order, and vpdpbusd sums each lane's four products in one instruction (|w|
  * against x with w's sign, as AVX-512 has no vpsignb: x is negated under w's sign mask).
  * Q4_K and Q6_K take 64 values per vector and fold the sub-block scales in with vpdpwssd.
- * x is quantized by the AVX2 kernel (once per call, not a hot loop). */
+ * x is quantized by the AVX2 kernel (once per call, not a hot loop).
+ *
+ * Prefill tiles take 8 x rows per W row, as on AVX2: the 32 vector registers hold the 8
+ * accumulators, and unpacking a W block (its nibbles, scales, sign mask) costs as much as
+ * its products with 2-4 rows, so spreading it over 8 rather than 4 is worth 1.2-1.3x at
+ * m = 128 (BENCHMARKS.md, Intel AVX-512 rows). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -37,7 +42,7 @@ AI void q5_pair32(__m512 *acc, const int8_t *const *xq, const float *const *xd, 
     __mmask64 neg = _mm512_movepi8_mask(wv);
     __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(qm_d32(w, dt, b)),
                                    _mm256_set1_ps(qm_d32(w, dt, b + 1)), 1);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
         __m512i xv = _mm512_loadu_si512(xq[r] + 32 * b);
         __m512i p = _mm512_dpbusd_epi32(zero, aw, _mm512_mask_sub_epi8(xv, neg, zero, xv));
@@ -56,7 +61,7 @@ AI void q5_last32(__m512 *acc, const int8_t *const *xq, const float *const *xd, 
     __m256i aw = _mm256_abs_epi8(v);
     __mmask32 neg = _mm256_movepi8_mask(v);
     __m256 dw = _mm256_set1_ps(qm_d32(w, dt, b));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
         __m256i xv = _mm256_loadu_si256((const __m256i *)(xq[r] + 32 * b));
         __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw,
@@ -70,10 +75,10 @@ AI void q5_last32(__m512 *acc, const int8_t *const *xq, const float *const *xd, 
 AI void q5_tile32(float *out, int ldo, const cpu_qrows *x, int i0, const void *w, dtype dt, int nb,
                   const int R, const int PF) {
     const size_t bsz = qm_bytes32(dt);
-    __m512 acc[4];
+    __m512 acc[8];
     qm_xrows xr;
     qm_xrows_at(&xr, x, i0, R);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     int b = 0;
     for (; b + 2 <= nb; b += 2) {
@@ -81,7 +86,7 @@ AI void q5_tile32(float *out, int ldo, const cpu_qrows *x, int i0, const void *w
         q5_pair32(acc, xr.q, xr.d, w, dt, b, R);
     }
     if (b < nb) q5_last32(acc, xr.q, xr.d, w, dt, b, R);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         out[(size_t)r * ldo] = qm_hsum8(
             _mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1)));
@@ -129,10 +134,10 @@ AI void q5_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
                     int nb, const int R, const int PF) {
     const __m512i m4 = _mm512_set1_epi8(15);
     const __m128i dup_m = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-    __m256 acc[4];
+    __m256 acc[8];
     qm_xrows xr;
     qm_xrows_at(&xr, x, i0, R);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const quant_block_q4_k *wb = w + b;
@@ -140,22 +145,22 @@ AI void q5_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
         __m128i sm8 = q5_q4k_scales(wb->scales);
         __m512i sm16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm8));
         __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, dup_m));
-        __m512i sumi[4];
-#pragma GCC unroll 4
+        __m512i sumi[8];
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) sumi[r] = _mm512_setzero_si512();
         for (int c = 0; c < 4; c++) {
             __m256i qv = _mm256_loadu_si256((const __m256i *)(wb->qs + 32 * c));
             __m512i q = _mm512_and_si512(
                 _mm512_inserti64x4(_mm512_castsi256_si512(qv), _mm256_srli_epi16(qv, 4), 1), m4);
             __m512i sc = _mm512_permutexvar_epi16(_mm512_load_si512(q5_q4k_idx[c]), sm16);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(xr.q[r] + 256 * b + 64 * c));
                 sumi[r] = _mm512_dpwssd_epi32(sumi[r], p, sc);
             }
         }
         __m256 d = _mm256_set1_ps(_cvtsh_ss(wb->d)), dmin = _mm256_set1_ps(_cvtsh_ss(wb->dmin));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             __m256i mt =
                 _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xr.s[r] + 16 * b)), mins);
@@ -165,7 +170,7 @@ AI void q5_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
             acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dx, dmin), _mm256_cvtepi32_ps(mt), acc[r]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) out[(size_t)r * ldo] = qm_hsum8(acc[r]);
 }
 
@@ -174,18 +179,18 @@ AI void q5_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
 AI void q5_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant_block_q6_k *w,
                     int nb, const int R, const int PF) {
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3), m30 = _mm512_set1_epi8(0x30);
-    __m256 acc[4];
+    __m256 acc[8];
     qm_xrows xr;
     qm_xrows_at(&xr, x, i0, R);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const quant_block_q6_k *wb = w + b;
         if (PF) qm_prefetch_block(wb, sizeof *wb);
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
         __m512i sc512 = _mm512_castsi256_si512(sc16);
-        __m512i sumi[4];
-#pragma GCC unroll 4
+        __m512i sumi[8];
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) sumi[r] = _mm512_setzero_si512();
         for (int h = 0; h < 2; h++) {
             __m512i ql = _mm512_loadu_si512(wb->ql + 64 * h);
@@ -200,7 +205,7 @@ AI void q5_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
                                           _mm512_and_si512(qha, m30));
             __m512i s01 = _mm512_permutexvar_epi16(_mm512_load_si512(q5_q6k_idx[2 * h]), sc512);
             __m512i s23 = _mm512_permutexvar_epi16(_mm512_load_si512(q5_q6k_idx[2 * h + 1]), sc512);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 const int8_t *xh = xr.q[r] + 256 * b + 128 * h;
                 __m512i p01 = _mm512_maddubs_epi16(q01, _mm512_loadu_si512(xh));
@@ -209,7 +214,7 @@ AI void q5_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
             }
         }
         __m256 d = _mm256_set1_ps(_cvtsh_ss(wb->d));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             /* the −32 of every 6-bit value: −32 · Σ_j sc_j · (sum of x over sub-block j) */
             __m256i corr =
@@ -219,12 +224,13 @@ AI void q5_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
             acc[r] = _mm256_fmadd_ps(a, _mm256_cvtepi32_ps(it), acc[r]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) out[(size_t)r * ldo] = qm_hsum8(acc[r]);
 }
 
 #define QM_TILE32 q5_tile32
 #define QM_TILE_Q4K q5_tile_q4k
 #define QM_TILE_Q6K q5_tile_q6k
+#define QM_PREFILL_ROWS 8
 #define QM_ENTRY cpu_qmatmul_avx512
 #include "kernels/cpu/cpu_qmatmul_isa.h"
