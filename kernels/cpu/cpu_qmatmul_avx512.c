@@ -92,6 +92,60 @@ AI void q5_tile32(float *out, int ldo, const cpu_qrows *x, int i0, const void *w
             _mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1)));
 }
 
+/* Prefill: W rows j and j + 1 against R x rows. Shared by two W rows, x goes in as the
+ * unsigned operand, x + 128 (x ^ 0x80), and each W row's signed bytes as they are, so the
+ * sign handling is one xor per x row instead of a masked negate per (x row, W row) pair; the
+ * 128 · Σw this adds to every lane is taken off by starting the lane at −128 · Σw (one
+ * vpdpbusd per W block pair, shared by the R rows). Integer sums are exact, so the lanes are
+ * the same as q5_pair32's, and so are the scales and the fma. */
+AI void q5_wpair(__m512i *wv, __m512i *negc, __m512 *dw, const void *w, dtype dt, int b) {
+    *wv = q5_w64(w, dt, b);
+    *negc = _mm512_sub_epi32(_mm512_setzero_si512(),
+                             _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(-128), *wv));
+    *dw = _mm512_insertf32x8(_mm512_set1_ps(qm_d32(w, dt, b)),
+                             _mm256_set1_ps(qm_d32(w, dt, b + 1)), 1);
+}
+
+AI void q5_tile32_2w(float *out, int ldo, const cpu_qrows *x, int i0, const void *w0,
+                     const void *w1, dtype dt, int nb, const int R) {
+    const __m512i flip = _mm512_set1_epi8(-128);
+    const __m512i two = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m512 acc0[8], acc1[8];
+    qm_xrows xr;
+    qm_xrows_at(&xr, x, i0, R);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        __m512i wv0, wv1, nc0, nc1;
+        __m512 dw0, dw1;
+        q5_wpair(&wv0, &nc0, &dw0, w0, dt, b);
+        q5_wpair(&wv1, &nc1, &dw1, w1, dt, b);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            __m512i xu = _mm512_xor_si512(_mm512_loadu_si512(xr.q[r] + 32 * b), flip);
+            double dd;
+            memcpy(&dd, xr.d[r] + b, sizeof dd);
+            __m512 dx =
+                _mm512_permutexvar_ps(two, _mm512_castps128_ps512(_mm_castpd_ps(_mm_set_sd(dd))));
+            __m512i p0 = _mm512_dpbusd_epi32(nc0, xu, wv0), p1 = _mm512_dpbusd_epi32(nc1, xu, wv1);
+            acc0[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw0, dx), _mm512_cvtepi32_ps(p0), acc0[r]);
+            acc1[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw1, dx), _mm512_cvtepi32_ps(p1), acc1[r]);
+        }
+    }
+    if (b < nb) {
+        q5_last32(acc0, xr.q, xr.d, w0, dt, b, R);
+        q5_last32(acc1, xr.q, xr.d, w1, dt, b, R);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        out[(size_t)r * ldo] = qm_hsum8(
+            _mm256_add_ps(_mm512_castps512_ps256(acc0[r]), _mm512_extractf32x8_ps(acc0[r], 1)));
+        out[(size_t)r * ldo + 1] = qm_hsum8(
+            _mm256_add_ps(_mm512_castps512_ps256(acc1[r]), _mm512_extractf32x8_ps(acc1[r], 1)));
+    }
+}
+
 /* ---- Q4_K ---- */
 
 /* vpermw indices: 16-bit lane 2c of the scales for int16 lanes 0-15, 2c + 1 for 16-31 (the
@@ -229,6 +283,7 @@ AI void q5_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
 }
 
 #define QM_TILE32 q5_tile32
+#define QM_TILE32_2W q5_tile32_2w
 #define QM_TILE_Q4K q5_tile_q4k
 #define QM_TILE_Q6K q5_tile_q6k
 #define QM_PREFILL_ROWS 8

@@ -127,6 +127,28 @@ AI void qm_rows(float *out, int ldo, const cpu_qrows *x, const void *w, dtype dt
     }
 }
 
+#ifdef QM_TILE32_2W
+/* Prefill on a 32-element type where the including file has a two-W-row tile
+ * (QM_TILE32_2W(out, ldo, x, i0, w0, w1, dt, nb, R)): W rows in pairs against RW x rows,
+ * the rest of the rows and a last odd W row through qm_rows. */
+AI void qm_rows32_2w(float *out, int ldo, const cpu_qrows *x, const void *w, dtype dt, int k,
+                     int m, int n0, int n1, const int RW) {
+    size_t rb = dtype_row_bytes(dt, k);
+    int j = n0, mt = m - m % RW;
+    for (; j + 2 <= n1; j += 2) {
+        const char *wj = (const char *)w + (size_t)j * rb;
+        for (int i = 0; i < mt; i += RW)
+            QM_TILE32_2W(out + (size_t)i * ldo + j, ldo, x, i, wj, wj + rb, dt, k / 32, RW);
+    }
+    if (mt < m) {
+        cpu_qrows tail = *x;
+        tail.base += (size_t)mt * x->stride;
+        qm_rows(out + (size_t)mt * ldo, ldo, &tail, w, dt, k, m - mt, n0, j, 0, RW);
+    }
+    if (j < n1) qm_rows(out, ldo, x, w, dt, k, m, j, n1, 0, RW);
+}
+#endif
+
 /* Rows of the prefill tiles: 4, or 8 where the including file's tiles take 8. */
 #ifndef QM_PREFILL_ROWS
 #define QM_PREFILL_ROWS 4
@@ -142,6 +164,12 @@ AI void qm_rows(float *out, int ldo, const cpu_qrows *x, const void *w, dtype dt
 
 void QM_ENTRY(float *restrict out, int ldo, const cpu_qrows *x, const void *restrict w, dtype dt,
               int k, int m, int n0, int n1) {
+#ifdef QM_TILE32_2W
+    if (m >= QM_PREFILL_ROWS && (dt == DTYPE_Q8_0 || dt == DTYPE_Q4_0 || dt == DTYPE_Q5_0)) {
+        qm_rows32_2w(out, ldo, x, w, dt, k, m, n0, n1, QM_PREFILL_ROWS);
+        return;
+    }
+#endif
     switch (dt) {
         QM_CASE(DTYPE_Q8_0)
         QM_CASE(DTYPE_Q4_0)
