@@ -154,28 +154,47 @@ AI void qm_rows32_2w(float *out, int ldo, const cpu_qrows *x, const void *w, dty
 #define QM_PREFILL_ROWS 4
 #endif
 
-/* One instantiation per dtype so the block layout is resolved at compile time; decode
- * (m < 8, bound by the weight stream) prefetches it, prefill takes the wider tiles. */
-#define QM_CASE(DT)                                                                                \
+/* One function per dtype and path, each kept out of line: the block layout is resolved at
+ * compile time, and each loop is register-allocated on its own (inlined into one function,
+ * the prefill tiles' 8-row accumulators cost the decode loop spills that slowed a decode step
+ * from a 4 KiB-page mmap by a third). Decode (m < 8, bound by the weight stream) prefetches
+ * it; prefill takes the wider tiles, two W rows at a time where the file has QM_TILE32_2W. */
+#ifdef QM_TILE32_2W
+#define QM_PREFILL32(DT) qm_rows32_2w(out, ldo, x, w, DT, k, m, n0, n1, QM_PREFILL_ROWS)
+#else
+#define QM_PREFILL32(DT) qm_rows(out, ldo, x, w, DT, k, m, n0, n1, 0, QM_PREFILL_ROWS)
+#endif
+#define QM_PATHS(NAME, DT, PREFILL)                                                                \
+    static __attribute__((noinline)) void qm_decode_##NAME(                                        \
+        float *out, int ldo, const cpu_qrows *x, const void *w, int k, int m, int n0, int n1) {   \
+        qm_rows(out, ldo, x, w, DT, k, m, n0, n1, 1, 4);                                           \
+    }                                                                                              \
+    static __attribute__((noinline)) void qm_prefill_##NAME(                                       \
+        float *out, int ldo, const cpu_qrows *x, const void *w, int k, int m, int n0, int n1) {   \
+        PREFILL;                                                                                   \
+    }
+QM_PATHS(q8_0, DTYPE_Q8_0, QM_PREFILL32(DTYPE_Q8_0))
+QM_PATHS(q4_0, DTYPE_Q4_0, QM_PREFILL32(DTYPE_Q4_0))
+QM_PATHS(q5_0, DTYPE_Q5_0, QM_PREFILL32(DTYPE_Q5_0))
+QM_PATHS(q4_k, DTYPE_Q4_K, qm_rows(out, ldo, x, w, DTYPE_Q4_K, k, m, n0, n1, 0, QM_PREFILL_ROWS))
+QM_PATHS(q6_k, DTYPE_Q6_K, qm_rows(out, ldo, x, w, DTYPE_Q6_K, k, m, n0, n1, 0, QM_PREFILL_ROWS))
+#undef QM_PATHS
+#undef QM_PREFILL32
+
+#define QM_CASE(DT, NAME)                                                                          \
     case DT:                                                                                       \
-        if (m < 8) qm_rows(out, ldo, x, w, DT, k, m, n0, n1, 1, 4);                                \
-        else qm_rows(out, ldo, x, w, DT, k, m, n0, n1, 0, QM_PREFILL_ROWS);                        \
+        if (m < 8) qm_decode_##NAME(out, ldo, x, w, k, m, n0, n1);                                 \
+        else qm_prefill_##NAME(out, ldo, x, w, k, m, n0, n1);                                      \
         break;
 
 void QM_ENTRY(float *restrict out, int ldo, const cpu_qrows *x, const void *restrict w, dtype dt,
               int k, int m, int n0, int n1) {
-#ifdef QM_TILE32_2W
-    if (m >= QM_PREFILL_ROWS && (dt == DTYPE_Q8_0 || dt == DTYPE_Q4_0 || dt == DTYPE_Q5_0)) {
-        qm_rows32_2w(out, ldo, x, w, dt, k, m, n0, n1, QM_PREFILL_ROWS);
-        return;
-    }
-#endif
     switch (dt) {
-        QM_CASE(DTYPE_Q8_0)
-        QM_CASE(DTYPE_Q4_0)
-        QM_CASE(DTYPE_Q5_0)
-        QM_CASE(DTYPE_Q4_K)
-        QM_CASE(DTYPE_Q6_K)
+        QM_CASE(DTYPE_Q8_0, q8_0)
+        QM_CASE(DTYPE_Q4_0, q4_0)
+        QM_CASE(DTYPE_Q5_0, q5_0)
+        QM_CASE(DTYPE_Q4_K, q4_k)
+        QM_CASE(DTYPE_Q6_K, q6_k)
     default: break;
     }
 }
