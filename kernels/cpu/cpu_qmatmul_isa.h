@@ -6,7 +6,8 @@
  * The loop is instantiated once per including file around that file's tile kernels, named by
  * QM_TILE32, QM_TILE_Q4K and QM_TILE_Q6K (each (out, ldo, x, i0, w, [dt,] nb, R, PF)), as the
  * entry point QM_ENTRY (a cpu_qmatmul_fn): define the four (and QM_PREFILL_ROWS 8 where the
- * tiles take R up to 8, not 4), then include this header. */
+ * tiles take R up to 8, not 4; QM_TILE32_2W where a prefill tile takes two W rows of a
+ * 32-element type), then include this header. */
 #ifndef STRATA_CPU_QMATMUL_ISA_H
 #define STRATA_CPU_QMATMUL_ISA_H
 
@@ -131,8 +132,8 @@ AI void qm_rows(float *out, int ldo, const cpu_qrows *x, const void *w, dtype dt
 /* Prefill on a 32-element type where the including file has a two-W-row tile
  * (QM_TILE32_2W(out, ldo, x, i0, w0, w1, dt, nb, R)): W rows in pairs against RW x rows,
  * the rest of the rows and a last odd W row through qm_rows. */
-AI void qm_rows32_2w(float *out, int ldo, const cpu_qrows *x, const void *w, dtype dt, int k,
-                     int m, int n0, int n1, const int RW) {
+AI void qm_rows32_2w(float *out, int ldo, const cpu_qrows *x, const void *w, dtype dt, int k, int m,
+                     int n0, int n1, const int RW) {
     size_t rb = dtype_row_bytes(dt, k);
     int j = n0, mt = m - m % RW;
     for (; j + 2 <= n1; j += 2) {
@@ -154,36 +155,31 @@ AI void qm_rows32_2w(float *out, int ldo, const cpu_qrows *x, const void *w, dty
 #define QM_PREFILL_ROWS 4
 #endif
 
-/* One function per dtype and path, each kept out of line: the block layout is resolved at
- * compile time, and each loop is register-allocated on its own (inlined into one function,
- * the prefill tiles' 8-row accumulators cost the decode loop spills that slowed a decode step
- * from a 4 KiB-page mmap by a third). Decode (m < 8, bound by the weight stream) prefetches
- * it; prefill takes the wider tiles, two W rows at a time where the file has QM_TILE32_2W. */
+/* Decode (m < 8, bound by the weight stream) is one inlined loop per dtype, prefetching the
+ * stream; prefill has one out-of-line function per dtype with the wider tiles (two W rows at
+ * a time where the file has QM_TILE32_2W), so its many tile shapes stay out of the decode
+ * loop's code. The block layout is resolved at compile time in each. */
 #ifdef QM_TILE32_2W
 #define QM_PREFILL32(DT) qm_rows32_2w(out, ldo, x, w, DT, k, m, n0, n1, QM_PREFILL_ROWS)
 #else
 #define QM_PREFILL32(DT) qm_rows(out, ldo, x, w, DT, k, m, n0, n1, 0, QM_PREFILL_ROWS)
 #endif
-#define QM_PATHS(NAME, DT, PREFILL)                                                                \
-    static __attribute__((noinline)) void qm_decode_##NAME(                                        \
-        float *out, int ldo, const cpu_qrows *x, const void *w, int k, int m, int n0, int n1) {   \
-        qm_rows(out, ldo, x, w, DT, k, m, n0, n1, 1, 4);                                           \
-    }                                                                                              \
+#define QM_PREFILL(NAME, BODY)                                                                     \
     static __attribute__((noinline)) void qm_prefill_##NAME(                                       \
-        float *out, int ldo, const cpu_qrows *x, const void *w, int k, int m, int n0, int n1) {   \
-        PREFILL;                                                                                   \
+        float *out, int ldo, const cpu_qrows *x, const void *w, int k, int m, int n0, int n1) {    \
+        BODY;                                                                                      \
     }
-QM_PATHS(q8_0, DTYPE_Q8_0, QM_PREFILL32(DTYPE_Q8_0))
-QM_PATHS(q4_0, DTYPE_Q4_0, QM_PREFILL32(DTYPE_Q4_0))
-QM_PATHS(q5_0, DTYPE_Q5_0, QM_PREFILL32(DTYPE_Q5_0))
-QM_PATHS(q4_k, DTYPE_Q4_K, qm_rows(out, ldo, x, w, DTYPE_Q4_K, k, m, n0, n1, 0, QM_PREFILL_ROWS))
-QM_PATHS(q6_k, DTYPE_Q6_K, qm_rows(out, ldo, x, w, DTYPE_Q6_K, k, m, n0, n1, 0, QM_PREFILL_ROWS))
-#undef QM_PATHS
+QM_PREFILL(q8_0, QM_PREFILL32(DTYPE_Q8_0))
+QM_PREFILL(q4_0, QM_PREFILL32(DTYPE_Q4_0))
+QM_PREFILL(q5_0, QM_PREFILL32(DTYPE_Q5_0))
+QM_PREFILL(q4_k, qm_rows(out, ldo, x, w, DTYPE_Q4_K, k, m, n0, n1, 0, QM_PREFILL_ROWS))
+QM_PREFILL(q6_k, qm_rows(out, ldo, x, w, DTYPE_Q6_K, k, m, n0, n1, 0, QM_PREFILL_ROWS))
+#undef QM_PREFILL
 #undef QM_PREFILL32
 
 #define QM_CASE(DT, NAME)                                                                          \
     case DT:                                                                                       \
-        if (m < 8) qm_decode_##NAME(out, ldo, x, w, k, m, n0, n1);                                 \
+        if (m < 8) qm_rows(out, ldo, x, w, DT, k, m, n0, n1, 1, 4);                                \
         else qm_prefill_##NAME(out, ldo, x, w, k, m, n0, n1);                                      \
         break;
 
