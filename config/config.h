@@ -29,6 +29,9 @@
     X(revision, "revision", STR, NULL, "hub revision (branch, tag or commit)")                     \
     X(gguf_file, "gguf-file", STR, NULL,                                                           \
       "the .gguf file to load from the --model directory or hub repository")                       \
+    X(mmap, "mmap", BOOL, 0,                                                                       \
+      "CPU: read the weights in place from the checkpoint's mapping (default: copy them into "     \
+      "huge pages at load, which decodes faster)")                                                 \
     X(served_model_name, "served-model-name", STR, NULL, "model id in the API (default: --model)") \
     X(host, "host", STR, "127.0.0.1", "address to listen on")                                      \
     X(port, "port", INT, 8080, "TCP port to listen on")                                            \

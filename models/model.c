@@ -115,6 +115,8 @@ int model_open(model **out, const model_opts *opts, backend *b, strata_err *err)
     }
     if (!opts->load_dummy && !m->gg && st_open(&m->st, opts->path, err)) goto fail;
     if (wsrc_create(&m->src, m->st, opts->path, opts->weight_dtype, opts->seed, b, err)) goto fail;
+    /* the CUDA backend uploads every weight anyway; the CPU one streams them where they lie */
+    wsrc_copy_mapped(m->src, !opts->weights_mmap && !strcmp(backend_name(b), "cpu"));
     if (dtype_block_elems(opts->quant) > 1 &&
         wsrc_quantize(m->src, opts->quant, opts->quant_as_f32, err))
         goto fail;

@@ -41,6 +41,9 @@ typedef struct model_opts {
     /* tests: with quant, store those matrices quantized then dequantized as F32, so the f32
      * path runs the quantized weight values (the reference of the quantized kernels) */
     int quant_as_f32;
+    /* --mmap: the CPU backend reads checkpoint matrices in place from the file mapping; by
+     * default it copies them into huge-page memory at load (wsrc_copy_mapped) */
+    int weights_mmap;
 } model_opts;
 
 enum { MODEL_KV_AUTO = 0, MODEL_KV_F32, MODEL_KV_BF16 };

@@ -65,6 +65,7 @@ int srv_load(srv *S, strata_err *err) {
                      .load_dummy = dummy,
                      .weight_dtype = DTYPE_COUNT,
                      .quant = quant,
+                     .weights_mmap = cfg->mmap,
                      .max_seqs = (int)cfg->max_seqs,
                      .ctx_size = (int)cfg->ctx_size,
                      .step_tokens = (int)(cfg->max_seqs + cfg->prefill_chunk),

@@ -37,6 +37,9 @@ struct wsrc {
     int progress_shown;      /* a progress line is open on stderr */
     double q_start, q_shown; /* seconds (CLOCK_MONOTONIC) when wsrc_quantize was called and
                                 of the last progress line */
+    int copy_mapped;         /* wsrc_copy_mapped: matrices read in place are copied in */
+    int n_copied;
+    size_t copied_bytes;
 };
 
 /* Weight buffers are 2 MiB aligned and asked for transparent huge pages: decode
@@ -245,8 +248,8 @@ static int quant_weight(wsrc *w, bk_weight *wt, const char *name, int flags, str
 
 /* --quantization, then --dtype, on a weight of a plain dtype found in host memory (file names
  * it in messages); a block-typed weight (a quantized GGUF tensor) stays as it is. */
-static int wsrc_convert(wsrc *w, const char *file, const char *name, bk_weight *wt, int flags,
-                        strata_err *err) {
+static int wsrc_convert_dtype(wsrc *w, const char *file, const char *name, bk_weight *wt, int flags,
+                              strata_err *err) {
     if (dtype_block_elems(wt->dt) > 1) return 0;
     const void *stored = wt->data;
     size_t n = 1;
@@ -266,6 +269,44 @@ static int wsrc_convert(wsrc *w, const char *file, const char *name, bk_weight *
     }
     return 0;
 }
+
+static int wsrc_owns(const wsrc *w, const void *p) {
+    for (const owned *o = w->bufs; o; o = o->next)
+        if ((const char *)p >= (const char *)o->data &&
+            (const char *)p < (const char *)o->data + o->bytes)
+            return 1;
+    return 0;
+}
+
+/* With wsrc_copy_mapped: a matrix still read in place from the checkpoint's mapping moves
+ * into memory of its own (huge pages from 2 MiB). Host-bound weights (read a row at a time)
+ * stay. */
+static int wsrc_copy_in(wsrc *w, const char *file, const char *name, bk_weight *wt, int flags,
+                        strata_err *err) {
+    if (!w->copy_mapped || (flags & ARCH_BIND_HOST) || wt->ndim < 2 || wsrc_owns(w, wt->data))
+        return 0;
+    size_t bytes = dtype_row_bytes(wt->dt, wt->shape[wt->ndim - 1]);
+    for (int i = 0; i < wt->ndim - 1; i++) bytes *= (size_t)wt->shape[i];
+    void *p = wsrc_own(w, bytes);
+    if (!p)
+        return strata_err_set(err, STRATA_ENOMEM,
+                              "%s: no memory to copy %s in (%zu MiB); --mmap reads the weights "
+                              "in place",
+                              file, name, bytes >> 20);
+    memcpy(p, wt->data, bytes);
+    wt->data = p;
+    w->n_copied++;
+    w->copied_bytes += bytes;
+    return 0;
+}
+
+static int wsrc_convert(wsrc *w, const char *file, const char *name, bk_weight *wt, int flags,
+                        strata_err *err) {
+    if (wsrc_convert_dtype(w, file, name, wt, flags, err)) return err->code;
+    return wsrc_copy_in(w, file, name, wt, flags, err);
+}
+
+void wsrc_copy_mapped(wsrc *w, int on) { w->copy_mapped = on; }
 
 /* Hands wt to the backend (weight_prepare) unless ARCH_BIND_HOST, and keeps a copy to release
  * at destroy; *out is the prepared weight. */

@@ -41,6 +41,11 @@ size_t wsrc_owned_bytes(const wsrc *w);
  * path runs exactly the quantized model's weight values. Returns STRATA_EINVALID for a q
  * that is not Q8_0 or Q4_K, STRATA_EUNSUPPORTED where b has no kernels for it. */
 int wsrc_quantize(wsrc *w, dtype q, int as_f32, strata_err *err);
+/* Set before any bind: matrices the checkpoint holds as they are used (read in place from
+ * its file mapping, 4 KiB pages that can lie anywhere in memory) are copied into 2 MiB
+ * huge-page memory instead, as the CPU backend streams them at decode; off (--mmap), they
+ * stay in the mapping. */
+void wsrc_copy_mapped(wsrc *w, int on);
 /* The one rule of which weights --quantization q converts, and to what (DTYPE_COUNT: kept):
  * 2-D weights bound without ARCH_BIND_HOST / ARCH_BIND_KEEP (in the three models exactly
  * the matmul and embedding matrices; norms, conv, A_log, biases are 1-D or 3-D) whose row

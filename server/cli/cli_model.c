@@ -151,6 +151,9 @@ int cli_model_parse(cli_model *o, int argc, char **argv, const char *usage) {
         } else if (!strcmp(a, "--host-sampling")) {
             o->host_sampling = 1;
             used = 0;
+        } else if (!strcmp(a, "--mmap")) {
+            o->weights_mmap = 1;
+            used = 0;
         } else {
             fprintf(stderr, "strata: unknown option '%s'\n%s", a, usage);
             return -1;
@@ -192,7 +195,8 @@ int cli_model_open(cli_model *o) {
                      .ctx_size = o->ctx_size,
                      .step_tokens = o->chunk,
                      .ple_on_device = o->ple_on_device,
-                     .kv_cache = o->kv_cache};
+                     .kv_cache = o->kv_cache,
+                     .weights_mmap = o->weights_mmap};
     if (model_open(&o->m, &mo, o->b, &err)) {
         fprintf(stderr, "strata: %s\n", err.msg);
         if (err.code == STRATA_ENOMEM) cli_print_device_memory(o->b, "when it ran out");

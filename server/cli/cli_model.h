@@ -24,6 +24,7 @@ typedef struct cli_model {
     int ignore_eos;          /* --ignore-eos */
     int ple_on_device;       /* --ple-on-device: Gemma 4's PLE table with the weights */
     int host_sampling;       /* --host-sampling: not the device's sampler */
+    int weights_mmap;        /* --mmap: weights read in place from the file mapping */
     int kv_cache;            /* --kv-cache-dtype as MODEL_KV_* */
     const char *out;         /* --out FILE */
     int prompt_len, gen_len; /* bench */

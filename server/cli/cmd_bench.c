@@ -17,7 +17,7 @@ static const char bench_usage[] =
     "usage: strata bench --model DIR|PRESET [--load-format dummy] [--prompt-len 16]\n"
     "         [--gen-len 60] [--dtype bf16|f16|f32] [--quantization none|q8_0|q4_k]\n"
     "         [--device cpu|cuda|auto] [--threads N]\n"
-    "         [--prefill-chunk N] [--kv-cache-dtype auto|bf16|f32] [--host-sampling]\n"
+    "         [--prefill-chunk N] [--kv-cache-dtype auto|bf16|f32] [--host-sampling] [--mmap]\n"
     "         [--print-tokens] [--gemv] [--profile]\n"
     "Prints prefill ms, decode tok/s, bytes read per decode token, the measured read\n"
     "bandwidth and the fraction of the roofline reached. --print-tokens also prints the\n"

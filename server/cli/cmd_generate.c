@@ -18,7 +18,7 @@ static const char generate_usage[] =
     "         [--threads N] [--ctx-size N] [--kv-cache-dtype auto|bf16|f32]\n"
     "         [--prefill-chunk N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]\n"
     "         [--repetition-penalty R] [--presence-penalty P] [--frequency-penalty F]\n"
-    "         [--seed S] [--logprobs N] [--ignore-eos] [--host-sampling]\n"
+    "         [--seed S] [--logprobs N] [--ignore-eos] [--host-sampling] [--mmap]\n"
     "Prints one JSON object: the generated ids (and their text when the checkpoint has a\n"
     "tokenizer), prefill ms and decode tokens/s. --prompt is encoded without special\n"
     "tokens added.\n";

@@ -49,7 +49,7 @@
 #define F32_REL_TOL 2e-4
 #define BF16_MIN_GAP 1.0f
 
-static model *open_with(backend *b, const char *path, dtype quant, dtype wdt) {
+static model *open_mmap(backend *b, const char *path, dtype quant, dtype wdt, int weights_mmap) {
     model *m = NULL;
     strata_err err = {0};
     model_opts o = {.path = path,
@@ -58,9 +58,14 @@ static model *open_with(backend *b, const char *path, dtype quant, dtype wdt) {
                     .ctx_size = 256,
                     .step_tokens = 256,
                     .quant = quant,
-                    .kv_cache = MODEL_KV_F32};
+                    .kv_cache = MODEL_KV_F32,
+                    .weights_mmap = weights_mmap};
     if (model_open(&m, &o, b, &err)) fprintf(stderr, "%s: %s\n", path, err.msg);
     return m;
+}
+
+static model *open_with(backend *b, const char *path, dtype quant, dtype wdt) {
+    return open_mmap(b, path, quant, wdt, 0);
 }
 
 /* Every case's logits, one shot: [sum n, vocab]; NULL on an error. */
@@ -327,6 +332,37 @@ static void expect_refusal(const fbuf *b, int code, const char *needle) {
     rmdir(dir);
 }
 
+/* The weights copied out of the file mapping at load (the CPU default) and read in place
+ * (--mmap) give the same logits, bit for bit, from a GGUF file (quantized blocks) and from
+ * safetensors. */
+static void test_mmap_or_copy(void) {
+    const char *paths[] = {G "qwen35_tiny-q8_0.gguf", "tests/golden/qwen35_tiny"};
+    golden_set gs;
+    if (golden_load(paths[1], &gs)) {
+        CHECK_MSG(0, "cannot load fixture %s", paths[1]);
+        return;
+    }
+    backend *b = NULL;
+    strata_err err = {0};
+    CHECK(backend_cpu_create(2, &b, &err) == 0);
+    size_t total = 0;
+    for (int c = 0; c < gs.n_cases; c++) total += (size_t)gs.cases[c].n * (size_t)gs.vocab;
+    for (int i = 0; i < 2; i++) {
+        model *mc = open_mmap(b, paths[i], DTYPE_F32, DTYPE_COUNT, 0);
+        model *mm = open_mmap(b, paths[i], DTYPE_F32, DTYPE_COUNT, 1);
+        CHECK_MSG(mc && mm, "%s: did not open", paths[i]);
+        float *lc = mc ? all_logits(mc, &gs) : NULL, *lm = mm ? all_logits(mm, &gs) : NULL;
+        CHECK_MSG(lc && lm && !memcmp(lc, lm, total * sizeof(float)),
+                  "%s: copied and mapped weights give different logits", paths[i]);
+        free(lc);
+        free(lm);
+        model_close(mc);
+        model_close(mm);
+    }
+    backend_destroy(b);
+    golden_free(&gs);
+}
+
 static void test_refusals(void) {
     fbuf orig = fb_load(G "qwen35_tiny-f32.gguf");
     CHECK(orig.len > 0);
@@ -384,6 +420,7 @@ int main(void) {
     RUN(test_gemma4_q8_0);
     RUN(test_nemotron_h_f32);
     RUN(test_nemotron_h_q8_0);
+    RUN(test_mmap_or_copy);
     RUN(test_refusals);
     TEST_DONE();
 }
