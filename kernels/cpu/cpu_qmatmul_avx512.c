@@ -293,31 +293,22 @@ AI void q5_tile32(float *out, int ldo, const cpu_qrows *x, int i0, const void *w
     }
 }
 
-AI void q5_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant_block_q4_k *w,
-                    int nb, const int R, const int PF) {
-    if (R > 4) {
-        __m256 acc[8];
-        __m512i sumi[8];
-        q5_tile_q4k_in(out, ldo, x, i0, w, nb, R, PF, acc, sumi);
-    } else {
-        __m256 acc[4];
-        __m512i sumi[4];
-        q5_tile_q4k_in(out, ldo, x, i0, w, nb, R, PF, acc, sumi);
+#define Q5_TILE_K(NAME, BLOCK)                                                                     \
+    AI void q5_tile_##NAME(float *out, int ldo, const cpu_qrows *x, int i0, const BLOCK *w,        \
+                           int nb, const int R, const int PF) {                                    \
+        if (R > 4) {                                                                               \
+            __m256 acc[8];                                                                         \
+            __m512i sumi[8];                                                                       \
+            q5_tile_##NAME##_in(out, ldo, x, i0, w, nb, R, PF, acc, sumi);                         \
+        } else {                                                                                   \
+            __m256 acc[4];                                                                         \
+            __m512i sumi[4];                                                                       \
+            q5_tile_##NAME##_in(out, ldo, x, i0, w, nb, R, PF, acc, sumi);                         \
+        }                                                                                          \
     }
-}
-
-AI void q5_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant_block_q6_k *w,
-                    int nb, const int R, const int PF) {
-    if (R > 4) {
-        __m256 acc[8];
-        __m512i sumi[8];
-        q5_tile_q6k_in(out, ldo, x, i0, w, nb, R, PF, acc, sumi);
-    } else {
-        __m256 acc[4];
-        __m512i sumi[4];
-        q5_tile_q6k_in(out, ldo, x, i0, w, nb, R, PF, acc, sumi);
-    }
-}
+Q5_TILE_K(q4k, quant_block_q4_k)
+Q5_TILE_K(q6k, quant_block_q6_k)
+#undef Q5_TILE_K
 
 #define QM_TILE32 q5_tile32
 #define QM_TILE32_2W q5_tile32_2w
