@@ -28,178 +28,22 @@ typedef struct bad_case {
 } bad_case;
 
 #define U "{\"role\": \"user\", \"content\": \"x\"}"
-#define CHAT(extra) "{\"messages\": [" U "]" extra "}"
-#define CMPL(extra) "{\"prompt\": \"x\"" extra "}"
+/* the one field the smallest good chat and completion bodies have */
+#define MESSAGES "\"messages\": [" U "]"
+#define PROMPT "\"prompt\": \"x\""
+#define CHAT(extra) "{" MESSAGES extra "}"
+#define CMPL(extra) "{" PROMPT extra "}"
 
 static const bad_case bad[] = {
     /* the body */
     {SRV_JOB_COMPLETION, "{", "", 400, "Invalid JSON"},
     {SRV_JOB_COMPLETION, "[1]", "", 400, "JSON object"},
     {SRV_JOB_COMPLETION, "{\"prompt\": \"x\", \"prompt\": \"y\"}", "", 400, "duplicate"},
-    /* completions: the prompt */
-    {SRV_JOB_COMPLETION, "{}", "prompt", 400, "required"},
-    {SRV_JOB_COMPLETION, "{\"prompt\": null}", "prompt", 400, "required"},
-    {SRV_JOB_COMPLETION, "{\"prompt\": []}", "prompt", 400, "not empty"},
-    {SRV_JOB_COMPLETION, "{\"prompt\": 5}", "prompt", 400, "must be a string"},
-    {SRV_JOB_COMPLETION, "{\"prompt\": [\"a\", 1]}", "prompt", 400, "all be strings"},
-    {SRV_JOB_COMPLETION, "{\"prompt\": [[1], 2]}", "prompt", 400, "token id lists"},
-    {SRV_JOB_COMPLETION, "{\"prompt\": [1, \"a\"]}", "prompt", 400, "token ids"},
-    {SRV_JOB_COMPLETION, "{\"prompt\": [4096]}", "prompt", 400, "[0, 4096)"},
-    {SRV_JOB_COMPLETION, "{\"prompt\": [-1]}", "prompt", 400, "[0, 4096)"},
-    {SRV_JOB_COMPLETION, "{\"prompt\": [[]]}", "prompt", 400, "must not be empty"},
-    /* the slots: prompts x n (the daemon's SIGSEGV) */
-    {SRV_JOB_COMPLETION, "{\"prompt\": [\"a\",\"a\",\"a\",\"a\",\"a\"], \"max_tokens\": 1}",
-     "prompt", 400, "exceed the 4 sequences"},
-    {SRV_JOB_COMPLETION, "{\"prompt\": [\"a\", \"b\"], \"n\": 3}", "n", 400, "--max-seqs"},
-    {SRV_JOB_COMPLETION, "{\"prompt\": [[1], [2], [3]], \"n\": 2}", "n", 400, "6 choices"},
-    {SRV_JOB_COMPLETION, CMPL(", \"n\": 5"), "n", 400, "between 1 and 4"},
-    {SRV_JOB_COMPLETION, CMPL(", \"n\": 0"), "n", 400, "between 1 and 4"},
-    /* sampling and length fields */
-    {SRV_JOB_COMPLETION, CMPL(", \"max_tokens\": 0"), "max_tokens", 400, "at least 1"},
-    {SRV_JOB_COMPLETION, CMPL(", \"max_tokens\": -1"), "max_tokens", 400, "between"},
-    {SRV_JOB_COMPLETION, CMPL(", \"max_tokens\": 1.5"), "max_tokens", 400, "integer"},
-    {SRV_JOB_COMPLETION, CMPL(", \"max_completion_tokens\": 0"), "max_completion_tokens", 400,
-     "between"},
-    {SRV_JOB_COMPLETION, CMPL(", \"temperature\": 2.5"), "temperature", 400, "between 0 and 2"},
-    {SRV_JOB_COMPLETION, CMPL(", \"temperature\": \"1\""), "temperature", 400, "number"},
-    {SRV_JOB_COMPLETION, CMPL(", \"top_p\": 0"), "top_p", 400, "(0, 1]"},
-    {SRV_JOB_COMPLETION, CMPL(", \"top_p\": 1.5"), "top_p", 400, "between"},
-    {SRV_JOB_COMPLETION, CMPL(", \"min_p\": 2"), "min_p", 400, "between"},
-    {SRV_JOB_COMPLETION, CMPL(", \"top_k\": -2"), "top_k", 400, "between"},
-    {SRV_JOB_COMPLETION, CMPL(", \"presence_penalty\": 3"), "presence_penalty", 400, "between"},
-    {SRV_JOB_COMPLETION, CMPL(", \"frequency_penalty\": -3"), "frequency_penalty", 400, "between"},
-    {SRV_JOB_COMPLETION, CMPL(", \"repetition_penalty\": 0"), "repetition_penalty", 400, "(0, 10]"},
-    {SRV_JOB_COMPLETION, CMPL(", \"repetition_penalty\": 11"), "repetition_penalty", 400,
-     "between"},
-    {SRV_JOB_COMPLETION, CMPL(", \"seed\": 1.5"), "seed", 400, "integer"},
-    {SRV_JOB_COMPLETION, CMPL(", \"stop\": 1"), "stop", 400, "string or a list"},
-    {SRV_JOB_COMPLETION, CMPL(", \"stop\": [1]"), "stop", 400, "items must be strings"},
-    {SRV_JOB_COMPLETION,
-     CMPL(", \"stop\": [\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\","
-          "\"k\",\"l\",\"m\",\"n\",\"o\",\"p\",\"q\"]"),
-     "stop", 400, "at most 16"},
-    {SRV_JOB_COMPLETION, CMPL(", \"stop_token_ids\": [-1]"), "stop_token_ids", 400, "token ids"},
-    {SRV_JOB_COMPLETION, CMPL(", \"stop_token_ids\": 5"), "stop_token_ids", 400, "a list"},
-    {SRV_JOB_COMPLETION, CMPL(", \"logit_bias\": []"), "logit_bias", 400, "an object"},
-    {SRV_JOB_COMPLETION, CMPL(", \"logit_bias\": {\"x\": 1}"), "logit_bias", 400, "keys must be"},
-    {SRV_JOB_COMPLETION, CMPL(", \"logit_bias\": {\"4096\": 1}"), "logit_bias", 400,
-     "keys must be"},
-    {SRV_JOB_COMPLETION, CMPL(", \"logit_bias\": {\"1\": 101}"), "logit_bias", 400,
-     "between -100 and 100"},
-    {SRV_JOB_COMPLETION, CMPL(", \"logprobs\": 21"), "logprobs", 400, "between"},
-    {SRV_JOB_COMPLETION, CMPL(", \"echo\": \"yes\""), "echo", 400, "boolean"},
-    {SRV_JOB_COMPLETION, CMPL(", \"stream\": 1"), "stream", 400, "boolean"},
-    {SRV_JOB_COMPLETION, CMPL(", \"stream_options\": {}"), "stream_options", 400, "only allowed"},
-    {SRV_JOB_COMPLETION, CMPL(", \"stream\": true, \"stream_options\": 1"), "stream_options", 400,
-     "an object"},
-    {SRV_JOB_COMPLETION, CMPL(", \"stream\": true, \"stream_options\": {\"include_usage\": 1}"),
-     "include_usage", 400, "boolean"},
-    {SRV_JOB_COMPLETION, CMPL(", \"ignore_eos\": 1"), "ignore_eos", 400, "boolean"},
-    {SRV_JOB_COMPLETION, CMPL(", \"skip_special_tokens\": 1"), "skip_special_tokens", 400,
-     "boolean"},
-    {SRV_JOB_COMPLETION, CMPL(", \"suffix\": \"s\""), "suffix", 400, "not supported"},
-    {SRV_JOB_COMPLETION, CMPL(", \"best_of\": 3"), "best_of", 400, "not supported"},
-    {SRV_JOB_COMPLETION, CMPL(", \"user\": 5"), "user", 400, "string"},
-    {SRV_JOB_COMPLETION, CMPL(", \"model\": 5"), "model", 400, "string"},
+    /* the model: the one 404 */
     {SRV_JOB_COMPLETION, CMPL(", \"model\": \"gpt-4\""), "model", 404, "does not exist"},
-    {SRV_JOB_COMPLETION, CMPL(", \"response_format\": 1"), "response_format", 400, "with a type"},
-    {SRV_JOB_COMPLETION, CMPL(", \"tools\": 1"), "tools", 400, "a list"},
-    {SRV_JOB_COMPLETION, CMPL(", \"tool_choice\": \"required\""), "tool_choice", 400,
-     "needs 'tools'"},
-    {SRV_JOB_COMPLETION, CMPL(", \"tool_choice\": \"sometimes\""), "tool_choice", 400,
-     "\"required\""},
-    {SRV_JOB_COMPLETION, CMPL(", \"modalities\": [\"audio\"]"), "modalities", 400, "\"text\""},
-    {SRV_JOB_COMPLETION, CMPL(", \"modalities\": \"text\""), "modalities", 400, "a list"},
-    /* output formats: each checked when the request is read, and only one at a time */
-    {SRV_JOB_COMPLETION, CMPL(", \"guided_grammar\": \"root ::= x\""), "guided_grammar", 400,
-     "not defined"},
-    {SRV_JOB_CHAT, CHAT(", \"grammar\": \"root ::= x\""), "grammar", 400, "not defined"},
-    {SRV_JOB_COMPLETION, CMPL(", \"guided_regex\": \"a(?=b)\""), "guided_regex", 400, "offset"},
-    {SRV_JOB_COMPLETION, CMPL(", \"guided_json\": {\"type\": \"object\", \"not\": {}}"),
-     "guided_json", 400, "\"not\""},
-    {SRV_JOB_COMPLETION, CMPL(", \"guided_json\": \"{oops\""), "guided_json", 400,
-     "not valid JSON"},
-    {SRV_JOB_COMPLETION, CMPL(", \"guided_choice\": []"), "guided_choice", 400, "non-empty"},
-    {SRV_JOB_COMPLETION, CMPL(", \"guided_choice\": [\"a\"], \"regex\": \"b\""), "regex", 400,
-     "only one"},
-    {SRV_JOB_CHAT, CHAT(", \"structured_outputs\": {\"json\": {}, \"regex\": \"a\"}"),
-     "structured_outputs", 400, "only one"},
-    {SRV_JOB_CHAT, CHAT(", \"structural_tag\": \"{}\""), "structural_tag", 400, "structural"},
-    {SRV_JOB_COMPLETION, CMPL(", \"use_beam_search\": true"), "use_beam_search", 400, "beam"},
-    {SRV_JOB_COMPLETION, CMPL(", \"length_penalty\": 2"), "length_penalty", 400, "beam"},
-    {SRV_JOB_COMPLETION, CMPL(", \"min_tokens\": 4"), "min_tokens", 400, "minimum length"},
-    {SRV_JOB_COMPLETION, CMPL(", \"bad_words\": [\"a\"]"), "bad_words", 400, "logit_bias"},
-    {SRV_JOB_COMPLETION, CMPL(", \"allowed_token_ids\": [1]"), "allowed_token_ids", 400,
-     "logit_bias"},
-    {SRV_JOB_COMPLETION, CMPL(", \"logits_processors\": [\"x\"]"), "logits_processors", 400,
-     "processors"},
-    {SRV_JOB_COMPLETION, CMPL(", \"typical_p\": 0.5"), "typical_p", 400, "typical"},
-    {SRV_JOB_COMPLETION, CMPL(", \"tfs_z\": 0.5"), "tfs_z", 400, "tail-free"},
-    {SRV_JOB_COMPLETION, CMPL(", \"mirostat\": 2"), "mirostat", 400, "mirostat"},
-    {SRV_JOB_COMPLETION, CMPL(", \"dynatemp_range\": 0.5"), "dynatemp_range", 400, "dynamic"},
-    {SRV_JOB_COMPLETION, CMPL(", \"dry_multiplier\": 0.8"), "dry_multiplier", 400, "DRY"},
-    {SRV_JOB_COMPLETION, CMPL(", \"xtc_probability\": 0.5"), "xtc_probability", 400, "XTC"},
-    {SRV_JOB_COMPLETION, CMPL(", \"top_n_sigma\": 1"), "top_n_sigma", 400, "sigma"},
-    {SRV_JOB_COMPLETION, CMPL(", \"repeat_penalty\": 1.1"), "repeat_penalty", 400,
-     "repetition_penalty"},
-    {SRV_JOB_COMPLETION, CMPL(", \"truncate_prompt_tokens\": 8"), "truncate_prompt_tokens", 400,
-     "truncated"},
-    {SRV_JOB_COMPLETION, CMPL(", \"prompt_logprobs\": 1"), "prompt_logprobs", 400, "echo"},
-    {SRV_JOB_COMPLETION, CMPL(", \"include_stop_str_in_output\": true"),
-     "include_stop_str_in_output", 400, "stop"},
-    {SRV_JOB_COMPLETION, CMPL(", \"spaces_between_special_tokens\": false"),
-     "spaces_between_special_tokens", 400, "special"},
-    {SRV_JOB_CHAT, CHAT(", \"functions\": [{\"name\": \"f\"}]"), "functions", 400, "tools"},
-    {SRV_JOB_CHAT, CHAT(", \"function_call\": \"auto\""), "function_call", 400, "tools"},
-    {SRV_JOB_CHAT, CHAT(", \"audio\": {\"voice\": \"x\"}"), "audio", 400, "audio"},
-    {SRV_JOB_CHAT, CHAT(", \"web_search_options\": {}"), "web_search_options", 400, "web search"},
-    /* chat: the messages */
-    {SRV_JOB_CHAT, "{}", "messages", 400, "non-empty list"},
-    {SRV_JOB_CHAT, "{\"messages\": []}", "messages", 400, "non-empty list"},
-    {SRV_JOB_CHAT, "{\"messages\": \"hi\"}", "messages", 400, "non-empty list"},
-    {SRV_JOB_CHAT, "{\"messages\": [1]}", "messages", 400, "must be an object"},
-    {SRV_JOB_CHAT, "{\"messages\": [{\"content\": \"x\"}]}", "messages", 400,
-     "role must be a string"},
-    {SRV_JOB_CHAT, "{\"messages\": [{\"role\": \"god\", \"content\": \"x\"}]}", "messages", 400,
-     "is not one of"},
-    {SRV_JOB_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", "messages", 400,
-     "content must be"},
-    {SRV_JOB_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [5]}]}", "messages", 400,
-     "content part"},
-    {SRV_JOB_CHAT,
-     "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}", "messages",
-     400, "text only"},
-    {SRV_JOB_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}",
-     "messages", 400, "text must be a string"},
-    {SRV_JOB_CHAT, CHAT(", \"echo\": true"), "echo", 400, "completions"},
-    {SRV_JOB_CHAT, CHAT(", \"max_tokens\": 0"), "max_tokens", 400, "at least 1"},
-    {SRV_JOB_CHAT, CHAT(", \"logprobs\": 1"), "logprobs", 400, "boolean"},
-    {SRV_JOB_CHAT, CHAT(", \"top_logprobs\": 1"), "top_logprobs", 400, "requires 'logprobs'"},
-    {SRV_JOB_CHAT, CHAT(", \"logprobs\": true, \"top_logprobs\": 21"), "top_logprobs", 400,
-     "between"},
-    {SRV_JOB_CHAT, CHAT(", \"response_format\": {\"type\": \"json_schema\"}"), "response_format",
-     400, "needs a 'json_schema' object"},
-    {SRV_JOB_CHAT,
-     CHAT(", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}],"
-          " \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}"),
-     "tool_choice", 400, "not among"},
-    {SRV_JOB_CHAT,
-     CHAT(", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}],"
-          " \"tool_choice\": \"required\", \"guided_regex\": \"a\""),
-     "tool_choice", 400, "cannot be combined"},
-    {SRV_JOB_CHAT, CHAT(", \"chat_template_kwargs\": []"), "chat_template_kwargs", 400,
-     "an object"},
-    {SRV_JOB_CHAT, CHAT(", \"add_generation_prompt\": 1"), "add_generation_prompt", 400, "boolean"},
-    {SRV_JOB_CHAT, CHAT(", \"continue_final_message\": 1"), "continue_final_message", 400,
-     "boolean"},
-    {SRV_JOB_CHAT, CHAT(", \"add_generation_prompt\": true, \"continue_final_message\": true"),
-     "continue_final_message", 400, "cannot both"},
-    {SRV_JOB_CHAT, CHAT(", \"n\": 5"), "n", 400, "between 1 and 4"},
     /* the builder: template, tokenizer, context */
     {SRV_JOB_CHAT, "{\"messages\": [{\"role\": \"assistant\", \"content\": null}]}", "messages",
      400, ""},
-    {SRV_JOB_CHAT, CHAT(", \"chat_template_kwargs\": {\"add_generation_prompt\": false}"),
-     "messages", 400, "reserved variable"},
     {SRV_JOB_CHAT,
      "{\"messages\": [{\"role\": \"assistant\", \"content\": \"zzz\"}], "
      "\"continue_final_message\": "
@@ -208,13 +52,165 @@ static const bad_case bad[] = {
     {SRV_JOB_COMPLETION, "{\"prompt\": \"\"}", "prompt", 400, "empty after tokenization"},
     {SRV_JOB_COMPLETION, "{\"prompt\": [\"And\", \"\"], \"n\": 2}", "prompt", 400,
      "empty after tokenization"},
-    {SRV_JOB_COMPLETION, CMPL(", \"max_tokens\": 64"), "prompt", 400,
-     "maximum context length is 64"},
     {SRV_JOB_COMPLETION,
      "{\"prompt\": [[1], [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
      "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]]}",
      "prompt", 400, "maximum context length"},
-    {SRV_JOB_CHAT, CHAT(", \"max_tokens\": 60"), "messages", 400, "maximum context length"},
+};
+
+/* A field (or a few) that spoils a body, refused with a 400 that names param. The body is
+ * the fields in braces, after the smallest good body's field in the *_fields tables. */
+typedef struct field_case {
+    const char *fields, *param;
+    const char *says; /* a piece of the message */
+} field_case;
+
+static const field_case completion_prompts[] = {
+    {"", "prompt", "required"},
+    {"\"prompt\": null", "prompt", "required"},
+    {"\"prompt\": []", "prompt", "not empty"},
+    {"\"prompt\": 5", "prompt", "must be a string"},
+    {"\"prompt\": [\"a\", 1]", "prompt", "all be strings"},
+    {"\"prompt\": [[1], 2]", "prompt", "token id lists"},
+    {"\"prompt\": [1, \"a\"]", "prompt", "token ids"},
+    {"\"prompt\": [4096]", "prompt", "[0, 4096)"},
+    {"\"prompt\": [-1]", "prompt", "[0, 4096)"},
+    {"\"prompt\": [[]]", "prompt", "must not be empty"},
+    /* the slots: prompts x n (the daemon's SIGSEGV) */
+    {"\"prompt\": [\"a\",\"a\",\"a\",\"a\",\"a\"], \"max_tokens\": 1", "prompt",
+     "exceed the 4 sequences"},
+    {"\"prompt\": [\"a\", \"b\"], \"n\": 3", "n", "--max-seqs"},
+    {"\"prompt\": [[1], [2], [3]], \"n\": 2", "n", "6 choices"},
+};
+
+static const field_case chat_messages[] = {
+    {"", "messages", "non-empty list"},
+    {"\"messages\": []", "messages", "non-empty list"},
+    {"\"messages\": \"hi\"", "messages", "non-empty list"},
+    {"\"messages\": [1]", "messages", "must be an object"},
+    {"\"messages\": [{\"content\": \"x\"}]", "messages", "role must be a string"},
+    {"\"messages\": [{\"role\": \"god\", \"content\": \"x\"}]", "messages", "is not one of"},
+    {"\"messages\": [{\"role\": \"user\", \"content\": 5}]", "messages", "content must be"},
+    {"\"messages\": [{\"role\": \"user\", \"content\": [5]}]", "messages", "content part"},
+    {"\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]", "messages",
+     "text only"},
+    {"\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]", "messages",
+     "text must be a string"},
+};
+
+static const field_case completion_fields[] = {
+    /* the slots */
+    {"\"n\": 5", "n", "between 1 and 4"},
+    {"\"n\": 0", "n", "between 1 and 4"},
+    /* sampling and length fields */
+    {"\"max_tokens\": 0", "max_tokens", "at least 1"},
+    {"\"max_tokens\": -1", "max_tokens", "between"},
+    {"\"max_tokens\": 1.5", "max_tokens", "integer"},
+    {"\"max_completion_tokens\": 0", "max_completion_tokens", "between"},
+    {"\"temperature\": 2.5", "temperature", "between 0 and 2"},
+    {"\"temperature\": \"1\"", "temperature", "number"},
+    {"\"top_p\": 0", "top_p", "(0, 1]"},
+    {"\"top_p\": 1.5", "top_p", "between"},
+    {"\"min_p\": 2", "min_p", "between"},
+    {"\"top_k\": -2", "top_k", "between"},
+    {"\"presence_penalty\": 3", "presence_penalty", "between"},
+    {"\"frequency_penalty\": -3", "frequency_penalty", "between"},
+    {"\"repetition_penalty\": 0", "repetition_penalty", "(0, 10]"},
+    {"\"repetition_penalty\": 11", "repetition_penalty", "between"},
+    {"\"seed\": 1.5", "seed", "integer"},
+    {"\"stop\": 1", "stop", "string or a list"},
+    {"\"stop\": [1]", "stop", "items must be strings"},
+    {"\"stop\": [\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\","
+     "\"k\",\"l\",\"m\",\"n\",\"o\",\"p\",\"q\"]",
+     "stop", "at most 16"},
+    {"\"stop_token_ids\": [-1]", "stop_token_ids", "token ids"},
+    {"\"stop_token_ids\": 5", "stop_token_ids", "a list"},
+    {"\"logit_bias\": []", "logit_bias", "an object"},
+    {"\"logit_bias\": {\"x\": 1}", "logit_bias", "keys must be"},
+    {"\"logit_bias\": {\"4096\": 1}", "logit_bias", "keys must be"},
+    {"\"logit_bias\": {\"1\": 101}", "logit_bias", "between -100 and 100"},
+    {"\"logprobs\": 21", "logprobs", "between"},
+    {"\"echo\": \"yes\"", "echo", "boolean"},
+    {"\"stream\": 1", "stream", "boolean"},
+    {"\"stream_options\": {}", "stream_options", "only allowed"},
+    {"\"stream\": true, \"stream_options\": 1", "stream_options", "an object"},
+    {"\"stream\": true, \"stream_options\": {\"include_usage\": 1}", "include_usage", "boolean"},
+    {"\"ignore_eos\": 1", "ignore_eos", "boolean"},
+    {"\"skip_special_tokens\": 1", "skip_special_tokens", "boolean"},
+    {"\"suffix\": \"s\"", "suffix", "not supported"},
+    {"\"best_of\": 3", "best_of", "not supported"},
+    {"\"user\": 5", "user", "string"},
+    {"\"model\": 5", "model", "string"},
+    {"\"response_format\": 1", "response_format", "with a type"},
+    {"\"tools\": 1", "tools", "a list"},
+    {"\"tool_choice\": \"required\"", "tool_choice", "needs 'tools'"},
+    {"\"tool_choice\": \"sometimes\"", "tool_choice", "\"required\""},
+    {"\"modalities\": [\"audio\"]", "modalities", "\"text\""},
+    {"\"modalities\": \"text\"", "modalities", "a list"},
+    /* output formats: each checked when the request is read, and only one at a time */
+    {"\"guided_grammar\": \"root ::= x\"", "guided_grammar", "not defined"},
+    {"\"guided_regex\": \"a(?=b)\"", "guided_regex", "offset"},
+    {"\"guided_json\": {\"type\": \"object\", \"not\": {}}", "guided_json", "\"not\""},
+    {"\"guided_json\": \"{oops\"", "guided_json", "not valid JSON"},
+    {"\"guided_choice\": []", "guided_choice", "non-empty"},
+    {"\"guided_choice\": [\"a\"], \"regex\": \"b\"", "regex", "only one"},
+    /* options other servers take and strata refuses */
+    {"\"use_beam_search\": true", "use_beam_search", "beam"},
+    {"\"length_penalty\": 2", "length_penalty", "beam"},
+    {"\"min_tokens\": 4", "min_tokens", "minimum length"},
+    {"\"bad_words\": [\"a\"]", "bad_words", "logit_bias"},
+    {"\"allowed_token_ids\": [1]", "allowed_token_ids", "logit_bias"},
+    {"\"logits_processors\": [\"x\"]", "logits_processors", "processors"},
+    {"\"typical_p\": 0.5", "typical_p", "typical"},
+    {"\"tfs_z\": 0.5", "tfs_z", "tail-free"},
+    {"\"mirostat\": 2", "mirostat", "mirostat"},
+    {"\"dynatemp_range\": 0.5", "dynatemp_range", "dynamic"},
+    {"\"dry_multiplier\": 0.8", "dry_multiplier", "DRY"},
+    {"\"xtc_probability\": 0.5", "xtc_probability", "XTC"},
+    {"\"top_n_sigma\": 1", "top_n_sigma", "sigma"},
+    {"\"repeat_penalty\": 1.1", "repeat_penalty", "repetition_penalty"},
+    {"\"truncate_prompt_tokens\": 8", "truncate_prompt_tokens", "truncated"},
+    {"\"prompt_logprobs\": 1", "prompt_logprobs", "echo"},
+    {"\"include_stop_str_in_output\": true", "include_stop_str_in_output", "stop"},
+    {"\"spaces_between_special_tokens\": false", "spaces_between_special_tokens", "special"},
+    /* the builder: the context */
+    {"\"max_tokens\": 64", "prompt", "maximum context length is 64"},
+};
+
+static const field_case chat_fields[] = {
+    /* output formats */
+    {"\"grammar\": \"root ::= x\"", "grammar", "not defined"},
+    {"\"structured_outputs\": {\"json\": {}, \"regex\": \"a\"}", "structured_outputs", "only one"},
+    {"\"structural_tag\": \"{}\"", "structural_tag", "structural"},
+    /* options other servers take and strata refuses */
+    {"\"functions\": [{\"name\": \"f\"}]", "functions", "tools"},
+    {"\"function_call\": \"auto\"", "function_call", "tools"},
+    {"\"audio\": {\"voice\": \"x\"}", "audio", "audio"},
+    {"\"web_search_options\": {}", "web_search_options", "web search"},
+    /* chat fields */
+    {"\"echo\": true", "echo", "completions"},
+    {"\"max_tokens\": 0", "max_tokens", "at least 1"},
+    {"\"logprobs\": 1", "logprobs", "boolean"},
+    {"\"top_logprobs\": 1", "top_logprobs", "requires 'logprobs'"},
+    {"\"logprobs\": true, \"top_logprobs\": 21", "top_logprobs", "between"},
+    {"\"response_format\": {\"type\": \"json_schema\"}", "response_format",
+     "needs a 'json_schema' object"},
+    {"\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}],"
+     " \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}",
+     "tool_choice", "not among"},
+    {"\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}],"
+     " \"tool_choice\": \"required\", \"guided_regex\": \"a\"",
+     "tool_choice", "cannot be combined"},
+    {"\"chat_template_kwargs\": []", "chat_template_kwargs", "an object"},
+    {"\"add_generation_prompt\": 1", "add_generation_prompt", "boolean"},
+    {"\"continue_final_message\": 1", "continue_final_message", "boolean"},
+    {"\"add_generation_prompt\": true, \"continue_final_message\": true", "continue_final_message",
+     "cannot both"},
+    {"\"n\": 5", "n", "between 1 and 4"},
+    /* the builder: template, context */
+    {"\"chat_template_kwargs\": {\"add_generation_prompt\": false}", "messages",
+     "reserved variable"},
+    {"\"max_tokens\": 60", "messages", "maximum context length"},
 };
 
 /* Runs one body through the builder; returns its error (status 0 = built). */
@@ -233,24 +229,49 @@ static openai_error build(int job, const char *body, size_t len, int *n_choices)
     return e;
 }
 
+/* Builds body and checks how it is refused: status, param and a piece of the message
+ * (status 0: it must build, and free, cleanly). */
+static void check_refused(int job, const char *body, int status, const char *param,
+                          const char *says) {
+    int nc = 0;
+    openai_error e = build(job, body, strlen(body), &nc);
+    if (!status) {
+        CHECK_MSG(e.status == 0, "%s: %d %s", body, e.status, e.message);
+        return;
+    }
+    CHECK_MSG(e.status == status, "%s: status %d (%s)", body, e.status, e.message);
+    CHECK_MSG(!strcmp(e.param, param), "%s: param '%s' (%s)", body, e.param, e.message);
+    CHECK_MSG(e.message[0] && strstr(e.message, says), "%s: message '%s'", body, e.message);
+    json_t *j = openai_error_json(&e);
+    CHECK(j != NULL);
+    json_decref(j);
+}
+
+#define FIELD_SET(job, head, cases)                                                                \
+    { job, head, cases, sizeof cases / sizeof cases[0] }
+static const struct field_set {
+    int job;
+    const char *head; /* the body up to the fields */
+    const field_case *cases;
+    size_t n;
+} field_sets[] = {
+    FIELD_SET(SRV_JOB_COMPLETION, "{", completion_prompts),
+    FIELD_SET(SRV_JOB_CHAT, "{", chat_messages),
+    FIELD_SET(SRV_JOB_COMPLETION, "{" PROMPT ", ", completion_fields),
+    FIELD_SET(SRV_JOB_CHAT, "{" MESSAGES ", ", chat_fields),
+};
+
 static void test_every_failure(void) {
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int nc = 0;
-        openai_error e = build(bad[i].job, bad[i].body, strlen(bad[i].body), &nc);
-        if (!bad[i].status) {
-            /* a row that must build (and free) cleanly */
-            CHECK_MSG(e.status == 0, "%s: %d %s", bad[i].body, e.status, e.message);
-            continue;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        check_refused(bad[i].job, bad[i].body, bad[i].status, bad[i].param, bad[i].says);
+    for (size_t si = 0; si < sizeof field_sets / sizeof field_sets[0]; si++) {
+        const struct field_set *set = &field_sets[si];
+        for (size_t i = 0; i < set->n; i++) {
+            char body[512];
+            int len = snprintf(body, sizeof body, "%s%s}", set->head, set->cases[i].fields);
+            CHECK_MSG(len > 0 && (size_t)len < sizeof body, "%s: too long", set->cases[i].fields);
+            check_refused(set->job, body, 400, set->cases[i].param, set->cases[i].says);
         }
-        CHECK_MSG(e.status == bad[i].status, "%s: status %d (%s)", bad[i].body, e.status,
-                  e.message);
-        CHECK_MSG(!strcmp(e.param, bad[i].param), "%s: param '%s' (%s)", bad[i].body, e.param,
-                  e.message);
-        CHECK_MSG(e.message[0] && strstr(e.message, bad[i].says), "%s: message '%s'", bad[i].body,
-                  e.message);
-        json_t *j = openai_error_json(&e);
-        CHECK(j != NULL);
-        json_decref(j);
     }
     /* every request was freed: nothing is left live */
     CHECK_EQ_INT(atomic_load(&F.S.live_reqs), 0);
