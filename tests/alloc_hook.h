@@ -43,33 +43,29 @@
 #endif
 #endif
 
+/* ALLOC_HOOK_REAL(malloc) names the allocator the hooks forward to. */
 #if !defined(ALLOC_HOOK_ASAN)
 #define ALLOC_HOOK_ON 1
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t n, size_t size);
-extern void *__libc_realloc(void *p, size_t n);
-extern void __libc_free(void *p);
-extern void *__libc_memalign(size_t align, size_t n);
-#define ALLOC_HOOK_MALLOC __libc_malloc
-#define ALLOC_HOOK_CALLOC __libc_calloc
-#define ALLOC_HOOK_REALLOC __libc_realloc
-#define ALLOC_HOOK_FREE __libc_free
-#define ALLOC_HOOK_MEMALIGN __libc_memalign
+#define ALLOC_HOOK_REAL(name) __libc_##name
 #elif defined(ALLOC_HOOK_WITH_ASAN) && defined(__GNUC__) && !defined(__clang__)
 /* gcc's libasan names its allocator entry points __interceptor_<name>. */
 #define ALLOC_HOOK_ON 1
-extern void *__interceptor_malloc(size_t n);
-extern void *__interceptor_calloc(size_t n, size_t size);
-extern void *__interceptor_realloc(void *p, size_t n);
-extern void __interceptor_free(void *p);
-extern void *__interceptor_memalign(size_t align, size_t n);
-#define ALLOC_HOOK_MALLOC __interceptor_malloc
-#define ALLOC_HOOK_CALLOC __interceptor_calloc
-#define ALLOC_HOOK_REALLOC __interceptor_realloc
-#define ALLOC_HOOK_FREE __interceptor_free
-#define ALLOC_HOOK_MEMALIGN __interceptor_memalign
+#define ALLOC_HOOK_REAL(name) __interceptor_##name
 #else
 #define ALLOC_HOOK_ON 0
+#endif
+
+#if ALLOC_HOOK_ON
+extern void *ALLOC_HOOK_REAL(malloc)(size_t n);
+extern void *ALLOC_HOOK_REAL(calloc)(size_t n, size_t size);
+extern void *ALLOC_HOOK_REAL(realloc)(void *p, size_t n);
+extern void ALLOC_HOOK_REAL(free)(void *p);
+extern void *ALLOC_HOOK_REAL(memalign)(size_t align, size_t n);
+#define ALLOC_HOOK_MALLOC ALLOC_HOOK_REAL(malloc)
+#define ALLOC_HOOK_CALLOC ALLOC_HOOK_REAL(calloc)
+#define ALLOC_HOOK_REALLOC ALLOC_HOOK_REAL(realloc)
+#define ALLOC_HOOK_FREE ALLOC_HOOK_REAL(free)
+#define ALLOC_HOOK_MEMALIGN ALLOC_HOOK_REAL(memalign)
 #endif
 
 #define ALLOC_HOOK_SITES 32
