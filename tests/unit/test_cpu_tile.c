@@ -55,59 +55,57 @@ static void tile_check(cpu_tile_gemm_fn fn, const char *name, int m, int n, int 
     free(a);
 }
 
-static void test_tile_gemm(void) {
-    static const int ms[] = {1, 2, 3, 4, 5, 7, 8, 13, 64};
-    static const int ns[] = {16, 32, 48, 80, 144};
-    static const int ks[] = {0, 1, 5, 16, 67, 128};
-    static const float alphas[] = {0.0f, 1.0f, -0.375f};
+/* Runs check on a one-thread backend of every ISA this machine runs. */
+static void for_each_isa(void (*check)(backend *b, const char *isa_name)) {
     for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
         if (!cpu_backend_isa_supported((cpu_isa)isa)) continue;
         backend *b = NULL;
         strata_err err = {0};
         CHECK(cpu_backend_create_isa(1, (cpu_isa)isa, &b, &err) == 0);
         if (!b) continue;
-        cpu_tile_gemm_fn fn = cpu_tile_gemm_of(b);
-        const char *name = cpu_backend_isa_name((cpu_isa)isa);
-        for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
-            for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
-                for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
-                    for (size_t ai = 0; ai < sizeof alphas / sizeof *alphas; ai++)
-                        tile_check(fn, name, ms[mi], ns[ni], ks[ki], alphas[ai]);
+        check(b, cpu_backend_isa_name((cpu_isa)isa));
         backend_destroy(b);
     }
 }
 
+static void tile_gemm_sizes(backend *b, const char *name) {
+    static const int ms[] = {1, 2, 3, 4, 5, 7, 8, 13, 64};
+    static const int ns[] = {16, 32, 48, 80, 144};
+    static const int ks[] = {0, 1, 5, 16, 67, 128};
+    static const float alphas[] = {0.0f, 1.0f, -0.375f};
+    cpu_tile_gemm_fn fn = cpu_tile_gemm_of(b);
+    for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+            for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+                for (size_t ai = 0; ai < sizeof alphas / sizeof *alphas; ai++)
+                    tile_check(fn, name, ms[mi], ns[ni], ks[ki], alphas[ai]);
+}
+
+static void test_tile_gemm(void) { for_each_isa(tile_gemm_sizes); }
+
 /* a and c in one buffer, disjoint columns: c = [0, 16) += a = [16, 16 + k) · b, the way
  * the delta rule's chunk forms Ũ = U − W·S0 in place. */
-static void test_tile_shared_buffer(void) {
-    for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
-        if (!cpu_backend_isa_supported((cpu_isa)isa)) continue;
-        backend *b = NULL;
-        strata_err err = {0};
-        CHECK(cpu_backend_create_isa(1, (cpu_isa)isa, &b, &err) == 0);
-        if (!b) continue;
-        int m = 6, k = 9, ld = 16 + k;
-        float *x = frand((size_t)m * ld), *w = frand((size_t)k * 16);
-        double *want = dvec((size_t)m * 16);
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < 16; j++) {
-                double s = x[(size_t)i * ld + j];
-                for (int l = 0; l < k; l++) s += (double)x[(size_t)i * ld + 16 + l] * w[l * 16 + j];
-                want[i * 16 + j] = s;
-            }
-        cpu_tile_gemm_of(b)(x, ld, x + 16, ld, w, 16, m, 16, k, 1.0f);
-        double md = 0;
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < 16; j++)
-                md = fmax(md, fabs(x[(size_t)i * ld + j] - want[i * 16 + j]));
-        CHECK_MSG(md <= tile_tol(k), "%s shared buffer: max diff %.3g",
-                  cpu_backend_isa_name((cpu_isa)isa), md);
-        free(want);
-        free(w);
-        free(x);
-        backend_destroy(b);
-    }
+static void tile_shared_buffer(backend *b, const char *name) {
+    int m = 6, k = 9, ld = 16 + k;
+    float *x = frand((size_t)m * ld), *w = frand((size_t)k * 16);
+    double *want = dvec((size_t)m * 16);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < 16; j++) {
+            double s = x[(size_t)i * ld + j];
+            for (int l = 0; l < k; l++) s += (double)x[(size_t)i * ld + 16 + l] * w[l * 16 + j];
+            want[i * 16 + j] = s;
+        }
+    cpu_tile_gemm_of(b)(x, ld, x + 16, ld, w, 16, m, 16, k, 1.0f);
+    double md = 0;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < 16; j++) md = fmax(md, fabs(x[(size_t)i * ld + j] - want[i * 16 + j]));
+    CHECK_MSG(md <= tile_tol(k), "%s shared buffer: max diff %.3g", name, md);
+    free(want);
+    free(w);
+    free(x);
 }
+
+static void test_tile_shared_buffer(void) { for_each_isa(tile_shared_buffer); }
 
 int main(void) {
     RUN(test_tile_gemm);
