@@ -105,97 +105,107 @@ static void test_chat_forms(void) {
     openai_request_free(&r);
 }
 
+/* A body the parser refuses with a 400 that names param. */
+typedef struct invalid_case {
+    const char *body, *param; /* body: whole, or the fields a set's head and tail wrap */
+} invalid_case;
+
+static const invalid_case completion_bodies[] = {
+    {"{", ""},
+    {"[]", ""},
+    {"{}", "prompt"},
+    {"{\"prompt\": []}", "prompt"},
+    {"{\"prompt\": [\"a\", 1]}", "prompt"},
+    {"{\"prompt\": [1, \"a\"]}", "prompt"},
+    {"{\"prompt\": [512]}", "prompt"},
+    {"{\"prompt\": [[]]}", "prompt"},
+};
+
+static const invalid_case completion_fields[] = {
+    {"\"max_tokens\": 0", "max_tokens"},
+    {"\"max_tokens\": 0, \"echo\": false", "max_tokens"},
+    {"\"max_tokens\": -1, \"echo\": true", "max_tokens"},
+    {"\"max_tokens\": 1.5", "max_tokens"},
+    {"\"temperature\": 2.5", "temperature"},
+    {"\"temperature\": \"1\"", "temperature"},
+    {"\"top_p\": 0", "top_p"},
+    {"\"min_p\": 2", "min_p"},
+    {"\"top_k\": -2", "top_k"},
+    {"\"presence_penalty\": 3", "presence_penalty"},
+    {"\"frequency_penalty\": -3", "frequency_penalty"},
+    {"\"repetition_penalty\": 0", "repetition_penalty"},
+    {"\"seed\": 1.5", "seed"},
+    {"\"n\": 5", "n"},
+    {"\"stop\": 1", "stop"},
+    {"\"stop\": [1]", "stop"},
+    {"\"logit_bias\": {\"x\": 1}", "logit_bias"},
+    {"\"logit_bias\": {\"1\": 101}", "logit_bias"},
+    {"\"logit_bias\": {\"600\": 1}", "logit_bias"},
+    {"\"logprobs\": 21", "logprobs"},
+    {"\"stream\": 1", "stream"},
+    {"\"stream_options\": {}", "stream_options"},
+    {"\"suffix\": \"s\"", "suffix"},
+    {"\"best_of\": 3", "best_of"},
+    {"\"echo\": \"yes\"", "echo"},
+    {"\"model\": 5", "model"},
+    {"\"user\": 5", "user"},
+    {"\"stop_token_ids\": [-1]", "stop_token_ids"},
+};
+
+static const invalid_case chat_bodies[] = {
+    {"{\"messages\": []}", "messages"},
+    {"{\"messages\": \"hi\"}", "messages"},
+    {"{\"messages\": [1]}", "messages"},
+    {"{\"messages\": [{\"content\": \"x\"}]}", "messages"},
+    {"{\"messages\": [{\"role\": \"god\", \"content\": \"x\"}]}", "messages"},
+    {"{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", "messages"},
+    {"{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}",
+     "messages"},
+    {"{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}", "messages"},
+};
+
+static const invalid_case chat_fields[] = {
+    {"\"max_tokens\": 0", "max_tokens"},
+    {"\"echo\": true", "echo"},
+    {"\"top_logprobs\": 1", "top_logprobs"},
+    {"\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\"}}",
+     "response_format"},
+    {"\"tool_choice\": \"required\"", "tool_choice"},
+    {"\"chat_template_kwargs\": []", "chat_template_kwargs"},
+    {"\"add_generation_prompt\": true, \"continue_final_message\": true", "continue_final_message"},
+};
+
+#define U "{\"role\": \"user\", \"content\": \"x\"}"
+#define INVALID_SET(kind, head, cases, tail)                                                       \
+    { kind, head, cases, sizeof cases / sizeof cases[0], tail }
+static const struct invalid_set {
+    int kind;
+    const char *head;
+    const invalid_case *cases;
+    size_t n;
+    const char *tail;
+} invalid_sets[] = {
+    INVALID_SET(OPENAI_COMPLETION, "", completion_bodies, ""),
+    INVALID_SET(OPENAI_COMPLETION, "{\"prompt\": \"x\", ", completion_fields, "}"),
+    INVALID_SET(OPENAI_CHAT, "", chat_bodies, ""),
+    INVALID_SET(OPENAI_CHAT, "{\"messages\": [" U "], ", chat_fields, "}"),
+};
+
 static void test_invalid(void) {
-    static const struct {
-        int kind;
-        const char *body, *param;
-        int status;
-    } bad[] = {
-        {OPENAI_COMPLETION, "{", "", 400},
-        {OPENAI_COMPLETION, "[]", "", 400},
-        {OPENAI_COMPLETION, "{}", "prompt", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": []}", "prompt", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": [\"a\", 1]}", "prompt", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": [1, \"a\"]}", "prompt", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": [512]}", "prompt", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": [[]]}", "prompt", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 0}", "max_tokens", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 0, \"echo\": false}", "max_tokens",
-         400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": -1, \"echo\": true}", "max_tokens",
-         400},
-        {OPENAI_CHAT,
-         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 0}",
-         "max_tokens", 400},
-        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"echo\": true}",
-         "echo", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 1.5}", "max_tokens", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"temperature\": 2.5}", "temperature", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"temperature\": \"1\"}", "temperature", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"top_p\": 0}", "top_p", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"min_p\": 2}", "min_p", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"top_k\": -2}", "top_k", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"presence_penalty\": 3}", "presence_penalty",
-         400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"frequency_penalty\": -3}", "frequency_penalty",
-         400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"repetition_penalty\": 0}", "repetition_penalty",
-         400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"seed\": 1.5}", "seed", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"n\": 5}", "n", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"stop\": 1}", "stop", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"stop\": [1]}", "stop", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"logit_bias\": {\"x\": 1}}", "logit_bias", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"logit_bias\": {\"1\": 101}}", "logit_bias", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"logit_bias\": {\"600\": 1}}", "logit_bias", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"logprobs\": 21}", "logprobs", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"stream\": 1}", "stream", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"stream_options\": {}}", "stream_options", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"suffix\": \"s\"}", "suffix", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"best_of\": 3}", "best_of", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"echo\": \"yes\"}", "echo", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"model\": 5}", "model", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"user\": 5}", "user", 400},
-        {OPENAI_COMPLETION, "{\"prompt\": \"x\", \"stop_token_ids\": [-1]}", "stop_token_ids", 400},
-        {OPENAI_CHAT, "{\"messages\": []}", "messages", 400},
-        {OPENAI_CHAT, "{\"messages\": \"hi\"}", "messages", 400},
-        {OPENAI_CHAT, "{\"messages\": [1]}", "messages", 400},
-        {OPENAI_CHAT, "{\"messages\": [{\"content\": \"x\"}]}", "messages", 400},
-        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"god\", \"content\": \"x\"}]}", "messages", 400},
-        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", "messages", 400},
-        {OPENAI_CHAT,
-         "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}",
-         "messages", 400},
-        {OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}",
-         "messages", 400},
-        {OPENAI_CHAT,
-         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 1}",
-         "top_logprobs", 400},
-        {OPENAI_CHAT,
-         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": "
-         "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\"}}}",
-         "response_format", 400},
-        {OPENAI_CHAT,
-         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": "
-         "\"required\"}",
-         "tool_choice", 400},
-        {OPENAI_CHAT,
-         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": []}",
-         "chat_template_kwargs", 400},
-        {OPENAI_CHAT,
-         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"add_generation_prompt\": "
-         "true, \"continue_final_message\": true}",
-         "continue_final_message", 400},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        openai_request r;
-        openai_error e;
-        memset(&e, 0, sizeof e);
-        int rc = parse(&r, bad[i].kind, bad[i].body, &e);
-        CHECK_MSG(rc == -bad[i].status && e.status == bad[i].status, "%s: rc %d", bad[i].body, rc);
-        CHECK_MSG(!strcmp(e.param, bad[i].param), "%s: param '%s'", bad[i].body, e.param);
-        CHECK_MSG(e.message[0] && !strcmp(e.type, "invalid_request_error"), "%s", bad[i].body);
-        openai_request_free(&r);
+    for (size_t si = 0; si < sizeof invalid_sets / sizeof invalid_sets[0]; si++) {
+        const struct invalid_set *set = &invalid_sets[si];
+        for (size_t i = 0; i < set->n; i++) {
+            char body[256];
+            snprintf(body, sizeof body, "%s%s%s", set->head, set->cases[i].body, set->tail);
+            openai_request r;
+            openai_error e;
+            memset(&e, 0, sizeof e);
+            int rc = parse(&r, set->kind, body, &e);
+            CHECK_MSG(rc == -400 && e.status == 400, "%s: rc %d", body, rc);
+            CHECK_MSG(!strcmp(e.param, set->cases[i].param), "%s: param '%s'", body, e.param);
+            CHECK_MSG(e.message[0] && !strcmp(e.type, "invalid_request_error"), "%s", body);
+            openai_request_free(&r);
+        }
     }
 }
 
