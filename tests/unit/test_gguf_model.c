@@ -43,6 +43,7 @@
 #include "tests/golden_run.h"
 #pragma GCC diagnostic pop
 #include "tests/golden_util.h"
+#include "tests/model_test_open.h"
 #include "tests/test.h"
 
 #define G "tests/data/gguf/golden/"
@@ -50,18 +51,10 @@
 #define BF16_MIN_GAP 1.0f
 
 static model *open_mmap(backend *b, const char *path, dtype quant, dtype wdt, int weights_mmap) {
-    model *m = NULL;
-    strata_err err = {0};
-    model_opts o = {.path = path,
-                    .weight_dtype = wdt,
-                    .max_seqs = 1,
-                    .ctx_size = 256,
-                    .step_tokens = 256,
-                    .quant = quant,
-                    .kv_cache = MODEL_KV_F32,
-                    .weights_mmap = weights_mmap};
-    if (model_open(&m, &o, b, &err)) fprintf(stderr, "%s: %s\n", path, err.msg);
-    return m;
+    model_opts o = model_test_opts(path, wdt, quant, 256, 256);
+    o.kv_cache = MODEL_KV_F32;
+    o.weights_mmap = weights_mmap;
+    return model_test_open(b, &o);
 }
 
 static model *open_with(backend *b, const char *path, dtype quant, dtype wdt) {
@@ -116,21 +109,30 @@ static void check_near_quant(const char *path, const char *dir, const golden_set
     backend_destroy(b);
 }
 
+/* The GGUF gguf_name's path, the fixture dir's golden set and a 2-thread CPU backend (NULL
+ * after a failed check); -1, after a failed check, when the fixture does not load. */
+static int fixture_open(const char *gguf_name, const char *dir, char path[256], golden_set *gs,
+                        backend **b) {
+    snprintf(path, 256, G "%s", gguf_name);
+    *b = NULL;
+    if (golden_load(dir, gs)) {
+        CHECK_MSG(0, "cannot load fixture %s", dir);
+        return -1;
+    }
+    strata_err err = {0};
+    CHECK(backend_cpu_create(2, b, &err) == 0);
+    return 0;
+}
+
 /* The GGUF gguf_name against the fixture dir: vs transformers (f32: within F32_REL_TOL; bf16:
  * greedy where clear) and vs the safetensors model (quantized on load with quant) within
  * self_tol. */
 static void check_file(const char *gguf_name, const char *dir, dtype quant, dtype wdt,
                        double self_tol) {
     char path[256];
-    snprintf(path, sizeof path, G "%s", gguf_name);
     golden_set gs;
-    if (golden_load(dir, &gs)) {
-        CHECK_MSG(0, "cannot load fixture %s", dir);
-        return;
-    }
-    backend *b = NULL;
-    strata_err err = {0};
-    CHECK(backend_cpu_create(2, &b, &err) == 0);
+    backend *b;
+    if (fixture_open(gguf_name, dir, path, &gs, &b)) return;
     model *mg = open_with(b, path, DTYPE_F32, DTYPE_COUNT), *ms = open_with(b, dir, quant, wdt);
     CHECK_MSG(mg && ms, "%s: did not open", path);
     float *lg = mg ? all_logits(mg, &gs) : NULL, *ls = ms ? all_logits(ms, &gs) : NULL;
@@ -220,15 +222,10 @@ static void test_nemotron_h_q8_0(void) {
  * must be equal at every position whose top-2 gap is more than twice the tolerance. */
 static void check_tiled(const char *gguf_name, const char *dir, double tol) {
     char path[256];
-    snprintf(path, sizeof path, G "%s", gguf_name);
     golden_set gs;
-    if (golden_load(dir, &gs)) {
-        CHECK_MSG(0, "cannot load fixture %s", dir);
-        return;
-    }
-    backend *b = NULL;
+    backend *b;
+    if (fixture_open(gguf_name, dir, path, &gs, &b)) return;
     strata_err err = {0};
-    CHECK(backend_cpu_create(2, &b, &err) == 0);
     /* the switch and the decision: off, the tiny files are un-tiled; on, kept tiled */
     gguf *g = NULL;
     int tiled = -1;

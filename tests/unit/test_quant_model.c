@@ -34,6 +34,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "models/load/wsrc.h"
 #include "models/model.h"
+#include "tests/model_test_open.h"
 #include "tests/test.h"
 
 #define N_TOK 24
@@ -41,20 +42,12 @@
 /* quant: a block dtype, or F32 for none; dummy: the directory's config with dummy f32
  * weights (load_dummy), else its safetensors. */
 static model *open_q(backend *b, const char *dir, int dummy, dtype quant, int as_f32) {
-    model *m = NULL;
-    strata_err err = {0};
-    model_opts o = {.path = dir,
-                    .load_dummy = dummy,
-                    .weight_dtype = dummy ? DTYPE_F32 : DTYPE_COUNT,
-                    .quant = quant,
-                    .quant_as_f32 = as_f32,
-                    .max_seqs = 1,
-                    .ctx_size = 64,
-                    .step_tokens = 32,
-                    .seed = 11,
-                    .kv_cache = MODEL_KV_F32};
-    if (model_open(&m, &o, b, &err)) fprintf(stderr, "%s: %s\n", dir, err.msg);
-    return m;
+    model_opts o = model_test_opts(dir, dummy ? DTYPE_F32 : DTYPE_COUNT, quant, 64, 32);
+    o.load_dummy = dummy;
+    o.quant_as_f32 = as_f32;
+    o.seed = 11;
+    o.kv_cache = MODEL_KV_F32;
+    return model_test_open(b, &o);
 }
 
 /* The logits of every position of a fixed prompt [N_TOK, vocab], run in forwards of the
@@ -253,12 +246,7 @@ static void test_demo_q8_0_greedy(void) {
     strata_err err = {0};
     CHECK(backend_cpu_create(2, &b, &err) == 0);
     model *m = NULL;
-    model_opts o = {.path = "models/demo",
-                    .weight_dtype = DTYPE_COUNT,
-                    .quant = DTYPE_Q8_0,
-                    .max_seqs = 1,
-                    .ctx_size = 256,
-                    .step_tokens = 128};
+    model_opts o = model_test_opts("models/demo", DTYPE_COUNT, DTYPE_Q8_0, 256, 128);
     if (b && ref && model_open(&m, &o, b, &err)) fprintf(stderr, "models/demo: %s\n", err.msg);
     CHECK(m != NULL);
     json_t *cases = json_object_get(ref, "cases");
@@ -328,12 +316,7 @@ static void test_unsupported_backend(void) {
     ops.supports = no_blocks;
     b->ops = &ops;
     model *m = NULL;
-    model_opts o = {.path = "tests/golden/qwen35_tiny",
-                    .weight_dtype = DTYPE_COUNT,
-                    .quant = DTYPE_Q8_0,
-                    .max_seqs = 1,
-                    .ctx_size = 16,
-                    .step_tokens = 4};
+    model_opts o = model_test_opts("tests/golden/qwen35_tiny", DTYPE_COUNT, DTYPE_Q8_0, 16, 4);
     int rc = model_open(&m, &o, b, &err);
     CHECK(rc == STRATA_EUNSUPPORTED && m == NULL);
     CHECK_MSG(strstr(err.msg, "--quantization q8_0") && strstr(err.msg, "Q8_0"), "%s", err.msg);
