@@ -139,54 +139,24 @@ static void att_ref(const att_case *c, double *out) {
         }
 }
 
+/* a table laid out by hand, a case's shape on one line and its sequences on the next:
+ * clang-format gives each designated field a line of its own */
+/* clang-format off */
 static const att_case att_cases[] = {
     /* GQA 4:2, odd head dim, a prefill chunk + a decode + a continued chunk, > one block */
-    {.n_seqs = 3,
-     .H = 4,
-     .KV = 2,
-     .D = 17,
-     .cap = 160,
-     .slots = 4,
-     .scale = 0.25f,
-     .len = {70, 1, 6},
-     .pos0 = {0, 5, 75},
-     .slot = {2, 0, 3}},
+    {.n_seqs = 3, .H = 4, .KV = 2, .D = 17, .cap = 160, .slots = 4, .scale = 0.25f,
+     .len = {70, 1, 6}, .pos0 = {0, 5, 75}, .slot = {2, 0, 3}},
     /* MHA, vector-sized head dim, softcap with a large scale so it bites */
-    {.n_seqs = 2,
-     .H = 3,
-     .KV = 3,
-     .D = 64,
-     .cap = 40,
-     .slots = 2,
-     .scale = 1.0f,
-     .softcap = 5.0f,
-     .len = {9, 1},
-     .pos0 = {0, 30},
-     .slot = {1, 0}},
+    {.n_seqs = 2, .H = 3, .KV = 3, .D = 64, .cap = 40, .slots = 2, .scale = 1.0f, .softcap = 5.0f,
+     .len = {9, 1}, .pos0 = {0, 30}, .slot = {1, 0}},
     /* sliding window on a ring of cap = window: a decode far past cap, a chunk inside it */
-    {.n_seqs = 2,
-     .H = 2,
-     .KV = 1,
-     .D = 33,
-     .cap = 8,
-     .slots = 2,
-     .window = 8,
-     .scale = 0.2f,
-     .len = {1, 5},
-     .pos0 = {20, 3},
-     .slot = {0, 1}},
+    {.n_seqs = 2, .H = 2, .KV = 1, .D = 33, .cap = 8, .slots = 2, .window = 8, .scale = 0.2f,
+     .len = {1, 5}, .pos0 = {20, 3}, .slot = {0, 1}},
     /* Qwen3.5 full-attention shape: 8 q heads on 2 kv heads of 256, decode at 300 */
-    {.n_seqs = 1,
-     .H = 8,
-     .KV = 2,
-     .D = 256,
-     .cap = 512,
-     .slots = 1,
-     .scale = 0.0625f,
-     .len = {1},
-     .pos0 = {300},
-     .slot = {0}},
+    {.n_seqs = 1, .H = 8, .KV = 2, .D = 256, .cap = 512, .slots = 1, .scale = 0.0625f,
+     .len = {1}, .pos0 = {300}, .slot = {0}},
 };
+/* clang-format on */
 
 /* Tolerance: outputs are convex combinations of v (|v| < 1). f32 scores err by ~D·2^-24·|q||k|
  * scale (< 1e-5 here) and exp/normalisation by a few ulp, so 2e-5 bounds the output error
@@ -516,6 +486,42 @@ static void delta_want(const delta_case *dc, const tbatch *tb, const float *c, c
         }
 }
 
+/* A step of a delta case: its batch, inputs (delta_inputs), starting states st0 for 3
+ * slots and the double reference want / wst (delta_want). */
+typedef struct {
+    tbatch tb;
+    int m, C;  /* tokens, conv row width */
+    size_t ss; /* one slot's state: Hv·dk·dv */
+    float *c, *g, *beta, *st0;
+    double *want, *wst;
+} delta_step;
+
+static void delta_step_init(delta_step *d, const delta_case *dc) {
+    int pos0[3] = {0, 0, 0};
+    make_batch(&d->tb, dc->n_seqs, dc->len, pos0, dc->slot);
+    d->m = d->tb.b.n_tokens;
+    d->C = 2 * dc->Hk * dc->dk + dc->Hv * dc->dv;
+    d->c = fvec((size_t)d->m * d->C);
+    d->g = fvec((size_t)d->m * dc->Hv);
+    d->beta = fvec((size_t)d->m * dc->Hv);
+    delta_inputs(dc, d->m, d->c, d->g, d->beta);
+    d->ss = (size_t)dc->Hv * dc->dk * dc->dv;
+    d->st0 = frand(3 * d->ss);
+    for (size_t i = 0; i < 3 * d->ss; i++) d->st0[i] *= 0.1f;
+    d->want = dvec((size_t)d->m * dc->Hv * dc->dv);
+    d->wst = dvec(3 * d->ss);
+    delta_want(dc, &d->tb, d->c, d->g, d->beta, d->st0, d->want, d->wst);
+}
+
+static void delta_step_free(delta_step *d) {
+    free(d->wst);
+    free(d->want);
+    free(d->st0);
+    free(d->beta);
+    free(d->g);
+    free(d->c);
+}
+
 /* Tolerance: the f32 recurrence does dot products of dk terms of size <= 1 per token
  * (error <= dk·2^-24 each) and the state map is non-expansive (decay <= 1, and
  * I − beta·k kᵀ with |k| = 1, beta in (0,1)), so errors add at most linearly over T
@@ -524,35 +530,25 @@ static void delta_want(const delta_case *dc, const tbatch *tb, const float *c, c
 static void test_gated_delta(void) {
     for (size_t ci = 0; ci < sizeof delta_cases / sizeof *delta_cases; ci++) {
         const delta_case *dc = &delta_cases[ci];
-        int pos0[3] = {0, 0, 0}, Hv = dc->Hv, dk = dc->dk, dv = dc->dv;
-        tbatch tb;
-        make_batch(&tb, dc->n_seqs, dc->len, pos0, dc->slot);
-        int m = tb.b.n_tokens, C = 2 * dc->Hk * dk + Hv * dv, Tmax = 0;
+        int Hv = dc->Hv, dk = dc->dk, dv = dc->dv, Tmax = 0;
         for (int s = 0; s < dc->n_seqs; s++) Tmax = dc->len[s] > Tmax ? dc->len[s] : Tmax;
-        float *c = fvec((size_t)m * C), *g = fvec((size_t)m * Hv), *beta = fvec((size_t)m * Hv);
-        delta_inputs(dc, m, c, g, beta);
-        size_t ss = (size_t)Hv * dk * dv;
-        float *st0 = frand(3 * ss);
-        for (size_t i = 0; i < 3 * ss; i++) st0[i] *= 0.1f;
-        double *want = dvec((size_t)m * Hv * dv), *wst = dvec(3 * ss);
-        delta_want(dc, &tb, c, g, beta, st0, want, wst);
+        delta_step d;
+        delta_step_init(&d, dc);
+        int m = d.m, C = d.C;
+        size_t ss = d.ss;
         double tol = 4.0 * Tmax * dk * ldexp(1.0, -24) + 1e-6;
         for (int bi = 0; bi < n_be; bi++) {
             float *out = fvec((size_t)m * Hv * dv), *st = fvec(3 * ss);
-            memcpy(st, st0, 3 * ss * sizeof(float));
-            be[bi]->ops->gated_delta(be[bi], out, c, c + dc->Hk * dk, C, c + 2 * dc->Hk * dk, C, g,
-                                     beta, st, &tb.b, dc->Hk, Hv, dk, dv, BK_VHEAD_GROUPED);
-            CHECK_CLOSE(out, want, (size_t)m * Hv * dv, tol, "gated_delta case %zu out", ci);
-            CHECK_CLOSE(st, wst, 3 * ss, tol, "gated_delta case %zu state", ci);
+            memcpy(st, d.st0, 3 * ss * sizeof(float));
+            be[bi]->ops->gated_delta(be[bi], out, d.c, d.c + dc->Hk * dk, C, d.c + 2 * dc->Hk * dk,
+                                     C, d.g, d.beta, st, &d.tb.b, dc->Hk, Hv, dk, dv,
+                                     BK_VHEAD_GROUPED);
+            CHECK_CLOSE(out, d.want, (size_t)m * Hv * dv, tol, "gated_delta case %zu out", ci);
+            CHECK_CLOSE(st, d.wst, 3 * ss, tol, "gated_delta case %zu state", ci);
             free(st);
             free(out);
         }
-        free(wst);
-        free(want);
-        free(st0);
-        free(beta);
-        free(g);
-        free(c);
+        delta_step_free(&d);
     }
 }
 
@@ -567,67 +563,44 @@ static void test_gated_delta(void) {
  * forms on every ISA. test_gated_delta's worst-case bound (4·T·dk·2^-24, 3e-3 here) would
  * miss a decay factor off by 0.1%, which moves the outputs by 3e-5. */
 #define DC CPU_GATED_DELTA_CHUNK
+/* laid out by hand like att_cases */
+/* clang-format off */
 static const delta_case delta_chunk_cases[] = {
-    {.Hk = 2,
-     .Hv = 4,
-     .dk = 7,
-     .dv = 33,
-     .n_seqs = 3,
-     .len = {6 * DC + 8, DC, 5},
-     .slot = {2, 0, 1}},
-    {.Hk = 1,
-     .Hv = 1,
-     .dk = 17,
-     .dv = 15,
-     .n_seqs = 3,
-     .len = {DC - 1, DC + 1, 4 * DC},
-     .slot = {1, 0, 2}},
+    {.Hk = 2, .Hv = 4, .dk = 7, .dv = 33, .n_seqs = 3,
+     .len = {6 * DC + 8, DC, 5}, .slot = {2, 0, 1}},
+    {.Hk = 1, .Hv = 1, .dk = 17, .dv = 15, .n_seqs = 3,
+     .len = {DC - 1, DC + 1, 4 * DC}, .slot = {1, 0, 2}},
     {.Hk = 1, .Hv = 2, .dk = 128, .dv = 128, .n_seqs = 2, .len = {4 * DC + 2, 1}, .slot = {1, 0}},
     /* g down to -120: a chunk's Γ passes -600 (one exp per decay factor), e^g can be 0 */
-    {.Hk = 1,
-     .Hv = 2,
-     .dk = 9,
-     .dv = 16,
-     .n_seqs = 1,
-     .len = {2 * DC + 6},
-     .slot = {2},
-     .gmul = 60.0f},
+    {.Hk = 1, .Hv = 2, .dk = 9, .dv = 16, .n_seqs = 1,
+     .len = {2 * DC + 6}, .slot = {2}, .gmul = 60.0f},
 };
+/* clang-format on */
 #undef DC
 
 static void test_gated_delta_chunked(void) {
     for (size_t ci = 0; ci < sizeof delta_chunk_cases / sizeof *delta_chunk_cases; ci++) {
         const delta_case *dc = &delta_chunk_cases[ci];
-        int pos0[3] = {0, 0, 0}, Hv = dc->Hv, dk = dc->dk, dv = dc->dv;
-        tbatch tb;
-        make_batch(&tb, dc->n_seqs, dc->len, pos0, dc->slot);
-        int m = tb.b.n_tokens, C = 2 * dc->Hk * dk + Hv * dv;
-        float *c = fvec((size_t)m * C), *g = fvec((size_t)m * Hv), *beta = fvec((size_t)m * Hv);
-        delta_inputs(dc, m, c, g, beta);
-        size_t ss = (size_t)Hv * dk * dv;
-        float *st0 = frand(3 * ss);
-        for (size_t i = 0; i < 3 * ss; i++) st0[i] *= 0.1f;
-        double *want = dvec((size_t)m * Hv * dv), *wst = dvec(3 * ss);
-        delta_want(dc, &tb, c, g, beta, st0, want, wst);
+        int Hv = dc->Hv, dk = dc->dk, dv = dc->dv;
+        delta_step d;
+        delta_step_init(&d, dc);
+        int m = d.m, C = d.C;
+        size_t ss = d.ss;
         const double tol = 1e-5;
         for (int bi = 0; bi < n_be; bi++)
             for (int form = 0; form < 2; form++) { /* 0: the recurrence, 1: chunked */
                 float *out = fvec((size_t)m * Hv * dv), *st = fvec(3 * ss);
-                memcpy(st, st0, 3 * ss * sizeof(float));
-                cpu_gated_delta_run(be[bi], out, c, c + dc->Hk * dk, C, c + 2 * dc->Hk * dk, C, g,
-                                    beta, st, &tb.b, dc->Hk, Hv, dk, dv, BK_VHEAD_GROUPED,
-                                    form ? 1 : INT_MAX);
-                CHECK_CLOSE(out, want, (size_t)m * Hv * dv, tol, "case %zu form %d out", ci, form);
-                CHECK_CLOSE(st, wst, 3 * ss, tol, "case %zu form %d state", ci, form);
+                memcpy(st, d.st0, 3 * ss * sizeof(float));
+                cpu_gated_delta_run(be[bi], out, d.c, d.c + dc->Hk * dk, C, d.c + 2 * dc->Hk * dk,
+                                    C, d.g, d.beta, st, &d.tb.b, dc->Hk, Hv, dk, dv,
+                                    BK_VHEAD_GROUPED, form ? 1 : INT_MAX);
+                CHECK_CLOSE(out, d.want, (size_t)m * Hv * dv, tol, "case %zu form %d out", ci,
+                            form);
+                CHECK_CLOSE(st, d.wst, 3 * ss, tol, "case %zu form %d state", ci, form);
                 free(st);
                 free(out);
             }
-        free(wst);
-        free(want);
-        free(st0);
-        free(beta);
-        free(g);
-        free(c);
+        delta_step_free(&d);
     }
 }
 
