@@ -1,13 +1,14 @@
 /* test_schema_gbnf.c - server/schema_gbnf.c: JSON Schemas compiled to GBNF, parsed by
  * engine/constrain/gbnf.c and run by the Earley oracle (tests/unit/grammar_oracle.h).
  *
- * For each schema, instances that must be accepted (valid per Python's jsonschema, written
- * in the grammar's form) and ones that must be rejected: invalid instances, and valid ones
- * outside the documented form (another property order, more whitespace, "-0", 19 digits,
- * extra keys where additionalProperties is absent). Every accepted instance must also be
- * JSON that jansson reads. Then the errors (codes and messages naming keyword and path),
- * the limits, rules from two schemas in one grammar, "pattern" through the regex compiler,
- * and every allocation failing in turn (STRATA_ENOMEM, nothing leaked). */
+ * For each schema of tests/data/schema_gbnf_cases.json, instances that must be accepted
+ * (valid per Python's jsonschema, written in the grammar's form) and ones that must be
+ * rejected: invalid instances, and valid ones outside the documented form (another property
+ * order, more whitespace, "-0", 19 digits, extra keys where additionalProperties is absent).
+ * Every accepted instance must also be JSON that jansson reads. Then the errors (codes and
+ * messages naming keyword and path), the limits, rules from two schemas in one grammar,
+ * "pattern" through the regex compiler, and every allocation failing in turn (STRATA_ENOMEM,
+ * nothing leaked). */
 #define ALLOC_HOOK_WITH_ASAN
 #include "tests/alloc_hook.h"
 
@@ -21,230 +22,59 @@
 #include "tests/test.h"
 #include "tests/unit/grammar_oracle.h"
 
-typedef struct sg_case {
-    const char *name, *schema;
-    const char *ok[16], *bad[16];
-} sg_case;
+/* The schemas and their instances, one object a case: {"name", "schema" (the schema itself),
+ * "ok" and "bad" (the instances, as text)}. Read at start; the tests run from the repo root. */
+#define CASES_FILE "tests/data/schema_gbnf_cases.json"
 
-static const sg_case CASES[] = {
-    {"flat object",
-     "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":"
-     "\"integer\"},\"ok\":{\"type\":\"boolean\"}},\"required\":[\"name\",\"age\",\"ok\"],"
-     "\"additionalProperties\":false}",
-     {"{\"name\":\"Bob\",\"age\":3,\"ok\":true}",
-      "{ \"name\": \"B\\u00e9b\\n\", \"age\": -12, \"ok\": false }",
-      "{\n  \"name\": \"x\",\n  \"age\": 0,\n  \"ok\": true\n}", NULL},
-     {"{\"name\":\"Bob\",\"age\":3}", "{\"age\":3,\"name\":\"Bob\",\"ok\":true}",
-      "{\"name\":\"Bob\",\"age\":3.5,\"ok\":true}",
-      "{\"name\":\"Bob\",\"age\":3,\"ok\":true,\"x\":1}",
-      "{\"name\":\"Bob\",\"age\":3,\"ok\":\"true\"}", "{\"name\":\"Bob\",\"age\":-0,\"ok\":true}",
-      "{\"name\":\"Bob\",\"age\":01,\"ok\":true}", "{\"name\":\"a\\u0000\",\"age\":1,\"ok\":true}",
-      "{\"name\":\"\\ud800\",\"age\":1,\"ok\":true}", NULL}},
-    {"nested object with arrays",
-     "{\"type\":\"object\",\"properties\":{\"user\":{\"type\":\"object\",\"properties\":{\"id\":{"
-     "\"type\":\"integer\"},\"emails\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"
-     "\"required\":[\"id\",\"emails\"]},\"scores\":{\"type\":\"array\",\"items\":{\"type\":"
-     "\"number\"}}},\"required\":[\"user\"]}",
-     {"{\"user\":{\"id\":1,\"emails\":[]}}",
-      "{\"user\":{\"id\":1,\"emails\":[\"a@b.c\",\"d\"]},\"scores\":[1,2.5,-3e10,0.125E-2]}",
-      "{\"user\": {\"id\": 1, \"emails\": [ \"x\" ]}, \"scores\": [ ]}", NULL},
-     {"{\"user\":{\"id\":1}}", "{\"scores\":[1]}", "{\"user\":{\"id\":1,\"emails\":[1]}}",
-      "{\"user\":{\"id\":1,\"emails\":[]},\"scores\":[1,]}",
-      "{\"user\":{\"id\":1,\"emails\":[]},\"scores\":[NaN]}",
-      "{\"user\":{\"id\":1,\"emails\":[]},\"scores\":[1.]}", NULL}},
-    {"enum heavy",
-     "{\"type\":\"object\",\"properties\":{\"color\":{\"enum\":[\"red\",\"green\",\"blue\"]},"
-     "\"size\":{\"type\":\"string\",\"enum\":[\"S\",\"M\",\"L\",1]},\"n\":{\"enum\":[1,2.5,null,"
-     "true,[1,\"a\"],{\"k\":\"v\"}]}},\"required\":[\"color\",\"size\",\"n\"]}",
-     {"{\"color\":\"red\",\"size\":\"M\",\"n\":1}", "{\"color\":\"blue\",\"size\":\"L\",\"n\":2.5}",
-      "{\"color\":\"green\",\"size\":\"S\",\"n\":null}",
-      "{\"color\":\"red\",\"size\":\"S\",\"n\":true}",
-      "{\"color\":\"red\",\"size\":\"S\",\"n\":[1,\"a\"]}",
-      "{\"color\":\"red\",\"size\":\"S\",\"n\":{\"k\":\"v\"}}", NULL},
-     {"{\"color\":\"Red\",\"size\":\"M\",\"n\":1}", "{\"color\":\"red\",\"size\":1,\"n\":1}",
-      "{\"color\":\"red\",\"size\":\"M\",\"n\":false}",
-      "{\"color\":\"red\",\"size\":\"M\",\"n\":3}", NULL}},
-    {"anyOf with null",
-     "{\"type\":\"object\",\"properties\":{\"v\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":"
-     "\"null\"}],\"default\":null,\"title\":\"V\"}},\"required\":[\"v\"]}",
-     {"{\"v\":null}", "{\"v\":\"x\"}", NULL},
-     {"{\"v\":1}", "{}", "{\"v\":nul}", NULL}},
-    {"type list",
-     "{\"type\":[\"integer\",\"null\"]}",
-     {"5", "null", "-7", NULL},
-     {"5.5", "\"5\"", "true", NULL}},
-    {"defs recursion",
-     "{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"value\":{\"type\":\"integer\"},"
-     "\"children\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/"
-     "node\"}}},\"required\":[\"value\",\"children\"]}},\"$ref\":\"#/$defs/node\"}",
-     {"{\"value\":1,\"children\":[]}",
-      "{\"value\":1,\"children\":[{\"value\":2,\"children\":[{\"value\":3,\"children\":[]}]}]}",
-      NULL},
-     {"{\"value\":1}", "{\"value\":1,\"children\":[{\"value\":2}]}", NULL}},
-    {"definitions and root recursion",
-     "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"sub\":{\"$ref\":\"#\"},"
-     "\"alt\":{\"$ref\":\"#/definitions/"
-     "leaf\"}},\"required\":[\"name\"],\"definitions\":{\"leaf\":{\"type\":\"boolean\"}}}",
-     {"{\"name\":\"a\"}", "{\"name\":\"a\",\"sub\":{\"name\":\"b\",\"sub\":{\"name\":\"c\"}}}",
-      "{\"name\":\"a\",\"alt\":false}", NULL},
-     {"{\"name\":\"a\",\"sub\":{}}", "{\"name\":\"a\",\"alt\":1}", NULL}},
-    {"linked list recursion",
-     "{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"next\":"
-     "{\"anyOf\":[{\"$ref\":\"#/$defs/"
-     "n\"},{\"type\":\"null\"}]}},\"required\":[\"v\",\"next\"]}},\"$ref\":\"#/$defs/n\"}",
-     {"{\"v\":1,\"next\":null}", "{\"v\":1,\"next\":{\"v\":2,\"next\":null}}", NULL},
-     {"{\"v\":1}", "{\"v\":1,\"next\":{\"v\":2}}", NULL}},
-    {"string formats",
-     "{\"type\":\"object\",\"properties\":{\"d\":{\"type\":\"string\",\"format\":\"date\"},\"t\":{"
-     "\"type\":\"string\",\"format\":\"time\"},\"dt\":{\"type\":\"string\",\"format\":\"date-"
-     "time\"},\"u\":{\"type\":\"string\",\"format\":\"uuid\"},\"e\":{\"type\":\"string\","
-     "\"format\":\"email\"},\"h\":{\"type\":\"string\",\"format\":\"hostname\"}}}",
-     {"{\"d\":\"2024-02-29\"}", "{\"d\":\"2000-02-29\"}", "{\"d\":\"0001-12-31\"}",
-      "{\"t\":\"10:20:30.123+05:30\"}", "{\"dt\":\"2024-01-01T00:00:00Z\"}",
-      "{\"u\":\"123e4567-e89b-12d3-a456-426614174000\"}", "{\"e\":\"john.doe+x@mail.example.com\"}",
-      "{\"h\":\"any string at all\"}", "{}", NULL},
-     {"{\"d\":\"2024-2-29\"}", "{\"d\":\"2024-13-01\"}", "{\"t\":\"24:00:00Z\"}",
-      "{\"t\":\"12:00:00\"}", "{\"dt\":\"2024-01-01 00:00:00Z\"}",
-      "{\"u\":\"123e4567e89b12d3a456426614174000\"}", "{\"e\":\"no-at-sign\"}", "{\"e\":\"a@b\"}",
-      "{\"e\":\"a@-b.com\"}", "{\"d\":\"2023-02-29\"}", "{\"d\":\"2024-04-31\"}",
-      "{\"d\":\"1900-02-29\"}", "{\"d\":\"0000-01-01\"}", "{\"t\":\"23:59:60Z\"}", NULL}},
-    {"string lengths",
-     "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":4}}",
-     {"[\"ab\",\"abcd\",\"\\u00e9\\n\"]", "[]", "[\"\\ud83d\\ude00x\"]", NULL},
-     {"[\"a\"]", "[\"abcde\"]", "[\"\"]", NULL}},
-    {"min and max items",
-     "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,\"maxItems\":3}",
-     {"[1,2]", "[1,2,3]", "[ 1 , 2 ]", NULL},
-     {"[]", "[1]", "[1,2,3,4]", "[1,\"a\"]", NULL}},
-    {"prefixItems",
-     "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}],\"items\":"
-     "false}",
-     {"[]", "[\"a\"]", "[\"a\",1]", NULL},
-     {"[1]", "[\"a\",1,2]", "[\"a\",\"b\"]", NULL}},
-    {"exact items",
-     "{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"minItems\":1,\"maxItems\":1}",
-     {"[true]", NULL},
-     {"[]", "[true,false]", NULL}},
-    {"integer bounds",
-     "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":0},\"b\":{"
-     "\"type\":\"integer\",\"minimum\":-5,\"maximum\":17},\"c\":{\"type\":\"integer\","
-     "\"exclusiveMinimum\":10,\"exclusiveMaximum\":1000},\"d\":{\"type\":\"integer\",\"maximum\":-"
-     "3}}}",
-     {"{\"a\":0}", "{\"a\":123456789012345678}", "{\"b\":-5}", "{\"b\":0}", "{\"b\":17}",
-      "{\"c\":11}", "{\"c\":999}", "{\"c\":100}", "{\"d\":-3}", "{\"d\":-100}", NULL},
-     {"{\"a\":-1}", "{\"b\":-6}", "{\"b\":18}", "{\"b\":-0}", "{\"c\":10}", "{\"c\":1000}",
-      "{\"c\":5}", "{\"d\":-2}", "{\"d\":0}", "{\"a\":1234567890123456789}", NULL}},
-    {"number bounds",
-     "{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"number\",\"minimum\":0},\"q\":{"
-     "\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":1},\"r\":{\"type\":\"number\","
-     "\"minimum\":-2,\"exclusiveMaximum\":3}}}",
-     {"{\"p\":0}", "{\"p\":12.5}", "{\"q\":1}", "{\"q\":0.001}", "{\"q\":1.000}", "{\"r\":-2}",
-      "{\"r\":-1.5}", "{\"r\":2.999}", "{\"r\":0}", "{\"r\":-0.0}", NULL},
-     {"{\"p\":-1}", "{\"p\":-0.5}", "{\"q\":0}", "{\"q\":0.0}", "{\"q\":1.01}", "{\"r\":-2.01}",
-      "{\"r\":3}", "{\"r\":3.0}", "{\"r\":-3}", NULL}},
-    {"additionalProperties false",
-     "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":"
-     "\"integer\"}},\"additionalProperties\":false}",
-     {"{}", "{\"a\":1}", "{\"b\":2}", "{\"a\":1,\"b\":2}", NULL},
-     {"{\"c\":1}", "{\"b\":2,\"a\":1}", "{\"a\":1,\"c\":3}", NULL}},
-    {"additionalProperties absent",
-     "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}",
-     {"{}", "{\"a\":1}", NULL},
-     {"{\"x\":1}", NULL}},
-    {"additionalProperties true",
-     "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"],"
-     "\"additionalProperties\":true}",
-     {"{\"a\":1}", "{\"a\":1,\"x\":[1,{\"y\":null}],\"z\":\"s\"}", NULL},
-     {"{\"x\":1}", "{\"x\":1,\"a\":1}", NULL}},
-    {"additionalProperties schema",
-     "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"number\"}}",
-     {"{}", "{\"x\":1,\"y\":2.5}", NULL},
-     {"{\"x\":\"1\"}", "{\"x\":null}", NULL}},
-    {"free-form object",
-     "{\"type\":\"object\"}",
-     {"{}", "{\"a\":{\"b\":[1,true,null,\"x\"]}}", NULL},
-     {"[]", "1", "{\"a\":}", NULL}},
-    {"const",
-     "{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"circle\"},\"r\":{\"type\":"
-     "\"number\"}},\"required\":[\"kind\",\"r\"]}",
-     {"{\"kind\":\"circle\",\"r\":1}", NULL},
-     {"{\"kind\":\"square\",\"r\":1}", "{\"r\":1}", NULL}},
-    {"oneOf discriminated",
-     "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"a\"},\"x\":{\"type\":"
-     "\"integer\"}},\"required\":[\"kind\",\"x\"]},{\"type\":\"object\",\"properties\":{\"kind\":{"
-     "\"const\":\"b\"},\"y\":{\"type\":\"string\"}},\"required\":[\"kind\",\"y\"]}]}",
-     {"{\"kind\":\"a\",\"x\":1}", "{\"kind\":\"b\",\"y\":\"s\"}", NULL},
-     {"{\"kind\":\"a\",\"y\":\"s\"}", "{\"kind\":\"c\",\"x\":1}", NULL}},
-    {"pydantic model",
-     "{\"properties\":{\"name\":{\"title\":\"Name\",\"type\":\"string\"}},\"required\":[\"name\"],"
-     "\"title\":\"M\",\"type\":\"object\"}",
-     {"{\"name\":\"x\"}", NULL},
-     {"{}", "{\"name\":1}", "{\"name\":\"x\",\"extra\":1}", NULL}},
-    {"pydantic nested with refs",
-     "{\"$defs\":{\"Address\":{\"properties\":{\"street\":{\"title\":\"Street\",\"type\":"
-     "\"string\"},\"zip\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}],\"default\":null,"
-     "\"title\":\"Zip\"}},\"required\":[\"street\"],\"title\":\"Address\",\"type\":\"object\"}},"
-     "\"properties\":{\"name\":{\"title\":\"Name\",\"type\":\"string\"},\"address\":{\"$ref\":\"#/"
-     "$defs/"
-     "Address\",\"description\":\"where\"},\"tags\":{\"items\":{\"type\":\"string\"},\"title\":"
-     "\"Tags\",\"type\":\"array\"}},\"required\":[\"name\",\"address\"],\"title\":\"Person\","
-     "\"type\":\"object\"}",
-     {"{\"name\":\"a\",\"address\":{\"street\":\"s\"}}",
-      "{\"name\":\"a\",\"address\":{\"street\":\"s\",\"zip\":null},\"tags\":[\"x\"]}", NULL},
-     {"{\"name\":\"a\"}", "{\"name\":\"a\",\"address\":{\"zip\":\"1\"}}", NULL}},
-    {"allOf merge",
-     "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":["
-     "\"a\"]},{\"properties\":{\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}]}",
-     {"{\"a\":1,\"b\":\"x\"}", NULL},
-     {"{\"a\":1}", "{\"b\":\"x\"}", "{\"b\":\"x\",\"a\":1}", NULL}},
-    {"allOf single ref",
-     "{\"$defs\":{\"X\":{\"type\":\"integer\"}},\"allOf\":[{\"$ref\":\"#/$defs/"
-     "X\"}],\"description\":\"d\"}",
-     {"1", NULL},
-     {"\"1\"", NULL}},
-    {"anyOf with object siblings",
-     "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":"
-     "\"integer\"}},\"anyOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}",
-     {"{\"a\":1}", "{\"b\":1}", "{\"a\":1,\"b\":2}", NULL},
-     {"{}", NULL}},
-    {"any value",
-     "{}",
-     {"1", "\"s\"", "{\"a\":[1,2,{\"b\":null}]}", "true", "[ ]", NULL},
-     {"", "tru", "{\"a\"}", NULL}},
-    {"true schema", "true", {"null", "[1]", NULL}, {"nul", NULL}},
-    {"implied types",
-     "{\"properties\":{\"a\":{\"minLength\":1},\"b\":{\"minimum\":0}}}",
-     {"{\"a\":\"x\",\"b\":1.5}", "{}", NULL},
-     {"{\"a\":\"\"}", "{\"b\":-1}", "[]", NULL}},
-    {"booleans and null",
-     "{\"type\":\"object\",\"properties\":{\"t\":{\"type\":\"boolean\"},\"n\":{\"type\":\"null\"}},"
-     "\"required\":[\"t\",\"n\"]}",
-     {"{\"t\":true,\"n\":null}", "{\"t\":false,\"n\":null}", NULL},
-     {"{\"t\":1,\"n\":null}", "{\"t\":true,\"n\":0}", NULL}},
-    {"unicode keys",
-     "{\"type\":\"object\",\"properties\":{\"caf\xc3\xa9"
-     " \\\"q\\\"\":{\"type\":\"integer\"}},\"required\":[\"caf\xc3\xa9"
-     " \\\"q\\\"\"]}",
-     {"{\"caf\xc3\xa9"
-      " \\\"q\\\"\":1}",
-      NULL},
-     {"{\"cafe \\\"q\\\"\":1}", NULL}},
-    {"whitespace limits",
-     "{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}",
-     {"[1, 2]", "[\n\t1,\n\t2\n]", "[ 1 ]", NULL},
-     {"[1,  2]", "[ \n1]", "[1,\n                     2]", "[1 ,\t2]", NULL}},
-    {"optional order",
-     "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":"
-     "\"integer\"},\"c\":{\"type\":\"integer\"}},\"required\":[\"b\"]}",
-     {"{\"b\":1}", "{\"a\":1,\"b\":2}", "{\"b\":2,\"c\":3}", "{\"a\":1,\"b\":2,\"c\":3}", NULL},
-     {"{\"a\":1}", "{\"c\":1,\"b\":2}", "{}", "{\"a\":1,\"c\":3}", NULL}},
-};
+static json_t *cases;       /* the file's array, or NULL */
+static char cases_why[256]; /* why it is NULL: the file cannot be read, or is not of that form */
 
-/* The grammar for schema text s (NULL, with a failed check, when any step fails). */
-static grammar *compile(const char *name, const char *s) {
+/* 1 when a is an array of strings. */
+static int strings(const json_t *a) {
+    int good = json_is_array(a);
+    for (size_t i = 0; good && i < json_array_size(a); i++)
+        good = json_is_string(json_array_get(a, i));
+    return good;
+}
+
+/* 1 when all is a non-empty array of cases of that form; else 0, cases_why saying which not. */
+static int cases_form(const json_t *all) {
+    if (!json_array_size(all)) {
+        snprintf(cases_why, sizeof cases_why, "not a non-empty array of cases");
+        return 0;
+    }
+    for (size_t k = 0; k < json_array_size(all); k++) {
+        const json_t *c = json_array_get(all, k);
+        const char *name = json_string_value(json_object_get(c, "name"));
+        if (!name || !json_object_get(c, "schema") || !strings(json_object_get(c, "ok")) ||
+            !strings(json_object_get(c, "bad"))) {
+            snprintf(cases_why, sizeof cases_why,
+                     "case %zu (%s) needs a string \"name\", a \"schema\" and arrays of strings "
+                     "\"ok\" and \"bad\"",
+                     k, name ? name : "no name");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void load_cases(void) {
     json_error_t je;
-    json_t *schema = json_loads(s, JSON_DECODE_ANY, &je);
-    CHECK_MSG(schema != NULL, "%s: schema JSON: %s", name, je.text);
+    cases = json_load_file(CASES_FILE, 0, &je);
+    if (!cases) {
+        snprintf(cases_why, sizeof cases_why, "%s", je.text);
+        if (je.line > 0) /* else the file cannot be opened: no line */
+            snprintf(cases_why + strlen(cases_why), sizeof cases_why - strlen(cases_why),
+                     " (line %d)", je.line);
+    } else if (!cases_form(cases)) {
+        json_decref(cases);
+        cases = NULL;
+    }
+}
+
+/* The grammar for schema s (NULL, with a failed check, when any step fails). */
+static grammar *compile(const char *name, const json_t *schema) {
+    CHECK_MSG(schema != NULL, "%s: no schema", name);
     strbuf out = {0};
     strata_err err = {0};
     grammar *g = NULL;
@@ -255,7 +85,6 @@ static grammar *compile(const char *name, const char *s) {
         CHECK_MSG(rc == 0, "%s: grammar_parse %d: %s\n%s", name, rc, err.msg, out.p);
     }
     strbuf_free(&out);
-    json_decref(schema);
     return rc ? NULL : g;
 }
 
@@ -264,18 +93,24 @@ static int accepts(const grammar *g, const char *s) {
 }
 
 static void test_instances(void) {
-    for (size_t k = 0; k < sizeof CASES / sizeof *CASES; k++) {
-        const sg_case *c = &CASES[k];
-        grammar *g = compile(c->name, c->schema);
+    CHECK_MSG(cases != NULL, "%s: %s", CASES_FILE, cases_why);
+    for (size_t k = 0; k < json_array_size(cases); k++) {
+        const json_t *c = json_array_get(cases, k);
+        const char *name = json_string_value(json_object_get(c, "name"));
+        const json_t *ok = json_object_get(c, "ok"), *bad = json_object_get(c, "bad");
+        grammar *g = compile(name, json_object_get(c, "schema"));
         if (!g) continue;
-        for (int i = 0; c->ok[i]; i++) {
-            CHECK_MSG(accepts(g, c->ok[i]), "%s: rejects %s", c->name, c->ok[i]);
-            json_t *v = json_loads(c->ok[i], JSON_DECODE_ANY, NULL);
-            CHECK_MSG(v != NULL, "%s: jansson cannot read %s", c->name, c->ok[i]);
+        for (size_t i = 0; i < json_array_size(ok); i++) {
+            const char *s = json_string_value(json_array_get(ok, i));
+            CHECK_MSG(accepts(g, s), "%s: rejects %s", name, s);
+            json_t *v = json_loads(s, JSON_DECODE_ANY, NULL);
+            CHECK_MSG(v != NULL, "%s: jansson cannot read %s", name, s);
             json_decref(v);
         }
-        for (int i = 0; c->bad[i]; i++)
-            CHECK_MSG(!accepts(g, c->bad[i]), "%s: accepts %s", c->name, c->bad[i]);
+        for (size_t i = 0; i < json_array_size(bad); i++) {
+            const char *s = json_string_value(json_array_get(bad, i));
+            CHECK_MSG(!accepts(g, s), "%s: accepts %s", name, s);
+        }
         grammar_free(g);
     }
 }
@@ -398,14 +233,12 @@ static void test_pattern(void) {
     };
     for (size_t k = 0; k < sizeof P / sizeof *P; k++) {
         json_t *s = json_pack("{s:s,s:s}", "type", "string", "pattern", P[k].re);
-        char *text = json_dumps(s, JSON_COMPACT);
-        grammar *g = compile(P[k].re, text);
+        grammar *g = compile(P[k].re, s);
         for (int i = 0; g && P[k].ok[i]; i++)
             CHECK_MSG(accepts(g, P[k].ok[i]), "%s: rejects %s", P[k].re, P[k].ok[i]);
         for (int i = 0; g && P[k].bad[i]; i++)
             CHECK_MSG(!accepts(g, P[k].bad[i]), "%s: accepts %s", P[k].re, P[k].bad[i]);
         grammar_free(g);
-        free(text);
         json_decref(s);
     }
     CHECK_ERR("{\"type\":\"string\",\"pattern\":\"(?=a)b\"}", STRATA_EUNSUPPORTED, "\"pattern\" (");
@@ -417,12 +250,18 @@ static void test_pattern(void) {
  * the whole compile succeeds with the same text. */
 static void test_alloc_failures(void) {
     if (!alloc_hook_on()) return;
-    size_t k = 0; /* $ref, anyOf, nested objects and arrays */
-    while (strcmp(CASES[k].name, "pydantic nested with refs")) k++;
-    json_t *schema = json_loads(CASES[k].schema, 0, NULL);
+    const char *name = "pydantic nested with refs"; /* $ref, anyOf, nested objects and arrays */
+    const json_t *schema = NULL;
+    for (size_t k = 0; k < json_array_size(cases); k++) {
+        const json_t *c = json_array_get(cases, k);
+        if (!strcmp(json_string_value(json_object_get(c, "name")), name))
+            schema = json_object_get(c, "schema");
+    }
     strbuf want = {0};
-    strata_err err;
-    CHECK(!schema_gbnf_root(schema, &want, &err));
+    strata_err err = {0};
+    CHECK_MSG(schema && !schema_gbnf_root(schema, &want, &err), "%s: %s", name,
+              schema ? err.msg : "no such case in " CASES_FILE);
+    if (!schema) return;
     int fails = 0;
     for (long n = 1; n < 100000; n++) {
         strbuf out = {0};
@@ -443,14 +282,15 @@ static void test_alloc_failures(void) {
     }
     CHECK(fails > 10);
     strbuf_free(&want);
-    json_decref(schema);
 }
 
 int main(void) {
+    load_cases();
     RUN(test_instances);
     RUN(test_errors);
     RUN(test_shared_grammar);
     RUN(test_pattern);
     RUN(test_alloc_failures);
+    json_decref(cases);
     TEST_DONE();
 }
