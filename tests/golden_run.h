@@ -8,29 +8,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "engine/batch.h"
 #include "models/model.h"
 #include "tests/golden_util.h"
+#include "tests/test_model.h"
 
 /* kv_cache: MODEL_KV_* (golden_open: the backend's default). */
 static model *golden_open_kv(backend *b, const char *dir, int max_seqs, int ctx, int step_tokens,
                              int ple_on_device, int kv_cache) {
-    model *m = NULL;
-    strata_err err = {0};
-    model_opts o = {.path = dir,
-                    .weight_dtype = DTYPE_COUNT,
-                    .max_seqs = max_seqs,
-                    .ctx_size = ctx,
-                    .step_tokens = step_tokens,
-                    .ple_on_device = ple_on_device,
-                    .kv_cache = kv_cache};
-    if (model_open(&m, &o, b, &err)) {
-        fprintf(stderr, "%s: %s\n", dir, err.msg);
-        return NULL;
-    }
-    return m;
+    model_opts o = test_model_opts(dir, max_seqs, ctx, step_tokens);
+    o.ple_on_device = ple_on_device;
+    o.kv_cache = kv_cache;
+    return test_model_open(b, &o);
 }
 
 static model *golden_open(backend *b, const char *dir, int max_seqs, int ctx, int step_tokens,
@@ -40,17 +32,11 @@ static model *golden_open(backend *b, const char *dir, int max_seqs, int ctx, in
 
 /* Opens a real-shape preset with dummy bf16 weights, a context of 8, 4 tokens a step. */
 static model *golden_open_dummy(backend *b, const char *preset) {
-    model *m = NULL;
-    strata_err err = {0};
-    model_opts o = {.path = preset,
-                    .load_dummy = 1,
-                    .weight_dtype = DTYPE_BF16,
-                    .max_seqs = 1,
-                    .ctx_size = 8,
-                    .step_tokens = 4,
-                    .seed = 7};
-    if (model_open(&m, &o, b, &err)) fprintf(stderr, "%s: %s\n", preset, err.msg);
-    return m;
+    model_opts o = test_model_opts(preset, 1, 8, 4);
+    o.load_dummy = 1;
+    o.weight_dtype = DTYPE_BF16;
+    o.seed = 7;
+    return test_model_open(b, &o);
 }
 
 /* On a golden_open_dummy model: the last row's logits of ids at positions 0..2 must all lie
@@ -86,6 +72,29 @@ static int golden_dummy_forward(model *m, const int32_t ids_in[3], float bound) 
     return rc;
 }
 
+/* The real-size preset with dummy weights (golden_open_dummy) on a CPU backend of 2
+ * threads: its vocabulary must be vocab, check_sizes checks the byte counts the
+ * architecture's spec fixes (kv_elem_bytes: 2 where the backend has memory of its own and
+ * the kv cache's auto dtype is bf16, else 4), and golden_dummy_forward must hold for ids. */
+__attribute__((unused)) static void golden_check_dummy_preset(
+    const char *preset, int vocab, void (*check_sizes)(const model_info *in, int64_t kv_elem_bytes),
+    const int32_t ids[3], float bound) {
+    backend *b = NULL;
+    strata_err err = {0};
+    CHECK(backend_cpu_create(2, &b, &err) == 0);
+    model *m = golden_open_dummy(b, preset);
+    CHECK(m != NULL);
+    if (m) {
+        const model_info *in = model_get_info(m);
+        CHECK_EQ_INT(in->vocab, vocab);
+        backend_mem bm;
+        check_sizes(in, backend_memory(b, &bm) == 0 ? 2 : 4);
+        CHECK(golden_dummy_forward(m, ids, bound) == 0);
+        model_close(m);
+    }
+    backend_destroy(b);
+}
+
 /* Runs prompt through slot with forwards of the given chunk sizes (cycled, capped at
  * the model's step_tokens), writing every position's logits into out [n, V]. */
 static int golden_run_chunked(model *m, int slot, const int32_t *ids, int n, const int *chunks,
@@ -113,6 +122,37 @@ static int golden_run_chunked(model *m, int slot, const int32_t *ids, int n, con
     }
     batch_buf_deinit(&bb);
     return rc;
+}
+
+/* The logits of every position of the case's prompt in one forward (slot 0), malloc'ed. */
+__attribute__((unused)) static float *golden_one_shot(model *m, const golden_case *gc) {
+    float *lg = malloc(sizeof(float) * (size_t)gc->n * model_get_info(m)->vocab);
+    int one_shot[] = {512};
+    CHECK(golden_run_chunked(m, 0, gc->prompt, gc->n, one_shot, 1, lg) == 0);
+    return lg;
+}
+
+/* got [n, vocab] against the case's reference logits: within f32_rel_tol, or where the
+ * reference is bf16 (is_bf16) only its clear greedy choices (golden_check_clear_greedy). */
+__attribute__((unused)) static void golden_check_reference(const char *name, const float *got,
+                                                           const golden_case *gc, int vocab,
+                                                           int is_bf16, double f32_rel_tol,
+                                                           float bf16_min_gap) {
+    if (is_bf16) golden_check_clear_greedy(name, got, gc, vocab, bf16_min_gap);
+    else golden_compare(name, "vs transformers", got, gc->logits, gc->n, vocab, f32_rel_tol);
+}
+
+/* The prompt run through slot in chunks of the given sizes must give the one-shot logits
+ * within rel_tol (what: the chunking, for the report). */
+__attribute__((unused)) static void golden_check_chunked(const char *name, const char *what,
+                                                         model *m, int slot, const golden_case *gc,
+                                                         const int *chunks, int n_chunks,
+                                                         const float *one_shot, double rel_tol) {
+    int vocab = model_get_info(m)->vocab;
+    float *lg = malloc(sizeof(float) * (size_t)gc->n * vocab);
+    CHECK(golden_run_chunked(m, slot, gc->prompt, gc->n, chunks, n_chunks, lg) == 0);
+    golden_compare(name, what, lg, one_shot, gc->n, vocab, rel_tol);
+    free(lg);
 }
 
 /* Greedy continuation from transformers' generate() (prefill, then one-token decodes) on
@@ -202,6 +242,81 @@ static void golden_check_batched(const char *name, model *m, const golden_set *g
     free(lg);
     batch_buf_deinit(&bb);
 }
+
+/* golden_load, where a fixture that does not load fails the test. */
+__attribute__((unused)) static int golden_load_fixture(const char *dir, golden_set *gs) {
+    if (!golden_load(dir, gs)) return 0;
+    CHECK_MSG(0, "cannot load fixture %s", dir);
+    return -1;
+}
+
+/* ---- edited checkpoints: what an open must refuse, and other spellings it must read ---- */
+
+/* A scratch checkpoint: cfg as config.json beside a link to the weights file weights (a
+ * path from the repository root; NULL: none, the caller writes its own). dir receives the
+ * directory; 0 when it was made. */
+__attribute__((unused)) static int golden_scratch_make(char dir[64], const json_t *cfg,
+                                                       const char *weights) {
+    char path[600], cwd[512];
+    snprintf(dir, 64, "/tmp/strata_golden_XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (json_dump_file(cfg, path, JSON_INDENT(1))) return -1;
+    if (weights) {
+        char src[1100];
+        snprintf(src, sizeof src, "%s/%s", getcwd(cwd, sizeof cwd) ? cwd : ".", weights);
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        if (symlink(src, path)) return -1;
+    }
+    return 0;
+}
+
+__attribute__((unused)) static void golden_scratch_remove(const char *dir) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Opens the checkpoint of cfg (consumed) and weights on a CPU backend of its own, as
+ * small as a config check needs, and closes it again: model_open's code, its message in
+ * err. A scratch directory that cannot be made fails the test. */
+__attribute__((unused)) static int golden_open_config(json_t *cfg, const char *weights,
+                                                      strata_err *err) {
+    char dir[64];
+    int made = golden_scratch_make(dir, cfg, weights) == 0;
+    json_decref(cfg);
+    CHECK_MSG(made, "scratch checkpoint for %s", weights);
+    if (!made) return -1;
+    backend *b = NULL;
+    model *m = NULL;
+    backend_cpu_create(1, &b, err);
+    model_opts o = test_model_opts(dir, 1, 64, 16);
+    int rc = model_open(&m, &o, b, err);
+    model_close(m);
+    backend_destroy(b);
+    golden_scratch_remove(dir);
+    return rc;
+}
+
+/* An open that returned rc must have been refused with a message naming needle (what:
+ * the edit, for the report). */
+__attribute__((unused)) static void golden_expect_refusal(const char *what, int rc,
+                                                          const strata_err *err,
+                                                          const char *needle) {
+    CHECK_MSG(rc < 0 && strstr(err->msg, needle),
+              "%s: expected an error naming '%s', got rc %d: %s", what, needle, rc, err->msg);
+}
+
+/* RUN(fn) unless STRATA_SKIP_BIG is set: fn opens a real-size preset, gigabytes of dummy
+ * weights (copied to the device on a CUDA backend), which iterating can skip. */
+#define GOLDEN_RUN_BIG(fn)                                                                         \
+    do {                                                                                           \
+        if (getenv("STRATA_SKIP_BIG")) fprintf(stderr, "  %s skipped\n", #fn);                     \
+        else RUN(fn);                                                                              \
+    } while (0)
 
 /* Runs fn on every fixture directory tests/golden/<prefix>* with one CPU backend;
  * returns how many there were. */

@@ -97,6 +97,23 @@ static float golden_top2_gap(const float *x, int n) {
     return a - b;
 }
 
+/* For a fixture whose reference logits are too rounded to compare (bf16): at every
+ * position where the reference's top-2 gap is at least min_gap, so that rounding cannot
+ * have chosen its token, got [n, vocab] must choose the same token. One check a case. */
+__attribute__((unused)) static void golden_check_clear_greedy(const char *name, const float *got,
+                                                              const golden_case *gc, int vocab,
+                                                              float min_gap) {
+    int agree = 0, judged = 0;
+    for (int p = 0; p < gc->n; p++) {
+        const float *want = gc->logits + (size_t)p * vocab;
+        if (golden_top2_gap(want, vocab) < min_gap) continue;
+        judged++;
+        agree += golden_argmax(got + (size_t)p * vocab, vocab) == golden_argmax(want, vocab);
+    }
+    CHECK_MSG(agree == judged, "%s: greedy differs at %d of %d clear positions", name,
+              judged - agree, judged);
+}
+
 /* Passes when max |got - want| <= rel_tol · max |want| over the case. */
 static void golden_compare(const char *name, const char *what, const float *got, const float *want,
                            int n, int vocab, double rel_tol) {

@@ -36,6 +36,7 @@
 #include "tests/data/tokenizers/tok_fixture.h"
 #pragma GCC diagnostic pop
 #include "tests/test.h"
+#include "tests/test_model.h"
 
 enum {
     N_SEQ = 4, /* slots, sequences of the batched steps */
@@ -46,15 +47,9 @@ enum {
 };
 
 static model *open_model(backend *b, const char *dir) {
-    model *m = NULL;
-    strata_err err = {0};
-    model_opts o = {.path = dir,
-                    .weight_dtype = DTYPE_COUNT,
-                    .max_seqs = N_SEQ,
-                    .ctx_size = CTX,
-                    .step_tokens = MAX_TOKENS};
-    int rc = model_open(&m, &o, b, &err);
-    CHECK_MSG(rc == 0, "%s: %s", dir, err.msg);
+    model_opts o = test_model_opts(dir, N_SEQ, CTX, MAX_TOKENS);
+    model *m = test_model_open(b, &o);
+    CHECK(m != NULL);
     return m;
 }
 

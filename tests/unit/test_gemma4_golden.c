@@ -46,34 +46,15 @@ static float *run_alloc(model *m, const golden_case *gc, const int *chunks, int 
  * ring model r against that one shot */
 static void check_case(const char *name, model *m, model *r, const golden_case *gc, int vocab,
                        int is_bf16) {
-    int one_shot[] = {512}, odd[] = {3, 1, 7, 13, 64, 9}, ringc[] = {3, 16, 1, 7, 13, 9, 16},
-        step[] = {1};
-    float *a = run_alloc(m, gc, one_shot, 1);
-    if (is_bf16) {
-        int agree = 0, judged = 0;
-        for (int p = 0; p < gc->n; p++) {
-            const float *row = gc->logits + (size_t)p * vocab;
-            if (golden_top2_gap(row, vocab) < BF16_MIN_GAP) continue;
-            judged++;
-            agree += golden_argmax(a + (size_t)p * vocab, vocab) == golden_argmax(row, vocab);
-        }
-        CHECK_MSG(agree == judged, "%s: greedy differs at %d of %d clear positions", name,
-                  judged - agree, judged);
-    } else {
-        golden_compare(name, "vs transformers", a, gc->logits, gc->n, vocab, F32_REL_TOL);
-    }
-    float *c = run_alloc(m, gc, odd, 6);
-    golden_compare(name, "odd chunks vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
-    free(c);
-    c = run_alloc(m, gc, step, 1);
-    golden_compare(name, "step by step vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
-    free(c);
-    c = run_alloc(r, gc, ringc, 7);
-    golden_compare(name, "ring, chunks <= 16 vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
-    free(c);
-    c = run_alloc(r, gc, step, 1);
-    golden_compare(name, "ring, step by step vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
-    free(c);
+    int odd[] = {3, 1, 7, 13, 64, 9}, ringc[] = {3, 16, 1, 7, 13, 9, 16}, step[] = {1};
+    float *a = golden_one_shot(m, gc);
+    golden_check_reference(name, a, gc, vocab, is_bf16, F32_REL_TOL, BF16_MIN_GAP);
+    golden_check_chunked(name, "odd chunks vs one shot", m, 0, gc, odd, 6, a, SELF_REL_TOL);
+    golden_check_chunked(name, "step by step vs one shot", m, 0, gc, step, 1, a, SELF_REL_TOL);
+    golden_check_chunked(name, "ring, chunks <= 16 vs one shot", r, 0, gc, ringc, 7, a,
+                         SELF_REL_TOL);
+    golden_check_chunked(name, "ring, step by step vs one shot", r, 0, gc, step, 1, a,
+                         SELF_REL_TOL);
     free(a);
 }
 
@@ -99,10 +80,7 @@ static void check_ple_paths(backend *b, const char *dir, model *host, const gold
 
 static void test_fixture(backend *b, const char *dir) {
     golden_set gs;
-    if (golden_load(dir, &gs)) {
-        CHECK_MSG(0, "cannot load fixture %s", dir);
-        return;
-    }
+    if (golden_load_fixture(dir, &gs)) return;
     model *m = golden_open(b, dir, 4, 256, 256, 0);
     model *r = golden_open(b, dir, 4, 256, RING_MAX_TOKENS, 0);
     CHECK_MSG(m && r, "%s: model did not open", dir);
@@ -142,31 +120,6 @@ static void test_all_fixtures(void) {
 }
 
 /* ---- other spellings of the same checkpoint ---- */
-
-static char *tmpdir_with(json_t *cfg, const char *weights_src) {
-    static char dir[64];
-    char path[600], cwd[512];
-    snprintf(dir, sizeof dir, "/tmp/strata_g4_XXXXXX");
-    if (!mkdtemp(dir)) return NULL;
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    json_dump_file(cfg, path, JSON_INDENT(1));
-    if (weights_src) {
-        char src[1100];
-        snprintf(src, sizeof src, "%s/%s", getcwd(cwd, sizeof cwd) ? cwd : ".", weights_src);
-        snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        if (symlink(src, path)) return NULL;
-    }
-    return dir;
-}
-
-static void rm_tmpdir(const char *dir) {
-    char path[600];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    unlink(path);
-    rmdir(dir);
-}
 
 /* Logits of case 1 from dir, into out [n, V]; 0 on success. */
 static int case_logits(const char *dir, const golden_case *gc, float *out) {
@@ -249,24 +202,25 @@ static void test_spellings(void) {
     json_object_del(tc, "per_layer_config");
     json_object_set_new(tc, "global_head_dim", json_integer(32));
     json_object_set_new(tc, "num_global_key_value_heads", json_null());
-    char *dir = tmpdir_with(cfg, "tests/golden/gemma4_tiny/model.safetensors");
-    CHECK(dir != NULL);
-    if (dir) {
+    char dir[64];
+    int made = golden_scratch_make(dir, cfg, "tests/golden/gemma4_tiny/model.safetensors") == 0;
+    CHECK(made);
+    if (made) {
         CHECK(case_logits(dir, gc, got) == 0);
         CHECK_MSG(!memcmp(got, ref, bytes), "global_head_dim spelling gives other logits");
-        rm_tmpdir(dir);
+        golden_scratch_remove(dir);
     }
     /* text-only: config is the text config, tensors under model. */
     json_t *text = json_deep_copy(tc);
-    dir = tmpdir_with(text, NULL);
-    CHECK(dir != NULL);
-    if (dir) {
+    made = golden_scratch_make(dir, text, NULL) == 0;
+    CHECK(made);
+    if (made) {
         char dst[600];
         snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
         CHECK(write_text_only("tests/golden/gemma4_tiny/model.safetensors", dst) == 0);
         CHECK(case_logits(dir, gc, got) == 0);
         CHECK_MSG(!memcmp(got, ref, bytes), "model. prefix gives other logits");
-        rm_tmpdir(dir);
+        golden_scratch_remove(dir);
     }
     json_decref(text);
     json_decref(cfg);
@@ -283,22 +237,9 @@ static void expect_open_error_drop(const char *key, json_t *value, const char *d
     json_t *cfg = json_load_file("tests/golden/gemma4_tiny/config.json", 0, NULL);
     json_object_set_new(json_object_get(cfg, "text_config"), key, value);
     if (drop) json_object_del(json_object_get(cfg, "text_config"), drop);
-    char *dir = tmpdir_with(cfg, "tests/golden/gemma4_tiny/model.safetensors");
-    json_decref(cfg);
-    CHECK(dir != NULL);
-    if (!dir) return;
-    backend *b = NULL;
-    model *m = NULL;
     strata_err err = {0};
-    backend_cpu_create(1, &b, &err);
-    model_opts o = {
-        .path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = 1, .ctx_size = 64, .step_tokens = 16};
-    int rc = model_open(&m, &o, b, &err);
-    CHECK_MSG(rc < 0 && strstr(err.msg, needle), "%s: expected an error naming '%s', got rc %d: %s",
-              key, needle, rc, err.msg);
-    if (rc == 0) model_close(m);
-    backend_destroy(b);
-    rm_tmpdir(dir);
+    int rc = golden_open_config(cfg, "tests/golden/gemma4_tiny/model.safetensors", &err);
+    golden_expect_refusal(key, rc, &err, needle);
 }
 
 static void expect_open_error(const char *key, json_t *value, const char *needle) {
@@ -352,38 +293,25 @@ static void test_bad_configs(void) {
 
 /* ---- the real-size E2B preset with dummy weights ---- */
 
+/* §2.3: 2,279,759,139 parameters read per decode token (PLE table and dead k/v left out,
+ * the tied embedding once as the head) in bf16, plus the token's PLE row of 35·256 bf16 =
+ * 17,920 bytes; kv rows of the 15 owning layers: 12 sliding · 2·256 + 3 full · 2·512. */
+static void check_preset_sizes(const model_info *in, int64_t kv_elem_bytes) {
+    CHECK_EQ_INT(in->weight_bytes, 2279759139LL * 2 + 17920);
+    CHECK_EQ_INT(in->kv_bytes_per_token, (12LL * 2 * 256 + 3LL * 2 * 512) * kv_elem_bytes);
+    CHECK(in->n_eos >= 2);
+}
+
 static void test_dummy_preset(void) {
-    backend *b = NULL;
-    strata_err err = {0};
-    CHECK(backend_cpu_create(2, &b, &err) == 0);
-    model *m = golden_open_dummy(b, "google/gemma-4-E2B-it");
-    CHECK(m != NULL);
-    if (m) {
-        const model_info *in = model_get_info(m);
-        CHECK_EQ_INT(in->vocab, 262144);
-        /* §2.3: 2,279,759,139 parameters read per decode token (PLE table and dead k/v
-         * left out, the tied embedding once as the head) in bf16, plus the token's PLE
-         * row of 35·256 bf16 = 17,920 bytes. */
-        CHECK_EQ_INT(in->weight_bytes, 2279759139LL * 2 + 17920);
-        /* kv rows of the 15 owning layers: 12 sliding · 2·256 + 3 full · 2·512, f32 (bf16
-         * on a backend with memory of its own: the kv cache dtype's auto rule) */
-        backend_mem bm;
-        int64_t kvb = backend_memory(b, &bm) == 0 ? 2 : 4;
-        CHECK_EQ_INT(in->kv_bytes_per_token, (12LL * 2 * 256 + 3LL * 2 * 512) * kvb);
-        CHECK(in->n_eos >= 2);
-        int32_t ids[3] = {2, 262143, 106};
-        CHECK(golden_dummy_forward(m, ids, 30.0f) == 0); /* the softcap */
-        model_close(m);
-    }
-    backend_destroy(b);
+    static const int32_t ids[3] = {2, 262143, 106};
+    golden_check_dummy_preset("google/gemma-4-E2B-it", 262144, check_preset_sizes, ids,
+                              30.0f); /* the softcap */
 }
 
 int main(void) {
     RUN(test_all_fixtures);
     RUN(test_spellings);
     RUN(test_bad_configs);
-    /* 9.3 GB of dummy weights: STRATA_SKIP_BIG=1 skips it while iterating */
-    if (getenv("STRATA_SKIP_BIG")) fprintf(stderr, "  test_dummy_preset skipped\n");
-    else RUN(test_dummy_preset);
+    GOLDEN_RUN_BIG(test_dummy_preset);
     TEST_DONE();
 }

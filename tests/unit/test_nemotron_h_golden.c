@@ -40,24 +40,18 @@ static const int golden_batch_chunks[8] = {5, 1, 17, 2, 9, 3, 1, 4};
 static const char *const FLOOR_ENV = "STRATA_NEMOTRON_DT_FLOOR";
 
 static void check_case(const char *name, model *m, const golden_case *gc, int vocab, int compat) {
-    float *a = malloc(sizeof(float) * (size_t)gc->n * vocab);
-    float *c = malloc(sizeof(float) * (size_t)gc->n * vocab);
-    int one_shot[] = {512}, odd[] = {3, 1, 7, 13, 64}, odd2[] = {3, 2, 7, 13, 5}, step[] = {1};
-    CHECK(golden_run_chunked(m, 0, gc->prompt, gc->n, one_shot, 1, a) == 0);
+    int odd[] = {3, 1, 7, 13, 64}, odd2[] = {3, 2, 7, 13, 5}, step[] = {1};
+    float *a = golden_one_shot(m, gc);
     golden_compare(name, "vs transformers", a, gc->logits, gc->n, vocab, F32_REL_TOL);
     if (compat) {
         /* every chunk floored like the one-shot prefill (a last chunk of 1 cannot occur
          * for these prompt lengths but the first case, which is a single token anyway) */
-        CHECK(golden_run_chunked(m, 1, gc->prompt, gc->n, odd2, 5, c) == 0);
-        golden_compare(name, "chunks >= 2 vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
+        golden_check_chunked(name, "chunks >= 2 vs one shot", m, 1, gc, odd2, 5, a, SELF_REL_TOL);
     } else {
-        CHECK(golden_run_chunked(m, 1, gc->prompt, gc->n, odd, 5, c) == 0);
-        golden_compare(name, "odd chunks vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
-        CHECK(golden_run_chunked(m, 2, gc->prompt, gc->n, step, 1, c) == 0);
-        golden_compare(name, "step by step vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
+        golden_check_chunked(name, "odd chunks vs one shot", m, 1, gc, odd, 5, a, SELF_REL_TOL);
+        golden_check_chunked(name, "step by step vs one shot", m, 2, gc, step, 1, a, SELF_REL_TOL);
     }
     free(a);
-    free(c);
 }
 
 /* The fixture's floor mode (golden.json dt_floor_mode) selects ours. */
@@ -84,10 +78,7 @@ static void test_fixture(backend *b, const char *name) {
     char dir[256];
     snprintf(dir, sizeof dir, "tests/golden/%s", name);
     golden_set gs;
-    if (golden_load(dir, &gs)) {
-        CHECK_MSG(0, "cannot load fixture %s", dir);
-        return;
-    }
+    if (golden_load_fixture(dir, &gs)) return;
     int compat = fixture_compat(&gs);
     if (compat) setenv(FLOOR_ENV, "prefill", 1);
     else unsetenv(FLOOR_ENV);
@@ -170,42 +161,22 @@ static void test_floor_matters(void) {
  * the environment's floor mode env (NULL: unset). Returns the open's code, message in err. */
 static int open_edited(const char *fixture, const char *key, json_t *value, const char *env,
                        strata_err *err) {
-    char dir[] = "/tmp/strata_nh_XXXXXX";
-    if (!mkdtemp(dir)) return -1;
-    char src[1024], dst[512], cwd[512];
-    snprintf(src, sizeof src, "tests/golden/%s/config.json", fixture);
-    json_t *cfg = json_load_file(src, 0, NULL);
+    char path[512];
+    snprintf(path, sizeof path, "tests/golden/%s/config.json", fixture);
+    json_t *cfg = json_load_file(path, 0, NULL);
     if (value) json_object_set_new(cfg, key, value);
     else json_object_del(cfg, key);
-    snprintf(dst, sizeof dst, "%s/config.json", dir);
-    json_dump_file(cfg, dst, 0);
-    json_decref(cfg);
-    snprintf(src, sizeof src, "%s/tests/golden/%s/model.safetensors",
-             getcwd(cwd, sizeof cwd) ? cwd : ".", fixture);
-    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
-    CHECK(symlink(src, dst) == 0);
-    backend *b = NULL;
-    model *m = NULL;
-    backend_cpu_create(1, &b, err);
+    snprintf(path, sizeof path, "tests/golden/%s/model.safetensors", fixture);
     if (env) setenv(FLOOR_ENV, env, 1);
-    model_opts o = {
-        .path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = 1, .ctx_size = 64, .step_tokens = 16};
-    int rc = model_open(&m, &o, b, err);
+    int rc = golden_open_config(cfg, path, err);
     unsetenv(FLOOR_ENV);
-    model_close(m);
-    backend_destroy(b);
-    unlink(dst);
-    snprintf(dst, sizeof dst, "%s/config.json", dir);
-    unlink(dst);
-    rmdir(dir);
     return rc;
 }
 
 static void expect_error(const char *fixture, const char *key, json_t *value, const char *needle) {
     strata_err err = {0};
     int rc = open_edited(fixture, key, value, NULL, &err);
-    CHECK_MSG(rc < 0 && strstr(err.msg, needle), "%s: expected an error naming '%s', got rc %d: %s",
-              key, needle, rc, err.msg);
+    golden_expect_refusal(key, rc, &err, needle);
 }
 
 static json_t *str_list(const char *const *s, int n) {
@@ -256,40 +227,27 @@ static void test_bad_configs(void) {
           strstr(err.msg, FLOOR_ENV));
 }
 
+/* §3 and §14: 7,947,113,664 bytes in bf16, less the 822,083,584-byte embedding table
+ * that decode gathers one row from; §9: 21 Mamba layers, f32 state [96, 80, 128] + window
+ * [3, 9728], read + written; 4 attention layers, K and V [8, 128] per position. */
+static void check_preset_sizes(const model_info *in, int64_t kv_elem_bytes) {
+    CHECK_EQ_INT(in->weight_bytes, 7947113664LL - 822083584LL);
+    CHECK_EQ_INT(in->state_bytes, 21LL * 2 * (96 * 80 * 128 + 3 * 9728) * 4);
+    CHECK_EQ_INT(in->kv_bytes_per_token, 4LL * 2 * 8 * 128 * kv_elem_bytes);
+}
+
+/* The real 4B shapes with a context of 8 open and produce finite logits. */
 static void test_dummy_preset(void) {
-    /* The real 4B shapes with a context of 8 open and produce finite logits. */
+    static const int32_t ids[3] = {1, 131000, 5};
     unsetenv(FLOOR_ENV);
-    backend *b = NULL;
-    strata_err err = {0};
-    CHECK(backend_cpu_create(2, &b, &err) == 0);
-    model *m = golden_open_dummy(b, "nvidia/NVIDIA-Nemotron-3-Nano-4B-BF16");
-    CHECK(m != NULL);
-    if (m) {
-        const model_info *in = model_get_info(m);
-        CHECK_EQ_INT(in->vocab, 131072);
-        /* §3 and §14: 7,947,113,664 bytes in bf16, less the 822,083,584-byte embedding
-         * table that decode gathers one row from */
-        CHECK_EQ_INT(in->weight_bytes, 7947113664LL - 822083584LL);
-        /* §9: 21 Mamba layers, f32 state [96, 80, 128] + window [3, 9728], read + written */
-        CHECK_EQ_INT(in->state_bytes, 21LL * 2 * (96 * 80 * 128 + 3 * 9728) * 4);
-        /* 4 attention layers, K and V [8, 128] f32 per position (bf16 on a backend with
-         * memory of its own: the kv cache dtype's auto rule) */
-        backend_mem bm;
-        int64_t kvb = backend_memory(b, &bm) == 0 ? 2 : 4;
-        CHECK_EQ_INT(in->kv_bytes_per_token, 4LL * 2 * 8 * 128 * kvb);
-        int32_t ids[3] = {1, 131000, 5};
-        CHECK(golden_dummy_forward(m, ids, 1e30f) == 0);
-        model_close(m);
-    }
-    backend_destroy(b);
+    golden_check_dummy_preset("nvidia/NVIDIA-Nemotron-3-Nano-4B-BF16", 131072, check_preset_sizes,
+                              ids, 1e30f);
 }
 
 int main(void) {
     RUN(test_fixtures);
     RUN(test_floor_matters);
     RUN(test_bad_configs);
-    /* the real-size preset copies gigabytes on a CUDA backend: STRATA_SKIP_BIG=1 skips it */
-    if (getenv("STRATA_SKIP_BIG")) fprintf(stderr, "  test_dummy_preset skipped\n");
-    else RUN(test_dummy_preset);
+    GOLDEN_RUN_BIG(test_dummy_preset);
     TEST_DONE();
 }

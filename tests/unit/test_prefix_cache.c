@@ -20,24 +20,19 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "models/model.h"
 #include "tests/test.h"
+#include "tests/test_model.h"
 
 static backend *B;
 
 /* ---- model level ---- */
 
 static model *open_model_kv(const char *dir, int slots, int ctx, int block, int64_t kv_bytes) {
-    model *m = NULL;
-    strata_err err = {0};
-    model_opts o = {.path = dir,
-                    .weight_dtype = DTYPE_COUNT,
-                    .max_seqs = slots,
-                    .ctx_size = ctx,
-                    .step_tokens = 64,
-                    .kv_block = block,
-                    .kv_memory = kv_bytes};
-    int rc = model_open(&m, &o, B, &err);
-    CHECK_MSG(rc == 0, "%s: %s", dir, err.msg);
-    return rc ? NULL : m;
+    model_opts o = test_model_opts(dir, slots, ctx, 64);
+    o.kv_block = block;
+    o.kv_memory = kv_bytes;
+    model *m = test_model_open(B, &o);
+    CHECK(m != NULL);
+    return m;
 }
 
 static model *open_model(const char *dir, int slots, int ctx, int block) {
@@ -136,11 +131,8 @@ static void test_model_restore_exact(void) {
 static void test_pool_limits(void) {
     model *m = NULL;
     strata_err err = {0};
-    model_opts o = {.path = "tests/golden/qwen35_tiny",
-                    .weight_dtype = DTYPE_COUNT,
-                    .max_seqs = 2,
-                    .step_tokens = 64,
-                    .kv_block = 8};
+    model_opts o = test_model_opts("tests/golden/qwen35_tiny", 2, 0, 64);
+    o.kv_block = 8;
     CHECK(model_open(&m, &o, B, &err) == 0);
     if (!m) return;
     const model_info *mi = model_get_info(m);

@@ -35,38 +35,17 @@ static const int golden_batch_chunks[8] = {5, 1, 17, 2, 9, 3, 1, 4};
 
 static void check_case_f32(const char *name, model *m, const golden_case *gc, int vocab,
                            int is_bf16) {
-    float *a = malloc(sizeof(float) * (size_t)gc->n * vocab);
-    float *c = malloc(sizeof(float) * (size_t)gc->n * vocab);
-    int one_shot[] = {512}, odd[] = {3, 1, 7, 13, 64}, step[] = {1};
-    CHECK(golden_run_chunked(m, 0, gc->prompt, gc->n, one_shot, 1, a) == 0);
-    if (is_bf16) {
-        int agree = 0, judged = 0;
-        for (int p = 0; p < gc->n; p++) {
-            const float *r = gc->logits + (size_t)p * vocab;
-            int best = golden_argmax(r, vocab);
-            if (golden_top2_gap(r, vocab) < BF16_MIN_GAP) continue;
-            judged++;
-            agree += golden_argmax(a + (size_t)p * vocab, vocab) == best;
-        }
-        CHECK_MSG(agree == judged, "%s: greedy differs at %d of %d clear positions", name,
-                  judged - agree, judged);
-    } else {
-        golden_compare(name, "vs transformers", a, gc->logits, gc->n, vocab, F32_REL_TOL);
-    }
-    CHECK(golden_run_chunked(m, 1, gc->prompt, gc->n, odd, 5, c) == 0);
-    golden_compare(name, "odd chunks vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
-    CHECK(golden_run_chunked(m, 2, gc->prompt, gc->n, step, 1, c) == 0);
-    golden_compare(name, "step by step vs one shot", c, a, gc->n, vocab, SELF_REL_TOL);
+    int odd[] = {3, 1, 7, 13, 64}, step[] = {1};
+    float *a = golden_one_shot(m, gc);
+    golden_check_reference(name, a, gc, vocab, is_bf16, F32_REL_TOL, BF16_MIN_GAP);
+    golden_check_chunked(name, "odd chunks vs one shot", m, 1, gc, odd, 5, a, SELF_REL_TOL);
+    golden_check_chunked(name, "step by step vs one shot", m, 2, gc, step, 1, a, SELF_REL_TOL);
     free(a);
-    free(c);
 }
 
 static void test_fixture(backend *b, const char *dir) {
     golden_set gs;
-    if (golden_load(dir, &gs)) {
-        CHECK_MSG(0, "cannot load fixture %s", dir);
-        return;
-    }
+    if (golden_load_fixture(dir, &gs)) return;
     model *m = golden_open(b, dir, 4, 256, 256, 0);
     CHECK_MSG(m != NULL, "%s: model did not open", dir);
     if (m) {
@@ -97,34 +76,11 @@ static void test_all_fixtures(void) {
 
 /* Config problems are reported with the field, checkpoint problems with the tensor. */
 static void expect_open_error(const char *config_edit_key, json_t *value, const char *needle) {
-    char dir[] = "/tmp/strata_q35_XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char src[1024], dst[512], cwd[512];
     json_t *cfg = json_load_file("tests/golden/qwen35_tiny/config.json", 0, NULL);
-    json_t *tc = json_object_get(cfg, "text_config");
-    json_object_set_new(tc, config_edit_key, value);
-    snprintf(dst, sizeof dst, "%s/config.json", dir);
-    json_dump_file(cfg, dst, 0);
-    json_decref(cfg);
-    snprintf(src, sizeof src, "%s/tests/golden/qwen35_tiny/model.safetensors",
-             getcwd(cwd, sizeof cwd) ? cwd : ".");
-    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
-    CHECK(symlink(src, dst) == 0);
-    backend *b = NULL;
-    model *m = NULL;
+    json_object_set_new(json_object_get(cfg, "text_config"), config_edit_key, value);
     strata_err err = {0};
-    backend_cpu_create(1, &b, &err);
-    model_opts o = {
-        .path = dir, .weight_dtype = DTYPE_COUNT, .max_seqs = 1, .ctx_size = 64, .step_tokens = 16};
-    int rc = model_open(&m, &o, b, &err);
-    CHECK_MSG(rc < 0 && strstr(err.msg, needle), "expected an error naming '%s', got rc %d: %s",
-              needle, rc, err.msg);
-    if (rc == 0) model_close(m);
-    backend_destroy(b);
-    unlink(dst);
-    snprintf(dst, sizeof dst, "%s/config.json", dir);
-    unlink(dst);
-    rmdir(dir);
+    int rc = golden_open_config(cfg, "tests/golden/qwen35_tiny/model.safetensors", &err);
+    golden_expect_refusal(config_edit_key, rc, &err, needle);
 }
 
 static void test_bad_configs(void) {
@@ -142,31 +98,22 @@ static void test_bad_configs(void) {
     expect_open_error("rope_parameters", json_integer(3), "rope_parameters must be an object");
 }
 
+/* §1: 0.752 B parameters in bf16 = 1.505 GB read per decode token */
+static void check_preset_sizes(const model_info *in, int64_t kv_elem_bytes) {
+    (void)kv_elem_bytes;
+    CHECK_MSG(in->weight_bytes > 1500000000LL && in->weight_bytes < 1510000000LL, "%lld",
+              (long long)in->weight_bytes);
+}
+
+/* A real-shape preset with a context of 8 must open and produce finite logits. */
 static void test_dummy_preset(void) {
-    /* A real-shape preset with a context of 8 must open and produce finite logits. */
-    backend *b = NULL;
-    strata_err err = {0};
-    CHECK(backend_cpu_create(2, &b, &err) == 0);
-    model *m = golden_open_dummy(b, "Qwen/Qwen3.5-0.8B");
-    CHECK(m != NULL);
-    if (m) {
-        const model_info *in = model_get_info(m);
-        CHECK_EQ_INT(in->vocab, 248320);
-        /* §1: 0.752 B parameters in bf16 = 1.505 GB read per decode token */
-        CHECK_MSG(in->weight_bytes > 1500000000LL && in->weight_bytes < 1510000000LL, "%lld",
-                  (long long)in->weight_bytes);
-        int32_t ids[3] = {1, 248000, 5};
-        CHECK(golden_dummy_forward(m, ids, 1e30f) == 0);
-        model_close(m);
-    }
-    backend_destroy(b);
+    static const int32_t ids[3] = {1, 248000, 5};
+    golden_check_dummy_preset("Qwen/Qwen3.5-0.8B", 248320, check_preset_sizes, ids, 1e30f);
 }
 
 int main(void) {
     RUN(test_all_fixtures);
     RUN(test_bad_configs);
-    /* the real-size preset copies gigabytes on a CUDA backend: STRATA_SKIP_BIG=1 skips it */
-    if (getenv("STRATA_SKIP_BIG")) fprintf(stderr, "  test_dummy_preset skipped\n");
-    else RUN(test_dummy_preset);
+    GOLDEN_RUN_BIG(test_dummy_preset);
     TEST_DONE();
 }
