@@ -17,25 +17,11 @@
 #include "engine/batch.h"
 #include "engine/engine.h"
 #include "tests/test.h"
+#include "tests/test_wake.h"
 
 #define MODEL_DIR "tests/golden/qwen35_tiny"
 
-typedef struct waiter {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int wakes;
-} waiter;
-
-static waiter W = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
 static int released;
-
-static void on_wake(void *ud) {
-    (void)ud;
-    pthread_mutex_lock(&W.mu);
-    W.wakes++;
-    pthread_cond_broadcast(&W.cv);
-    pthread_mutex_unlock(&W.mu);
-}
 
 static void on_release(void *ud) {
     (void)ud;
@@ -55,9 +41,7 @@ typedef struct run {
 /* Collects output of every run until all finished. */
 static void wait_all(run *r, int n) {
     for (;;) {
-        pthread_mutex_lock(&W.mu);
-        int seen = W.wakes;
-        pthread_mutex_unlock(&W.mu);
+        int seen = test_wake_count();
         int open = 0;
         for (int i = 0; i < n; i++) {
             if (r[i].finish) continue;
@@ -85,9 +69,7 @@ static void wait_all(run *r, int n) {
         }
         if (!open) return;
         /* a wake after `seen` was read means new output: no lost wakeups */
-        pthread_mutex_lock(&W.mu);
-        while (W.wakes == seen) pthread_cond_wait(&W.cv, &W.mu);
-        pthread_mutex_unlock(&W.mu);
+        test_wake_wait(seen);
     }
 }
 
@@ -100,9 +82,9 @@ static int busy(engine *e) {
 }
 
 static void wait_idle(engine *e) {
-    pthread_mutex_lock(&W.mu);
-    while (busy(e)) pthread_cond_wait(&W.cv, &W.mu);
-    pthread_mutex_unlock(&W.mu);
+    pthread_mutex_lock(&test_wakes.mu);
+    while (busy(e)) pthread_cond_wait(&test_wakes.cv, &test_wakes.mu);
+    pthread_mutex_unlock(&test_wakes.mu);
 }
 
 static model *M;
@@ -113,7 +95,7 @@ static engine *make_engine_rows(int max_seqs, int chunk, int plp_rows) {
     engine *e = NULL;
     engine_opts o = {.max_seqs = max_seqs,
                      .prefill_chunk = chunk,
-                     .on_slot_free = on_wake,
+                     .on_slot_free = test_wake_signal,
                      .prompt_logprob_rows = plp_rows};
     int rc = engine_create(&e, M, NULL, &o, &err);
     CHECK_MSG(rc == 0, "%s", err.msg);
@@ -135,7 +117,7 @@ static void start(engine *e, run *r, const engine_seq_params *p) {
     strata_err err = {0};
     memset(r, 0, sizeof *r);
     engine_chunk_init(&r->c);
-    int rc = engine_seq_create(e, p, on_wake, on_release, NULL, &r->s, &err);
+    int rc = engine_seq_create(e, p, test_wake_signal, on_release, NULL, &r->s, &err);
     CHECK_MSG(rc == 0, "%s", err.msg);
     rc = engine_submit(e, r->s, &err);
     CHECK_MSG(rc == 0, "%s", err.msg);

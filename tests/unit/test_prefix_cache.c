@@ -20,6 +20,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "models/model.h"
 #include "tests/test.h"
+#include "tests/test_wake.h"
 #include "tests/test_model.h"
 
 static backend *B;
@@ -168,20 +169,6 @@ static void test_pool_limits(void) {
 
 /* ---- engine level ---- */
 
-static struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int wakes;
-} W = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-
-static void on_wake(void *ud) {
-    (void)ud;
-    pthread_mutex_lock(&W.mu);
-    W.wakes++;
-    pthread_cond_broadcast(&W.cv);
-    pthread_mutex_unlock(&W.mu);
-}
-
 typedef struct out {
     int32_t ids[64];
     sampler_result res[64];
@@ -202,14 +189,12 @@ static void generate(engine *e, const int32_t *prompt, int n, int n_gen, out *o)
     engine_seq *s = NULL;
     strata_err err = {0};
     memset(o, 0, sizeof *o);
-    CHECK(engine_seq_create(e, &p, on_wake, NULL, NULL, &s, &err) == 0);
+    CHECK(engine_seq_create(e, &p, test_wake_signal, NULL, NULL, &s, &err) == 0);
     CHECK_MSG(engine_submit(e, s, &err) == 0, "%s", err.msg);
     engine_chunk c;
     engine_chunk_init(&c);
     while (!o->finish) {
-        pthread_mutex_lock(&W.mu);
-        int seen = W.wakes;
-        pthread_mutex_unlock(&W.mu);
+        int seen = test_wake_count();
         if (engine_seq_take(s, &c)) {
             for (int i = 0; i < c.n_tok && o->n < 64; i++) {
                 o->res[o->n] = c.tok[i];
@@ -218,9 +203,7 @@ static void generate(engine *e, const int32_t *prompt, int n, int n_gen, out *o)
             o->finish = c.finish;
             continue;
         }
-        pthread_mutex_lock(&W.mu);
-        while (W.wakes == seen) pthread_cond_wait(&W.cv, &W.mu);
-        pthread_mutex_unlock(&W.mu);
+        test_wake_wait(seen);
     }
     CHECK_MSG(o->finish == ENGINE_FINISH_LENGTH, "finish %d: %s", o->finish, c.error);
     o->cached = engine_seq_cached_tokens(s);
@@ -231,13 +214,13 @@ static void generate(engine *e, const int32_t *prompt, int n, int n_gen, out *o)
         engine_stats st;
         engine_get_stats(e, &st);
         if (!st.active) break;
-        pthread_mutex_lock(&W.mu);
+        pthread_mutex_lock(&test_wakes.mu);
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 2000000;
         if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-        pthread_cond_timedwait(&W.cv, &W.mu, &ts);
-        pthread_mutex_unlock(&W.mu);
+        pthread_cond_timedwait(&test_wakes.cv, &test_wakes.mu, &ts);
+        pthread_mutex_unlock(&test_wakes.mu);
     }
 }
 
@@ -273,7 +256,7 @@ static model *DEMO;
 static engine *make_engine_on(model *m, int prefix, int64_t snap_bytes) {
     engine_opts o = {.max_seqs = 2,
                      .prefill_chunk = 48,
-                     .on_slot_free = on_wake,
+                     .on_slot_free = test_wake_signal,
                      .prefix_cache = prefix,
                      .prefix_cache_memory = snap_bytes,
                      .prefix_interval = 32};
