@@ -19,25 +19,9 @@
 
 #include "engine/template/chat_template.h"
 #include "tests/test.h"
+#include "tests/test_file.h"
 
 #define DATA "tests/data/chat_templates"
-
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    if (buf) buf[n] = 0;
-    if (len) *len = (size_t)n;
-    fclose(f);
-    return buf;
-}
 
 /* Prints where two renders part, with a little context on each side. */
 static void show_diff(const char *id, const char *want, const char *got) {
@@ -94,7 +78,7 @@ static cached *template_for(json_t *c) {
     } else if (file) {
         size_t len;
         snprintf(path, sizeof path, DATA "/%s", file);
-        char *text = slurp(path, &len);
+        char *text = test_file_read(path, &len);
         e->rc = text ? chat_template_parse_ex(&e->ct, text, len, NULL, NULL, NULL, &e->err) : -1;
         free(text);
     } else {
@@ -310,7 +294,7 @@ static void test_limits(void) {
  * (ASan checks for leaks) until the budget of allocations suffices. */
 static void test_alloc_failures(void) {
     size_t len;
-    char *src = slurp(DATA "/templates/gemma4_style.jinja", &len);
+    char *src = test_file_read(DATA "/templates/gemma4_style.jinja", &len);
     CHECK(src != NULL);
     if (!src) return;
     json_t *m = json_loads(

@@ -20,6 +20,7 @@
 #include "models/load/gguf.h"
 #include "tests/alloc_hook.h"
 #include "tests/test.h"
+#include "tests/test_file.h"
 
 #define DATA "tests/data/gguf/"
 
@@ -34,17 +35,11 @@ typedef struct buf {
 
 static buf load(const char *path) {
     buf b = {0};
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    b.p = (uint8_t *)test_file_read(path, &b.len);
+    if (!b.p) {
         perror(path);
         exit(2);
     }
-    fseek(f, 0, SEEK_END);
-    b.len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    b.p = malloc(b.len + 1);
-    if (fread(b.p, 1, b.len, f) != b.len) exit(2);
-    fclose(f);
     return b;
 }
 
@@ -567,7 +562,7 @@ static void test_alloc_failures(void) {
 int main(void) {
     snprintf(tmp_dir, sizeof tmp_dir, "%s/strata-gguf-XXXXXX",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(tmp_dir)) {
+    if (test_scratch_dir(tmp_dir)) {
         perror("mkdtemp");
         return 2;
     }
@@ -580,8 +575,5 @@ int main(void) {
     RUN(test_refuse_metadata);
     RUN(test_refuse_tensors);
     RUN(test_alloc_failures);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", tmp_dir);
     TEST_DONE();
 }

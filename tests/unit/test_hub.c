@@ -13,6 +13,7 @@
 #include "engine/hub/hub.h"
 #include "engine/hub/hub_internal.h"
 #include "tests/test.h"
+#include "tests/test_file.h"
 
 static char tmp_root[256];
 
@@ -388,7 +389,7 @@ static void test_resolve_thread_cancel(void) {
 
 int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/strata_test_hub_XXXXXX");
-    if (!mkdtemp(tmp_root)) return 1;
+    if (test_scratch_dir(tmp_root)) return 1;
     RUN(test_repo_id);
     RUN(test_revision_and_file);
     RUN(test_repo_folder);
@@ -401,8 +402,5 @@ int main(void) {
     RUN(test_opts_env);
     RUN(test_resolve_no_network);
     RUN(test_resolve_thread_cancel);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_root);
     TEST_DONE();
 }

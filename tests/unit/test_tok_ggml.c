@@ -16,6 +16,7 @@
 #include "server/serve.h"
 #include "tests/data/tokenizers/tok_fixture.h"
 #include "tests/test.h"
+#include "tests/test_file.h"
 
 static int quick;
 
@@ -92,19 +93,6 @@ static void check_fixtures(const char *name, const tokenizer *t, const tokenizer
     CHECK_MSG(n > 100 && excused * 10 < n, "%s: %d cases, %d excused", name, n, excused);
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (p) p[n] = 0;
-    fclose(f);
-    return p;
-}
-
 /* The same accessors as the tokenizer.json tokenizer of the same checkpoint. */
 static void check_same(const tokenizer *g, const tokenizer *j) {
     CHECK_EQ_INT(tok_vocab_size(g), tok_vocab_size(j));
@@ -139,7 +127,7 @@ static void test_qwen35(void) {
     /* The template is the one the converter read, with the GGUF's eos as eos_token. */
     chat_template *ct = NULL;
     CHECK_MSG(g && !model_text_gguf_template(&ct, g, tg, &err), "%s", err.msg);
-    char *want = slurp("tests/data/chat_templates/real/qwen35.jinja");
+    char *want = test_file_read("tests/data/chat_templates/real/qwen35.jinja", NULL);
     CHECK(want && ct && !strcmp(chat_template_source(ct), want));
     CHECK(ct && chat_template_eos(ct) && !strcmp(chat_template_eos(ct), "<|im_end|>"));
     chat_template_free(ct);

@@ -21,6 +21,7 @@
 
 #include "server/toolcall.h"
 #include "tests/test.h"
+#include "tests/test_file.h"
 
 #define GOT_MAX 8
 
@@ -480,19 +481,6 @@ static void test_long_value(void) {
     }
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) free(s), s = NULL;
-    if (s) s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 static void test_format_pick(void) {
     static const struct {
         const char *path;
@@ -506,7 +494,7 @@ static void test_format_pick(void) {
     toolcall_format f;
     strata_err err = {0};
     for (size_t k = 0; k < sizeof real / sizeof *real; k++) {
-        char *src = slurp(real[k].path);
+        char *src = test_file_read(real[k].path, NULL);
         CHECK_MSG(src != NULL, "%s", real[k].path);
         f = (toolcall_format)-1;
         CHECK_EQ_INT(toolcall_format_pick("auto", "llama", src, &f, &err), 0);
