@@ -29,15 +29,11 @@
 #include "tests/data/tokenizers/tok_fixture.h"
 #pragma GCC diagnostic pop
 #include "tests/test.h"
+#include "tests/test_rng.h"
 
 static uint64_t rng_state = 0x243F6A8885A308D3ull;
 
-static uint32_t rnd(uint32_t n) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state % n);
-}
+static uint32_t rnd(uint32_t n) { return test_rng_below(&rng_state, n); }
 
 /* ---- documents ------------------------------------------------------------------------ */
 

@@ -11,17 +11,13 @@
 #include "engine/base/utf8.h"
 #include "tests/data/tokenizers/tok_fixture.h"
 #include "tests/test.h"
+#include "tests/test_rng.h"
 
 static int quick;
 static int n_stop_checks; /* sequences on which a multi-token stop string was tried */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
-static uint32_t rnd(uint32_t n) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state % n);
-}
+static uint32_t rnd(uint32_t n) { return test_rng_below(&rng_state, n); }
 
 typedef struct acc {
     char *text, *reason;

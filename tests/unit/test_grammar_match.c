@@ -16,6 +16,7 @@
 #include "engine/constrain/constrain_internal.h"
 #include "engine/text/tokenizer.h"
 #include "tests/test.h"
+#include "tests/test_rng.h"
 #include "tests/unit/grammar_oracle.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -24,12 +25,7 @@
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
-static uint32_t rnd(uint32_t n) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state % n);
-}
+static uint32_t rnd(uint32_t n) { return test_rng_below(&rng_state, n); }
 
 static const char *const GRAMMARS[] = {
     /* JSON, the way the schema compiler writes it */
