@@ -126,6 +126,10 @@ static const char *TOOLS =
 #define CALL_CLOSE "</function>\n</tool_call>"
 #define WEATHER CALL_OPEN("get_weather") PARAM("city", "Paris") CALL_CLOSE
 #define Q "<|\"|>"
+/* Malformed calls and text that only looks like a marker: the whole text comes back as
+ * content, byte for byte, and no call. */
+#define STAYS_CONTENT(name, format, output)                                                        \
+    { .what = name, .f = format, .text = output, .content = output }
 
 static const tc_case cases[] = {
     {"xml single call", TOOLCALL_XML, WEATHER, "", {{"get_weather", "{\"city\":\"Paris\"}"}}},
@@ -196,33 +200,19 @@ static const tc_case cases[] = {
      WEATHER "\nDone, see above.",
      "\nDone, see above.",
      {{"get_weather", "{\"city\":\"Paris\"}"}}},
-    {"xml missing </function> stays content",
-     TOOLCALL_XML,
-     CALL_OPEN("get_weather") PARAM("city", "Paris") "</tool_call>\nok",
-     CALL_OPEN("get_weather") PARAM("city", "Paris") "</tool_call>\nok",
-     {{NULL}}},
-    {"xml a parameter given twice stays content (no argument object has a key twice)",
-     TOOLCALL_XML,
-     CALL_OPEN("get_weather") PARAM("city", "Paris") PARAM("city", "Oslo") "</function>\n"
-                                                                           "</tool_call>",
-     CALL_OPEN("get_weather") PARAM("city", "Paris") PARAM("city", "Oslo") "</function>\n"
-                                                                           "</tool_call>",
-     {{NULL}}},
-    {"gemma4 a key given twice stays content",
-     TOOLCALL_GEMMA4,
-     "<|tool_call>call:f{a:1,a:2}<tool_call|>",
-     "<|tool_call>call:f{a:1,a:2}<tool_call|>",
-     {{NULL}}},
-    {"xml wrong closing tag stays content",
-     TOOLCALL_XML,
-     CALL_OPEN("get_weather") PARAM("city", "Paris") "</function>\n</tool>",
-     CALL_OPEN("get_weather") PARAM("city", "Paris") "</function>\n</tool>",
-     {{NULL}}},
-    {"xml unterminated at the end stays content",
-     TOOLCALL_XML,
-     "Sure.\n" CALL_OPEN("get_weather") "<parameter=city>\nPar",
-     "Sure.\n" CALL_OPEN("get_weather") "<parameter=city>\nPar",
-     {{NULL}}},
+    STAYS_CONTENT("xml missing </function> stays content", TOOLCALL_XML,
+                  CALL_OPEN("get_weather") PARAM("city", "Paris") "</tool_call>\nok"),
+    STAYS_CONTENT("xml a parameter given twice stays content (no argument object has a key twice)",
+                  TOOLCALL_XML,
+                  CALL_OPEN("get_weather") PARAM("city", "Paris")
+                      PARAM("city", "Oslo") "</function>\n"
+                                            "</tool_call>"),
+    STAYS_CONTENT("gemma4 a key given twice stays content", TOOLCALL_GEMMA4,
+                  "<|tool_call>call:f{a:1,a:2}<tool_call|>"),
+    STAYS_CONTENT("xml wrong closing tag stays content", TOOLCALL_XML,
+                  CALL_OPEN("get_weather") PARAM("city", "Paris") "</function>\n</tool>"),
+    STAYS_CONTENT("xml unterminated at the end stays content", TOOLCALL_XML,
+                  "Sure.\n" CALL_OPEN("get_weather") "<parameter=city>\nPar"),
     {"xml garbage inside stays content, a call after it is read",
      TOOLCALL_XML,
      "<tool_call>\nhello <function=x>\n</function>\n</tool_call>\n" WEATHER,
@@ -238,16 +228,10 @@ static const tc_case cases[] = {
      WEATHER "\n\n<tool_call>\n<function=f>\noops",
      "\n\n<tool_call>\n<function=f>\noops",
      {{"get_weather", "{\"city\":\"Paris\"}"}}},
-    {"xml markers that are not calls",
-     TOOLCALL_XML,
-     "Use <tool> or <tool_calls> or <function=f> tags; <tool_ca",
-     "Use <tool> or <tool_calls> or <function=f> tags; <tool_ca",
-     {{NULL}}},
-    {"xml a bad name stays content",
-     TOOLCALL_XML,
-     "<tool_call>\n<function=get weather>\n</function>\n</tool_call>",
-     "<tool_call>\n<function=get weather>\n</function>\n</tool_call>",
-     {{NULL}}},
+    STAYS_CONTENT("xml markers that are not calls", TOOLCALL_XML,
+                  "Use <tool> or <tool_calls> or <function=f> tags; <tool_ca"),
+    STAYS_CONTENT("xml a bad name stays content", TOOLCALL_XML,
+                  "<tool_call>\n<function=get weather>\n</function>\n</tool_call>"),
     {"gemma single call",
      TOOLCALL_GEMMA4,
      "<|tool_call>call:get_weather{city:" Q "Paris" Q ",days:3}<tool_call|>",
@@ -273,26 +257,14 @@ static const tc_case cases[] = {
      "celsius }<tool_call|>\n",
      "Sure.\n",
      {{"now", "{}"}, {"set", "{\"my key\":1,\"unit\":\"celsius\"}"}}},
-    {"gemma unterminated stays content",
-     TOOLCALL_GEMMA4,
-     "<|tool_call>call:f{a:" Q "x" Q "}",
-     "<|tool_call>call:f{a:" Q "x" Q "}",
-     {{NULL}}},
-    {"gemma malformed calls stay content",
-     TOOLCALL_GEMMA4,
-     "<|tool_call>f{a:1}<tool_call|> <|tool_call>call:f{a:1<tool_call|> "
-     "<|tool_call>call:f{a:1}<tool_call> <|tool_call>call:f{a 1}<tool_call|> "
-     "<|tool_call>call:f{a:[1,}<tool_call|>",
-     "<|tool_call>f{a:1}<tool_call|> <|tool_call>call:f{a:1<tool_call|> "
-     "<|tool_call>call:f{a:1}<tool_call> <|tool_call>call:f{a 1}<tool_call|> "
-     "<|tool_call>call:f{a:[1,}<tool_call|>",
-     {{NULL}}},
-    {"gemma markers that are not calls",
-     TOOLCALL_GEMMA4,
-     "a <|tool|> b <|tool_call",
-     "a <|tool|> b <|tool_call",
-     {{NULL}}},
-    {"none passes everything", TOOLCALL_NONE, "x " WEATHER, "x " WEATHER, {{NULL}}},
+    STAYS_CONTENT("gemma unterminated stays content", TOOLCALL_GEMMA4,
+                  "<|tool_call>call:f{a:" Q "x" Q "}"),
+    STAYS_CONTENT("gemma malformed calls stay content", TOOLCALL_GEMMA4,
+                  "<|tool_call>f{a:1}<tool_call|> <|tool_call>call:f{a:1<tool_call|> "
+                  "<|tool_call>call:f{a:1}<tool_call> <|tool_call>call:f{a 1}<tool_call|> "
+                  "<|tool_call>call:f{a:[1,}<tool_call|>"),
+    STAYS_CONTENT("gemma markers that are not calls", TOOLCALL_GEMMA4, "a <|tool|> b <|tool_call"),
+    STAYS_CONTENT("none passes everything", TOOLCALL_NONE, "x " WEATHER),
 };
 #define N_CASES (int)(sizeof cases / sizeof *cases)
 
