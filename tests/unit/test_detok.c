@@ -11,6 +11,7 @@
 #include "engine/base/utf8.h"
 #include "tests/data/tokenizers/tok_fixture.h"
 #include "tests/test.h"
+#include "tests/tokfx_walk.h"
 #include "tests/test_rng.h"
 
 static int quick;
@@ -126,21 +127,18 @@ static void check_tokenizer(const char *name) {
     CHECK(!tokfx_unpack(&dir, name));
     CHECK_MSG(!tok_load(&t, dir.path, &err), "%s", err.msg);
     if (!t) return;
-    tokfx_reader rd;
-    char path[256];
-    snprintf(path, sizeof path, "tests/data/tokenizers/%s/fixtures.tsv.zst", name);
-    CHECK(!tokfx_open(&rd, path));
+    tokfx_walk w;
+    tokfx_walk_open(&w, name, quick);
     tokfx_case c;
-    int n = 0, bad = 0, idx = 0;
+    int n = 0, bad = 0;
     n_stop_checks = 0;
-    while (tokfx_next(&rd, &c) > 0) {
-        if (quick && idx++ % 10) continue;
+    while (tokfx_walk_next(&w, &c) > 0) {
         const int32_t *ids = c.kind == 'E' ? c.ids_sp : c.ids;
         size_t k = c.kind == 'E' ? c.n_ids_sp : c.n_ids;
         for (int skip = 0; skip < 2; skip++) bad += check_sequence(t, ids, k, skip) != 0;
         n++;
     }
-    tokfx_close(&rd);
+    tokfx_walk_close(&w);
     /* Random ids, biased towards byte tokens and specials (split / invalid characters). */
     int vs = tok_vocab_size(t);
     int32_t ids[64];
@@ -235,7 +233,7 @@ static void test_window_mode(void) {
 }
 
 int main(void) {
-    quick = getenv("STRATA_TEST_QUICK") && atoi(getenv("STRATA_TEST_QUICK"));
+    quick = tokfx_walk_quick();
     RUN(test_qwen3);
     RUN(test_gemma3);
     RUN(test_window_mode);

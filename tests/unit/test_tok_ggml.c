@@ -16,6 +16,7 @@
 #include "server/serve.h"
 #include "tests/data/tokenizers/tok_fixture.h"
 #include "tests/test.h"
+#include "tests/tokfx_walk.h"
 #include "tests/test_file.h"
 
 static int quick;
@@ -49,15 +50,12 @@ static int flag_differs(const tokenizer *t, const tokenizer *ref, const int32_t 
  * excuses (counted; under a tenth of the cases: the fixtures' random id lists hit the six
  * tokens of Qwen3.5 often). */
 static void check_fixtures(const char *name, const tokenizer *t, const tokenizer *ref) {
-    tokfx_reader rd;
-    char path[512];
-    snprintf(path, sizeof path, "tests/data/tokenizers/%s/fixtures.tsv.zst", name);
-    CHECK_MSG(!tokfx_open(&rd, path), "cannot read %s", path);
+    tokfx_walk w;
+    tokfx_walk_open(&w, name, quick);
     tokfx_case c;
-    int n = 0, bad = 0, idx = 0, excused = 0;
+    int n = 0, bad = 0, excused = 0;
     strata_err err = {0};
-    while (tokfx_next(&rd, &c) > 0) {
-        if (quick && idx++ % 10) continue;
+    while (tokfx_walk_next(&w, &c) > 0) {
         int ok = 1;
         if (c.kind == 'E') {
             int32_t *a = NULL, *b = NULL;
@@ -88,7 +86,7 @@ static void check_fixtures(const char *name, const tokenizer *t, const tokenizer
                     (int)(c.text_len > 60 ? 60 : c.text_len), c.text ? c.text : "");
         n++;
     }
-    tokfx_close(&rd);
+    tokfx_walk_close(&w);
     CHECK_MSG(bad == 0, "%s: %d of %d cases differ", name, bad, n);
     CHECK_MSG(n > 100 && excused * 10 < n, "%s: %d cases, %d excused", name, n, excused);
 }
@@ -304,7 +302,7 @@ static void test_no_tokenizer(void) {
 }
 
 int main(void) {
-    quick = getenv("STRATA_TEST_QUICK") && atoi(getenv("STRATA_TEST_QUICK"));
+    quick = tokfx_walk_quick();
     RUN(test_tiny_and_refusals);
     RUN(test_no_tokenizer);
     RUN(test_small_file);

@@ -14,6 +14,7 @@
 #include "engine/text/tokenizer.h"
 #include "engine/unicode/nfc.h"
 #include "tests/test.h"
+#include "tests/tokfx_walk.h"
 #include "tests/data/tokenizers/tok_fixture.h"
 
 static int quick;
@@ -30,15 +31,12 @@ static void print_ids(const char *what, const int32_t *v, size_t n) {
 
 /* Runs one fixture file: every case must match; at least min_cases encode cases. */
 static void check_fixtures(const char *name, const tokenizer *t, int min_cases) {
-    tokfx_reader rd;
-    char path[512];
-    snprintf(path, sizeof path, "tests/data/tokenizers/%s/fixtures.tsv.zst", name);
-    CHECK_MSG(!tokfx_open(&rd, path), "cannot read %s", path);
-    tokfx_case c;
-    int n_enc = 0, n_dec = 0, bad = 0, idx = 0;
+    tokfx_walk w;
+    tokfx_walk_open(&w, name, quick);
+    tokfx_case c = {0};
+    int n_enc = 0, n_dec = 0, bad = 0;
     strata_err err = {0};
-    while (tokfx_next(&rd, &c) > 0) {
-        if (quick && idx++ % 10) continue;
+    while (tokfx_walk_next(&w, &c) > 0) {
         char *text = NULL;
         size_t len = 0;
         int ok = 1;
@@ -83,7 +81,7 @@ static void check_fixtures(const char *name, const tokenizer *t, int min_cases) 
         }
         bad += !ok;
     }
-    tokfx_close(&rd);
+    tokfx_walk_close(&w);
     fprintf(stderr, "  %s: %d encode + %d decode cases, %d mismatched\n", name, n_enc, n_dec, bad);
     CHECK_MSG(n_enc >= (quick ? min_cases / 10 : min_cases), "%s: only %d encode cases", name,
               n_enc);
@@ -360,7 +358,7 @@ static void test_errors(void) {
 }
 
 int main(void) {
-    quick = getenv("STRATA_TEST_QUICK") && atoi(getenv("STRATA_TEST_QUICK"));
+    quick = tokfx_walk_quick();
     RUN(test_qwen3);
     RUN(test_gemma3);
     RUN(test_qwen35);
