@@ -341,11 +341,16 @@ static void test_engine_shared_prefix(void) {
     engine_destroy(e);
 }
 
+/* The demo model again, 2 slots, with a kv pool of only n_blocks blocks of 16 positions. */
+static model *open_demo_pool(int n_blocks) {
+    int64_t blk = model_get_info(DEMO)->kv_block_bytes;
+    return open_model_kv("models/demo", 2, 512, 16, blk * n_blocks);
+}
+
 /* Room for one snapshot and a pool of a few blocks: what is evicted is recomputed, and
  * nothing changes an output. */
 static void test_engine_eviction(void) {
-    int64_t blk = model_get_info(DEMO)->kv_block_bytes;
-    model *small = open_model_kv("models/demo", 2, 512, 16, blk * 12); /* 192 positions */
+    model *small = open_demo_pool(12); /* 192 positions */
     if (!small) return;
     const model_info *mi = model_get_info(small);
     CHECK_EQ_INT(mi->kv_blocks, 12);
@@ -383,8 +388,7 @@ static void test_engine_eviction(void) {
  * computed again once the older one is done, and both outputs are the ones of a pool that
  * holds everything (with and without the prefix cache to recompute from). */
 static void test_engine_preemption(void) {
-    int64_t blk = model_get_info(DEMO)->kv_block_bytes;
-    model *small = open_model_kv("models/demo", 2, 512, 16, blk * 8); /* 128 positions */
+    model *small = open_demo_pool(8); /* 128 positions */
     if (!small) return;
     engine *plain = make_engine(0, 0);
     int32_t a[40], b[40];
