@@ -33,7 +33,7 @@ static void print_ids(const char *what, const int32_t *v, size_t n) {
 static void check_fixtures(const char *name, const tokenizer *t, int min_cases) {
     tokfx_walk w;
     tokfx_walk_open(&w, name, quick);
-    tokfx_case c = {0};
+    tokfx_case c;
     int n_enc = 0, n_dec = 0, bad = 0;
     strata_err err = {0};
     while (tokfx_walk_next(&w, &c) > 0) {
