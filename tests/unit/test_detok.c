@@ -127,8 +127,7 @@ static void check_tokenizer(const char *name) {
     CHECK(!tokfx_unpack(&dir, name));
     CHECK_MSG(!tok_load(&t, dir.path, &err), "%s", err.msg);
     if (!t) return;
-    tokfx_walk w;
-    tokfx_walk_open(&w, name, quick);
+    tokfx_walk w = tokfx_walk_open(name, quick);
     tokfx_case c;
     int n = 0, bad = 0;
     n_stop_checks = 0;
