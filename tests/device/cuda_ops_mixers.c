@@ -30,6 +30,14 @@ static void *att_dev(const void *h, size_t bytes) {
     return d;
 }
 
+/* kv_store of the step's k and v into kv, then attention of q over it, on backend b. */
+static void att_step(backend *b, const bk_kv *kv, const float *k, const float *v, const float *q,
+                     float *out, const bk_batch *bt, int H, int KV, int D, float scale, int window,
+                     float softcap) {
+    b->ops->kv_store(b, kv, k, v, bt);
+    b->ops->attention(b, out, q, kv, bt, H, KV, D, scale, window, softcap);
+}
+
 /* table: the step also carries a block table (for another, paged cache), which a ring
  * cache must not be misled by. */
 static void att_one_t(const att_cfg *c, dtype dt, int table, double tol) {
@@ -52,13 +60,10 @@ static void att_one_t(const att_cfg *c, dtype dt, int table, double tol) {
         const int32_t blk[3 * 4] = {5, 2, 7, 1, 0, 3, 6, 4, 9, 8, 11, 10};
         tb_blocks(&tb, 4, blk);
     }
-    cpu->ops->kv_store(cpu, &hkv, k, v, &tb.hb);
-    cpu->ops->attention(cpu, out, q, &hkv, &tb.hb, c->H, c->KV, c->D, c->scale, c->window,
-                        c->softcap);
+    att_step(cpu, &hkv, k, v, q, out, &tb.hb, c->H, c->KV, c->D, c->scale, c->window, c->softcap);
     tb_dev(&tb);
-    gpu->ops->kv_store(gpu, &dkv, dk, dv, &tb.db);
-    gpu->ops->attention(gpu, dout, dq, &dkv, &tb.db, c->H, c->KV, c->D, c->scale, c->window,
-                        c->softcap);
+    att_step(gpu, &dkv, dk, dv, dq, dout, &tb.db, c->H, c->KV, c->D, c->scale, c->window,
+             c->softcap);
     float *got = gget(dout, qn);
     void *gkb = malloc(cbytes);
     if (!gkb) abort();
@@ -152,16 +157,12 @@ static void att_paged_one_tol(const pg_cfg *c, dtype dt, double tol) {
     bk_kv rkv = {att_dev(rkh, rbytes), att_dev(rvh, rbytes), dt, reach, kvw, 0};
     float *dk = gput(k, (size_t)m * kvw), *dv = gput(v, (size_t)m * kvw), *dq = gput(q, qn);
     float *dout = gput(NULL, qn), *dring = gput(NULL, qn);
-    cpu->ops->kv_store(cpu, &hkv, k, v, &tb.hb);
-    cpu->ops->attention(cpu, out, q, &hkv, &tb.hb, c->H, c->KV, c->D, c->scale, c->window,
-                        c->softcap);
+    att_step(cpu, &hkv, k, v, q, out, &tb.hb, c->H, c->KV, c->D, c->scale, c->window, c->softcap);
     tb_dev(&tb);
-    gpu->ops->kv_store(gpu, &dkv, dk, dv, &tb.db);
-    gpu->ops->attention(gpu, dout, dq, &dkv, &tb.db, c->H, c->KV, c->D, c->scale, c->window,
-                        c->softcap);
-    gpu->ops->kv_store(gpu, &rkv, dk, dv, &tb.db);
-    gpu->ops->attention(gpu, dring, dq, &rkv, &tb.db, c->H, c->KV, c->D, c->scale, c->window,
-                        c->softcap);
+    att_step(gpu, &dkv, dk, dv, dq, dout, &tb.db, c->H, c->KV, c->D, c->scale, c->window,
+             c->softcap);
+    att_step(gpu, &rkv, dk, dv, dq, dring, &tb.db, c->H, c->KV, c->D, c->scale, c->window,
+             c->softcap);
     float *got = gget(dout, qn), *gring = gget(dring, qn);
     char name[128];
     snprintf(name, sizeof name, "%s, %s pool", c->name, dtn(dt));
@@ -185,79 +186,23 @@ static void att_paged_one(const pg_cfg *c, dtype dt) { att_paged_one_tol(c, dt, 
 static void test_attention_flash(void);
 
 static void test_attention_paged(void) {
-    const pg_cfg cfgs[] = {
+    /* a table laid out by hand: clang-format puts each field of a long row on a line */
+    /* clang-format off */
+    const pg_cfg cfgs[] = { /* name; H, KV, D, block, n_blocks, blk_w, window, scale, softcap,
+                             * n_seqs, len, pos0, share */
         {"block 16: a prefill chunk, a decode, a chunk",
-         8,
-         2,
-         128,
-         16,
-         24,
-         8,
-         0,
-         0.0884f,
-         0,
-         3,
-         {5, 1, 3},
-         {0, 37, 90},
-         0},
+         8, 2, 128, 16, 24, 8, 0, 0.0884f, 0, 3, {5, 1, 3}, {0, 37, 90}, 0},
         {"block 4 window 8, 4 seqs",
-         4,
-         2,
-         64,
-         4,
-         40,
-         16,
-         8,
-         0.125f,
-         0,
-         4,
-         {3, 1, 6, 2},
-         {20, 50, 9, 0},
-         0},
+         4, 2, 64, 4, 40, 16, 8, 0.125f, 0, 4, {3, 1, 6, 2}, {20, 50, 9, 0}, 0},
         {"block 8, a shared prefix of 2 blocks, D20 H6/3",
-         6,
-         3,
-         20,
-         8,
-         12,
-         4,
-         0,
-         0.2236f,
-         0,
-         3,
-         {2, 4, 1},
-         {16, 3, 20},
-         2},
+         6, 3, 20, 8, 12, 4, 0, 0.2236f, 0, 3, {2, 4, 1}, {16, 3, 20}, 2},
         {"block 5, D512 softcap 30", 8, 1, 512, 5, 9, 4, 0, 1.0f, 30.0f, 2, {4, 1}, {10, 0}, 0},
         {"decode at 3000 and 1234, block 32 (splits)",
-         8,
-         2,
-         256,
-         32,
-         160,
-         128,
-         0,
-         0.0625f,
-         0,
-         2,
-         {1, 1},
-         {3000, 1234},
-         0},
+         8, 2, 256, 32, 160, 128, 0, 0.0625f, 0, 2, {1, 1}, {3000, 1234}, 0},
         {"window 512 decode at 2000, block 16 (splits)",
-         8,
-         1,
-         256,
-         16,
-         130,
-         128,
-         512,
-         0.0625f,
-         0,
-         1,
-         {1},
-         {2000},
-         0},
+         8, 1, 256, 16, 130, 128, 512, 0.0625f, 0, 1, {1}, {2000}, 0},
     };
+    /* clang-format on */
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
         att_paged_one(&cfgs[i], DTYPE_F32);
         att_paged_one(&cfgs[i], DTYPE_BF16);
@@ -265,37 +210,17 @@ static void test_attention_paged(void) {
 }
 
 void test_attention(void) {
-    const att_cfg cfgs[] = {
+    /* clang-format off */
+    const att_cfg cfgs[] = { /* name; H, KV, D, cap, slots, window, scale, softcap, n_seqs,
+                              * len, pos0, slot */
         {"qwen H8/2 D256, 3 seqs",
-         8,
-         2,
-         256,
-         64,
-         3,
-         0,
-         0.0625f,
-         0,
-         3,
-         {5, 1, 3},
-         {0, 17, 40},
-         {2, 0, 1}},
+         8, 2, 256, 64, 3, 0, 0.0625f, 0, 3, {5, 1, 3}, {0, 17, 40}, {2, 0, 1}},
         {"H6/3 D20, 2 seqs", 6, 3, 20, 50, 2, 0, 0.2236f, 0, 2, {7, 2}, {3, 30}, {1, 0}},
         {"H8/1 D512 softcap 30, scale 1", 8, 1, 512, 32, 1, 0, 1.0f, 30.0f, 1, {4}, {10}, {0}},
         {"ring cap 10 window 8", 4, 2, 128, 10, 2, 8, 0.0884f, 0, 2, {3, 1}, {20, 50}, {0, 1}},
         {"nemotron H40/8 D128 decode", 40, 8, 128, 64, 1, 0, 0.0884f, 0, 1, {1}, {33}, {0}},
         {"decode at 3000 and 4095 (splits)",
-         8,
-         2,
-         256,
-         4096,
-         2,
-         0,
-         0.0625f,
-         0,
-         2,
-         {1, 1},
-         {3000, 4095},
-         {1, 0}},
+         8, 2, 256, 4096, 2, 0, 0.0625f, 0, 2, {1, 1}, {3000, 4095}, {1, 0}},
         {"D1024 H2/1", 2, 1, 1024, 16, 1, 0, 0.03125f, 0, 1, {2}, {5}, {0}},
         {"prefill 513 tokens", 8, 2, 256, 600, 1, 0, 0.0625f, 0, 1, {513}, {0}, {0}},
         {"window 512 decode at 2000", 8, 1, 256, 2048, 1, 512, 0.0625f, 0, 1, {1}, {2000}, {0}},
@@ -306,6 +231,7 @@ void test_attention(void) {
         {"D192 H4/2 (G 2)", 4, 2, 192, 40, 1, 0, 0.0722f, 0, 1, {4}, {11}, {0}},
         {"D512 H2/2 (G 1)", 2, 2, 512, 24, 1, 0, 0.0442f, 0, 1, {2}, {7}, {0}},
     };
+    /* clang-format on */
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
         att_one(&cfgs[i], DTYPE_F32, 0);
         att_one(&cfgs[i], DTYPE_BF16, 0);
@@ -323,40 +249,21 @@ void test_attention(void) {
  * Gemma's softcap, a paged pool. q and the probabilities round to bf16: TOL_FA. */
 static void test_attention_flash(void) {
     if (!gpu->ops->compute_dtype) return; /* --self: a CPU backend computes in f32 only */
+    /* clang-format off */
     const att_cfg cfgs[] = {
         {"flash H4/2 D64, 3 seqs",
-         4,
-         2,
-         64,
-         160,
-         3,
-         0,
-         0.125f,
-         0,
-         3,
-         {100, 5, 20},
-         {0, 9, 30},
-         {2, 0, 1}},
+         4, 2, 64, 160, 3, 0, 0.125f, 0, 3, {100, 5, 20}, {0, 9, 30}, {2, 0, 1}},
         {"flash H2/1 D256", 2, 1, 256, 80, 1, 0, 0.0625f, 0, 1, {70}, {0}, {0}},
         {"flash window 24, softcap 30", 4, 4, 32, 200, 1, 24, 0.17f, 30.0f, 1, {90}, {40}, {0}},
     };
+    /* clang-format on */
     gpu->ops->compute_dtype(gpu, DTYPE_BF16);
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++)
         att_one_tol(&cfgs[i], DTYPE_BF16, TOL_FA);
+    /* clang-format off */
     const pg_cfg pg = {"flash block 16, a run of 40 after 37",
-                       4,
-                       2,
-                       64,
-                       16,
-                       12,
-                       6,
-                       0,
-                       0.125f,
-                       0,
-                       2,
-                       {40, 1},
-                       {37, 12},
-                       0};
+                       4, 2, 64, 16, 12, 6, 0, 0.125f, 0, 2, {40, 1}, {37, 12}, 0};
+    /* clang-format on */
     att_paged_one_tol(&pg, DTYPE_BF16, TOL_FA);
     gpu->ops->compute_dtype(gpu, DTYPE_F32);
 }
@@ -580,16 +487,21 @@ static void vt_gdn(const char *op, const char *shape, tbatch *tb, const float *x
 }
 
 /* A delta-rule op's output [on] and state [ssz] on the device against the CPU's. */
-static void gd_report(const char *op, int Hk, int Hv, int dk, int dv, int m, const float *dout,
-                      const float *out, size_t on, const float *dst, const float *st, size_t ssz) {
+static void gd_report(const char *op, const char *shape, const float *dout, const float *out,
+                      size_t on, const float *dst, const float *st, size_t ssz, double tol) {
     float *go = gget(dout, on), *gs = gget(dst, ssz);
-    char shape[64], what[32];
-    snprintf(shape, sizeof shape, "Hk %d Hv %d dk %d dv %d, %d tokens", Hk, Hv, dk, dv, m);
+    char what[32];
     snprintf(what, sizeof what, "%s out", op);
-    report(what, shape, go, out, on, TOL_REC);
+    report(what, shape, go, out, on, tol);
     snprintf(what, sizeof what, "%s state", op);
-    report(what, shape, gs, st, ssz, TOL_REC);
+    report(what, shape, gs, st, ssz, tol);
     free(go), free(gs);
+}
+
+/* A delta-rule case's shape as the reports name it; tag ends it (", bf16"). */
+static void gd_shape(char *shape, size_t n, int Hk, int Hv, int dk, int dv, int m,
+                     const char *tag) {
+    snprintf(shape, n, "Hk %d Hv %d dk %d dv %d, %d tokens%s", Hk, Hv, dk, dv, m, tag);
 }
 
 void test_gated_delta(void) {
@@ -625,7 +537,9 @@ void test_gated_delta(void) {
         tb_dev(&tb);
         gpu->ops->gated_delta(gpu, dout, dq, dk_, ld_qk, dv_, ld_v, dg, dbe, dst, &tb.db, Hk, Hv,
                               dk, dv, BK_VHEAD_GROUPED);
-        gd_report("gated_delta", Hk, Hv, dk, dv, m, dout, out, on, dst, st, ssz);
+        char shape[80];
+        gd_shape(shape, sizeof shape, Hk, Hv, dk, dv, m, "");
+        gd_report("gated_delta", shape, dout, out, on, dst, st, ssz, TOL_REC);
         if (Hk > 1 && Hk < Hv) {
             float *vt = vt_move(v, m, (size_t)ld_v, 0, Hk, Hv, (size_t)dv, 0);
             float *gt = vt_move(g, m, (size_t)Hv, 0, Hk, Hv, 1, 0);
@@ -638,8 +552,6 @@ void test_gated_delta(void) {
             tb_dev(&tb);
             gpu->ops->gated_delta(gpu, dout, dq, dk_, ld_qk, dv_, ld_v, dg, dbe, dst, &tb.db, Hk,
                                   Hv, dk, dv, BK_VHEAD_TILED);
-            char shape[64];
-            snprintf(shape, sizeof shape, "Hk %d Hv %d dk %d dv %d, %d tokens", Hk, Hv, dk, dv, m);
             vt_report("gated_delta", shape, dout, out, m, dst, st, slots, Hk, Hv, dk, dv, TOL_REC);
             free(vt), free(gt), free(bt), free(stt);
         }
@@ -729,41 +641,50 @@ void test_ssd_chunked(void) {
     gpu->ops->compute_dtype(gpu, DTYPE_F32);
 }
 
+/* One fused DeltaNet case (op "gdn" or "gdn chunked") on both backends from the same raw
+ * q | k | v, a, bb and state, A_log and dt_bias in the dtypes given: output and state
+ * against the CPU's within tol, then (1 < Hk < Hv) the tiled V-head order. tag ends the
+ * reports' shape. */
+static void gdn_case(const char *op, int Hk, int Hv, int dk, int dv, int n_seqs, const int *len,
+                     const int *pos0, const int *slot, int slots, dtype a_dt, dtype b_dt,
+                     const char *tag, double tol) {
+    int m = 0;
+    for (int s = 0; s < n_seqs; s++) m += len[s];
+    int ld = 2 * Hk * dk + Hv * dv; /* q | k | v in one row, as the conv leaves them */
+    size_t xn = (size_t)m * ld, gn = (size_t)m * Hv, ssz = (size_t)slots * Hv * dk * dv;
+    size_t on = (size_t)m * Hv * dv;
+    float *x = hrand(xn, 1.0f), *a = hrand(gn, 2.0f), *bb = hrand(gn, 2.0f);
+    float *st = hrand(ssz, 0.1f), *out = hvec(on), *g = hvec(gn), *be = hvec(gn);
+    float *x0 = hdup(x, xn), *st0 = hdup(st, ssz); /* the CPU op writes x and st */
+    tw A_log = wmake(a_dt, Hv, 0, 1.0f), dt_bias = wmake(b_dt, Hv, 0, 1.0f);
+    float *dx = gput(x, xn), *da = gput(a, gn), *dbb = gput(bb, gn), *dst = gput(st, ssz);
+    float *dout = gput(out, on), *dg = gput(g, gn), *dbe = gput(be, gn);
+    float qs = 1.0f / sqrtf((float)dk);
+    tbatch tb;
+    tb_make(&tb, n_seqs, len, pos0, slot);
+    cpu->ops->gdn(cpu, out, x, x + Hk * dk, ld, x + 2 * Hk * dk, ld, a, bb, &A_log.h, &dt_bias.h, g,
+                  be, st, &tb.hb, Hk, Hv, dk, dv, qs, BK_VHEAD_GROUPED);
+    tb_dev(&tb);
+    gpu->ops->gdn(gpu, dout, dx, dx + Hk * dk, ld, dx + 2 * Hk * dk, ld, da, dbb, &A_log.d,
+                  &dt_bias.d, dg, dbe, dst, &tb.db, Hk, Hv, dk, dv, qs, BK_VHEAD_GROUPED);
+    char shape[80];
+    gd_shape(shape, sizeof shape, Hk, Hv, dk, dv, m, tag);
+    gd_report(op, shape, dout, out, on, dst, st, ssz, tol);
+    if (Hk > 1 && Hk < Hv)
+        vt_gdn(op, shape, &tb, x0, ld, a, bb, st0, &A_log, &dt_bias, out, st, m, slots, Hk, Hv, dk,
+               dv, tol);
+    free(x), free(a), free(bb), free(st), free(out), free(g), free(be), free(x0), free(st0);
+    gfree(dx), gfree(da), gfree(dbb), gfree(dst), gfree(dout), gfree(dg), gfree(dbe);
+    wfree(&A_log), wfree(&dt_bias);
+}
+
 /* The fused DeltaNet core (l2norm of q and k, the gates, the delta rule) on raw q, k, a
  * and b against the CPU's four ops, on the delta rule's cases (dk > 256: the unfused ops). */
 void test_gdn(void) {
-    for (size_t ci = 0; ci < sizeof gd_cases / sizeof gd_cases[0]; ci++) {
-        int Hk = gd_cases[ci].Hk, Hv = gd_cases[ci].Hv, dk = gd_cases[ci].dk;
-        int dv = gd_cases[ci].dv, m = 0, slots = 3;
-        for (int s = 0; s < gd_cases[ci].n_seqs; s++) m += gd_cases[ci].len[s];
-        int ld = 2 * Hk * dk + Hv * dv; /* q | k | v in one row, as the conv leaves them */
-        size_t xn = (size_t)m * ld, gn = (size_t)m * Hv, ssz = (size_t)slots * Hv * dk * dv;
-        size_t on = (size_t)m * Hv * dv;
-        float *x = hrand(xn, 1.0f), *a = hrand(gn, 2.0f), *bb = hrand(gn, 2.0f);
-        float *st = hrand(ssz, 0.1f), *out = hvec(on), *g = hvec(gn), *be = hvec(gn);
-        float *x0 = hdup(x, xn), *st0 = hdup(st, ssz); /* the CPU op writes x and st */
-        tw A_log = wmake(DTYPE_F32, Hv, 0, 1.0f), dt_bias = wmake(DTYPE_BF16, Hv, 0, 1.0f);
-        float *dx = gput(x, xn), *da = gput(a, gn), *dbb = gput(bb, gn), *dst = gput(st, ssz);
-        float *dout = gput(out, on), *dg = gput(g, gn), *dbe = gput(be, gn);
-        float qs = 1.0f / sqrtf((float)dk);
-        tbatch tb;
-        tb_make(&tb, gd_cases[ci].n_seqs, gd_cases[ci].len, gd_cases[ci].pos0, gd_cases[ci].slot);
-        cpu->ops->gdn(cpu, out, x, x + Hk * dk, ld, x + 2 * Hk * dk, ld, a, bb, &A_log.h,
-                      &dt_bias.h, g, be, st, &tb.hb, Hk, Hv, dk, dv, qs, BK_VHEAD_GROUPED);
-        tb_dev(&tb);
-        gpu->ops->gdn(gpu, dout, dx, dx + Hk * dk, ld, dx + 2 * Hk * dk, ld, da, dbb, &A_log.d,
-                      &dt_bias.d, dg, dbe, dst, &tb.db, Hk, Hv, dk, dv, qs, BK_VHEAD_GROUPED);
-        gd_report("gdn", Hk, Hv, dk, dv, m, dout, out, on, dst, st, ssz);
-        if (Hk > 1 && Hk < Hv) {
-            char shape[64];
-            snprintf(shape, sizeof shape, "Hk %d Hv %d dk %d dv %d, %d tokens", Hk, Hv, dk, dv, m);
-            vt_gdn("gdn", shape, &tb, x0, ld, a, bb, st0, &A_log, &dt_bias, out, st, m, slots, Hk,
-                   Hv, dk, dv, TOL_REC);
-        }
-        free(x), free(a), free(bb), free(st), free(out), free(g), free(be), free(x0), free(st0);
-        gfree(dx), gfree(da), gfree(dbb), gfree(dst), gfree(dout), gfree(dg), gfree(dbe);
-        wfree(&A_log), wfree(&dt_bias);
-    }
+    const __typeof__(gd_cases[0]) *cs = gd_cases;
+    for (size_t ci = 0; ci < sizeof gd_cases / sizeof gd_cases[0]; ci++)
+        gdn_case("gdn", cs[ci].Hk, cs[ci].Hv, cs[ci].dk, cs[ci].dv, cs[ci].n_seqs, cs[ci].len,
+                 cs[ci].pos0, cs[ci].slot, 3, DTYPE_F32, DTYPE_BF16, "", TOL_REC);
 }
 
 /* The chunked delta rule (cuda_deltanet_chunk.cu) a bf16 model's long runs take: runs at
@@ -784,40 +705,10 @@ void test_gdn_chunked(void) {
         {1, 3, 48, 40, 2, {30, 4}, {0, 3}, {0, 1}, TOL_REC}, /* not its shape: recurrent */
     };
     gpu->ops->compute_dtype(gpu, DTYPE_BF16);
-    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
-        int Hk = cs[ci].Hk, Hv = cs[ci].Hv, dk = cs[ci].dk, dv = cs[ci].dv, m = 0, slots = 4;
-        for (int s = 0; s < cs[ci].n_seqs; s++) m += cs[ci].len[s];
-        int ld = 2 * Hk * dk + Hv * dv;
-        size_t xn = (size_t)m * ld, gn = (size_t)m * Hv, ssz = (size_t)slots * Hv * dk * dv;
-        size_t on = (size_t)m * Hv * dv;
-        float *x = hrand(xn, 1.0f), *a = hrand(gn, 2.0f), *bb = hrand(gn, 2.0f);
-        float *st = hrand(ssz, 0.1f), *out = hvec(on), *g = hvec(gn), *be = hvec(gn);
-        float *x0 = hdup(x, xn), *st0 = hdup(st, ssz); /* the CPU op writes x and st */
-        tw A_log = wmake(DTYPE_BF16, Hv, 0, 1.0f), dt_bias = wmake(DTYPE_F32, Hv, 0, 1.0f);
-        float *dx = gput(x, xn), *da = gput(a, gn), *dbb = gput(bb, gn), *dst = gput(st, ssz);
-        float *dout = gput(out, on), *dg = gput(g, gn), *dbe = gput(be, gn);
-        float qs = 1.0f / sqrtf((float)dk);
-        tbatch tb;
-        tb_make(&tb, cs[ci].n_seqs, cs[ci].len, cs[ci].pos0, cs[ci].slot);
-        cpu->ops->gdn(cpu, out, x, x + Hk * dk, ld, x + 2 * Hk * dk, ld, a, bb, &A_log.h,
-                      &dt_bias.h, g, be, st, &tb.hb, Hk, Hv, dk, dv, qs, BK_VHEAD_GROUPED);
-        tb_dev(&tb);
-        gpu->ops->gdn(gpu, dout, dx, dx + Hk * dk, ld, dx + 2 * Hk * dk, ld, da, dbb, &A_log.d,
-                      &dt_bias.d, dg, dbe, dst, &tb.db, Hk, Hv, dk, dv, qs, BK_VHEAD_GROUPED);
-        float *go = gget(dout, on), *gs = gget(dst, ssz);
-        char shape[80];
-        snprintf(shape, sizeof shape, "Hk %d Hv %d dk %d dv %d, %d tokens, bf16", Hk, Hv, dk, dv,
-                 m);
-        report("gdn chunked out", shape, go, out, on, cs[ci].tol);
-        report("gdn chunked state", shape, gs, st, ssz, cs[ci].tol);
-        if (Hk > 1 && Hk < Hv)
-            vt_gdn("gdn chunked", shape, &tb, x0, ld, a, bb, st0, &A_log, &dt_bias, out, st, m,
-                   slots, Hk, Hv, dk, dv, cs[ci].tol);
-        free(go), free(gs), free(x0), free(st0);
-        free(x), free(a), free(bb), free(st), free(out), free(g), free(be);
-        gfree(dx), gfree(da), gfree(dbb), gfree(dst), gfree(dout), gfree(dg), gfree(dbe);
-        wfree(&A_log), wfree(&dt_bias);
-    }
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
+        gdn_case("gdn chunked", cs[ci].Hk, cs[ci].Hv, cs[ci].dk, cs[ci].dv, cs[ci].n_seqs,
+                 cs[ci].len, cs[ci].pos0, cs[ci].slot, 4, DTYPE_BF16, DTYPE_F32, ", bf16",
+                 cs[ci].tol);
     gpu->ops->compute_dtype(gpu, DTYPE_F32);
 }
 
