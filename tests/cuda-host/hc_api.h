@@ -32,31 +32,33 @@ typedef enum cudaError {
     cudaErrorUnknown = 999,
 } cudaError_t;
 
+/* The enums below number from 0 as CUDA's do. */
 typedef enum cudaMemcpyKind {
-    cudaMemcpyHostToHost = 0,
-    cudaMemcpyHostToDevice = 1,
-    cudaMemcpyDeviceToHost = 2,
-    cudaMemcpyDeviceToDevice = 3,
-    cudaMemcpyDefault = 4,
+    cudaMemcpyHostToHost,
+    cudaMemcpyHostToDevice,
+    cudaMemcpyDeviceToHost,
+    cudaMemcpyDeviceToDevice,
+    cudaMemcpyDefault,
 } cudaMemcpyKind;
 
 typedef enum cudaStreamCaptureMode {
-    cudaStreamCaptureModeGlobal = 0,
-    cudaStreamCaptureModeThreadLocal = 1,
-    cudaStreamCaptureModeRelaxed = 2,
+    cudaStreamCaptureModeGlobal,
+    cudaStreamCaptureModeThreadLocal,
+    cudaStreamCaptureModeRelaxed,
 } cudaStreamCaptureMode;
 
 typedef enum cudaStreamCaptureStatus {
-    cudaStreamCaptureStatusNone = 0,
-    cudaStreamCaptureStatusActive = 1,
-    cudaStreamCaptureStatusInvalidated = 2,
+    cudaStreamCaptureStatusNone,
+    cudaStreamCaptureStatusActive,
+    cudaStreamCaptureStatusInvalidated,
 } cudaStreamCaptureStatus;
 
+/* CUDA_R_32F to CUDA_R_8I are 0 to 3, as CUDA's */
 typedef enum cudaDataType_t {
-    CUDA_R_32F = 0,
-    CUDA_R_64F = 1,
-    CUDA_R_16F = 2,
-    CUDA_R_8I = 3,
+    CUDA_R_32F,
+    CUDA_R_64F,
+    CUDA_R_16F,
+    CUDA_R_8I,
     CUDA_R_32I = 10,
     CUDA_R_16BF = 14,
 } cudaDataType_t;
@@ -66,16 +68,15 @@ typedef enum cudaFuncAttribute {
     cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
 } cudaFuncAttribute;
 
+enum { cudaStreamDefault = 0x0, cudaStreamNonBlocking = 0x1 };
+enum { cudaEventDefault = 0x0, cudaEventBlockingSync = 0x1, cudaEventDisableTiming = 0x2 };
 enum {
-    cudaStreamDefault = 0x0,
-    cudaStreamNonBlocking = 0x1,
-    cudaEventDefault = 0x0,
-    cudaEventBlockingSync = 0x1,
-    cudaEventDisableTiming = 0x2,
     cudaHostAllocDefault = 0x0,
     cudaHostAllocPortable = 0x1,
     cudaHostAllocMapped = 0x2,
     cudaHostAllocWriteCombined = 0x4,
+};
+enum {
     cudaHostRegisterDefault = 0x0,
     cudaHostRegisterPortable = 0x1,
     cudaHostRegisterMapped = 0x2,

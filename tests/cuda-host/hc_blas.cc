@@ -211,13 +211,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     return hc_gemm_submit(h, g, alpha, beta, ct, compute);
 }
 
-cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta,
-                                          cublasOperation_t tb, int m, int n, int k,
-                                          const void *alpha, const void *A, cudaDataType at,
-                                          int lda, long long sa, const void *B, cudaDataType bt,
-                                          int ldb, long long sb, const void *beta, void *C,
-                                          cudaDataType ct, int ldc, long long sc, int batch,
-                                          cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+cublasStatus_t cublasGemmStridedBatchedEx(HC_GEMM_STRIDED_PARAMS) {
     (void)algo;
     hc_gemm g = {ta, tb, m, n, k, 0, 0, A, B, C, at, bt, lda, ldb, ldc, sa, sb, sc, batch};
     return hc_gemm_submit(h, g, alpha, beta, ct, compute);

@@ -38,6 +38,14 @@ typedef enum { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99 } cu
 
 typedef struct hc_blas *cublasHandle_t;
 
+/* GemmStridedBatchedEx's parameters (cuBLAS's: sa, sb and sc are the strides between the
+ * batch's matrices), written once for the declaration below and the definition. */
+#define HC_GEMM_STRIDED_PARAMS                                                                     \
+    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,             \
+        const void *alpha, const void *A, cudaDataType at, int lda, long long sa, const void *B,   \
+        cudaDataType bt, int ldb, long long sb, const void *beta, void *C, cudaDataType ct,        \
+        int ldc, long long sc, int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo
+
 extern "C" {
 cublasStatus_t cublasCreate(cublasHandle_t *h);
 cublasStatus_t cublasDestroy(cublasHandle_t h);
@@ -51,13 +59,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
                             int lda, const void *B, cudaDataType bt, int ldb, const void *beta,
                             void *C, cudaDataType ct, int ldc, cublasComputeType_t compute,
                             cublasGemmAlgo_t algo);
-cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta,
-                                          cublasOperation_t tb, int m, int n, int k,
-                                          const void *alpha, const void *A, cudaDataType at,
-                                          int lda, long long sa, const void *B, cudaDataType bt,
-                                          int ldb, long long sb, const void *beta, void *C,
-                                          cudaDataType ct, int ldc, long long sc, int batch,
-                                          cublasComputeType_t compute, cublasGemmAlgo_t algo);
+cublasStatus_t cublasGemmStridedBatchedEx(HC_GEMM_STRIDED_PARAMS);
 }
 
 #endif

@@ -12,27 +12,23 @@ extern "C" { /* dtype.c's functions keep their C names (kernels/backend.h includ
 #include "engine/base/dtype.h"
 }
 
-struct __half {
-    unsigned short __x;
-};
-struct __nv_bfloat16 {
-    unsigned short __x;
-};
+/* One 16-bit float type T stored as the bits of dtype.c's to16 (f32 to T) and from16 (T to
+ * f32): the struct, f2t_rn and its alias f2t (f32 to T, NaN canonical), t2f (T to f32) and
+ * the bit casts t_as_u and u_as_t. */
+#define HC_HALF_TYPE(T, f2t_rn, f2t, t2f, t_as_u, u_as_t, to16, from16)                            \
+    struct T {                                                                                     \
+        unsigned short __x;                                                                        \
+    };                                                                                             \
+    static inline T f2t_rn(float f) { return T{isnan(f) ? (unsigned short)0x7fff : to16(f)}; }     \
+    static inline T f2t(float f) { return f2t_rn(f); }                                             \
+    static inline float t2f(T h) { return from16(h.__x); }                                         \
+    static inline unsigned short t_as_u(T h) { return h.__x; }                                     \
+    static inline T u_as_t(unsigned short u) { return T{u}; }
 
-static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
-    return __nv_bfloat16{isnan(f) ? (unsigned short)0x7fff : dtype_f32_to_bf16(f)};
-}
-static inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
-static inline float __bfloat162float(__nv_bfloat16 b) { return dtype_bf16_to_f32(b.__x); }
-static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.__x; }
-static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { return __nv_bfloat16{u}; }
-
-static inline __half __float2half_rn(float f) {
-    return __half{isnan(f) ? (unsigned short)0x7fff : dtype_f32_to_f16(f)};
-}
-static inline __half __float2half(float f) { return __float2half_rn(f); }
-static inline float __half2float(__half h) { return dtype_f16_to_f32(h.__x); }
-static inline unsigned short __half_as_ushort(__half h) { return h.__x; }
-static inline __half __ushort_as_half(unsigned short u) { return __half{u}; }
+HC_HALF_TYPE(__half, __float2half_rn, __float2half, __half2float, __half_as_ushort,
+             __ushort_as_half, dtype_f32_to_f16, dtype_f16_to_f32)
+HC_HALF_TYPE(__nv_bfloat16, __float2bfloat16_rn, __float2bfloat16, __bfloat162float,
+             __bfloat16_as_ushort, __ushort_as_bfloat16, dtype_f32_to_bf16, dtype_bf16_to_f32)
+#undef HC_HALF_TYPE
 
 #endif
