@@ -27,11 +27,15 @@ Run once and commit the outputs:  python3 tools/gen_gguf_fixtures.py
 """
 import os
 import shutil
+import sys
 
 import numpy as np
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFEndian, GGUFValueType, GGUFWriter
 from gguf.quants import quantize
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from byte_level import byte_symbols  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 OUT = os.path.join(ROOT, "tests", "data", "gguf")
@@ -100,19 +104,6 @@ def fill_align64(w):
 def fill_meta_only(w):
     w.add_token_list(["x", "y"])
     w.add_string("tokenizer.ggml.model", "gpt2")
-
-
-def byte_symbols():
-    """GPT-2's bytes_to_unicode: the printable symbol each byte is written as."""
-    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    sym, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            sym[b] = chr(b)
-        else:
-            sym[b] = chr(256 + extra)
-            extra += 1
-    return [sym[b] for b in range(256)]
 
 
 def fill_tok(pre, add_bos=None, add_eos=None, model="gpt2"):

@@ -39,6 +39,7 @@ import gguf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_presets import PRESETS  # noqa: E402  (the shapes strata's presets are made from)
+from byte_level import byte_symbols  # noqa: E402
 
 DEFAULT_MODELS = ["Qwen/Qwen3.5-0.8B", "Qwen/Qwen3.5-2B", "google/gemma-4-E2B-it",
                   "nvidia/NVIDIA-Nemotron-3-Nano-4B-BF16"]
@@ -248,20 +249,6 @@ PLANS = {"qwen3_5": qwen35_plan, "gemma4": gemma4_plan, "nemotron_h": nemotron_h
 # ---------------------------------------------------------------------------------------
 # Tokenizers: minimal, valid, of the vocabulary size; special ids as in the real models.
 
-def bytes_to_unicode():
-    """GPT-2's byte -> printable character table (byte-level BPE)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return [chr(c) for _, c in sorted(zip(bs, cs))]
-
-
 def grow_merges(tokens, alphabet, n_new):
     """Appends n_new tokens c + t (c from alphabet, t an earlier token), each with its
     merge "c t": every new string is unique (its first character and rest determine it)
@@ -288,7 +275,7 @@ def grow_merges(tokens, alphabet, n_new):
 def vocab_gpt2(n_vocab, specials, bytes_at, pre, bos, eos, pad):
     """specials: {id: text}; the 256 byte-level characters at ids bytes_at..bytes_at+255."""
     NORMAL, CONTROL = gguf.TokenType.NORMAL, gguf.TokenType.CONTROL
-    btu = bytes_to_unicode()
+    btu = byte_symbols()
     alphabet = [btu[b] for b in b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 \n"]
     fixed = dict(specials)
     for b in range(256):

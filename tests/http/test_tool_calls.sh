@@ -4,9 +4,10 @@
 # form (one call; text and two calls; a malformed call), which logit_bias selects.
 source "$(dirname "$0")/lib.sh"
 d=$(http_model_dir)
-TOOL_TOKENS=$(python3 - "$d/tokenizer.json" <<'PY'
+TOOL_TOKENS=$(python3 - "$d/tokenizer.json" "$ROOT/tools" <<'PY'
 import json, sys
 path = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
 t = json.load(open(path))
 replies = {
     "one": "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
@@ -17,16 +18,8 @@ replies = {
     "bad": "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>\n"
            "</tool_call>",
 }
-# GPT-2's byte-to-unicode table, the ByteLevel alphabet the vocab is written in
-bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-cs = bs[:]
-n = 0
-for b in range(256):
-    if b not in bs:
-        bs.append(b)
-        cs.append(256 + n)
-        n += 1
-enc = dict(zip(bs, map(chr, cs)))
+from byte_level import bytes_to_unicode
+enc = bytes_to_unicode()  # the ByteLevel alphabet the vocab is written in
 vocab, merges = t["model"]["vocab"], t["model"]["merges"]
 def merged(m):
     return "".join(m) if isinstance(m, list) else m.replace(" ", "")

@@ -35,6 +35,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from corpus import build_corpus  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from byte_level import bytes_to_unicode  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 OUT = os.path.join(ROOT, "tests", "data", "tokenizers")
 
@@ -53,18 +56,6 @@ QWEN35_ADDED = [
     ("<tts_pad>", True), ("<tts_text_bos>", True), ("<tts_text_eod>", True),
     ("<tts_text_bos_single>", True), ("<|audio_pad|>", True),
 ]
-
-
-def bytes_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, (chr(c) for c in cs)))
 
 
 def build_qwen35(tiktoken_path):
