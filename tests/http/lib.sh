@@ -77,3 +77,21 @@ http_stop() {
 # json_get URL: GET, print body; post URL BODY: POST JSON, print body.
 post() { curl -s -X POST -H 'Content-Type: application/json' --data-binary "$2" "$BASE$1"; }
 status_of() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+
+# http_sdk_twice SCRIPT KEY PACKAGE...: skip (exit 0) when a Python package is missing;
+# else run tests/http/SCRIPT against a server of 4 sequences, then against one that wants
+# the API key KEY (the script reads it from $KEY).
+http_sdk_twice() {
+    local script=$1 key=$2
+    shift 2
+    if ! python3 -c "import $(IFS=,; echo "$*")" 2>/dev/null; then
+        echo "SKIP: a package of: $* is not installed (run tools/install-deps.sh)"
+        exit 0
+    fi
+    http_start --max-seqs 4
+    timeout 300 python3 "tests/http/$script" || fail "$script"
+    http_stop
+    KEY=$key http_start --max-seqs 4 --api-key "$key"
+    KEY=$key timeout 300 python3 "tests/http/$script" || fail "$script with a key"
+    http_stop
+}
