@@ -75,6 +75,41 @@ def check_error(status, body, want_status, param=None):
     return e
 
 
+def check_tool_calls(choice, tools, only=None):
+    """A reply forced to call tools: finish_reason "tool_calls" and at least one call, each
+    of type "function" with an id call_..., naming one of tools (only: that one), its
+    arguments valid under that tool's schema (jsonschema, imported here: the callers have
+    it). Returns the calls."""
+    import jsonschema
+    assert choice["finish_reason"] == "tool_calls", choice
+    calls = choice["message"]["tool_calls"]
+    assert calls, choice
+    by_name = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    for c in calls:
+        assert c["type"] == "function" and c["id"].startswith("call_"), c
+        name = c["function"]["name"]
+        assert name in by_name and (only is None or name == only), c
+        jsonschema.validate(json.loads(c["function"]["arguments"]), by_name[name])
+    return calls
+
+
+def check_forced_calls(tools, seed, content, name):
+    """At one seed, tool_choice "required" without parallel calls (exactly one call) and
+    tool_choice naming the function name (calls of it only), each checked by
+    check_tool_calls. Returns the requests' common part, for more."""
+    common = {"tools": tools, "max_tokens": 200, "temperature": 0.9, "seed": seed,
+              "messages": [{"role": "user", "content": content}]}
+    s, b = post_json("/v1/chat/completions",
+                     {**common, "tool_choice": "required", "parallel_tool_calls": False})
+    assert s == 200, b
+    assert len(check_tool_calls(b["choices"][0], tools)) == 1
+    s, b = post_json("/v1/chat/completions",
+                     {**common, "tool_choice": {"type": "function", "function": {"name": name}}})
+    assert s == 200, b
+    check_tool_calls(b["choices"][0], tools, only=name)
+    return common
+
+
 def check_usage(u, prompt=None, completion=None, cached=None):
     assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"], u
     # the prefix cache restores whole blocks, never the prompt's last token

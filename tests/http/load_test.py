@@ -23,6 +23,19 @@ U = urllib.parse.urlparse(BASE)
 WORDS = "the quick brown fox jumps over lazy dog hello world 東京 café 🙂 answer".split()
 
 
+def recv_all(s, limit=None):
+    """Reads s until the server closes it. With limit, gives up once limit bytes have come
+    and returns None: the client hangs up mid-answer."""
+    buf = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            return buf
+        buf += d
+        if limit is not None and len(buf) >= limit:
+            return None
+
+
 def one_request(rng, stats):
     chat = rng.random() < 0.5
     n_words = rng.randint(1, 60)
@@ -46,15 +59,10 @@ def one_request(rng, stats):
         if hang and hang_after == 0:
             stats["hung"] += 1
             return
-        buf = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            buf += d
-            if hang and len(buf) >= hang_after:
-                stats["hung"] += 1
-                return
+        buf = recv_all(s, hang_after if hang else None)
+        if buf is None:
+            stats["hung"] += 1
+            return
     finally:
         s.close()
     head, _, payload = buf.partition(b"\r\n\r\n")
@@ -94,12 +102,7 @@ def client(seed, deadline, stats, errors):
 def metrics():
     s = socket.create_connection((U.hostname, U.port), timeout=10)
     s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    buf = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        buf += d
+    buf = recv_all(s)
     s.close()
     body = buf.partition(b"\r\n\r\n")[2].decode()
     vals = {}

@@ -5,12 +5,8 @@ function constrain the output to <|tool_call>call:NAME{key:VALUE,...}<tool_call|
 value typed by the tool's schema, and the parser reads the calls back. The demo vocabulary
 has no <|tool_call> or <|"|> special tokens, so the markers are spelled with ordinary ones.
 The demo model rambles: every string is bounded (maxLength) or an enum."""
-import json
+from client import check_forced_calls
 
-import jsonschema
-from client import post_json
-
-CHAT = "/v1/chat/completions"
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {
         "type": "object", "properties": {
@@ -30,29 +26,9 @@ TOOLS = [
 ]
 
 
-def check_calls(choice, only=None):
-    assert choice["finish_reason"] == "tool_calls", choice
-    calls = choice["message"]["tool_calls"]
-    assert calls, choice
-    by_name = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
-    for c in calls:
-        name = c["function"]["name"]
-        assert name in by_name and (only is None or name == only), c
-        jsonschema.validate(json.loads(c["function"]["arguments"]), by_name[name])
-    return calls
-
-
 def test_required_and_named():
     for seed in range(4):
-        common = {"tools": TOOLS, "max_tokens": 200, "temperature": 0.9, "seed": seed,
-                  "messages": [{"role": "user", "content": "Weather in Paris, or a search?"}]}
-        s, b = post_json(CHAT, {**common, "tool_choice": "required", "parallel_tool_calls": False})
-        assert s == 200, b
-        assert len(check_calls(b["choices"][0])) == 1
-        s, b = post_json(CHAT, {**common, "tool_choice": {"type": "function",
-                                                          "function": {"name": "search"}}})
-        assert s == 200, b
-        check_calls(b["choices"][0], only="search")
+        check_forced_calls(TOOLS, seed, "Weather in Paris, or a search?", "search")
 
 
 def main():

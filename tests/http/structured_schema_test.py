@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 
 import jsonschema
-from client import BASE, get_json, post_json
+from client import BASE, check_forced_calls, check_tool_calls, get_json, post_json
 
 CHAT = "/v1/chat/completions"
 CMPL = "/v1/completions"
@@ -178,38 +178,14 @@ TOOLS = [
 ]
 
 
-def check_calls(msg, only=None):
-    calls = msg["tool_calls"]
-    assert calls, msg
-    by_name = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
-    for c in calls:
-        assert c["type"] == "function" and c["id"].startswith("call_"), c
-        name = c["function"]["name"]
-        assert name in by_name and (only is None or name == only), c
-        jsonschema.validate(json.loads(c["function"]["arguments"]), by_name[name])
-    return calls
-
-
 def test_forced_tool_calls():
     for seed in range(6):
-        common = {"tools": TOOLS, "max_tokens": 200, "temperature": 0.9, "seed": seed,
-                  "messages": [{"role": "user", "content": "What now?"}]}
-        s, b = post_json(CHAT, {**common, "tool_choice": "required", "parallel_tool_calls": False})
-        assert s == 200, b
-        c = b["choices"][0]
-        assert c["finish_reason"] == "tool_calls", c
-        assert len(check_calls(c["message"])) == 1
-        s, b = post_json(CHAT, {**common, "tool_choice": {"type": "function",
-                                                          "function": {"name": "search"}}})
-        assert s == 200, b
-        c = b["choices"][0]
-        assert c["finish_reason"] == "tool_calls", c
-        check_calls(c["message"], only="search")
+        common = check_forced_calls(TOOLS, seed, "What now?", "search")
         s, b = post_json(CHAT, {**common, "tool_choice": "required"})
         assert s == 200, b
         c = b["choices"][0]
         if c["finish_reason"] == "tool_calls":
-            check_calls(c["message"])
+            check_tool_calls(c, TOOLS)
     s, b = post_json(CHAT, {"tools": TOOLS, "messages": [{"role": "user", "content": "x"}],
                             "tool_choice": {"type": "function", "function": {"name": "nope"}}})
     assert s == 400 and b["error"]["param"] == "tool_choice", b
