@@ -74,6 +74,16 @@ pull() {
 layout() { python3 "$HERE/check_cache.py" "$WORK/info.json" "$@"; }
 err_has() { grep -q -- "$1" "$WORK/err"; }
 repo_dir() { echo "$1/models--${2//\//--}"; }
+# pull_again CACHE WHAT: strata-test/tiny, which CACHE already holds (WHAT says how it came
+# there), pulls with no request to the hub, and offline.
+pull_again() {
+    ctl reset > /dev/null
+    pull "$1" strata-test/tiny
+    check "$2: a second pull succeeds" [ "$rc" -eq 0 ]
+    check "$2: ... without a request" [ "$(count)" -eq 0 ]
+    PULL_ENV="HF_HUB_OFFLINE=1" pull "$1" strata-test/tiny
+    check "$2: ... and offline" [ "$rc" -eq 0 ]
+}
 
 # ---- fresh download, exact layout ----
 C1=$WORK/c1
@@ -94,12 +104,7 @@ check "the request log is read (sanity of the checks below)" \
 check "absent file never fetched" [ -z "$(log_where '$2=="GET" && index($3, "tokenizer.model")')" ]
 
 # ---- reuse without a request, offline mode ----
-ctl reset > /dev/null
-pull "$C1" strata-test/tiny
-check "second pull succeeds" [ "$rc" -eq 0 ]
-check "second pull makes no request" [ "$(count)" -eq 0 ]
-PULL_ENV="HF_HUB_OFFLINE=1" pull "$C1" strata-test/tiny
-check "offline pull of a cached model" [ "$rc" -eq 0 ]
+pull_again "$C1" "pulled by strata"
 PULL_ENV="HF_HUB_OFFLINE=1" pull "$WORK/empty" strata-test/tiny
 check "offline pull of an uncached model fails" [ "$rc" -ne 0 ]
 check "offline message says what to do" err_has "HF_HUB_OFFLINE is set"
@@ -371,12 +376,7 @@ for f in ["config.json", "generation_config.json", "tokenizer.json", "tokenizer.
 EOF
     check "huggingface_hub downloads from the mock" [ $? -eq 0 ]
     check "huggingface_hub's layout matches ours" layout "$PY" strata-test/tiny main "$C_MAIN"
-    ctl reset > /dev/null
-    pull "$PY" strata-test/tiny
-    check "strata uses huggingface_hub's download" [ "$rc" -eq 0 ]
-    check "... without a request" [ "$(count)" -eq 0 ]
-    PULL_ENV="HF_HUB_OFFLINE=1" pull "$PY" strata-test/tiny
-    check "... and offline" [ "$rc" -eq 0 ]
+    pull_again "$PY" "downloaded by huggingface_hub"
     # The other way: Python finds what strata downloaded, offline and online.
     env HF_HUB_OFFLINE=1 HF_HOME="$WORK/home" HF_HUB_CACHE="$C1" SNAP="$(repo_dir "$C1" strata-test/tiny)/snapshots" \
         C_MAIN="$C_MAIN" C_V1="$C_V1" python3 - <<'EOF' > "$WORK/err" 2>&1
