@@ -50,6 +50,13 @@ def strata_env_names(config_h):
     return names
 
 
+def exit_with(bad):
+    """Prints each problem in bad, indented, and exits 1 when there is one, else 0."""
+    for line in bad:
+        print("  " + line)
+    sys.exit(1 if bad else 0)
+
+
 def port_number(container, port):
     for p in container.get("ports", []):
         if port == p.get("name") or port == p.get("containerPort"):

@@ -37,7 +37,7 @@ else bad "hadolint Dockerfile"; cat "$tmp/hadolint.log"; fi
 if python3 - <<'EOF'
 import re, sys
 sys.path.insert(0, "tests/deploy")
-from check_rendered import strata_env_names
+from check_rendered import exit_with, strata_env_names
 src = open("Dockerfile").read().replace("\\\n", " ")
 known = strata_env_names("config/config.h")
 bad = []
@@ -66,9 +66,7 @@ for d in sorted(dirs):
         bad.append(f"{d}/ (compiled by the Makefile) is not copied into both build stages")
     if f"!{d}/" not in ignore:
         bad.append(f"{d}/ is not allowed by .dockerignore")
-for line in bad:
-    print("  " + line)
-sys.exit(1 if bad else 0)
+exit_with(bad)
 EOF
 then ok "Dockerfile stages, STRATA_* names, build context"; else bad "Dockerfile stages, STRATA_* names, build context"; fi
 
@@ -111,7 +109,7 @@ then ok "prometheus-adapter rule serves the HPA's metric"; else bad "prometheus-
 if python3 - <<'EOF'
 import re, sys
 sys.path.insert(0, "tests/deploy")
-from check_rendered import strata_env_names
+from check_rendered import exit_with, strata_env_names
 known = strata_env_names("config/config.h")
 bad = []
 for n, line in enumerate(open("deploy/systemd/strata.env"), 1):
@@ -124,9 +122,7 @@ stop = int(re.search(r"^TimeoutStopSec=(\d+)", unit, re.M).group(1))
 drain = int(re.search(r"^STRATA_SHUTDOWN_TIMEOUT=(\d+)", open("deploy/systemd/strata.env").read(), re.M).group(1))
 if stop <= drain:
     bad.append(f"TimeoutStopSec {stop} <= STRATA_SHUTDOWN_TIMEOUT {drain}")
-for b in bad:
-    print("  " + b)
-sys.exit(1 if bad else 0)
+exit_with(bad)
 EOF
 then ok "systemd env file names, stop timeout"; else bad "systemd env file"; fi
 if command -v systemd-analyze > /dev/null; then
