@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "tools/bench_clock.h"
+
 #include "engine/constrain/constrain.h"
 #include "engine/constrain/constrain_internal.h"
 
@@ -39,17 +41,6 @@ static const struct {
     {"done", "{\"a\": \"b\"}"},
 };
 
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s TOKENIZER_DIR [reps]\n", argv[0]);
@@ -64,7 +55,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     int n = tok_vocab_size(t);
-    double t0 = now_us();
+    double t0 = bench_now_us();
     constrain_vocab *v;
     if (constrain_vocab_build(&v, t, n, &err)) {
         fprintf(stderr, "%s\n", err.msg);
@@ -73,7 +64,7 @@ int main(int argc, char **argv) {
     printf("vocab %d ids, %d fit somewhere, longest %d bytes; trie %u nodes (%.1f MB); "
            "build %.0f ms\n",
            n, v->n_sorted, v->max_len, v->n_nodes,
-           (double)v->n_nodes * sizeof(constrain_node) / 1e6, (now_us() - t0) / 1e3);
+           (double)v->n_nodes * sizeof(constrain_node) / 1e6, (bench_now_us() - t0) / 1e3);
     constrain *c;
     if (constrain_json_object(&c, v, &err)) return 1;
     uint8_t *allow = malloc((size_t)n);
@@ -89,16 +80,16 @@ int main(int argc, char **argv) {
         }
         int allowed = 0;
         for (int r = 0; r < reps; r++) {
-            double a = now_us();
+            double a = bench_now_us();
             allowed = constrain_mask(c, allow, n);
-            one[r] = now_us() - a;
+            one[r] = bench_now_us() - a;
         }
-        qsort(one, (size_t)reps, sizeof *one, cmp_double);
+        qsort(one, (size_t)reps, sizeof *one, bench_cmp_double);
         printf("%-20s %8d %9.1f %9.1f %9.1f\n", bench_states[s].what, allowed, one[0],
                one[reps / 2], one[reps - 1]);
     }
     int total = reps * n_states;
-    qsort(all, (size_t)total, sizeof *all, cmp_double);
+    qsort(all, (size_t)total, sizeof *all, bench_cmp_double);
     printf("%-20s %8s %9.1f %9.1f %9.1f\n", "all states", "", all[0], all[total / 2],
            all[total - 1]);
     free(all);

@@ -19,6 +19,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "tools/bench_clock.h"
+
 #include "engine/constrain/constrain.h"
 #include "engine/constrain/constrain_internal.h"
 #include "server/schema_gbnf.h"
@@ -81,17 +83,6 @@ static const struct {
      "abstract science of operations.\"}], \"ok\": true, \"ratio\": -0.125e2}"},
 };
 
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The grammar text of case k into g. */
 static int grammar_text(int k, strbuf *g, strata_err *err) {
     if (cases[k].gbnf) return strbuf_adds(g, cases[k].gbnf);
@@ -129,16 +120,16 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s: %s\n", cases[k].name, err.msg);
             return 1;
         }
-        double t0 = now_us();
+        double t0 = bench_now_us();
         if (constrain_grammar(&c, v, g.p, g.len, NULL, &err)) {
             fprintf(stderr, "%s: %s\n", cases[k].name, err.msg);
             return 1;
         }
-        double create = now_us() - t0, *us = malloc(sizeof(double) * (n_ids + 1)), sum = 0;
+        double create = bench_now_us() - t0, *us = malloc(sizeof(double) * (n_ids + 1)), sum = 0;
         for (size_t i = 0; i < n_ids; i++) {
-            double a = now_us();
+            double a = bench_now_us();
             int allowed = constrain_mask(c, allow, n);
-            us[i] = now_us() - a;
+            us[i] = bench_now_us() - a;
             sum += us[i];
             if (allowed <= 0 || !allow[ids[i]] || constrain_accept(c, ids[i])) {
                 fprintf(stderr, "%s: token %zu (%d) refused\n", cases[k].name, i, ids[i]);
@@ -150,7 +141,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         double first = us[0];
-        qsort(us, n_ids, sizeof *us, cmp_double);
+        qsort(us, n_ids, sizeof *us, bench_cmp_double);
         printf("%-22s %6zu %9.0f %9.0f %9.0f %9.0f %9.0f\n", cases[k].name, n_ids, create, first,
                sum / (double)n_ids, us[n_ids / 2], us[n_ids - 1]);
         free(us);
