@@ -273,31 +273,25 @@ run() {
             step "golden $u on cuda" FAIL "no prebuilt test_cuda_golden_$u with its libraries ($DEV_DIR)"
         fi
     done
-    g=$dev/test_cuda_engine
-    if [ $no_gpu = 1 ]; then
-        step "engine on cuda" SKIP "no usable CUDA device"
-    elif [ -x "$g" ] && ! $with_libs ldd "$g" 2>&1 | grep -q 'not found'; then
-        t=$(tl 60)
-        timeout -k 5 "$t" $with_libs "$g" >"$log/engine.log" 2>&1
-        rc=$?
-        grep -E 'CHECK failed|FAILED|checks,|no CUDA backend' "$log/engine.log" | head -20
-        step "engine on cuda" "$(verdict $rc)" "rc $rc, $(tail -1 "$log/engine.log")"
-    else
-        step "engine on cuda" FAIL "no prebuilt test_cuda_engine with its libraries ($DEV_DIR)"
-    fi
-    g=$dev/test_cuda_quant_model
-    if [ $no_gpu = 1 ]; then
-        step "quantized models on cuda" SKIP "no usable CUDA device"
-    elif [ -x "$g" ] && ! $with_libs ldd "$g" 2>&1 | grep -q 'not found'; then
-        t=$(tl 60)
-        timeout -k 5 "$t" $with_libs "$g" >"$log/quant_model.log" 2>&1
-        rc=$?
-        grep -E 'CHECK failed|FAILED|checks,|no CUDA backend|paths agree' "$log/quant_model.log" |
-            head -20
-        step "quantized models on cuda" "$(verdict $rc)" "rc $rc, $(tail -1 "$log/quant_model.log")"
-    else
-        step "quantized models on cuda" FAIL "no prebuilt test_cuda_quant_model ($DEV_DIR)"
-    fi
+    # WHAT BINARY LOG PATTERN: the prebuilt test under 60 s with our libraries, its lines
+    # matching PATTERN (20 at most), then its step; SKIP without a GPU, FAIL when missing.
+    prebuilt_step() {
+        local g=$dev/$2
+        if [ $no_gpu = 1 ]; then
+            step "$1" SKIP "no usable CUDA device"
+        elif [ -x "$g" ] && ! $with_libs ldd "$g" 2>&1 | grep -q 'not found'; then
+            timeout -k 5 "$(tl 60)" $with_libs "$g" >"$log/$3" 2>&1
+            local rc=$?
+            grep -E "$4" "$log/$3" | head -20
+            step "$1" "$(verdict $rc)" "rc $rc, $(tail -1 "$log/$3")"
+        else
+            step "$1" FAIL "no prebuilt $2 with its libraries ($DEV_DIR)"
+        fi
+    }
+    prebuilt_step "engine on cuda" test_cuda_engine engine.log \
+        'CHECK failed|FAILED|checks,|no CUDA backend'
+    prebuilt_step "quantized models on cuda" test_cuda_quant_model quant_model.log \
+        'CHECK failed|FAILED|checks,|no CUDA backend|paths agree'
     [ "${BENCH:-1}" = 0 ] && return 0
     local strata=${STRATA:-$dev/strata}
     [ -x "$strata" ] || strata=build/strata
