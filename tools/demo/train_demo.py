@@ -37,6 +37,9 @@ import torch
 import transformers
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bible import read_bible  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SEED = 20240601
 
@@ -103,25 +106,6 @@ def log(*a):
 
 
 # ----------------------------------------------------------------------------- corpus
-
-def read_bible():
-    """[(book chapter heading, [verse, ...])] in canonical order."""
-    out = subprocess.run(["bible", "-l1000", "gen1:1-rev22:21"], stdin=subprocess.DEVNULL,
-                         capture_output=True, text=True, check=True).stdout
-    chapters = []
-    for line in out.split("\n"):
-        if not line.strip():
-            continue
-        if not line.startswith(" "):
-            chapters.append((line.strip(), []))
-            continue
-        num, _, verse = line.strip().partition(" ")
-        assert num.isdigit() and chapters, line
-        chapters[-1][1].append(verse.strip())
-    assert len(chapters) == 1189, len(chapters)
-    assert sum(len(v) for _, v in chapters) == 31102
-    return chapters
-
 
 def chapter_text(ch):
     head, verses = ch
