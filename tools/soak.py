@@ -27,7 +27,7 @@ import time
 import urllib.parse
 
 # tests/http/client.py (tools/soak.sh puts tests/http on PYTHONPATH)
-from client import dechunk, parse_metrics, rss_kb
+from client import dechunk, parse_metrics, recv_all, rss_kb
 
 
 class Stats:
@@ -76,14 +76,7 @@ class Client:
             s.sendall(data)
             if hang_after == 0:
                 return None
-            buf = b""
-            while True:
-                d = s.recv(65536)
-                if not d:
-                    return buf
-                buf += d
-                if hang_after is not None and len(buf) >= hang_after:
-                    return None
+            return recv_all(s, hang_after)
         finally:
             s.close()
 

@@ -65,6 +65,19 @@ def stream(path, body, headers=None, timeout=120):
     return r.status, events
 
 
+def recv_all(s, limit=None):
+    """Reads the socket s until the server closes it. With limit, gives up once limit bytes have come
+    and returns None: the client hangs up mid-answer."""
+    buf = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            return buf
+        buf += d
+        if limit is not None and len(buf) >= limit:
+            return None
+
+
 def check_error(status, body, want_status, param=None):
     assert status == want_status, (status, body)
     e = body["error"]

@@ -16,24 +16,11 @@ import threading
 import time
 import urllib.parse
 
-from client import dechunk
+from client import dechunk, recv_all
 
 BASE = os.environ["BASE"]
 U = urllib.parse.urlparse(BASE)
 WORDS = "the quick brown fox jumps over lazy dog hello world 東京 café 🙂 answer".split()
-
-
-def recv_all(s, limit=None):
-    """Reads s until the server closes it. With limit, gives up once limit bytes have come
-    and returns None: the client hangs up mid-answer."""
-    buf = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            return buf
-        buf += d
-        if limit is not None and len(buf) >= limit:
-            return None
 
 
 def one_request(rng, stats):
