@@ -1,6 +1,7 @@
 /* test_model.h - opening a checkpoint for a model-level test: the options every such test
- * starts from, and an open whose failure names the path. Shared by tests/golden_run.h,
- * tests/unit/test_prefix_cache.c and tests/unit/test_decode_alloc.c. Test-only. */
+ * starts from, and an open whose failure names the path. Shared by tests/golden_run.h and
+ * the unit tests test_prefix_cache.c, test_decode_alloc.c, test_quant_model.c and
+ * test_gguf_model.c. Test-only. */
 #ifndef STRATA_TEST_MODEL_H
 #define STRATA_TEST_MODEL_H
 

@@ -43,7 +43,7 @@
 #include "tests/golden_run.h"
 #pragma GCC diagnostic pop
 #include "tests/golden_util.h"
-#include "tests/model_test_open.h"
+#include "tests/test_model.h"
 #include "tests/test.h"
 
 #define G "tests/data/gguf/golden/"
@@ -51,10 +51,12 @@
 #define BF16_MIN_GAP 1.0f
 
 static model *open_mmap(backend *b, const char *path, dtype quant, dtype wdt, int weights_mmap) {
-    model_opts o = model_test_opts(path, wdt, quant, 256, 256);
+    model_opts o = test_model_opts(path, 1, 256, 256);
+    o.weight_dtype = wdt;
+    o.quant = quant;
     o.kv_cache = MODEL_KV_F32;
     o.weights_mmap = weights_mmap;
-    return model_test_open(b, &o);
+    return test_model_open(b, &o);
 }
 
 static model *open_with(backend *b, const char *path, dtype quant, dtype wdt) {

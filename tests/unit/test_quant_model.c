@@ -34,7 +34,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "models/load/wsrc.h"
 #include "models/model.h"
-#include "tests/model_test_open.h"
+#include "tests/test_model.h"
 #include "tests/test.h"
 
 #define N_TOK 24
@@ -42,12 +42,14 @@
 /* quant: a block dtype, or F32 for none; dummy: the directory's config with dummy f32
  * weights (load_dummy), else its safetensors. */
 static model *open_q(backend *b, const char *dir, int dummy, dtype quant, int as_f32) {
-    model_opts o = model_test_opts(dir, dummy ? DTYPE_F32 : DTYPE_COUNT, quant, 64, 32);
+    model_opts o = test_model_opts(dir, 1, 64, 32);
+    o.weight_dtype = dummy ? DTYPE_F32 : DTYPE_COUNT;
+    o.quant = quant;
     o.load_dummy = dummy;
     o.quant_as_f32 = as_f32;
     o.seed = 11;
     o.kv_cache = MODEL_KV_F32;
-    return model_test_open(b, &o);
+    return test_model_open(b, &o);
 }
 
 /* The logits of every position of a fixed prompt [N_TOK, vocab], run in forwards of the
@@ -246,7 +248,8 @@ static void test_demo_q8_0_greedy(void) {
     strata_err err = {0};
     CHECK(backend_cpu_create(2, &b, &err) == 0);
     model *m = NULL;
-    model_opts o = model_test_opts("models/demo", DTYPE_COUNT, DTYPE_Q8_0, 256, 128);
+    model_opts o = test_model_opts("models/demo", 1, 256, 128);
+    o.quant = DTYPE_Q8_0;
     if (b && ref && model_open(&m, &o, b, &err)) fprintf(stderr, "models/demo: %s\n", err.msg);
     CHECK(m != NULL);
     json_t *cases = json_object_get(ref, "cases");
@@ -316,7 +319,8 @@ static void test_unsupported_backend(void) {
     ops.supports = no_blocks;
     b->ops = &ops;
     model *m = NULL;
-    model_opts o = model_test_opts("tests/golden/qwen35_tiny", DTYPE_COUNT, DTYPE_Q8_0, 16, 4);
+    model_opts o = test_model_opts("tests/golden/qwen35_tiny", 1, 16, 4);
+    o.quant = DTYPE_Q8_0;
     int rc = model_open(&m, &o, b, &err);
     CHECK(rc == STRATA_EUNSUPPORTED && m == NULL);
     CHECK_MSG(strstr(err.msg, "--quantization q8_0") && strstr(err.msg, "Q8_0"), "%s", err.msg);
