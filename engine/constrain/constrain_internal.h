@@ -161,6 +161,17 @@ static inline int constrain_mark(const int32_t *sorted, uint32_t lo, uint32_t hi
     return count;
 }
 
+/* Node i of a preorder trie walk, accepted: marks every token of its subtree when whole,
+ * else the tokens that end at it (the walk then descends into it, having stored the state
+ * after its byte); adds how many to *count and returns the next node to visit. */
+static inline uint32_t constrain_walk_accept(const struct constrain_vocab *v, uint32_t i, int whole,
+                                             uint8_t *allow, int n, int *count) {
+    const constrain_node *nd = &v->nodes[i];
+    uint32_t next = whole ? nd->end : i + 1;
+    *count += constrain_mark(v->sorted, nd->tok, v->nodes[next].tok, allow, n);
+    return next;
+}
+
 /* One sequence's grammar position (constrain.c): the JSON recognizer, or a grammar. */
 struct constrain {
     const struct constrain_vocab *v; /* borrowed */

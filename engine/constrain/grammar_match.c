@@ -438,14 +438,11 @@ int gmatch_mask_walk(gmatch *m, uint32_t set, const struct constrain_vocab *v, c
         if (t == NONE) return -1;
         if (!t) {
             i = nd->end;
-        } else if (bits && (m->sets.p[t].fast & bits[i])) {
-            count += constrain_mark(v->sorted, nd->tok, nodes[nd->end].tok, allow, n);
-            i = nd->end;
-        } else {
-            count += constrain_mark(v->sorted, nd->tok, nodes[i + 1].tok, allow, n);
-            states[nd->depth] = t;
-            i++;
+            continue;
         }
+        int whole = bits && (m->sets.p[t].fast & bits[i]);
+        if (!whole) states[nd->depth] = t;
+        i = constrain_walk_accept(v, i, whole, allow, n, &count);
     }
     return count;
 }

@@ -267,14 +267,11 @@ int json_pda_mask_walk(const json_pda *s, const struct constrain_vocab *v, json_
         json_pda t = states[nd->depth - 1];
         if (json_pda_step(&t, nd->byte)) {
             i = nd->end;
-        } else if ((nd->safe & CONSTRAIN_NODE_JSTR) && t.mode == JSON_PDA_STR) {
-            count += constrain_mark(v->sorted, nd->tok, nodes[nd->end].tok, allow, n);
-            i = nd->end;
-        } else {
-            count += constrain_mark(v->sorted, nd->tok, nodes[i + 1].tok, allow, n);
-            states[nd->depth] = t;
-            i++;
+            continue;
         }
+        int whole = (nd->safe & CONSTRAIN_NODE_JSTR) && t.mode == JSON_PDA_STR;
+        if (!whole) states[nd->depth] = t;
+        i = constrain_walk_accept(v, i, whole, allow, n, &count);
     }
     return count;
 }
