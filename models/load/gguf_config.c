@@ -89,6 +89,21 @@ static int gc_layer_count(gc *c, long long *n) {
     return 0;
 }
 
+/* The recurrent mixer's keys both hybrids share, in this order: ssm.conv_kernel,
+ * ssm.state_size and ssm.group_count set the config fields conv, state and groups (the
+ * model's own spellings); ssm.time_step_rank (the mixer's heads) and ssm.inner_size go to
+ * heads and inner. Groups and heads are at most max_heads. */
+static int gc_ssm(gc *c, const char *conv, const char *state, const char *groups,
+                  long long max_heads, long long *heads, long long *inner) {
+    if (gc_set_int(c, conv, "ssm.conv_kernel", 1, 64) ||
+        gc_set_int(c, state, "ssm.state_size", 1, 4096) ||
+        gc_set_int(c, groups, "ssm.group_count", 1, max_heads) ||
+        gc_int(c, "ssm.time_step_rank", 1, max_heads, heads) ||
+        gc_int(c, "ssm.inner_size", 1, 1 << 22, inner))
+        return c->err->code;
+    return 0;
+}
+
 static int gc_qwen35(gc *c) {
     long long n, D, rot, interval, inner, Hv;
     double theta, eps;
@@ -98,11 +113,8 @@ static int gc_qwen35(gc *c) {
         gc_set_int(c, "num_attention_heads", "attention.head_count", 1, 1024) ||
         gc_set_int(c, "num_key_value_heads", "attention.head_count_kv", 1, 1024) ||
         gc_set_int(c, "max_position_embeddings", "context_length", 1, 1 << 30) ||
-        gc_set_int(c, "linear_conv_kernel_dim", "ssm.conv_kernel", 1, 64) ||
-        gc_set_int(c, "linear_key_head_dim", "ssm.state_size", 1, 4096) ||
-        gc_set_int(c, "linear_num_key_heads", "ssm.group_count", 1, 1024) ||
-        gc_int(c, "ssm.time_step_rank", 1, 1024, &Hv) ||
-        gc_int(c, "ssm.inner_size", 1, 1 << 22, &inner) ||
+        gc_ssm(c, "linear_conv_kernel_dim", "linear_key_head_dim", "linear_num_key_heads", 1024,
+               &Hv, &inner) ||
         gc_int(c, "attention.key_length", 2, 4096, &D) ||
         gc_int(c, "rope.dimension_count", 2, 4096, &rot) || gc_real(c, "rope.freq_base", &theta) ||
         gc_real(c, "attention.layer_norm_rms_epsilon", &eps))
@@ -256,11 +268,7 @@ static int gc_nemotron_h(gc *c) {
     if (gc_vocab(c) || gc_layer_count(c, &n) ||
         gc_set_int(c, "hidden_size", "embedding_length", 1, 1 << 16) ||
         gc_set_int(c, "max_position_embeddings", "context_length", 1, 1 << 30) ||
-        gc_set_int(c, "conv_kernel", "ssm.conv_kernel", 1, 64) ||
-        gc_set_int(c, "ssm_state_size", "ssm.state_size", 1, 4096) ||
-        gc_set_int(c, "n_groups", "ssm.group_count", 1, 4096) ||
-        gc_int(c, "ssm.time_step_rank", 1, 4096, &mH) ||
-        gc_int(c, "ssm.inner_size", 1, 1 << 22, &inner) ||
+        gc_ssm(c, "conv_kernel", "ssm_state_size", "n_groups", 4096, &mH, &inner) ||
         gc_layers(c, "attention.head_count_kv", kvh, (int)n) ||
         gc_layers(c, "feed_forward_length", ff, (int)n) ||
         gc_layers(c, "attention.head_count", heads, (int)n))
