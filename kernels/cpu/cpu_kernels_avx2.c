@@ -130,13 +130,16 @@ AI __m256 avx2_exp(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+/* 1 + e^-g: the denominator of the sigmoid, a / (1 + e^-g) being a·sigmoid(g). */
+AI __m256 avx2_sigmoid_den(__m256 g) {
+    return _mm256_add_ps(_mm256_set1_ps(1.0f), avx2_exp(_mm256_sub_ps(_mm256_setzero_ps(), g)));
+}
+
 static void avx2_silu_mul(float *out, const float *g, const float *u, size_t n) {
-    const __m256 one = _mm256_set1_ps(1.0f);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 gv = _mm256_loadu_ps(g + i);
-        __m256 s =
-            _mm256_div_ps(gv, _mm256_add_ps(one, avx2_exp(_mm256_sub_ps(_mm256_setzero_ps(), gv))));
+        __m256 s = _mm256_div_ps(gv, avx2_sigmoid_den(gv));
         if (u) s = _mm256_mul_ps(s, _mm256_loadu_ps(u + i));
         _mm256_storeu_ps(out + i, s);
     }
@@ -147,12 +150,9 @@ static void avx2_silu_mul(float *out, const float *g, const float *u, size_t n) 
 }
 
 static void avx2_sigmoid_mul(float *x, const float *g, size_t n) {
-    const __m256 one = _mm256_set1_ps(1.0f);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 sg =
-            _mm256_div_ps(one, _mm256_add_ps(one, avx2_exp(_mm256_sub_ps(_mm256_setzero_ps(),
-                                                                         _mm256_loadu_ps(g + i)))));
+        __m256 sg = _mm256_div_ps(_mm256_set1_ps(1.0f), avx2_sigmoid_den(_mm256_loadu_ps(g + i)));
         _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), sg));
     }
     for (; i < n; i++) x[i] *= 1.0f / (1.0f + expf(-g[i]));

@@ -114,25 +114,26 @@ AI __m512 avx512_exp(__m512 x) {
     return _mm512_scalef_ps(_mm512_add_ps(p, _mm512_set1_ps(1.0f)), n);
 }
 
+/* 1 + e^-g: the denominator of the sigmoid, a / (1 + e^-g) being a·sigmoid(g). */
+AI __m512 avx512_sigmoid_den(__m512 g) {
+    return _mm512_add_ps(_mm512_set1_ps(1.0f), avx512_exp(_mm512_sub_ps(_mm512_setzero_ps(), g)));
+}
+
 static void avx512_silu_mul(float *out, const float *g, const float *u, size_t n) {
-    const __m512 one = _mm512_set1_ps(1.0f);
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 mk = avx512_mask(n - i > 16 ? 16 : (int)(n - i));
         __m512 gv = _mm512_maskz_loadu_ps(mk, g + i);
-        __m512 s = _mm512_div_ps(
-            gv, _mm512_add_ps(one, avx512_exp(_mm512_sub_ps(_mm512_setzero_ps(), gv))));
+        __m512 s = _mm512_div_ps(gv, avx512_sigmoid_den(gv));
         if (u) s = _mm512_mul_ps(s, _mm512_maskz_loadu_ps(mk, u + i));
         _mm512_mask_storeu_ps(out + i, mk, s);
     }
 }
 
 static void avx512_sigmoid_mul(float *x, const float *g, size_t n) {
-    const __m512 one = _mm512_set1_ps(1.0f);
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 mk = avx512_mask(n - i > 16 ? 16 : (int)(n - i));
-        __m512 gv = _mm512_maskz_loadu_ps(mk, g + i);
-        __m512 sg = _mm512_div_ps(
-            one, _mm512_add_ps(one, avx512_exp(_mm512_sub_ps(_mm512_setzero_ps(), gv))));
+        __m512 sg = _mm512_div_ps(_mm512_set1_ps(1.0f),
+                                  avx512_sigmoid_den(_mm512_maskz_loadu_ps(mk, g + i)));
         _mm512_mask_storeu_ps(x + i, mk, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + i), sg));
     }
 }

@@ -139,6 +139,21 @@ AI __m256 mm2b_odd(__m256i v) {
     return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)));
 }
 
+/* One phase of the 16-element block at l in mm2b_tile: the even or odd elements (HALF:
+ * mm2b_even or mm2b_odd) of the NR W rows into wv, then against those of each x row. A
+ * macro, not a function: as a function, inlined, GCC allocated the tile's registers
+ * differently (the same sums, another schedule). */
+#define MM2B_PHASE(HALF)                                                                           \
+    do {                                                                                           \
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) wv[r] =                               \
+            HALF(mm2b_ld(wj + r * rs + l));                                                        \
+        _Pragma("GCC unroll 4") for (int i = 0; i < MR; i++) {                                     \
+            __m256 xv = HALF(mm2b_ld(x + (size_t)i * ldx + l));                                    \
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) acc[i][r] =                       \
+                _mm256_fmadd_ps(xv, wv[r], acc[i][r]);                                             \
+        }                                                                                          \
+    } while (0)
+
 /* MR rows of xb (ldx apart) against the NR W rows j, j + js, ..., j + (NR - 1)·js, one
  * accumulator per output fed the even, then the odd elements of each 16-element block.
  * Each phase holds NR widened W vectors and one x vector beside the MR·NR accumulators
@@ -155,23 +170,10 @@ AI void mm2b_tile(float *out, int ldo, const uint16_t *x, int ldx, const uint16_
     int l = 0;
     for (; l + 16 <= k; l += 16) {
         __m256 wv[4];
-#pragma GCC unroll 4
-        for (int r = 0; r < NR; r++) wv[r] = mm2b_even(mm2b_ld(wj + r * rs + l));
-#pragma GCC unroll 4
-        for (int i = 0; i < MR; i++) {
-            __m256 xv = mm2b_even(mm2b_ld(x + (size_t)i * ldx + l));
-#pragma GCC unroll 4
-            for (int r = 0; r < NR; r++) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
-        }
-#pragma GCC unroll 4
-        for (int r = 0; r < NR; r++) wv[r] = mm2b_odd(mm2b_ld(wj + r * rs + l));
-#pragma GCC unroll 4
-        for (int i = 0; i < MR; i++) {
-            __m256 xv = mm2b_odd(mm2b_ld(x + (size_t)i * ldx + l));
-#pragma GCC unroll 4
-            for (int r = 0; r < NR; r++) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
-        }
+        MM2B_PHASE(mm2b_even);
+        MM2B_PHASE(mm2b_odd);
     }
+#undef MM2B_PHASE
 #pragma GCC unroll 4
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4

@@ -123,12 +123,9 @@ AI void q2_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
     const __m128i dup_m = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     __m256 acc[8];
     qm_xrows xr;
-    qm_xrows_at(&xr, x, i0, R);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    qm_ktile_begin(&xr, acc, x, i0, R);
     for (int b = 0; b < nb; b++) {
-        const quant_block_q4_k *wb = w + b;
-        if (PF) qm_prefetch_block(wb, sizeof *wb);
+        const quant_block_q4_k *wb = qm_block_pf(w + b, sizeof *w, PF);
         __m128i sm8 = q2_q4k_scales(wb->scales);
         __m256i sc2 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm8)); /* sc0..7 twice */
         __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, dup_m));
@@ -163,8 +160,7 @@ AI void q2_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
             acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dx, dmin), _mm256_cvtepi32_ps(mt), acc[r]);
         }
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) out[(size_t)r * ldo] = qm_hsum8(acc[r]);
+    qm_ktile_end(out, ldo, acc, R);
 }
 
 /* ---- Q6_K ---- */
@@ -182,12 +178,9 @@ AI void q2_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
     const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3), m30 = _mm256_set1_epi8(0x30);
     __m256 acc[8];
     qm_xrows xr;
-    qm_xrows_at(&xr, x, i0, R);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    qm_ktile_begin(&xr, acc, x, i0, R);
     for (int b = 0; b < nb; b++) {
-        const quant_block_q6_k *wb = w + b;
-        if (PF) qm_prefetch_block(wb, sizeof *wb);
+        const quant_block_q6_k *wb = qm_block_pf(w + b, sizeof *w, PF);
         __m128i sc8 = _mm_loadu_si128((const __m128i *)wb->scales);
         __m256i sumi[8];
 #pragma GCC unroll 8
@@ -235,8 +228,7 @@ AI void q2_tile_q6k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
             acc[r] = _mm256_fmadd_ps(a, _mm256_cvtepi32_ps(it), acc[r]);
         }
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) out[(size_t)r * ldo] = qm_hsum8(acc[r]);
+    qm_ktile_end(out, ldo, acc, R);
 }
 
 #define QM_TILE32 q2_tile32

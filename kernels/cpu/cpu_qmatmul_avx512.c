@@ -189,12 +189,9 @@ AI void q5_tile_q4k_in(float *out, int ldo, const cpu_qrows *x, int i0, const qu
     const __m512i m4 = _mm512_set1_epi8(15);
     const __m128i dup_m = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     qm_xrows xr;
-    qm_xrows_at(&xr, x, i0, R);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    qm_ktile_begin(&xr, acc, x, i0, R);
     for (int b = 0; b < nb; b++) {
-        const quant_block_q4_k *wb = w + b;
-        if (PF) qm_prefetch_block(wb, sizeof *wb);
+        const quant_block_q4_k *wb = qm_block_pf(w + b, sizeof *w, PF);
         __m128i sm8 = q5_q4k_scales(wb->scales);
         __m512i sm16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm8));
         __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, dup_m));
@@ -222,8 +219,7 @@ AI void q5_tile_q4k_in(float *out, int ldo, const cpu_qrows *x, int i0, const qu
             acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dx, dmin), _mm256_cvtepi32_ps(mt), acc[r]);
         }
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) out[(size_t)r * ldo] = qm_hsum8(acc[r]);
+    qm_ktile_end(out, ldo, acc, R);
 }
 
 /* ---- Q6_K ---- */
@@ -232,12 +228,9 @@ AI void q5_tile_q6k_in(float *out, int ldo, const cpu_qrows *x, int i0, const qu
                        int nb, const int R, const int PF, __m256 *acc, __m512i *sumi) {
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3), m30 = _mm512_set1_epi8(0x30);
     qm_xrows xr;
-    qm_xrows_at(&xr, x, i0, R);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    qm_ktile_begin(&xr, acc, x, i0, R);
     for (int b = 0; b < nb; b++) {
-        const quant_block_q6_k *wb = w + b;
-        if (PF) qm_prefetch_block(wb, sizeof *wb);
+        const quant_block_q6_k *wb = qm_block_pf(w + b, sizeof *w, PF);
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
         __m512i sc512 = _mm512_castsi256_si512(sc16);
 #pragma GCC unroll 8
@@ -274,8 +267,7 @@ AI void q5_tile_q6k_in(float *out, int ldo, const cpu_qrows *x, int i0, const qu
             acc[r] = _mm256_fmadd_ps(a, _mm256_cvtepi32_ps(it), acc[r]);
         }
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) out[(size_t)r * ldo] = qm_hsum8(acc[r]);
+    qm_ktile_end(out, ldo, acc, R);
 }
 
 /* The tiles' accumulators belong to these wrappers: 4 for decode and the short tails, 8 for

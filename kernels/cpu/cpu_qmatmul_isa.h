@@ -1,7 +1,7 @@
 /* cpu_qmatmul_isa.h - what the AVX2 and AVX-512 files of the quantized matmul share, included
  * by those two only (their flags give it AVX2): the x rows a tile reads, the prefetch of the
- * decode weight stream, the int8 weights of a 32-block, cpu_qmatmul_hsum8's order, and the
- * W-row loop with its dtype dispatch.
+ * decode weight stream, the int8 weights of a 32-block, cpu_qmatmul_hsum8's order, a K-quant
+ * tile's start and end, and the W-row loop with its dtype dispatch.
  *
  * The loop is instantiated once per including file around that file's tile kernels, named by
  * QM_TILE32, QM_TILE_Q4K and QM_TILE_Q6K (each (out, ldo, x, i0, w, [dt,] nb, R, PF)), as the
@@ -40,6 +40,12 @@ AI void qm_xrows_at(qm_xrows *xr, const cpu_qrows *x, int i0, const int R) {
 /* A decode step reads W once as one sequential stream: fetch QM_PF bytes ahead of block p. */
 AI void qm_prefetch_block(const void *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + QM_PF + o, _MM_HINT_T0);
+}
+
+/* Block p of a W row (bytes long), prefetched ahead on the decode stream (PF). */
+AI const void *qm_block_pf(const void *p, size_t bytes, const int PF) {
+    if (PF) qm_prefetch_block(p, bytes);
+    return p;
 }
 
 /* Bytes of one block of a 32-element type (Q8_0, Q4_0, Q5_0). */
@@ -89,6 +95,19 @@ AI float qm_hsum8(__m256 v) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+
+/* A K-quant tile (Q4_K, Q6_K) starts with its R x rows in xr and its R accumulators zeroed,
+ * and ends with each accumulator's sum in out, ldo apart. */
+AI void qm_ktile_begin(qm_xrows *xr, __m256 *acc, const cpu_qrows *x, int i0, const int R) {
+    qm_xrows_at(xr, x, i0, R);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+}
+
+AI void qm_ktile_end(float *out, int ldo, const __m256 *acc, const int R) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) out[(size_t)r * ldo] = qm_hsum8(acc[r]);
 }
 
 #endif
