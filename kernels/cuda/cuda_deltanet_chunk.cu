@@ -66,23 +66,13 @@ static constexpr size_t GC_SMEM = 3 * sizeof(bf16) * GC * GC_LDK + 6 * sizeof(bf
 __device__ static gdc_smem gdc_carve(unsigned char *p) {
     gdc_smem m;
     bf16 **b16[] = {&m.kb, &m.qb, &m.wb};
-    for (bf16 **x : b16) {
-        *x = (bf16 *)p;
-        p += sizeof(bf16) * GC * GC_LDK;
-    }
+    for (bf16 **x : b16) *x = cw_carve<bf16>(p, GC * GC_LDK);
     bf16 **c16[] = {&m.vb, &m.tgb, &m.tbb, &m.aqb, &m.ub, &m.ubs};
-    for (bf16 **x : c16) {
-        *x = (bf16 *)p;
-        p += sizeof(bf16) * GC * GC_LDC;
-    }
-    m.r1 = (float *)p;
-    p += sizeof(float) * GC * GC_LDF;
-    m.r2 = (float *)p;
-    p += sizeof(float) * GC * GC_LDF;
-    m.S = (float *)p;
-    p += sizeof(float) * GC_DK * GC_LDF;
-    m.sb = (bf16 *)p;
-    p += sizeof(bf16) * GC_DK * GC_LDC;
+    for (bf16 **x : c16) *x = cw_carve<bf16>(p, GC * GC_LDC);
+    m.r1 = cw_carve<float>(p, GC * GC_LDF);
+    m.r2 = cw_carve<float>(p, GC * GC_LDF);
+    m.S = cw_carve<float>(p, GC_DK * GC_LDF);
+    m.sb = cw_carve<bf16>(p, GC_DK * GC_LDC);
     m.lev = (float *)p;
     m.wt = m.lev + 3 * 256;
     m.gc = m.wt + GC_WARPS * 256;
@@ -198,13 +188,9 @@ __global__ void __launch_bounds__(GC_THREADS) gdc_seq(gdc_args a) {
         if (threadIdx.x == 0) /* gates summed over the chunk */
             for (int t = 1; t < GC; t++) m.gc[t] += m.gc[t - 1];
         for (int job = warp; job < 10; job += GC_WARPS) { /* K·Kᵀ on and below the diagonal */
-            int ti, tj;
-            cw_tri(job, ti, tj);
             cw_acc acc;
             cw_load(acc, NULL, 0);
-            cw_mma<cw_row, cw_col>(acc, m.kb + ti * 16 * GC_LDK, GC_LDK, 16,
-                                   m.kb + tj * 16 * GC_LDK, GC_LDK, 16, nkt);
-            cw_store(m.r1 + ti * 16 * GC_LDF + tj * 16, acc, GC_LDF);
+            cw_tri_abt(m.r1, GC_LDF, acc, m.kb, m.kb, GC_LDK, nkt, job);
         }
         __syncthreads();
         for (int e = threadIdx.x; e < GC * GC; e += GC_THREADS) {
@@ -243,11 +229,7 @@ __global__ void __launch_bounds__(GC_THREADS) gdc_seq(gdc_args a) {
                                        GC_LDC, 16 * GC_LDC, rt + 1);
                 cw_store(m.r2 + rt * 16 * GC_LDF + ct * 16, acc, GC_LDF);
             } else {
-                int ti, tj;
-                cw_tri(job - nw - nu, ti, tj);
-                cw_mma<cw_row, cw_col>(acc, m.qb + ti * 16 * GC_LDK, GC_LDK, 16,
-                                       m.kb + tj * 16 * GC_LDK, GC_LDK, 16, nkt);
-                cw_store(m.r1 + ti * 16 * GC_LDF + tj * 16, acc, GC_LDF);
+                cw_tri_abt(m.r1, GC_LDF, acc, m.qb, m.kb, GC_LDK, nkt, job - nw - nu);
             }
         }
         __syncthreads();

@@ -43,18 +43,11 @@ static constexpr size_t SC_SMEM = 4 * sizeof(bf16) * SC * SC_LDB + sizeof(bf16) 
 __device__ static ssc_smem ssc_carve(unsigned char *p) {
     ssc_smem m;
     bf16 **b16[] = {&m.bb, &m.cb, &m.xb, &m.xw};
-    for (bf16 **x : b16) {
-        *x = (bf16 *)p;
-        p += sizeof(bf16) * SC * SC_LDB;
-    }
-    m.mb = (bf16 *)p;
-    p += sizeof(bf16) * SC * SC_LDM;
-    m.yf = (float *)p;
-    p += sizeof(float) * SC * SC_LDF;
-    m.S = (float *)p;
-    p += sizeof(float) * SC_D * SC_LDF;
-    m.sb = (bf16 *)p;
-    p += sizeof(bf16) * SC_D * SC_LDB;
+    for (bf16 **x : b16) *x = cw_carve<bf16>(p, SC * SC_LDB);
+    m.mb = cw_carve<bf16>(p, SC * SC_LDM);
+    m.yf = cw_carve<float>(p, SC * SC_LDF);
+    m.S = cw_carve<float>(p, SC_D * SC_LDF);
+    m.sb = cw_carve<bf16>(p, SC_D * SC_LDB);
     m.dl = (float *)p;
     m.L = m.dl + SC;
     return m;
@@ -106,13 +99,9 @@ __global__ void __launch_bounds__(SC_THREADS) ssc_seq(ssd_args a) {
             for (int t = 0; t < SC; t++) m.L[t] = acc += m.dl[t] * A;
         }
         for (int job = warp; job < 10; job += SC_WARPS) { /* C·Bᵀ on and below the diagonal */
-            int ti, tj;
-            cw_tri(job, ti, tj);
             cw_acc acc;
             cw_load(acc, NULL, 0);
-            cw_mma<cw_row, cw_col>(acc, m.cb + ti * 16 * SC_LDB, SC_LDB, 16,
-                                   m.bb + tj * 16 * SC_LDB, SC_LDB, 16, nnt);
-            cw_store(m.yf + ti * 16 * SC_LDF + tj * 16, acc, SC_LDF);
+            cw_tri_abt(m.yf, SC_LDF, acc, m.cb, m.bb, SC_LDB, nnt, job);
         }
         __syncthreads();
         const float Llast = m.L[SC - 1];

@@ -43,6 +43,25 @@ __device__ __forceinline__ void cw_tri(int job, int &ti, int &tj) {
     while (tj > ti) tj -= ++ti;
 }
 
+/* acc += the job-th tile on or below the diagonal of A·Bᵀ (A and B row-major, ld elements a
+ * row, nk 16-wide tiles of the shared dimension), stored as f32 into its tile of d (ldd
+ * floats a row): the causal score products of the chunked kernels (K·Kᵀ, Q·Kᵀ, C·Bᵀ). */
+__device__ __forceinline__ void cw_tri_abt(float *d, int ldd, cw_acc &acc, const cw_bf16 *a,
+                                           const cw_bf16 *b, int ld, int nk, int job) {
+    int ti, tj;
+    cw_tri(job, ti, tj);
+    cw_mma<cw_row, cw_col>(acc, a + ti * 16 * ld, ld, 16, b + tj * 16 * ld, ld, 16, nk);
+    cw_store(d + ti * 16 * ldd + tj * 16, acc, ldd);
+}
+
+/* Carves a block's dynamic shared memory: the next n elements of T at *p, *p moved past them
+ * (callers keep every buffer a multiple of 32 bytes, so each stays aligned for wmma). */
+template <typename T> __device__ __forceinline__ T *cw_carve(unsigned char *&p, size_t n) {
+    T *r = (T *)p;
+    p += sizeof(T) * n;
+    return r;
+}
+
 /* Opts kernel in to bytes of dynamic shared memory (past the default 48 KiB); the error is
  * recorded under op. */
 template <typename K>
