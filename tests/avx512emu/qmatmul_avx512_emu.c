@@ -21,30 +21,7 @@ static uint32_t rng_u32(void) {
     return (uint32_t)(rng >> 32);
 }
 static float rng_f(void) { return (float)rng_u32() / 2147483648.0f - 1.0f; }
-
-/* n random rows of W: quantized noise, or random bytes with moderate f16 scales */
-static unsigned char *rand_w(dtype dt, int n, int k, int raw) {
-    size_t rb = dtype_row_bytes(dt, k), bb = dtype_row_bytes(dt, dtype_block_elems(dt));
-    unsigned char *w = malloc(rb * (size_t)n);
-    float *row = malloc(sizeof(float) * (size_t)k);
-    if (!w || !row) abort();
-    for (int j = 0; j < n; j++) {
-        if (!raw) {
-            for (int l = 0; l < k; l++) row[l] = rng_f();
-            quant_quantize_row(w + (size_t)j * rb, row, dt, k);
-            continue;
-        }
-        for (size_t i = 0; i < rb; i++) w[(size_t)j * rb + i] = (unsigned char)rng_u32();
-        for (size_t b = 0; b < rb / bb; b++) {
-            unsigned char *q = w + (size_t)j * rb + b * bb;
-            uint16_t h = dtype_f32_to_f16(rng_f() * 0.01f);
-            memcpy(q + (dt == DTYPE_Q6_K ? bb - 2 : 0), &h, 2);
-            if (dt == DTYPE_Q4_K) memcpy(q + 2, &h, 2);
-        }
-    }
-    free(row);
-    return w;
-}
+#include "tests/qweight_rand.h"
 
 int main(void) {
     static const dtype dts[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q5_0, DTYPE_Q4_K, DTYPE_Q6_K};
@@ -55,7 +32,7 @@ int main(void) {
                 for (int m = 1; m <= 9; m++) {
                     dtype dt = dts[t];
                     int big = dtype_block_elems(dt) == 256, k = big ? 256 * kk : 96 * kk, n = 5;
-                    unsigned char *w = rand_w(dt, n, k, raw);
+                    unsigned char *w = qweight_rand_rows(dt, n, k, raw);
                     /* x rows as cpu_qmatmul.c lays them out */
                     cpu_qrows r = {.doff = (size_t)k, .soff = (size_t)k + 4 * (size_t)(k / 32)};
                     r.stride = r.soff + 2 * (size_t)(k / 16);

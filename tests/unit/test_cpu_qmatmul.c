@@ -20,39 +20,15 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "tests/cpu_test_util.h"
+#include "tests/qweight_rand.h"
 #include "tests/test.h"
 
 static const dtype qtypes[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q5_0, DTYPE_Q4_K, DTYPE_Q6_K};
 
-/* A random [n, k] weight of type dt: rows of f32 noise quantized by the reference
- * quantizer, or (raw) random bytes with moderate f16 scales, which reach codes the
- * quantizers never write (Q8_0's -128, Q4_K scales and mins of 63). Caller frees data. */
+/* A random [n, k] weight of type dt (qweight_rand.h); the caller frees data. */
 static bk_weight rand_qweight(int n, int k, dtype dt, int raw) {
-    size_t rb = dtype_row_bytes(dt, k), bb = dtype_row_bytes(dt, dtype_block_elems(dt));
-    unsigned char *d = malloc(rb * (size_t)n);
-    float *row = fvec((size_t)k);
-    if (!d) abort();
-    for (int j = 0; j < n; j++) {
-        if (!raw) {
-            float scale = 0.02f * (1 + (float)(rng_u32() % 50));
-            for (int l = 0; l < k; l++) row[l] = rng_f() * scale;
-            quant_quantize_row(d + (size_t)j * rb, row, dt, k);
-            continue;
-        }
-        for (size_t i = 0; i < rb; i++) d[(size_t)j * rb + i] = (unsigned char)rng_u32();
-        for (size_t b = 0; b < rb / bb; b++) {
-            unsigned char *blk = d + (size_t)j * rb + b * bb;
-            uint16_t h = dtype_f32_to_f16(rng_f() * 0.01f);
-            size_t off = dt == DTYPE_Q6_K ? bb - 2 : 0;
-            memcpy(blk + off, &h, 2);
-            if (dt == DTYPE_Q4_K) { /* dmin */
-                h = dtype_f32_to_f16(fabsf(rng_f()) * 0.01f);
-                memcpy(blk + 2, &h, 2);
-            }
-        }
-    }
-    free(row);
-    return (bk_weight){.data = d, .dt = dt, .ndim = 2, .shape = {n, k}};
+    return (bk_weight){
+        .data = qweight_rand_rows(dt, n, k, raw), .dt = dt, .ndim = 2, .shape = {n, k}};
 }
 
 /* x with the values quantization meets: noise at a few scales, a zero block, a block
