@@ -47,26 +47,21 @@ static inline simde__m512i emu_shuffle_i64x2(simde__m512i a, simde__m512i b, int
 }
 #define _mm512_shuffle_i64x2 emu_shuffle_i64x2
 
-static inline simde__m512 emu_cvtph_ps512(simde__m256i h) {
-    uint16_t a[16];
-    float f[16];
-    memcpy(a, &h, 32);
-    for (int i = 0; i < 16; i++) f[i] = emu_cvtsh_ss(a[i]);
-    simde__m512 o;
-    memcpy(&o, f, 64);
-    return o;
-}
+/* The 16 lanes of v (of elem) converted to f32 by conv. */
+#define EMU_CVT_PS512(name, in_type, elem, conv)                                                   \
+    static inline simde__m512 name(in_type v) {                                                    \
+        elem a[16];                                                                                \
+        float f[16];                                                                               \
+        memcpy(a, &v, sizeof a);                                                                   \
+        for (int i = 0; i < 16; i++) f[i] = conv(a[i]);                                            \
+        simde__m512 o;                                                                             \
+        memcpy(&o, f, sizeof f);                                                                   \
+        return o;                                                                                  \
+    }
+#define EMU_INT_TO_FLOAT(x) ((float)(x))
+EMU_CVT_PS512(emu_cvtph_ps512, simde__m256i, uint16_t, emu_cvtsh_ss)
+EMU_CVT_PS512(emu_cvtepi32_ps512, simde__m512i, int32_t, EMU_INT_TO_FLOAT)
 #define _mm512_cvtph_ps emu_cvtph_ps512
-
-static inline simde__m512 emu_cvtepi32_ps512(simde__m512i v) {
-    int32_t a[16];
-    float f[16];
-    memcpy(a, &v, 64);
-    for (int i = 0; i < 16; i++) f[i] = (float)a[i];
-    simde__m512 o;
-    memcpy(&o, f, 64);
-    return o;
-}
 #define _mm512_cvtepi32_ps emu_cvtepi32_ps512
 
 /* a - b in the lanes k selects, src elsewhere */
