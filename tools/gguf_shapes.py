@@ -47,7 +47,10 @@ QT = gguf.GGMLQuantizationType
 
 
 # ---------------------------------------------------------------------------------------
-# Tensor plans: (name, shape outermost first as in safetensors / numpy, kind).
+# Plans: (arch, metadata, tensors, vocabulary size). The metadata maps each key's suffix
+# after "<arch>." to its value, in the file's order; the value's Python type is the GGUF
+# type (bool, int: u32, float: f32, list: array).
+# Tensors: (name, shape outermost first as in safetensors / numpy, kind).
 # kind "w" is a matrix stored in the file's type; every other kind is F32.
 
 def qwen35_plan(c):
@@ -59,29 +62,21 @@ def qwen35_plan(c):
     V = t["vocab_size"]
     interval = t.get("full_attention_interval", 4)
     recurrent = [lt == "linear_attention" for lt in t["layer_types"]]
+    rp = t["rope_parameters"]
     a = "qwen35"
-    kv = [
-        ("u32", f"{a}.block_count", L),
-        ("u32", f"{a}.context_length", t["max_position_embeddings"]),
-        ("u32", f"{a}.embedding_length", d),
-        ("u32", f"{a}.feed_forward_length", ff),
-        ("u32", f"{a}.attention.head_count", H),
-        ("u32", f"{a}.attention.head_count_kv", KV),
-        ("arr", f"{a}.rope.dimension_sections", (t["rope_parameters"]["mrope_section"] + [0])[:4]),
-        ("f32", f"{a}.rope.freq_base", float(t["rope_parameters"]["rope_theta"])),
-        ("f32", f"{a}.attention.layer_norm_rms_epsilon", t["rms_norm_eps"]),
-        ("u32", f"{a}.attention.key_length", hd),
-        ("u32", f"{a}.attention.value_length", hd),
-        ("u32", f"{a}.ssm.conv_kernel", K),
-        ("u32", f"{a}.ssm.state_size", dk),
-        ("u32", f"{a}.ssm.group_count", Hk),
-        ("u32", f"{a}.ssm.time_step_rank", Hv),
-        ("u32", f"{a}.ssm.inner_size", dv * Hv),
-        ("arr", f"{a}.attention.recurrent_layers", recurrent),
-        ("u32", f"{a}.full_attention_interval", interval),
-        ("u32", f"{a}.rope.dimension_count",
-         int(hd * t["rope_parameters"].get("partial_rotary_factor", 0.25))),
-    ]
+    kv = {
+        "block_count": L, "context_length": t["max_position_embeddings"],
+        "embedding_length": d, "feed_forward_length": ff,
+        "attention.head_count": H, "attention.head_count_kv": KV,
+        "rope.dimension_sections": (rp["mrope_section"] + [0])[:4],
+        "rope.freq_base": float(rp["rope_theta"]),
+        "attention.layer_norm_rms_epsilon": t["rms_norm_eps"],
+        "attention.key_length": hd, "attention.value_length": hd,
+        "ssm.conv_kernel": K, "ssm.state_size": dk, "ssm.group_count": Hk,
+        "ssm.time_step_rank": Hv, "ssm.inner_size": dv * Hv,
+        "attention.recurrent_layers": recurrent, "full_attention_interval": interval,
+        "rope.dimension_count": int(hd * rp.get("partial_rotary_factor", 0.25)),
+    }
     ts = [("token_embd.weight", (V, d), "w"), ("output_norm.weight", (d,), "norm")]
     if not c.get("tie_word_embeddings", t.get("tie_word_embeddings", False)):
         ts.append(("output.weight", (V, d), "w"))
@@ -127,31 +122,25 @@ def gemma4_plan(c):
               for i in range(L)]
     kv_full = t.get("num_global_key_value_heads")
     a = "gemma4"
-    kv = [
-        ("u32", f"{a}.block_count", L),
-        ("u32", f"{a}.context_length", t["max_position_embeddings"]),
-        ("u32", f"{a}.embedding_length", d),
-        ("arr" if t.get("use_double_wide_mlp") else "u32", f"{a}.feed_forward_length",
-         ff_arr if t.get("use_double_wide_mlp") else ff),
-        ("u32", f"{a}.attention.head_count", H),
-        ("arr" if kv_full is not None else "u32", f"{a}.attention.head_count_kv",
-         [KV if s else kv_full for s in swa] if kv_full is not None else KV),
-        ("f32", f"{a}.rope.freq_base", float(rp["full_attention"]["rope_theta"])),
-        ("f32", f"{a}.rope.freq_base_swa", float(rp["sliding_attention"]["rope_theta"])),
-        ("f32", f"{a}.attention.layer_norm_rms_epsilon", t["rms_norm_eps"]),
-        ("f32", f"{a}.final_logit_softcapping", float(t["final_logit_softcapping"])),
-        ("u32", f"{a}.attention.sliding_window", t["sliding_window"]),
-        ("u32", f"{a}.attention.shared_kv_layers", shared),
-        ("u32", f"{a}.embedding_length_per_layer_input", ple),
-        ("arr", f"{a}.attention.sliding_window_pattern", swa),
-        ("u32", f"{a}.attention.key_length", hd_full),
-        ("u32", f"{a}.attention.value_length", hd_full),
-        ("u32", f"{a}.attention.key_length_swa", hd_swa),
-        ("u32", f"{a}.attention.value_length_swa", hd_swa),
-        ("u32", f"{a}.rope.dimension_count", hd_full),  # "proportional": see rope_freqs
-        ("u32", f"{a}.rope.dimension_count_swa",
-         int(hd_swa * rp["sliding_attention"].get("partial_rotary_factor", 1.0))),
-    ]
+    kv = {
+        "block_count": L, "context_length": t["max_position_embeddings"], "embedding_length": d,
+        # per layer (an array) where the kv-shared layers have a double-wide MLP
+        "feed_forward_length": ff_arr if t.get("use_double_wide_mlp") else ff,
+        "attention.head_count": H,
+        # per layer where the full layers have their own kv head count
+        "attention.head_count_kv": KV if kv_full is None else [KV if s else kv_full for s in swa],
+        "rope.freq_base": float(rp["full_attention"]["rope_theta"]),
+        "rope.freq_base_swa": float(rp["sliding_attention"]["rope_theta"]),
+        "attention.layer_norm_rms_epsilon": t["rms_norm_eps"],
+        "final_logit_softcapping": float(t["final_logit_softcapping"]),
+        "attention.sliding_window": t["sliding_window"], "attention.shared_kv_layers": shared,
+        "embedding_length_per_layer_input": ple, "attention.sliding_window_pattern": swa,
+        "attention.key_length": hd_full, "attention.value_length": hd_full,
+        "attention.key_length_swa": hd_swa, "attention.value_length_swa": hd_swa,
+        "rope.dimension_count": hd_full,  # "proportional": see rope_freqs
+        "rope.dimension_count_swa":
+            int(hd_swa * rp["sliding_attention"].get("partial_rotary_factor", 1.0)),
+    }
     # rope_freqs: 1 for the rotated pairs of the full layers, 1e30 (no rotation) for the rest
     n_rot = int(hd_full * rp["full_attention"]["partial_rotary_factor"] / 2)
     rope = np.array([1.0] * n_rot + [1e30] * (hd_full // 2 - n_rot), dtype=np.float32)
@@ -197,24 +186,16 @@ def nemotron_h_plan(c):
     d_inner = mH * mhd
     conv_dim = d_inner + 2 * G * N
     a = "nemotron_h"
-    kv = [
-        ("u32", f"{a}.block_count", L),
+    kv = {
         # GraniteHybrid's converter: no rope on the attention layers, so an arbitrary 2^20
-        ("u32", f"{a}.context_length", 2 ** 20),
-        ("u32", f"{a}.embedding_length", d),
-        ("arr", f"{a}.feed_forward_length", [ff if p == "-" else 0 for p in pat]),
-        ("u32", f"{a}.attention.head_count", H),
-        ("arr", f"{a}.attention.head_count_kv", [KV if p == "*" else 0 for p in pat]),
-        ("u32", f"{a}.attention.key_length", hd),
-        ("u32", f"{a}.attention.value_length", hd),
-        ("f32", f"{a}.attention.layer_norm_epsilon", c["layer_norm_epsilon"]),
-        ("bool", f"{a}.rope.scaling.finetuned", False),
-        ("u32", f"{a}.ssm.conv_kernel", K),
-        ("u32", f"{a}.ssm.state_size", N),
-        ("u32", f"{a}.ssm.group_count", G),
-        ("u32", f"{a}.ssm.inner_size", d_inner),
-        ("u32", f"{a}.ssm.time_step_rank", mH),
-    ]
+        "block_count": L, "context_length": 2 ** 20, "embedding_length": d,
+        "feed_forward_length": [ff if p == "-" else 0 for p in pat],
+        "attention.head_count": H, "attention.head_count_kv": [KV if p == "*" else 0 for p in pat],
+        "attention.key_length": hd, "attention.value_length": hd,
+        "attention.layer_norm_epsilon": c["layer_norm_epsilon"], "rope.scaling.finetuned": False,
+        "ssm.conv_kernel": K, "ssm.state_size": N, "ssm.group_count": G,
+        "ssm.inner_size": d_inner, "ssm.time_step_rank": mH,
+    }
     ts = [("token_embd.weight", (V, d), "w"), ("output_norm.weight", (d,), "norm")]
     if not c.get("tie_word_embeddings"):
         ts.append(("output.weight", (V, d), "w"))
@@ -411,13 +392,14 @@ def write_model(preset, cfg, qtype, path, seed):
     w.add_file_type(gguf.LlamaFileType.MOSTLY_BF16 if qtype == QT.BF16
                     else gguf.LlamaFileType.MOSTLY_Q8_0)
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    for typ, key, val in kvs:
-        if typ == "u32":
-            w.add_uint32(key, int(val))
-        elif typ == "f32":
-            w.add_float32(key, float(val))
-        elif typ == "bool":
-            w.add_bool(key, bool(val))
+    for suffix, val in kvs.items():  # the value's Python type is the GGUF type
+        key = f"{arch}.{suffix}"
+        if isinstance(val, bool):
+            w.add_bool(key, val)
+        elif isinstance(val, int):
+            w.add_uint32(key, val)
+        elif isinstance(val, float):
+            w.add_float32(key, val)
         else:
             w.add_array(key, list(val))
     v = vocab_for(arch, n_vocab)
