@@ -39,6 +39,8 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bible import read_bible  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from qwen35_tiny import qwen35_text_config  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SEED = 20240601
@@ -58,26 +60,9 @@ CHAT_TEMPLATE = (
     "{%- endif %}"
 )
 
-TEXT_CONFIG = {
-    "model_type": "qwen3_5_text",
-    "vocab_size": VOCAB, "hidden_size": 192, "intermediate_size": 512,
-    "num_hidden_layers": 6,
-    "layer_types": ["linear_attention", "linear_attention", "full_attention",
-                    "linear_attention", "linear_attention", "full_attention"],
-    "full_attention_interval": 3,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
-    "linear_num_key_heads": 2, "linear_num_value_heads": 4,
-    "linear_key_head_dim": 48, "linear_value_head_dim": 48,
-    "linear_conv_kernel_dim": 4,
-    "hidden_act": "silu", "rms_norm_eps": 1e-06,
-    "max_position_embeddings": 4096, "initializer_range": 0.02,
-    "attention_bias": False, "attention_dropout": 0.0,
-    "tie_word_embeddings": True, "use_cache": True,
-    "bos_token_id": None, "eos_token_id": VOCAB - 3, "pad_token_id": None,
-    "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0,
-                        "partial_rotary_factor": 0.25,
-                        "mrope_section": [4, 2, 2], "mrope_interleaved": True},
-}
+TEXT_CONFIG = qwen35_text_config(
+    vocab=VOCAB, hidden=192, ff=512, layers=6, interval=3, head_dim=64,
+    linear_head_dims=(48, 48), max_positions=4096, eos=VOCAB - 3, mrope_section=[4, 2, 2])
 # The smallest vision tower transformers accepts: real Qwen3.5 files carry one, and a
 # server must skip model.visual.* (it is never trained or used for text).
 VISION_CONFIG = {

@@ -38,6 +38,9 @@ import transformers
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from qwen35_tiny import qwen35_text_config  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 OUT = os.path.join(ROOT, "tests", "golden")
 SPEC = "/work/shared/spec"
@@ -287,26 +290,10 @@ QWEN_TINY = {
     "tie_word_embeddings": True,
     "image_token_id": 508, "video_token_id": 509,
     "vision_start_token_id": 506, "vision_end_token_id": 507,
-    "text_config": {
-        "model_type": "qwen3_5_text",
-        "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
-        "num_hidden_layers": 4,
-        "layer_types": ["linear_attention", "full_attention", "linear_attention", "full_attention"],
-        "full_attention_interval": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
-        "linear_num_key_heads": 2, "linear_num_value_heads": 4,
-        "linear_key_head_dim": 16, "linear_value_head_dim": 32,
-        "linear_conv_kernel_dim": 4,
-        "hidden_act": "silu", "rms_norm_eps": 1e-06,
-        "max_position_embeddings": 512, "initializer_range": 0.02,
-        "attention_bias": False, "attention_dropout": 0.0,
-        "tie_word_embeddings": True, "use_cache": True,
-        "bos_token_id": None, "eos_token_id": 1, "pad_token_id": None,
-        "dtype": "float32",
-        "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0,
-                            "partial_rotary_factor": 0.25,
-                            "mrope_section": [2, 1, 1], "mrope_interleaved": True},
-    },
+    "text_config": qwen35_text_config(
+        vocab=512, hidden=64, ff=128, layers=4, interval=2, head_dim=32,
+        linear_head_dims=(16, 32), max_positions=512, eos=1, mrope_section=[2, 1, 1],
+        dtype="float32"),
     "vision_config": {
         "model_type": "qwen3_5_vision", "depth": 1, "hidden_size": 32,
         "intermediate_size": 64, "num_heads": 2, "hidden_act": "gelu_pytorch_tanh",
