@@ -19,15 +19,9 @@ ARG DEBIAN=bookworm
 ARG BUILD_DEBS="build-essential pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev \
 libcurl4-openssl-dev libssl-dev libonig-dev libsentencepiece-dev"
 
-# ----------------------------------------------------------------------------- CPU build
-FROM debian:${DEBIAN}-slim AS build-cpu
-ARG BUILD_DEBS
-ARG STRATA_MAKE_FLAGS=""
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-# hadolint ignore=DL3008
-RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${BUILD_DEBS} \
- && rm -rf /var/lib/apt/lists/*
+# ----------------------------------------------------------------------------- sources
+# What both build stages compile (and their install scripts), copied once.
+FROM scratch AS src
 WORKDIR /src
 COPY Makefile ./
 COPY config config
@@ -35,27 +29,26 @@ COPY engine engine
 COPY kernels kernels
 COPY models models
 COPY server server
-COPY deploy/docker/runtime-debs.sh deploy/docker/
+COPY deploy/docker deploy/docker
+
+# ----------------------------------------------------------------------------- CPU build
+# The packages are installed before the sources arrive, so a source change keeps that layer.
+FROM debian:${DEBIAN}-slim AS build-cpu
+ARG BUILD_DEBS
+RUN --mount=from=src,source=/src/deploy/docker,target=/tmp/docker /tmp/docker/apt-install.sh ${BUILD_DEBS}
+COPY --from=src /src /src
+WORKDIR /src
+ARG STRATA_MAKE_FLAGS=""
 RUN make -j"$(nproc)" build/strata ${STRATA_MAKE_FLAGS} \
  && deploy/docker/runtime-debs.sh build/strata > build/runtime-debs.txt
 
 # ----------------------------------------------------------------------------- CUDA build
 FROM nvidia/cuda:${CUDA_VERSION}-devel-${CUDA_UBUNTU} AS build-cuda
 ARG BUILD_DEBS
-ARG STRATA_MAKE_FLAGS=""
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-# hadolint ignore=DL3008
-RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${BUILD_DEBS} \
- && rm -rf /var/lib/apt/lists/*
+RUN --mount=from=src,source=/src/deploy/docker,target=/tmp/docker /tmp/docker/apt-install.sh ${BUILD_DEBS}
+COPY --from=src /src /src
 WORKDIR /src
-COPY Makefile ./
-COPY config config
-COPY engine engine
-COPY kernels kernels
-COPY models models
-COPY server server
-COPY deploy/docker/runtime-debs.sh deploy/docker/
+ARG STRATA_MAKE_FLAGS=""
 # strata plus the CUDA backend, build/libstrata_cuda.so (nvcc, sm_90 + PTX), which the
 # binary loads at run time (--device auto picks the GPU when there is one).
 RUN make -j"$(nproc)" build/strata cuda ${STRATA_MAKE_FLAGS} \
@@ -64,14 +57,9 @@ RUN make -j"$(nproc)" build/strata cuda ${STRATA_MAKE_FLAGS} \
 # ----------------------------------------------------------------------------- CPU runtime
 FROM debian:${DEBIAN}-slim AS cpu
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-COPY --from=build-cpu /src/build/runtime-debs.txt /tmp/runtime-debs.txt
-# hadolint ignore=DL3008
-RUN apt-get update \
- && xargs -a /tmp/runtime-debs.txt \
-    env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates curl \
- && rm -rf /var/lib/apt/lists/* /tmp/runtime-debs.txt \
- && useradd --system --uid 10001 --user-group --create-home --home-dir /home/strata strata \
- && mkdir -p /data/hf && chown strata:strata /data/hf
+# the build's runtime packages, curl, the user strata and /data/hf (deploy/docker/runtime-setup.sh)
+RUN --mount=from=build-cpu,source=/src,target=/tmp/strata \
+    /tmp/strata/deploy/docker/runtime-setup.sh /tmp/strata/build/runtime-debs.txt
 COPY --from=build-cpu /src/build/strata /usr/local/bin/strata
 COPY models/demo /opt/strata/models/demo
 # MALLOC_ARENA_MAX=1: glibc otherwise keeps a peak-sized arena per thread after a
@@ -96,14 +84,9 @@ ENTRYPOINT ["/usr/local/bin/strata", "serve"]
 # ----------------------------------------------------------------------------- CUDA runtime
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-${CUDA_UBUNTU} AS cuda
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-COPY --from=build-cuda /src/build/runtime-debs.txt /tmp/runtime-debs.txt
-# hadolint ignore=DL3008
-RUN apt-get update \
- && xargs -a /tmp/runtime-debs.txt \
-    env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates curl \
- && rm -rf /var/lib/apt/lists/* /tmp/runtime-debs.txt \
- && useradd --system --uid 10001 --user-group --create-home --home-dir /home/strata strata \
- && mkdir -p /data/hf && chown strata:strata /data/hf
+# the build's runtime packages, curl, the user strata and /data/hf (deploy/docker/runtime-setup.sh)
+RUN --mount=from=build-cuda,source=/src,target=/tmp/strata \
+    /tmp/strata/deploy/docker/runtime-setup.sh /tmp/strata/build/runtime-debs.txt
 COPY --from=build-cuda /src/build/strata /usr/local/bin/strata
 COPY --from=build-cuda /src/build/libstrata_cuda.so /usr/local/lib/strata/libstrata_cuda.so
 COPY models/demo /opt/strata/models/demo

@@ -41,12 +41,24 @@ from check_rendered import exit_with, strata_env_names
 src = open("Dockerfile").read().replace("\\\n", " ")
 known = strata_env_names("config/config.h")
 bad = []
-stages = re.split(r"^FROM\s+", src, flags=re.M)[1:]
-finals = {s.split()[2]: s for s in stages if len(s.split()) > 2 and s.split()[1].upper() == "AS"}
+stages = {}  # name -> (what it is built FROM, its text)
+for s in re.split(r"^FROM\s+", src, flags=re.M)[1:]:
+    w = s.split()
+    if len(w) > 2 and w[1].upper() == "AS":
+        stages[w[2]] = (w[0], s)
+def text(name):  # a stage's own text, then what it inherits from a stage it is built FROM
+    base, s = stages[name]
+    return s + text(base) if base in stages else s
+def copied(name):  # the folders a stage copies from the context, itself or by COPY --from=<stage> /src
+    s = text(name)
+    got = set(re.findall(r"^COPY (\w+) \1$", s, re.M))
+    for frm in re.findall(r"^COPY --from=(\S+) /src /src$", s, re.M):
+        got |= copied(frm) if frm in stages else set()
+    return got
 for name in ("cpu", "cuda"):
-    s = finals.get(name)
-    if s is None:
+    if name not in stages:
         bad.append(f"no final stage '{name}'"); continue
+    s = text(name)
     for want, what in [(r"^EXPOSE\s+8080\b", "EXPOSE 8080"), (r"STRATA_HOST=0\.0\.0\.0", "STRATA_HOST=0.0.0.0"),
                        (r"STRATA_PORT=8080", "STRATA_PORT=8080"), (r"HF_HOME=/data/hf", "HF_HOME=/data/hf"),
                        (r'^VOLUME\s+\["/data/hf"\]', "VOLUME /data/hf"), (r"^HEALTHCHECK .*/health", "HEALTHCHECK on /health"),
@@ -57,15 +69,25 @@ for name in ("cpu", "cuda"):
 for v in set(re.findall(r"\bSTRATA_[A-Z_]+\b", src)) - {"STRATA_MAKE_FLAGS"}:
     if v not in known:
         bad.append(f"{v} is not a strata option (config/config.h) nor read by the sources")
-# every source folder the Makefile compiles is copied into the build stages and not
-# excluded by the .dockerignore allowlist
-dirs = set(re.findall(r"\b(\w+)/[\w/]*\*\.cc?\b", open("Makefile").read().split("TEST_SRC")[0]))
+# every source folder the Makefile compiles is copied into both build stages (itself or
+# from a sources stage) and not excluded by the .dockerignore allowlist, nor is any
+# deploy/docker script the stages run
+mk = open("Makefile").read().replace("\\\n", " ").split("TEST_SRC")[0]
+dirs = set(re.findall(r"\b(\w+)/[\w/]*\*\.cc?\b", mk))  # wildcards, and the top folder of each room
+dirs |= {r.split("/")[0] for m in re.findall(r"^ROOMS\s*=(.*)$", mk, re.M) for r in m.split()}
+if not dirs:
+    bad.append("found no source folder in the Makefile")
 ignore = open(".dockerignore").read().split("\n")
+builds = [b for b in ("build-cpu", "build-cuda") if b in stages]
+bad += [f"no build stage '{b}'" for b in ("build-cpu", "build-cuda") if b not in stages]
 for d in sorted(dirs):
-    if len(re.findall(rf"^COPY {d} {d}$", src, re.M)) != 2:
+    if any(d not in copied(b) for b in builds):
         bad.append(f"{d}/ (compiled by the Makefile) is not copied into both build stages")
     if f"!{d}/" not in ignore:
         bad.append(f"{d}/ is not allowed by .dockerignore")
+for f in sorted(set(re.findall(r"\bdeploy/docker/[\w.-]+\.sh\b", src))):
+    if f"!{f}" not in ignore:
+        bad.append(f"{f} is not allowed by .dockerignore")
 exit_with(bad)
 EOF
 then ok "Dockerfile stages, STRATA_* names, build context"; else bad "Dockerfile stages, STRATA_* names, build context"; fi
