@@ -34,8 +34,8 @@ DEV_DIR=${DEV_DIR:-build/cuda-device}
 LIB_DIR=${LIB_DIR:-$DEV_DIR/lib}
 BUILD=${BUILD:-build}
 CFLAGS_T="-std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -pthread -fno-strict-aliasing -Wno-format-truncation"
-TEST_SRC="tests/device/test_cuda_ops.c tests/device/cuda_ops_mixers.c tests/device/cuda_ops_ref.c tests/device/cuda_ops_sample.c"
-HOST_SRC="kernels/backend.c kernels/backend_select.c engine/base/err.c engine/base/dtype.c engine/batch.c engine/sampler.c engine/dsample.c"
+TEST_SRC="tests/device/test_cuda_ops.c $(echo tests/device/cuda_ops_*.c)"
+HOST_SRC="kernels/backend.c kernels/backend_select.c engine/base/err.c engine/base/dtype.c engine/base/quant.c engine/base/quant_encode.c engine/batch.c engine/sampler.c engine/dsample.c"
 GOLDEN_UNITS="qwen35 gemma4 nemotron_h"   # tests/unit/test_<unit>_golden.c
 
 abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
@@ -55,7 +55,7 @@ build_op_test() {
     for f in kernels/cpu/*.c $HOST_SRC; do
         case $f in
             *avx2*) x="-mavx2 -mfma -mf16c" ;;
-            *avx512*) x="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c" ;;
+            *avx512*) x="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c" ;;
             *) x="" ;;
         esac
         o=$DEV_DIR/obj/$(basename "$f" .c).o
