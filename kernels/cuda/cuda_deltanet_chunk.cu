@@ -273,11 +273,7 @@ __global__ void __launch_bounds__(GC_THREADS) gdc_seq(gdc_args a) {
                 cw_mma<cw_row, cw_row>(acc, m.aqb + rt * 16 * GC_LDC, GC_LDC, 16, m.ub + ct * 16,
                                        GC_LDC, 16 * GC_LDC, rt + 1);
             } else { /* Kᵀ: element (i, t) at kb[t][i], a column-major read of kb */
-                const int kt = (job - 4 * nct) / nct, ct = (job - 4 * nct) % nct;
-                dst = m.S + kt * 16 * GC_LDF + ct * 16;
-                cw_load(acc, dst, GC_LDF);
-                cw_mma<cw_col, cw_row>(acc, m.kb + kt * 16, GC_LDK, 16 * GC_LDK, m.ubs + ct * 16,
-                                       GC_LDC, 16 * GC_LDC, 4);
+                dst = cw_atb_add(acc, m.S, GC_LDF, m.kb, GC_LDK, m.ubs, GC_LDC, nct, job - 4 * nct);
             }
             cw_store(dst, acc, GC_LDF);
         }

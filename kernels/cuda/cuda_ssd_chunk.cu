@@ -137,11 +137,7 @@ __global__ void __launch_bounds__(SC_THREADS) ssc_seq(ssd_args a) {
                 cw_mma<cw_row, cw_row>(acc, m.mb + rt * 16 * SC_LDM, SC_LDM, 16, m.xb + pt * 16,
                                        SC_LDB, 16 * SC_LDB, rt + 1);
             } else { /* Xwᵀ: element (p, t) at xw[t][p] */
-                const int pt = (job - 4 * npt) / nnt, nt = (job - 4 * npt) % nnt;
-                dst = m.S + pt * 16 * SC_LDF + nt * 16;
-                cw_load(acc, dst, SC_LDF);
-                cw_mma<cw_col, cw_row>(acc, m.xw + pt * 16, SC_LDB, 16 * SC_LDB, m.bb + nt * 16,
-                                       SC_LDB, 16 * SC_LDB, 4);
+                dst = cw_atb_add(acc, m.S, SC_LDF, m.xw, SC_LDB, m.bb, SC_LDB, nnt, job - 4 * npt);
             }
             cw_store(dst, acc, SC_LDF);
         }

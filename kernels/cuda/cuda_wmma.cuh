@@ -54,6 +54,19 @@ __device__ __forceinline__ void cw_tri_abt(float *d, int ldd, cw_acc &acc, const
     cw_store(d + ti * 16 * ldd + tj * 16, acc, ldd);
 }
 
+/* acc = the job-th 16 x 16 tile of the f32 state s (lds floats a row, nct tiles a row) plus
+ * Aᵀ·B over a 64-row chunk (A and B row-major, lda and ldb elements a row; Aᵀ is read in
+ * place as column-major): the chunked kernels' state update S += Kᵀ·U, S += Xwᵀ·B. Returns
+ * the tile, for the caller's cw_store. */
+__device__ __forceinline__ float *cw_atb_add(cw_acc &acc, float *s, int lds, const cw_bf16 *a,
+                                             int lda, const cw_bf16 *b, int ldb, int nct, int job) {
+    const int rt = job / nct, ct = job % nct;
+    float *dst = s + rt * 16 * lds + ct * 16;
+    cw_load(acc, dst, lds);
+    cw_mma<cw_col, cw_row>(acc, a + rt * 16, lda, 16 * lda, b + ct * 16, ldb, 16 * ldb, 4);
+    return dst;
+}
+
 /* Carves a block's dynamic shared memory: the next n elements of T at *p, *p moved past them
  * (callers keep every buffer a multiple of 32 bytes, so each stays aligned for wmma). */
 template <typename T> __device__ __forceinline__ T *cw_carve(unsigned char *&p, size_t n) {
