@@ -131,92 +131,96 @@ static int metrics_series(strbuf *o, const char *prefix, const char *model, cons
                        prefix, name, help, prefix, name, type, prefix, name, model, v);
 }
 
-static int metrics_gauge(strbuf *o, const char *model, const char *name, const char *type,
-                         const char *help, double v) {
-    return metrics_series(o, "strata", model, name, type, help, v);
+/* One gauge or counter of a render: its value read from the caller's gauges. */
+typedef struct metrics_row {
+    const char *name, *type, *help;
+    double v;
+} metrics_row;
+
+/* The n rows as single series named prefix:name, in order. */
+static int metrics_rows(strbuf *o, const char *prefix, const char *model, const metrics_row *r,
+                        size_t n) {
+    int rc = 0;
+    for (size_t i = 0; i < n; i++)
+        rc |= metrics_series(o, prefix, model, r[i].name, r[i].type, r[i].help, r[i].v);
+    return rc;
 }
 
-/* The same gauges again under the names vLLM exports, because load balancers read those:
- * the Gateway API Inference Extension's endpoint picker (its built-in "vllm" engine
- * config, kubernetes-sigs/gateway-api-inference-extension v1.5.0, llm-d/llm-d-router)
- * reads vllm:num_requests_waiting, vllm:num_requests_running and vllm:kv_cache_usage_perc;
- * its releases up to v1.2 read vllm:gpu_cache_usage_perc. Only what strata measures: no
- * vllm:lora_requests_info (no LoRA adapters) and no vllm:cache_config_info. The values
- * are the strata: gauges of the same render, so both names always agree. */
-enum { METRICS_V_WAITING, METRICS_V_RUNNING, METRICS_V_KV };
-static const struct {
-    const char *name;
-    int value;
-    const char *help;
-} metrics_vllm_aliases[] = {
-    {"num_requests_waiting", METRICS_V_WAITING,
-     "Number of requests waiting to be processed (= strata:num_requests_waiting)."},
-    {"num_requests_running", METRICS_V_RUNNING,
-     "Number of requests in model execution batches (= strata:num_requests_running)."},
-    {"kv_cache_usage_perc", METRICS_V_KV,
-     "KV-cache usage. 1 means 100 percent usage (= strata:kv_cache_usage_perc)."},
-    {"gpu_cache_usage_perc", METRICS_V_KV,
-     "KV-cache usage. 1 means 100 percent usage (= strata:kv_cache_usage_perc; the name "
-     "older vLLM releases and endpoint pickers use)."},
-};
-
 int metrics_render(metrics *m, const metrics_gauges *g, strbuf *o) {
+    const metrics_row gauges[] = {
+        {"num_requests_running", "gauge", "Number of requests in model execution batches.",
+         g->running},
+        {"num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+         g->waiting},
+        {"num_requests_preparing", "gauge",
+         "Requests being parsed, rendered and tokenized, or waiting for it.", g->preparing},
+        {"http_connections", "gauge", "Open HTTP connections.", g->connections},
+        {"http_header_timeouts_total", "counter",
+         "Connections closed because a request was not received in time.",
+         (double)g->head_timeouts},
+        {"kv_cache_usage_perc", "gauge", "KV-cache and state usage. 1 means 100 percent usage.",
+         g->kv_usage},
+        {"kv_cache_blocks", "gauge", "Blocks in the paged kv cache pool.", (double)g->kv_blocks},
+        {"kv_cache_blocks_used", "gauge",
+         "Blocks held by sequences (the prefix cache's alone are free to take).",
+         (double)g->kv_blocks_used},
+        {"kv_cache_blocks_peak", "gauge", "Most blocks held at once since start.",
+         (double)g->kv_blocks_peak},
+        {"kv_cache_preemptions_total", "counter",
+         "Sequences that gave up their blocks because the pool was full.", (double)g->kv_evictions},
+        {"prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+         (double)g->prefix_query_tokens},
+        {"prefix_cache_hits_total", "counter",
+         "Prompt tokens restored from the prefix cache instead of computed.",
+         (double)g->prefix_hit_tokens},
+        {"prefix_cache_requests_total", "counter", "Requests that looked in the prefix cache.",
+         (double)g->prefix_queries},
+        {"prefix_cache_request_hits_total", "counter", "Requests that found a cached prefix.",
+         (double)g->prefix_hits},
+        {"prefix_cache_blocks", "gauge", "kv blocks the prefix cache holds.",
+         (double)g->prefix_blocks},
+        {"prefix_cache_snapshots", "gauge", "Recurrent-state snapshots the prefix cache holds.",
+         (double)g->prefix_snapshots},
+        {"server_ready", "gauge", "1 when the model is loaded and the server admits requests.",
+         g->ready},
+        {"prompt_tokens_total", "counter", "Number of prefill tokens processed.",
+         (double)g->prompt_tokens},
+        {"generation_tokens_total", "counter", "Number of generation tokens processed.",
+         (double)g->generation_tokens},
+    };
+    /* The same gauges again under the names vLLM exports, because load balancers read those:
+     * the Gateway API Inference Extension's endpoint picker (its built-in "vllm" engine
+     * config, kubernetes-sigs/gateway-api-inference-extension v1.5.0, llm-d/llm-d-router)
+     * reads vllm:num_requests_waiting, vllm:num_requests_running and vllm:kv_cache_usage_perc;
+     * its releases up to v1.2 read vllm:gpu_cache_usage_perc. Only what strata measures: no
+     * vllm:lora_requests_info (no LoRA adapters) and no vllm:cache_config_info. The values
+     * are the strata: gauges' own, so both names always agree. */
+    const metrics_row vllm[] = {
+        {"num_requests_waiting", "gauge",
+         "Number of requests waiting to be processed (= strata:num_requests_waiting).", g->waiting},
+        {"num_requests_running", "gauge",
+         "Number of requests in model execution batches (= strata:num_requests_running).",
+         g->running},
+        {"kv_cache_usage_perc", "gauge",
+         "KV-cache usage. 1 means 100 percent usage (= strata:kv_cache_usage_perc).", g->kv_usage},
+        {"gpu_cache_usage_perc", "gauge",
+         "KV-cache usage. 1 means 100 percent usage (= strata:kv_cache_usage_perc; the name "
+         "older vLLM releases and endpoint pickers use).",
+         g->kv_usage},
+    };
+    const metrics_row decode[] = {
+        {"decode_steps_chained_total", "counter",
+         "Decode steps launched while the step before ran, their input tokens fed on the "
+         "device.",
+         (double)g->chained_decode_steps},
+        {"decode_pad_rows_total", "counter",
+         "Rows that filled decode steps up to their graph's batch size.", (double)g->pad_rows},
+    };
     int rc = 0;
     pthread_mutex_lock(&m->mu);
     const char *md = m->model;
-    rc |= metrics_gauge(o, md, "num_requests_running", "gauge",
-                        "Number of requests in model execution batches.", g->running);
-    rc |= metrics_gauge(o, md, "num_requests_waiting", "gauge",
-                        "Number of requests waiting to be processed.", g->waiting);
-    rc |= metrics_gauge(o, md, "num_requests_preparing", "gauge",
-                        "Requests being parsed, rendered and tokenized, or waiting for it.",
-                        g->preparing);
-    rc |=
-        metrics_gauge(o, md, "http_connections", "gauge", "Open HTTP connections.", g->connections);
-    rc |= metrics_gauge(o, md, "http_header_timeouts_total", "counter",
-                        "Connections closed because a request was not received in time.",
-                        (double)g->head_timeouts);
-    rc |= metrics_gauge(o, md, "kv_cache_usage_perc", "gauge",
-                        "KV-cache and state usage. 1 means 100 percent usage.", g->kv_usage);
-    rc |= metrics_gauge(o, md, "kv_cache_blocks", "gauge", "Blocks in the paged kv cache pool.",
-                        (double)g->kv_blocks);
-    rc |= metrics_gauge(o, md, "kv_cache_blocks_used", "gauge",
-                        "Blocks held by sequences (the prefix cache's alone are free to take).",
-                        (double)g->kv_blocks_used);
-    rc |= metrics_gauge(o, md, "kv_cache_blocks_peak", "gauge",
-                        "Most blocks held at once since start.", (double)g->kv_blocks_peak);
-    rc |= metrics_gauge(o, md, "kv_cache_preemptions_total", "counter",
-                        "Sequences that gave up their blocks because the pool was full.",
-                        (double)g->kv_evictions);
-    rc |= metrics_gauge(o, md, "prefix_cache_queries_total", "counter",
-                        "Prompt tokens looked up in the prefix cache.",
-                        (double)g->prefix_query_tokens);
-    rc |= metrics_gauge(o, md, "prefix_cache_hits_total", "counter",
-                        "Prompt tokens restored from the prefix cache instead of computed.",
-                        (double)g->prefix_hit_tokens);
-    rc |= metrics_gauge(o, md, "prefix_cache_requests_total", "counter",
-                        "Requests that looked in the prefix cache.", (double)g->prefix_queries);
-    rc |= metrics_gauge(o, md, "prefix_cache_request_hits_total", "counter",
-                        "Requests that found a cached prefix.", (double)g->prefix_hits);
-    rc |= metrics_gauge(o, md, "prefix_cache_blocks", "gauge", "kv blocks the prefix cache holds.",
-                        (double)g->prefix_blocks);
-    rc |= metrics_gauge(o, md, "prefix_cache_snapshots", "gauge",
-                        "Recurrent-state snapshots the prefix cache holds.",
-                        (double)g->prefix_snapshots);
-    rc |= metrics_gauge(o, md, "server_ready", "gauge",
-                        "1 when the model is loaded and the server admits requests.", g->ready);
-    rc |= metrics_gauge(o, md, "prompt_tokens_total", "counter",
-                        "Number of prefill tokens processed.", (double)g->prompt_tokens);
-    rc |= metrics_gauge(o, md, "generation_tokens_total", "counter",
-                        "Number of generation tokens processed.", (double)g->generation_tokens);
-    for (size_t i = 0; i < sizeof metrics_vllm_aliases / sizeof metrics_vllm_aliases[0]; i++) {
-        int k = metrics_vllm_aliases[i].value;
-        double v = k == METRICS_V_WAITING   ? g->waiting
-                   : k == METRICS_V_RUNNING ? g->running
-                                            : g->kv_usage;
-        rc |= metrics_series(o, "vllm", md, metrics_vllm_aliases[i].name, "gauge",
-                             metrics_vllm_aliases[i].help, v);
-    }
+    rc |= metrics_rows(o, "strata", md, gauges, sizeof gauges / sizeof gauges[0]);
+    rc |= metrics_rows(o, "vllm", md, vllm, sizeof vllm / sizeof vllm[0]);
     rc |= strbuf_adds(o, "# HELP strata:decode_steps_total Decode steps by how they ran: a "
                          "replayed CUDA graph, a capture, or eager launches.\n# TYPE "
                          "strata:decode_steps_total counter\n");
@@ -226,13 +230,7 @@ int metrics_render(metrics *m, const metrics_gauges *g, strbuf *o) {
                       "strata:decode_steps_total{mode=\"eager\",model_name=\"%s\"} %lld\n",
                       md, (long long)g->graph_replays, md, (long long)g->graph_captures, md,
                       (long long)g->eager_decode_steps);
-    rc |= metrics_gauge(o, md, "decode_steps_chained_total", "counter",
-                        "Decode steps launched while the step before ran, their input tokens "
-                        "fed on the device.",
-                        (double)g->chained_decode_steps);
-    rc |= metrics_gauge(o, md, "decode_pad_rows_total", "counter",
-                        "Rows that filled decode steps up to their graph's batch size.",
-                        (double)g->pad_rows);
+    rc |= metrics_rows(o, "strata", md, decode, sizeof decode / sizeof decode[0]);
     rc |= strbuf_adds(o, "# HELP strata:sampled_tokens_total Tokens by the sampler that picked "
                          "them: the device's or the host's.\n# TYPE strata:sampled_tokens_total "
                          "counter\n");
