@@ -146,6 +146,22 @@ static int metrics_rows(strbuf *o, const char *prefix, const char *model, const 
     return rc;
 }
 
+/* A counter split by one label besides model_name: the n series name{label="keys[i]"} v[i],
+ * under one HELP and TYPE, the two labels in name order. */
+static int metrics_split(strbuf *o, const char *model, const char *name, const char *help,
+                         const char *label, const char *const *keys, const uint64_t *v, int n) {
+    int rc = strbuf_addf(o, "# HELP strata:%s %s\n# TYPE strata:%s counter\n", name, help, name);
+    const int label_first = strcmp(label, "model_name") < 0;
+    for (int i = 0; i < n; i++) {
+        unsigned long long x = v[i];
+        rc |= label_first ? strbuf_addf(o, "strata:%s{%s=\"%s\",model_name=\"%s\"} %llu\n", name,
+                                        label, keys[i], model, x)
+                          : strbuf_addf(o, "strata:%s{model_name=\"%s\",%s=\"%s\"} %llu\n", name,
+                                        model, label, keys[i], x);
+    }
+    return rc;
+}
+
 int metrics_render(metrics *m, const metrics_gauges *g, strbuf *o) {
     const metrics_row gauges[] = {
         {"num_requests_running", "gauge", "Number of requests in model execution batches.",
@@ -216,34 +232,26 @@ int metrics_render(metrics *m, const metrics_gauges *g, strbuf *o) {
         {"decode_pad_rows_total", "counter",
          "Rows that filled decode steps up to their graph's batch size.", (double)g->pad_rows},
     };
+    static const char *const modes[] = {"graph_replay", "graph_capture", "eager"};
+    static const char *const samplers[] = {"device", "host"};
+    const uint64_t steps[] = {(uint64_t)g->graph_replays, (uint64_t)g->graph_captures,
+                              (uint64_t)g->eager_decode_steps};
+    const uint64_t sampled[] = {(uint64_t)g->sampled_device, (uint64_t)g->sampled_host};
     int rc = 0;
     pthread_mutex_lock(&m->mu);
     const char *md = m->model;
     rc |= metrics_rows(o, "strata", md, gauges, sizeof gauges / sizeof gauges[0]);
     rc |= metrics_rows(o, "vllm", md, vllm, sizeof vllm / sizeof vllm[0]);
-    rc |= strbuf_adds(o, "# HELP strata:decode_steps_total Decode steps by how they ran: a "
-                         "replayed CUDA graph, a capture, or eager launches.\n# TYPE "
-                         "strata:decode_steps_total counter\n");
-    rc |= strbuf_addf(o,
-                      "strata:decode_steps_total{mode=\"graph_replay\",model_name=\"%s\"} %lld\n"
-                      "strata:decode_steps_total{mode=\"graph_capture\",model_name=\"%s\"} %lld\n"
-                      "strata:decode_steps_total{mode=\"eager\",model_name=\"%s\"} %lld\n",
-                      md, (long long)g->graph_replays, md, (long long)g->graph_captures, md,
-                      (long long)g->eager_decode_steps);
+    rc |= metrics_split(o, md, "decode_steps_total",
+                        "Decode steps by how they ran: a replayed CUDA graph, a capture, or "
+                        "eager launches.",
+                        "mode", modes, steps, 3);
     rc |= metrics_rows(o, "strata", md, decode, sizeof decode / sizeof decode[0]);
-    rc |= strbuf_adds(o, "# HELP strata:sampled_tokens_total Tokens by the sampler that picked "
-                         "them: the device's or the host's.\n# TYPE strata:sampled_tokens_total "
-                         "counter\n");
-    rc |= strbuf_addf(o,
-                      "strata:sampled_tokens_total{model_name=\"%s\",sampler=\"device\"} %lld\n"
-                      "strata:sampled_tokens_total{model_name=\"%s\",sampler=\"host\"} %lld\n",
-                      md, (long long)g->sampled_device, md, (long long)g->sampled_host);
-    rc |= strbuf_adds(o, "# HELP strata:request_success_total Count of successfully processed "
-                         "requests.\n# TYPE strata:request_success_total counter\n");
-    for (int i = 0; i < METRICS_N_REASONS; i++)
-        rc |= strbuf_addf(
-            o, "strata:request_success_total{finished_reason=\"%s\",model_name=\"%s\"} %llu\n",
-            metrics_reasons[i], md, (unsigned long long)m->finish[i]);
+    rc |= metrics_split(o, md, "sampled_tokens_total",
+                        "Tokens by the sampler that picked them: the device's or the host's.",
+                        "sampler", samplers, sampled, 2);
+    rc |= metrics_split(o, md, "request_success_total", "Count of successfully processed requests.",
+                        "finished_reason", metrics_reasons, m->finish, METRICS_N_REASONS);
     rc |= strbuf_adds(o, "# HELP strata:request_rejected_total Requests refused before admission, "
                          "by HTTP status.\n# TYPE strata:request_rejected_total counter\n");
     for (int i = 0; i < METRICS_N_STATUS; i++)
