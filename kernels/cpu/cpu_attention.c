@@ -1,10 +1,12 @@
 /* cpu_attention.c - the kv-cache write and causal GQA attention on the CPU.
  *
  * The reference is the textbook three passes (max, sum, weighted sum) recomputing the
- * scores, so it needs no scratch. The backend entry runs one (token, query head) per work
- * item with an online softmax over blocks of CPU_ATT_BLOCK keys: scores of a block live on
- * the stack, the running output in a stack row of D floats, so nothing is allocated and
- * no buffer is sized by the context length. A BF16 cache holds k and v rounded to bf16; its
+ * scores, so it needs no scratch. The backend entry runs one token and some query heads of
+ * one kv head per work item (all of the group at prefill, so each cached row is read once for
+ * them; fewer at decode, to keep the threads busy), each head with an online softmax over
+ * blocks of CPU_ATT_BLOCK keys: scores of a block live on the stack, the running output in a
+ * stack row of D floats per head, so nothing is allocated and no buffer is sized by the
+ * context length. A BF16 cache holds k and v rounded to bf16; its
  * rows are widened to f32 as they are read, so the arithmetic is the F32 cache's. */
 #include <assert.h>
 #include <math.h>
@@ -13,8 +15,9 @@
 #include "kernels/cpu/cpu_internal.h"
 
 enum {
-    CPU_ATT_BLOCK = 64,  /* keys scored before the running output is rescaled */
-    CPU_ATT_MAX_D = 1024 /* largest head dim the stack accumulator holds (Gemma 4: 512) */
+    CPU_ATT_BLOCK = 64,   /* keys scored before the running output is rescaled */
+    CPU_ATT_MAX_D = 1024, /* largest head dim the stack accumulator holds (Gemma 4: 512) */
+    CPU_ATT_GROUP = 8     /* query heads of one kv head a work item takes at most */
 };
 
 /* Row `row` of one half of kv, as f32: in place for an F32 cache, else converted into buf. */
@@ -105,57 +108,83 @@ typedef struct {
     const bk_kv *kv;
     const bk_batch *bt;
     int H, KV, D, window, n_tasks;
+    int heads; /* query heads per work item: a divisor of H / KV, at most CPU_ATT_GROUP */
     float scale, softcap;
     const cpu_kernels *k;
 } cpu_att_job;
 
-/* One query head of one token: online softmax (running max mx, running sum l, output acc
- * rescaled by exp(old max − new max) whenever a block raises the max). */
-static void cpu_att_one(const cpu_att_job *j, int i, int h) {
+/* Query heads h0 .. h0 + n - 1 of token i, which share one kv head: each with its own online
+ * softmax (running max mx, running sum l, output acc rescaled by exp(old max − new max)
+ * whenever a block raises the max), while every cached k and v row is read (and widened)
+ * once for all n. Each head's arithmetic is the one-head loop's, in the same order, so the
+ * grouping, which follows the batch size, never changes a bit. */
+static void cpu_att_heads(const cpu_att_job *j, int i, int h0, int n) {
     const bk_batch *bt = j->bt;
     const bk_kv *kv = j->kv;
-    int D = j->D, kvh = h / (j->H / j->KV), p = bt->tok_pos[i];
+    int D = j->D, kvh = h0 / (j->H / j->KV), p = bt->tok_pos[i];
     int lo = j->window > 0 && p - j->window + 1 > 0 ? p - j->window + 1 : 0, seq = bt->tok_seq[i];
-    const float *qh = j->q + ((size_t)i * j->H + h) * D;
+    const float *q = j->q + ((size_t)i * j->H + h0) * D;
     /* A BF16 cache's head row is widened into kr / vr first (exact), then the same dot and
      * axpby run as on an F32 cache: only the head's D values, not the whole row. */
     bk_kv head = *kv;
     head.width = D;
-    float acc[CPU_ATT_MAX_D], sc[CPU_ATT_BLOCK], kbuf[CPU_ATT_MAX_D], vbuf[CPU_ATT_MAX_D];
-    float mx = -INFINITY, l = 0.0f;
-    memset(acc, 0, (size_t)D * sizeof(float));
+    float acc[CPU_ATT_GROUP][CPU_ATT_MAX_D], sc[CPU_ATT_GROUP][CPU_ATT_BLOCK];
+    float kbuf[CPU_ATT_MAX_D], vbuf[CPU_ATT_MAX_D];
+    float mx[CPU_ATT_GROUP], l[CPU_ATT_GROUP], c[CPU_ATT_GROUP], nmx[CPU_ATT_GROUP];
+    for (int g = 0; g < n; g++) {
+        mx[g] = -INFINITY;
+        l[g] = 0.0f;
+        memset(acc[g], 0, (size_t)D * sizeof(float));
+    }
     for (int t0 = lo; t0 <= p; t0 += CPU_ATT_BLOCK) {
         int nb = p + 1 - t0 < CPU_ATT_BLOCK ? p + 1 - t0 : CPU_ATT_BLOCK;
-        float bmax = -INFINITY;
+        for (int g = 0; g < n; g++) nmx[g] = mx[g];
         for (int t = 0; t < nb; t++) {
             size_t row = bk_kv_row(kv, bt, seq, t0 + t) * j->KV + (size_t)kvh;
             const float *kr = cpu_kv_row(&head, kv->k, row, kbuf);
-            float s = j->k->dot(qh, kr, D) * j->scale;
-            if (j->softcap > 0.0f) s = j->softcap * tanhf(s / j->softcap);
-            sc[t] = s;
-            bmax = s > bmax ? s : bmax;
+            for (int g = 0; g < n; g++) {
+                float s = j->k->dot(q + (size_t)g * D, kr, D) * j->scale;
+                if (j->softcap > 0.0f) s = j->softcap * tanhf(s / j->softcap);
+                sc[g][t] = s;
+                nmx[g] = s > nmx[g] ? s : nmx[g];
+            }
         }
-        float nmx = bmax > mx ? bmax : mx;
-        float c = expf(mx - nmx); /* 0 on the first block (mx = -inf) */
-        l = l * c + j->k->exp_sum(sc, sc, nmx, nb);
+        for (int g = 0; g < n; g++) {
+            c[g] = expf(mx[g] - nmx[g]); /* 0 on the first block (mx = -inf) */
+            l[g] = l[g] * c[g] + j->k->exp_sum(sc[g], sc[g], nmx[g], nb);
+            mx[g] = nmx[g];
+        }
         for (int t = 0; t < nb; t++) {
             size_t row = bk_kv_row(kv, bt, seq, t0 + t) * j->KV + (size_t)kvh;
             const float *vr = cpu_kv_row(&head, kv->v, row, vbuf);
-            j->k->axpby(acc, vr, sc[t], t == 0 ? c : 1.0f, D);
+            for (int g = 0; g < n; g++) j->k->axpby(acc[g], vr, sc[g][t], t == 0 ? c[g] : 1.0f, D);
         }
-        mx = nmx;
     }
-    float *oh = j->out + ((size_t)i * j->H + h) * D;
-    float r = 1.0f / l;
-    for (int d = 0; d < D; d++) oh[d] = acc[d] * r;
+    for (int g = 0; g < n; g++) {
+        float *oh = j->out + ((size_t)i * j->H + h0 + g) * D;
+        float r = 1.0f / l[g];
+        for (int d = 0; d < D; d++) oh[d] = acc[g][d] * r;
+    }
 }
 
 static void cpu_att_task(void *ctx, int task, int worker) {
     (void)worker;
     const cpu_att_job *j = ctx;
-    int lo, hi;
-    cpu_split_range(j->bt->n_tokens * j->H, j->n_tasks, task, 1, &lo, &hi);
-    for (int it = lo; it < hi; it++) cpu_att_one(j, it / j->H, it % j->H);
+    int per_token = j->H / j->heads, lo, hi;
+    cpu_split_range(j->bt->n_tokens * per_token, j->n_tasks, task, 1, &lo, &hi);
+    for (int it = lo; it < hi; it++)
+        cpu_att_heads(j, it / per_token, it % per_token * j->heads, j->heads);
+}
+
+/* Query heads per work item: as many of a kv head's group as CPU_ATT_GROUP allows (each
+ * cached row read once for all of them), fewer when that would leave the pool's threads
+ * without an item each twice over (a decode step's few tokens). */
+static int cpu_att_heads_per_item(int H, int KV, int n_tokens, int threads) {
+    int group = H / KV, best = 1;
+    for (int d = 1; d <= group && d <= CPU_ATT_GROUP; d++)
+        if (group % d == 0 && (d == 1 || (int64_t)n_tokens * (H / d) >= 2 * (int64_t)threads))
+            best = d;
+    return best;
 }
 
 void cpu_attention(backend *b, float *out, const float *q, const bk_kv *kv, const bk_batch *bt,
@@ -176,10 +205,11 @@ void cpu_attention(backend *b, float *out, const float *q, const bk_kv *kv, cons
                      .scale = scale,
                      .softcap = softcap,
                      .k = cpu_impl_of(b)->k};
-    int items = bt->n_tokens * H;
+    j.heads = cpu_att_heads_per_item(H, KV, bt->n_tokens, b->threads);
+    int items = bt->n_tokens * (H / j.heads);
     /* Cost grows with the positions seen; the last token's position bounds it. */
     int64_t span = bt->n_tokens ? bt->tok_pos[bt->n_tokens - 1] + 1 : 1;
     if (window > 0 && span > window) span = window;
-    j.n_tasks = cpu_backend_task_count(b, items, span * D * 4);
+    j.n_tasks = cpu_backend_task_count(b, items, span * D * 4 * j.heads);
     cpu_pool_run(cpu_impl_of(b)->pool, cpu_att_task, &j, j.n_tasks);
 }

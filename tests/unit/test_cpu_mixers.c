@@ -76,8 +76,8 @@ static void att_case_free(att_case *c) {
     free(c->vc0);
 }
 
-/* Runs kv_store + attention for sequences [s0, s1) of the case on backend bi into out. */
-static void att_run(const att_case *c, int bi, int s0, int s1, float *out) {
+/* Runs kv_store + attention for sequences [s0, s1) of the case on backend b into out. */
+static void att_run(const att_case *c, backend *b, int s0, int s1, float *out) {
     int kvw = c->KV * c->D;
     size_t csz = (size_t)c->slots * c->cap * kvw;
     bk_kv kv = {.k = test_kv_half(c->kc0, csz, c->dt),
@@ -97,10 +97,10 @@ static void att_run(const att_case *c, int bi, int s0, int s1, float *out) {
             memcpy(v + (size_t)t * kvw, c->hist_v[s] + (size_t)(c->pos0[s] + i) * kvw,
                    (size_t)kvw * 4);
         }
-    be[bi]->ops->batch_prepare(be[bi], &tb.b, NULL);
-    be[bi]->ops->kv_store(be[bi], &kv, k, v, &tb.b);
-    be[bi]->ops->attention(be[bi], out, c->q + (size_t)skip * c->H * c->D, &kv, &tb.b, c->H, c->KV,
-                           c->D, c->scale, c->window, c->softcap);
+    b->ops->batch_prepare(b, &tb.b, NULL);
+    b->ops->kv_store(b, &kv, k, v, &tb.b);
+    b->ops->attention(b, out, c->q + (size_t)skip * c->H * c->D, &kv, &tb.b, c->H, c->KV, c->D,
+                      c->scale, c->window, c->softcap);
     free(v);
     free(k);
     free(kv.v);
@@ -172,7 +172,7 @@ static void test_kv_attention(void) {
         att_ref(&c, want);
         float *out = fvec(n);
         for (int bi = 0; bi < n_be; bi++) {
-            att_run(&c, bi, 0, c.n_seqs, out);
+            att_run(&c, be[bi], 0, c.n_seqs, out);
             CHECK_CLOSE(out, want, n, 2e-5, "attention case %zu, %s cache", ci / 2,
                         dtype_name(c.dt));
         }
@@ -191,10 +191,10 @@ static void test_attention_batch_equals_alone(void) {
     size_t hd = (size_t)c.H * c.D;
     float *all = fvec((size_t)m * hd), *one = fvec((size_t)m * hd);
     for (int bi = 0; bi < n_be; bi++) {
-        att_run(&c, bi, 0, 3, all);
+        att_run(&c, be[bi], 0, 3, all);
         size_t off = 0;
         for (int s = 0; s < 3; s++) {
-            att_run(&c, bi, s, s + 1, one);
+            att_run(&c, be[bi], s, s + 1, one);
             CHECK_SAME(all + off, one, c.len[s] * hd, "attention seq %d alone", s);
             off += c.len[s] * hd;
         }
@@ -202,6 +202,47 @@ static void test_attention_batch_equals_alone(void) {
     free(one);
     free(all);
     att_case_free(&c);
+}
+
+/* A work item takes one query head or several of a kv head's group, as the batch and the
+ * thread count decide (cpu_attention.c); each head's arithmetic is the same either way, so
+ * the bits must not depend on it: a step of 4 tokens on 1 thread (whole groups) against 16
+ * threads (one head an item), every ISA, GQA groups of 4 and 8, both cache dtypes. */
+static void test_attention_grouping(void) {
+    /* clang-format off */
+    static const att_case cases[] = {
+        {.n_seqs = 1, .H = 8, .KV = 2, .D = 64, .cap = 256, .slots = 1, .scale = 0.125f,
+         .len = {4}, .pos0 = {100}, .slot = {0}},
+        {.n_seqs = 1, .H = 8, .KV = 1, .D = 48, .cap = 256, .slots = 1, .scale = 0.2f,
+         .softcap = 3.0f, .len = {4}, .pos0 = {130}, .slot = {0}},
+    };
+    /* clang-format on */
+    for (size_t ci = 0; ci < 2 * sizeof cases / sizeof *cases; ci++) {
+        att_case c = cases[ci / 2];
+        att_case_init(&c, ci % 2 ? DTYPE_BF16 : DTYPE_F32);
+        size_t n = (size_t)c.len[0] * c.H * c.D;
+        float *grouped = fvec(n), *single = fvec(n);
+        for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
+            backend *b1 = NULL, *b16 = NULL;
+            strata_err err = {0};
+            if (!cpu_backend_isa_supported((cpu_isa)isa)) continue;
+            CHECK_MSG(!cpu_backend_create_isa(1, (cpu_isa)isa, &b1, &err) &&
+                          !cpu_backend_create_isa(16, (cpu_isa)isa, &b16, &err),
+                      "%s", err.msg);
+            if (b1 && b16) {
+                att_run(&c, b1, 0, 1, grouped);
+                att_run(&c, b16, 0, 1, single);
+                CHECK_MSG(!memcmp(grouped, single, n * sizeof(float)),
+                          "attention case %zu (%s cache, %s): 1 vs 16 threads not bit-identical",
+                          ci / 2, dtype_name(c.dt), cpu_backend_isa_name((cpu_isa)isa));
+            }
+            backend_destroy(b1);
+            backend_destroy(b16);
+        }
+        free(single);
+        free(grouped);
+        att_case_free(&c);
+    }
 }
 
 /* A BF16 cache holds each stored value rounded to nearest even, at its row. */
@@ -741,6 +782,7 @@ int main(void) {
     if (cpu_test_backends_open()) return 1;
     RUN(test_kv_attention);
     RUN(test_attention_batch_equals_alone);
+    RUN(test_attention_grouping);
     RUN(test_kv_store_bf16_rounds);
     RUN(test_conv1d);
     RUN(test_conv1d_pieces);
