@@ -184,12 +184,49 @@ AI __m256i q5_fold(__m512i v) {
     return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
 
+/* Prefill tiles of 8 x rows keep rows 2i and 2i + 1 in one 512-bit accumulator (lanes 0-7
+ * and 8-15, acc2), so the per-block scale steps (fold, convert, scale, fma) take one
+ * instruction for two rows: they were as many instructions as the block's products, and
+ * 512-bit FP runs on two ports where 256-bit runs on one while 512-bit integer work is in
+ * flight (BENCHMARKS.md, Intel AVX-512 rows). Each lane sees the operations of a 256-bit
+ * accumulator in the same order, so the bits are the same. */
+AI __m512i q5_fold2(__m512i u, __m512i v) { /* [q5_fold(u), q5_fold(v)] */
+    return _mm512_add_epi32(_mm512_mask_blend_epi64(0xf0, u, v),
+                            _mm512_shuffle_i64x2(u, v, _MM_SHUFFLE(1, 0, 3, 2)));
+}
+
+AI __m512 q5_dx2(const qm_xrows *xr, int r, int b) { /* [d_x of row r, of row r + 1] */
+    return _mm512_mask_broadcastss_ps(_mm512_set1_ps(xr->d[r][b]), 0xff00,
+                                      _mm_load_ss(xr->d[r + 1] + b));
+}
+
+AI __m512i q5_xs2(const qm_xrows *xr, int r, int b) { /* the 16-value sums of rows r, r + 1 */
+    return _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(xr->s[r] + 16 * b))),
+        _mm256_loadu_si256((const __m256i *)(xr->s[r + 1] + 16 * b)), 1);
+}
+
+/* A K-quant tile's end: R == 8 from the paired accumulators, otherwise one per row. */
+AI void q5_ktile_end(float *out, int ldo, const __m256 *acc, const __m512 *acc2, const int R) {
+    if (R != 8) {
+        qm_ktile_end(out, ldo, acc, R);
+        return;
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        out[(size_t)(2 * i) * ldo] = qm_hsum8(_mm512_castps512_ps256(acc2[i]));
+        out[(size_t)(2 * i + 1) * ldo] = qm_hsum8(_mm512_extractf32x8_ps(acc2[i], 1));
+    }
+}
+
 AI void q5_tile_q4k_in(float *out, int ldo, const cpu_qrows *x, int i0, const quant_block_q4_k *w,
-                       int nb, const int R, const int PF, __m256 *acc, __m512i *sumi) {
+                       int nb, const int R, const int PF, __m256 *acc, __m512 *acc2,
+                       __m512i *sumi) {
     const __m512i m4 = _mm512_set1_epi8(15);
     const __m128i dup_m = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     qm_xrows xr;
     qm_ktile_begin(&xr, acc, x, i0, R);
+    for (int i = 0; i < (R == 8 ? 4 : 0); i++) acc2[i] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const quant_block_q4_k *wb = qm_block_pf(w + b, sizeof *w, PF);
         __m128i sm8 = q5_q4k_scales(wb->scales);
@@ -197,6 +234,7 @@ AI void q5_tile_q4k_in(float *out, int ldo, const cpu_qrows *x, int i0, const qu
         __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, dup_m));
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) sumi[r] = _mm512_setzero_si512();
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m256i qv = _mm256_loadu_si256((const __m256i *)(wb->qs + 32 * c));
             __m512i q = _mm512_and_si512(
@@ -207,6 +245,20 @@ AI void q5_tile_q4k_in(float *out, int ldo, const cpu_qrows *x, int i0, const qu
                 __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(xr.q[r] + 256 * b + 64 * c));
                 sumi[r] = _mm512_dpwssd_epi32(sumi[r], p, sc);
             }
+        }
+        if (R == 8) {
+            __m512 d = _mm512_set1_ps(_cvtsh_ss(wb->d)), dmin = _mm512_set1_ps(_cvtsh_ss(wb->dmin));
+            __m512i mins2 = _mm512_broadcast_i64x4(mins);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                __m512i mt = _mm512_madd_epi16(q5_xs2(&xr, 2 * i, b), mins2);
+                __m512 dx = q5_dx2(&xr, 2 * i, b);
+                __m512 it = _mm512_cvtepi32_ps(q5_fold2(sumi[2 * i], sumi[2 * i + 1]));
+                acc2[i] = _mm512_fmadd_ps(_mm512_mul_ps(dx, d), it, acc2[i]);
+                acc2[i] =
+                    _mm512_fnmadd_ps(_mm512_mul_ps(dx, dmin), _mm512_cvtepi32_ps(mt), acc2[i]);
+            }
+            continue;
         }
         __m256 d = _mm256_set1_ps(_cvtsh_ss(wb->d)), dmin = _mm256_set1_ps(_cvtsh_ss(wb->dmin));
 #pragma GCC unroll 8
@@ -219,16 +271,18 @@ AI void q5_tile_q4k_in(float *out, int ldo, const cpu_qrows *x, int i0, const qu
             acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dx, dmin), _mm256_cvtepi32_ps(mt), acc[r]);
         }
     }
-    qm_ktile_end(out, ldo, acc, R);
+    q5_ktile_end(out, ldo, acc, acc2, R);
 }
 
 /* ---- Q6_K ---- */
 
 AI void q5_tile_q6k_in(float *out, int ldo, const cpu_qrows *x, int i0, const quant_block_q6_k *w,
-                       int nb, const int R, const int PF, __m256 *acc, __m512i *sumi) {
+                       int nb, const int R, const int PF, __m256 *acc, __m512 *acc2,
+                       __m512i *sumi) {
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3), m30 = _mm512_set1_epi8(0x30);
     qm_xrows xr;
     qm_ktile_begin(&xr, acc, x, i0, R);
+    for (int i = 0; i < (R == 8 ? 4 : 0); i++) acc2[i] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const quant_block_q6_k *wb = qm_block_pf(w + b, sizeof *w, PF);
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
@@ -256,6 +310,19 @@ AI void q5_tile_q6k_in(float *out, int ldo, const cpu_qrows *x, int i0, const qu
                 sumi[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(sumi[r], p01, s01), p23, s23);
             }
         }
+        if (R == 8) {
+            __m512 d = _mm512_set1_ps(_cvtsh_ss(wb->d));
+            __m512i sc2 = _mm512_broadcast_i64x4(sc16);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                __m512i corr = _mm512_madd_epi16(q5_xs2(&xr, 2 * i, b), sc2);
+                __m512i it = _mm512_sub_epi32(q5_fold2(sumi[2 * i], sumi[2 * i + 1]),
+                                              _mm512_slli_epi32(corr, 5));
+                __m512 a = _mm512_mul_ps(q5_dx2(&xr, 2 * i, b), d);
+                acc2[i] = _mm512_fmadd_ps(a, _mm512_cvtepi32_ps(it), acc2[i]);
+            }
+            continue;
+        }
         __m256 d = _mm256_set1_ps(_cvtsh_ss(wb->d));
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
@@ -267,7 +334,7 @@ AI void q5_tile_q6k_in(float *out, int ldo, const cpu_qrows *x, int i0, const qu
             acc[r] = _mm256_fmadd_ps(a, _mm256_cvtepi32_ps(it), acc[r]);
         }
     }
-    qm_ktile_end(out, ldo, acc, R);
+    q5_ktile_end(out, ldo, acc, acc2, R);
 }
 
 /* The tiles' accumulators belong to these wrappers: 4 for decode and the short tails, 8 for
@@ -290,12 +357,13 @@ AI void q5_tile32(float *out, int ldo, const cpu_qrows *x, int i0, const void *w
                            int nb, const int R, const int PF) {                                    \
         if (R > 4) {                                                                               \
             __m256 acc[8];                                                                         \
+            __m512 acc2[4];                                                                        \
             __m512i sumi[8];                                                                       \
-            q5_tile_##NAME##_in(out, ldo, x, i0, w, nb, R, PF, acc, sumi);                         \
+            q5_tile_##NAME##_in(out, ldo, x, i0, w, nb, R, PF, acc, acc2, sumi);                   \
         } else {                                                                                   \
             __m256 acc[4];                                                                         \
             __m512i sumi[4];                                                                       \
-            q5_tile_##NAME##_in(out, ldo, x, i0, w, nb, R, PF, acc, sumi);                         \
+            q5_tile_##NAME##_in(out, ldo, x, i0, w, nb, R, PF, acc, NULL, sumi);                   \
         }                                                                                          \
     }
 Q5_TILE_K(q4k, quant_block_q4_k)
