@@ -102,11 +102,18 @@ static inline simde__m256 emu_extractf32x8_ps(simde__m512 v, int i) {
 EMU_FMA(emu_fmadd_ps256, simde__m256, 8, +)
 EMU_FMA(emu_fnmadd_ps256, simde__m256, 8, -)
 EMU_FMA(emu_fmadd_ps512, simde__m512, 16, +)
+EMU_FMA(emu_fnmadd_ps512, simde__m512, 16, -)
 #undef _mm256_fmadd_ps
 #undef _mm256_fnmadd_ps
 #undef _mm512_fmadd_ps
+#undef _mm512_fnmadd_ps
 #define _mm256_fmadd_ps emu_fmadd_ps256
 #define _mm256_fnmadd_ps emu_fnmadd_ps256
 #define _mm512_fmadd_ps emu_fmadd_ps512
+#define _mm512_fnmadd_ps emu_fnmadd_ps512
+
+/* This SIMDe release aliases _mm512_madd_epi16 with the masked form's four arguments. */
+#undef _mm512_madd_epi16
+#define _mm512_madd_epi16 simde_mm512_madd_epi16
 
 #endif
