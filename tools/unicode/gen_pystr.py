@@ -24,17 +24,21 @@ def ranges(cps):
     return out
 
 
-def emit_ranges(name, cps):
-    r = ranges(cps)
-    print(f"static const uint32_t {name}[][2] = {{")
+def emit_items(items):
+    """Initializer items packed into lines of at most 98 columns."""
     line = "   "
-    for a, b in r:
-        item = f" {{0x{a:X}, 0x{b:X}}},"
+    for item in items:
         if len(line) + len(item) > 98:
             print(line)
             line = "   "
         line += item
     print(line)
+
+
+def emit_ranges(name, cps):
+    r = ranges(cps)
+    print(f"static const uint32_t {name}[][2] = {{")
+    emit_items(f" {{0x{a:X}, 0x{b:X}}}," for a, b in r)
     print("};")
     return len(r)
 
@@ -66,14 +70,7 @@ def case_runs(fn):
 def emit_case(name, fn):
     runs, multi = case_runs(fn)
     print(f"static const jcase_run {name}_runs[] = {{")
-    line = "   "
-    for c, n, s, d in runs:
-        item = f" {{0x{c:X}, {n}, {s}, {d}}},"
-        if len(line) + len(item) > 98:
-            print(line)
-            line = "   "
-        line += item
-    print(line)
+    emit_items(f" {{0x{c:X}, {n}, {s}, {d}}}," for c, n, s, d in runs)
     print("};")
     print(f"static const jcase_multi {name}_multi[] = {{")
     for c, m in multi:
