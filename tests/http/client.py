@@ -57,8 +57,8 @@ def stream(path, body, headers=None, timeout=120):
     events = []
     assert text.endswith("\n\n"), repr(text[-50:])
     for block in text.split("\n\n"):
-        if not block:
-            continue
+        if not block or block.startswith(":"):
+            continue  # an SSE comment: the server's keep-alive while a request waits
         assert block.startswith("data: "), repr(block)
         payload = block[len("data: "):]
         events.append("[DONE]" if payload == "[DONE]" else json.loads(payload))

@@ -3,7 +3,8 @@
 Modes (each matches a server started by test_lifecycle.sh with --max-seqs 1 and a
 512-token context, so 500-token requests run one after the other):
   queue    --max-queue 2: a burst of 8 gets some 429s with Retry-After, the rest 200
-  timeout  --request-timeout 1: requests still queued after 1 s get 408 timeout_error
+  timeout  --request-timeout 1: of a burst of requests sized to ~0.15 s each, those still
+           queued after 1 s get 408 timeout_error, the first ones finish (200)
   drain    SIGTERM (sent by the script via argv[2] = pid) while 6 requests run or wait:
            all finish normally (200 / full stream), new requests get 503, /health 503
   cutoff   --shutdown-timeout 0: SIGTERM while a stream runs and requests wait: the
@@ -45,10 +46,21 @@ def main():
                 assert h.get("retry-after") == "1", h
                 assert b'"rate_limit_error"' in b, b
     elif mode == "timeout":
-        # 40 x 500 tokens one at a time is several seconds of work: the tail of the
-        # queue waits past 1 s
-        res = [None] * 40
-        for t in burst(40, LONG, res):
+        # The burst must hold several seconds of work, so the tail of the queue waits
+        # past 1 s, while one request alone ends well inside it: the build (ASan or not)
+        # and the machine change a token's cost some 40x, so size the requests from one
+        # timed alone to about 0.15 s each, and send about 6 s of them (40 or more).
+        tokens, each = 100, 0.15
+        for _ in range(3):
+            t0 = time.monotonic()
+            s, _, b = request("POST", "/v1/completions", dict(LONG, max_tokens=tokens))
+            took = max(time.monotonic() - t0, 1e-3)
+            assert s == 200, (s, b)
+            want = max(8, min(480, int(tokens * 0.15 / took)))
+            each, tokens = took * want / tokens, want
+        n = min(200, max(40, int(6.0 / each) + 1))  # a context's worth a request at most
+        res = [None] * n
+        for t in burst(n, dict(LONG, max_tokens=tokens), res):
             t.join()
         codes = [r[0] for r in res]
         assert 408 in codes and 200 in codes and set(codes) <= {200, 408}, codes
