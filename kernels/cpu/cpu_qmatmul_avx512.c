@@ -206,7 +206,14 @@ AI __m512i q5_xs2(const qm_xrows *xr, int r, int b) { /* the 16-value sums of ro
         _mm256_loadu_si256((const __m256i *)(xr->s[r + 1] + 16 * b)), 1);
 }
 
-/* A K-quant tile's end: R == 8 from the paired accumulators, otherwise one per row. */
+/* A K-quant tile's begin and end: R == 8 on the paired accumulators, otherwise one per row. */
+AI void q5_ktile_begin(qm_xrows *xr, __m256 *acc, __m512 *acc2, const cpu_qrows *x, int i0,
+                       const int R) {
+    qm_ktile_begin(xr, acc, x, i0, R);
+    if (R == 8)
+        for (int i = 0; i < 4; i++) acc2[i] = _mm512_setzero_ps();
+}
+
 AI void q5_ktile_end(float *out, int ldo, const __m256 *acc, const __m512 *acc2, const int R) {
     if (R != 8) {
         qm_ktile_end(out, ldo, acc, R);
@@ -225,8 +232,7 @@ AI void q5_tile_q4k_in(float *out, int ldo, const cpu_qrows *x, int i0, const qu
     const __m512i m4 = _mm512_set1_epi8(15);
     const __m128i dup_m = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     qm_xrows xr;
-    qm_ktile_begin(&xr, acc, x, i0, R);
-    for (int i = 0; i < (R == 8 ? 4 : 0); i++) acc2[i] = _mm512_setzero_ps();
+    q5_ktile_begin(&xr, acc, acc2, x, i0, R);
     for (int b = 0; b < nb; b++) {
         const quant_block_q4_k *wb = qm_block_pf(w + b, sizeof *w, PF);
         __m128i sm8 = q5_q4k_scales(wb->scales);
@@ -281,8 +287,7 @@ AI void q5_tile_q6k_in(float *out, int ldo, const cpu_qrows *x, int i0, const qu
                        __m512i *sumi) {
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3), m30 = _mm512_set1_epi8(0x30);
     qm_xrows xr;
-    qm_ktile_begin(&xr, acc, x, i0, R);
-    for (int i = 0; i < (R == 8 ? 4 : 0); i++) acc2[i] = _mm512_setzero_ps();
+    q5_ktile_begin(&xr, acc, acc2, x, i0, R);
     for (int b = 0; b < nb; b++) {
         const quant_block_q6_k *wb = qm_block_pf(w + b, sizeof *w, PF);
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
