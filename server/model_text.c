@@ -106,6 +106,7 @@ int model_text_gguf_tokenizer(tokenizer **out, const gguf *g, strata_err *err) {
         (r = opt_strs(g, "tokenizer.ggml.merges", &merges, &v.n_merges, err)) ||
         (r = opt_id(g, "tokenizer.ggml.bos_token_id", &v.bos_id, err)) ||
         (r = opt_id(g, "tokenizer.ggml.eos_token_id", &v.eos_id, err)) ||
+        (r = opt_id(g, "tokenizer.ggml.unknown_token_id", &v.unk_id, err)) ||
         (r = opt_bool(g, "tokenizer.ggml.add_bos_token", &v.add_bos, err)) ||
         (r = opt_bool(g, "tokenizer.ggml.add_eos_token", &v.add_eos, err)))
         goto done;

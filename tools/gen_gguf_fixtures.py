@@ -17,7 +17,7 @@ checked against files the reference writer made, not against our idea of the for
                                   hub test serves it as a GGUF repository's one file
   tests/fuzz/corpus/gguf_tok/     the same with the other tokenizer.ggml.pre names the
                                   reader knows (tekken: BOS by default, gpt-2: EOS added)
-                                  and a gemma4 vocabulary it refuses: seeds of
+                                  and the gemma4 model: seeds of
                                   tests/fuzz/fuzz_gguf_tok.c
 
 The test makes its malformed files by corrupting copies of these at run time. Tensor

@@ -13,9 +13,9 @@ tokenizer.ggml.* keys and tokenizer.chat_template; with --vocab-only it writes n
 
   qwen35  Qwen3_5ForConditionalGeneration: tokenizer.ggml.model "gpt2", pre "qwen35"
   gemma3  the Gemma 3 tokenizer files under Gemma4ForConditionalGeneration: model
-          "gemma4", the form of Gemma 4's GGUF files. Not committed: it showed that the
-          converter writes Gemma's added tokens (<start_of_turn>, <b>, ...) as NORMAL,
-          which is why strata refuses "gemma4"; run it to look again.
+          "gemma4", the form of Gemma 4's GGUF files, whose converter writes most of
+          Gemma's added tokens (<start_of_turn>, <b>, ...) as NORMAL (engine/text/tok_ggml.c
+          recovers them)
 
 Needs: the llama.cpp source tree (--llama, default the sdist that
 tools/bench_llamacpp.sh uses), and Python with numpy, gguf, transformers and tokenizers
@@ -127,7 +127,7 @@ def convert(llama, name, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--llama", default=DEFAULT_LLAMA, help="llama.cpp source tree")
-    ap.add_argument("names", nargs="*", default=["qwen35"])
+    ap.add_argument("names", nargs="*", default=["qwen35", "gemma3"])
     a = ap.parse_args()
     os.environ.pop("NO_LOCAL_GGUF", None)  # the tree's own gguf-py, as the converter prefers
     stub_torch()

@@ -11,8 +11,10 @@
  * because Oniguruma runs the originals as HF does. The cost is one JSON tree of the
  * vocabulary, the same as reading tokenizer.json.
  *
- * Only tokenizer.ggml.model "gpt2" (byte-level BPE: Qwen3.5, Nemotron-H) is read.
- * "gemma4" is refused: its converter keeps too little of Gemma's added tokens. */
+ * Two models are read: "gpt2" (byte-level BPE: Qwen3.5, Nemotron-H) and "gemma4" (Gemma's
+ * SentencePiece-style BPE on raw UTF-8 with <0xHH> byte fallback). Gemma's converter
+ * writes most of Gemma's added tokens as NORMAL vocabulary, so which tokens HF splits out
+ * before BPE is recovered from the vocabulary itself (gemma_added). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +31,22 @@ enum { GGML_NORMAL = 1, GGML_UNKNOWN, GGML_CONTROL, GGML_USER_DEFINED, GGML_UNUS
     "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": " \
     "\"" re "\"}, \"behavior\": \"Isolated\", \"invert\": false}, " BYTELEVEL "]}"
 
-/* What a tokenizer.ggml.pre name means as tokenizer.json components. */
+/* Gemma's components, as its tokenizer.json has them: spaces become U+2581 before BPE, the
+ * Split on " " then finds none (each span between added tokens is one BPE word), and the
+ * decoder undoes the U+2581 and the <0xHH> byte fallback. */
+#define SPM_NORMALIZER                                                                             \
+    "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\u2581\"}"
+#define SPM_PRETOK                                                                                 \
+    "{\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, \"behavior\": "                       \
+    "\"MergedWithPrevious\", \"invert\": false}"
+#define SPM_DECODER                                                                                \
+    "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": "   \
+    "\"\u2581\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}]}"
+
+/* What a tokenizer.ggml.pre name (or the gemma4 model) means as tokenizer.json components. */
 typedef struct ggml_pre {
     const char *name;
+    int spm;            /* Gemma's raw-UTF-8 BPE (SPM_*); else byte-level */
     const char *pretok; /* pre_tokenizer */
     int cleanup;        /* clean_up_tokenization_spaces (llama.cpp's clean_spaces) */
     int ignore_merges;  /* model.ignore_merges */
@@ -41,21 +56,21 @@ typedef struct ggml_pre {
 /* gpt2 models: the decoder is ByteLevel and there is no normalizer. */
 static const ggml_pre gpt2_pres[] = {
     /* Qwen3.5 */
-    {"qwen35",
+    {"qwen35", 0,
      SPLIT_BYTELEVEL(
          "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{L}\\\\p{M}]+|"
          "\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{M}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|"
          "\\\\s+(?!\\\\S)|\\\\s+"),
      0, 0, 0},
     /* Qwen2 / Qwen3 */
-    {"qwen2",
+    {"qwen2", 0,
      SPLIT_BYTELEVEL(
          "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}|"
          " ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|"
          "\\\\s+"),
      0, 0, 0},
     /* Mistral's Tekken vocabulary, which Nemotron-H uses; llama.cpp adds BOS for it */
-    {"tekken",
+    {"tekken", 0,
      SPLIT_BYTELEVEL("[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]*"
                      "[\\\\p{Ll}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]+|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?"
                      "[\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]+[\\\\p{Ll}\\\\p{Lm}\\\\p{Lo}"
@@ -63,9 +78,12 @@ static const ggml_pre gpt2_pres[] = {
                      "\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+"),
      0, 1, 1},
     /* GPT-2 itself: ByteLevel with its own regex */
-    {"gpt-2", "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}", 1, 0,
-     0},
+    {"gpt-2", 0, "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}", 1,
+     0, 0},
 };
+
+/* tokenizer.ggml.model "gemma4" has no pre key; BOS as llama.cpp and the converter add it. */
+static const ggml_pre gemma4_pre = {"gemma4", 1, SPM_PRETOK, 0, 0, 1};
 
 static int str_is(tok_ggml_str s, const char *lit) {
     return s.p && s.len == strlen(lit) && !memcmp(s.p, lit, s.len);
@@ -120,8 +138,10 @@ static size_t merge_split(tok_ggml_str m) {
     return 0;
 }
 
-/* model.merges; each piece and their concatenation must be tokens, as HF requires. */
-static int build_merges(json_t *merges, const json_t *vocab, const tok_ggml *v, strata_err *err) {
+/* model.merges; each piece and their concatenation must be tokens, as HF requires. made
+ * (when not NULL) gets a 1 at the id of every token some merge produces. */
+static int build_merges(json_t *merges, const json_t *vocab, const tok_ggml *v, uint8_t *made,
+                        strata_err *err) {
     strbuf cat = {0};
     int r = 0;
     for (size_t i = 0; i < v->n_merges && !r; i++) {
@@ -139,8 +159,8 @@ static int build_merges(json_t *merges, const json_t *vocab, const tok_ggml *v, 
             r = nomem(err, v);
             break;
         }
-        if (!json_object_getn(vocab, a, la) || !json_object_getn(vocab, b, lb) ||
-            !json_object_getn(vocab, cat.p, cat.len)) {
+        json_t *id = json_object_getn(vocab, cat.p, cat.len);
+        if (!json_object_getn(vocab, a, la) || !json_object_getn(vocab, b, lb) || !id) {
             r = strata_err_set(err, STRATA_EFORMAT,
                                "%s: tokenizer.ggml.merges[%zu] (\"%.*s\" \"%.*s\") names a token "
                                "missing from tokenizer.ggml.tokens",
@@ -148,6 +168,7 @@ static int build_merges(json_t *merges, const json_t *vocab, const tok_ggml *v, 
                                b);
             break;
         }
+        if (made) made[json_integer_value(id)] = 1;
         /* "a b" as a string when the split is unambiguous, else the pair */
         json_t *e = memchr(b, ' ', lb) ? json_pack("[s#s#]", a, la, b, lb)
                                        : json_stringn_nocheck(m.p, m.len);
@@ -157,19 +178,45 @@ static int build_merges(json_t *merges, const json_t *vocab, const tok_ggml *v, 
     return r;
 }
 
+/* 1 when s is n copies (n >= min) of the UTF-8 character c. */
+static int run_of(tok_ggml_str s, const char *c, size_t min) {
+    size_t k = strlen(c);
+    if (s.len < k * min || s.len % k) return 0;
+    for (size_t i = 0; i < s.len; i += k)
+        if (memcmp(s.p + i, c, k)) return 0;
+    return 1;
+}
+
+/* Whether a NORMAL token of a gemma4 vocabulary was one of the checkpoint's added tokens
+ * (its SentencePiece model's user-defined pieces), which HF matches on the raw text before
+ * BPE. Two kinds, and on Gemma 3's tokenizer.json (6,415 added tokens) and llama.cpp's
+ * Gemma 4 vocabulary these rules find exactly the added ones:
+ *  - a token of more than one character that no merge produces (<start_of_turn>, <b>,
+ *    <unused0>, ...): BPE can never emit it, so only the added-token pass does;
+ *  - the runs of one whitespace character, which merges do produce: \n and \t 1 to 31
+ *    times, U+2581 2 to 31 times (a lone U+2581 is the vocabulary's own word marker). */
+static int gemma_added(tok_ggml_str s, int made) {
+    if (run_of(s, "\n", 1) || run_of(s, "\t", 1) || run_of(s, "\xe2\x96\x81", 2)) return 1;
+    size_t chars = 0; /* valid UTF-8 (build_vocab checked): count the lead bytes */
+    for (size_t i = 0; i < s.len; i++) chars += ((uint8_t)s.p[i] & 0xC0) != 0x80;
+    return !made && chars > 1;
+}
+
 /* added_tokens: CONTROL (and UNKNOWN) tokens are special, USER_DEFINED ones are not; all
  * are matched on the raw text, as llama.cpp does and as the converter's normalized:false
  * tokens are. The converter makes CONTROL of HF's special tokens and of those that look
  * special (<|...|>), so a few HF keeps in a skip_special decode are dropped here (Qwen3.5:
- * <|fim_prefix|> and five more); the GGUF does not say which. */
-static int build_added(json_t *added, const tok_ggml *v, strata_err *err) {
+ * <|fim_prefix|> and five more); the GGUF does not say which. made (gemma4) adds the
+ * NORMAL tokens gemma_added finds, special when a bos / eos / unk key names them. */
+static int build_added(json_t *added, const tok_ggml *v, const uint8_t *made, strata_err *err) {
     for (size_t i = 0; i < v->n_tokens; i++) {
-        int tt = token_type(v, i);
-        if (tt != GGML_CONTROL && tt != GGML_USER_DEFINED && tt != GGML_UNKNOWN) continue;
-        json_t *t =
-            json_pack("{s:I, s:s#, s:b, s:b, s:b, s:b, s:b}", "id", (json_int_t)i, "content",
-                      v->tokens[i].p, v->tokens[i].len, "single_word", 0, "lstrip", 0, "rstrip", 0,
-                      "normalized", 0, "special", tt != GGML_USER_DEFINED);
+        int tt = token_type(v, i), special = tt != GGML_USER_DEFINED;
+        if (tt == GGML_NORMAL && made && gemma_added(v->tokens[i], made[i]))
+            special = (int64_t)i == v->bos_id || (int64_t)i == v->eos_id || (int64_t)i == v->unk_id;
+        else if (tt != GGML_CONTROL && tt != GGML_USER_DEFINED && tt != GGML_UNKNOWN) continue;
+        json_t *t = json_pack("{s:I, s:s#, s:b, s:b, s:b, s:b, s:b}", "id", (json_int_t)i,
+                              "content", v->tokens[i].p, v->tokens[i].len, "single_word", 0,
+                              "lstrip", 0, "rstrip", 0, "normalized", 0, "special", special);
         if (!t || json_array_append_new(added, t)) return nomem(err, v);
     }
     return 0;
@@ -212,23 +259,18 @@ static int check_id(const tok_ggml *v, int64_t id, const char *key, strata_err *
     return 0;
 }
 
-/* The keys that must be there and agree with each other. */
-static int check_keys(const tok_ggml *v, const ggml_pre **pre, strata_err *err) {
+/* The components tokenizer.ggml.model (and, for gpt2, tokenizer.ggml.pre) name. */
+static int pick_pre(const tok_ggml *v, const ggml_pre **pre, strata_err *err) {
     if (!v->model.p)
         return strata_err_set(err, STRATA_EFORMAT, "%s: no tokenizer.ggml.model", v->file);
-    if (str_is(v->model, "gemma4"))
-        /* The converter writes Gemma's added tokens (<start_of_turn>, <b>, <unused0>, ...)
-         * as NORMAL vocabulary, so the GGUF no longer says what HF splits out before BPE:
-         * a tokenizer made from it differs from the checkpoint's on such text. */
-        return strata_err_set(err, STRATA_EUNSUPPORTED,
-                              "%s: tokenizer.ggml.model \"gemma4\" is not supported: the GGUF "
-                              "does not keep which tokens are added tokens; put the checkpoint's "
-                              "tokenizer.json beside the file",
-                              v->file);
+    if (str_is(v->model, "gemma4")) {
+        *pre = &gemma4_pre;
+        return 0;
+    }
     if (!str_is(v->model, "gpt2"))
         return strata_err_set(err, STRATA_EUNSUPPORTED,
-                              "%s: tokenizer.ggml.model \"%.*s\" is not supported (gpt2)", v->file,
-                              (int)(v->model.len > 40 ? 40 : v->model.len), v->model.p);
+                              "%s: tokenizer.ggml.model \"%.*s\" is not supported (gpt2, gemma4)",
+                              v->file, (int)(v->model.len > 40 ? 40 : v->model.len), v->model.p);
     *pre = NULL;
     for (size_t i = 0; i < sizeof gpt2_pres / sizeof *gpt2_pres; i++)
         if (str_is(v->pre, gpt2_pres[i].name) ||
@@ -243,6 +285,13 @@ static int check_keys(const tok_ggml *v, const ggml_pre **pre, strata_err *err) 
                               "%s: tokenizer.ggml.pre \"%.*s\" is not supported (qwen35, qwen2, "
                               "tekken, gpt-2)",
                               v->file, (int)(v->pre.len > 40 ? 40 : v->pre.len), v->pre.p);
+    return 0;
+}
+
+/* The keys that must be there and agree with each other. */
+static int check_keys(const tok_ggml *v, const ggml_pre **pre, strata_err *err) {
+    int r = pick_pre(v, pre, err);
+    if (r) return r;
     if (!v->tokens || !v->n_tokens)
         return strata_err_set(err, STRATA_EFORMAT, "%s: no tokenizer.ggml.tokens", v->file);
     if (v->n_tokens >= (1u << 30))
@@ -256,8 +305,22 @@ static int check_keys(const tok_ggml *v, const ggml_pre **pre, strata_err *err) 
     if (!v->merges)
         return strata_err_set(err, STRATA_EFORMAT,
                               "%s: no tokenizer.ggml.merges (a BPE vocabulary)", v->file);
-    int r = check_id(v, v->bos_id, "bos_token_id", err);
-    return r ? r : check_id(v, v->eos_id, "eos_token_id", err);
+    if ((r = check_id(v, v->bos_id, "bos_token_id", err)) ||
+        (r = check_id(v, v->eos_id, "eos_token_id", err)))
+        return r;
+    return check_id(v, v->unk_id, "unknown_token_id", err);
+}
+
+/* Gemma's BPE model: byte fallback to the <0xHH> tokens, runs of unknown characters fused
+ * into one unk. */
+static int spm_model(json_t *model, const tok_ggml *v) {
+    int r = json_object_set_new(model, "byte_fallback", json_true()) |
+            json_object_set_new(model, "fuse_unk", json_true());
+    if (v->unk_id >= 0)
+        r |= json_object_set_new(
+            model, "unk_token",
+            json_stringn_nocheck(v->tokens[v->unk_id].p, v->tokens[v->unk_id].len));
+    return r;
 }
 
 static int build_root(json_t **out, const tok_ggml *v, const ggml_pre *pre, int add_bos,
@@ -267,17 +330,21 @@ static int build_root(json_t **out, const tok_ggml *v, const ggml_pre *pre, int 
     json_t *vocab = json_object(), *merges = json_array(), *added = json_array();
     json_t *model = json_pack("{s:s, s:o, s:o, s:b}", "type", "BPE", "vocab", vocab, "merges",
                               merges, "ignore_merges", pre->ignore_merges);
+    uint8_t *made = pre->spm ? calloc(v->n_tokens, 1) : NULL;
     /* | not ||: each set_new takes its value even when it fails, so every one must run */
-    int r = json_object_set_new(root, "model", model) |
-                    json_object_set_new(root, "added_tokens", added) |
-                    set_component(root, "pre_tokenizer", pre->pretok) |
-                    set_component(root, "decoder", BYTELEVEL)
-                ? nomem(err, v)
-                : 0;
+    const char *decoder = pre->spm ? SPM_DECODER : BYTELEVEL;
+    int failed = json_object_set_new(root, "model", model) |
+                 json_object_set_new(root, "added_tokens", added) |
+                 set_component(root, "pre_tokenizer", pre->pretok) |
+                 set_component(root, "decoder", decoder) |
+                 (pre->spm && (!made || !model || spm_model(model, v) ||
+                               set_component(root, "normalizer", SPM_NORMALIZER)));
+    int r = failed ? nomem(err, v) : 0;
     if (!r) r = build_vocab(vocab, v, err);
-    if (!r) r = build_merges(merges, vocab, v, err);
-    if (!r) r = build_added(added, v, err);
+    if (!r) r = build_merges(merges, vocab, v, made, err);
+    if (!r) r = build_added(added, v, made, err);
     if (!r && (add_bos || add_eos)) r = build_post(root, v, add_bos, add_eos, err);
+    free(made);
     if (r) {
         json_decref(root);
         return r;

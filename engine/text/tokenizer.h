@@ -46,11 +46,13 @@ typedef struct tok_ggml {
 
 /* A tokenizer from GGUF metadata, encoding and decoding as the Hugging Face
  * tokenizer.json the converter read: tokenizer.ggml.model "gpt2" (byte-level BPE), with
- * the pre-tokenizer tokenizer.ggml.pre names (qwen35, qwen2, tekken, gpt-2). The one
- * difference: every CONTROL token counts as special (skip_special drops it), also those
- * the checkpoint does not flag. Errors name v->file and the key: STRATA_EFORMAT (a
- * missing or inconsistent key), STRATA_EUNSUPPORTED (another model, "gemma4" included,
- * or pre name). Caller frees with tok_free. */
+ * the pre-tokenizer tokenizer.ggml.pre names (qwen35, qwen2, tekken, gpt-2), or "gemma4"
+ * (Gemma's raw-UTF-8 BPE with byte fallback; its added tokens recovered from the
+ * vocabulary, see tok_ggml.c). The one difference: the special flag follows the token
+ * types (CONTROL counts as special, also where the checkpoint does not flag it, and a
+ * recovered Gemma token is special only when a bos / eos / unk key names it). Errors name
+ * v->file and the key: STRATA_EFORMAT (a missing or inconsistent key), STRATA_EUNSUPPORTED
+ * (another model or pre name). Caller frees with tok_free. */
 int tok_load_ggml(tokenizer **out, const tok_ggml *v, strata_err *err);
 
 /* Encodes len bytes of text (need not be NUL-terminated). HF can only be given valid

@@ -7,7 +7,7 @@
  * that tokenizer's bos / eos. A tokenizer that loads must encode a fixed text into ids of
  * its vocabulary and decode them again; every refusal must name the file, as the errors
  * of both files promise. The seeds are tools/gen_gguf_fixtures.py's tokenizer GGUFs
- * (tests/fuzz/corpus/gguf_tok/: qwen35, tekken, gpt-2 and a refused gemma4). */
+ * (tests/fuzz/corpus/gguf_tok/: qwen35, tekken, gpt-2 and gemma4). */
 // fuzz-lib: strata
 #include <stdint.h>
 #include <stdlib.h>
