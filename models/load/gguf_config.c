@@ -325,18 +325,32 @@ static int gc_nemotron_h(gc *c) {
     return 0;
 }
 
-/* general.architecture, strata's model_type and the reader of its keys. */
+/* The stop tokens of each family's generation_config.json, by text: a GGUF keeps one eos
+ * id (Gemma 4's converter writes <eos> alone, so a chat turn's <turn|> would not stop). */
+static const char *const qwen35_stops[] = {"<|im_end|>", "<|endoftext|>", NULL};
+static const char *const gemma4_stops[] = {"<eos>", "<turn|>", "<|tool_response>", NULL};
+static const char *const nemotron_h_stops[] = {"<|im_end|>", "</s>", NULL};
+
+/* general.architecture, strata's model_type, the reader of its keys, its stop tokens. */
 static const struct {
     const char *arch, *model_type;
     int (*read)(gc *c);
+    const char *const *stops;
 } gc_archs[] = {
-    {"qwen35", "qwen3_5", gc_qwen35},
-    {"gemma4", "gemma4", gc_gemma4},
-    {"nemotron_h", "nemotron_h", gc_nemotron_h},
+    {"qwen35", "qwen3_5", gc_qwen35, qwen35_stops},
+    {"gemma4", "gemma4", gc_gemma4, gemma4_stops},
+    {"nemotron_h", "nemotron_h", gc_nemotron_h, nemotron_h_stops},
 };
 
-/* tokenizer.ggml.eos_token_id and eot_token_id (when present) as an eos list. */
-static int gc_eos(const gguf *g, json_t *gen, strata_err *err) {
+static void eos_add(json_t *ids, json_int_t id) {
+    for (size_t i = 0; i < json_array_size(ids); i++)
+        if (json_integer_value(json_array_get(ids, i)) == id) return;
+    json_array_append_new(ids, json_integer(id));
+}
+
+/* tokenizer.ggml.eos_token_id and eot_token_id (when present), then the first id of each
+ * stop text found in tokenizer.ggml.tokens, as an eos list. */
+static int gc_eos(const gguf *g, const char *const *stops, json_t *gen, strata_err *err) {
     static const char *const keys[] = {"tokenizer.ggml.eos_token_id",
                                        "tokenizer.ggml.eot_token_id"};
     json_t *ids = json_array();
@@ -345,8 +359,19 @@ static int gc_eos(const gguf *g, json_t *gen, strata_err *err) {
         uint32_t id;
         if (!gguf_find_kv(g, keys[i])) continue;
         if (gguf_get_u32(g, keys[i], &id, err)) return err->code;
-        if (!json_array_size(ids) || json_integer_value(json_array_get(ids, 0)) != id)
-            json_array_append_new(ids, json_integer(id));
+        eos_add(ids, id);
+    }
+    const gguf_str *toks;
+    uint64_t n;
+    int r = gguf_get_strs(g, "tokenizer.ggml.tokens", &toks, &n, err);
+    if (r) return r == STRATA_ENOTFOUND ? 0 : r;
+    for (; *stops; stops++) {
+        size_t len = strlen(*stops);
+        for (uint64_t i = 0; i < n; i++)
+            if (toks[i].len == len && !memcmp(toks[i].ptr, *stops, len)) {
+                eos_add(ids, (json_int_t)i);
+                break;
+            }
     }
     return 0;
 }
@@ -361,7 +386,7 @@ int gguf_model_config(const gguf *g, json_t **config, json_t **gen_config, strat
         gc c = {g, arch, json_object(), err};
         json_t *gen = json_object();
         json_object_set_new(c.cfg, "model_type", json_string(gc_archs[i].model_type));
-        if (gc_archs[i].read(&c) || gc_eos(g, gen, err)) {
+        if (gc_archs[i].read(&c) || gc_eos(g, gc_archs[i].stops, gen, err)) {
             json_decref(c.cfg);
             json_decref(gen);
             return err->code;
