@@ -1,25 +1,33 @@
 /* gguf_quant_text.c - a checkpoint's tokenizer and chat template as GGUF keys, so a quantized
- * file is self-contained. Only what llama.cpp calls a "gpt2" vocabulary (byte-level BPE:
- * Qwen3.5, Nemotron-H) is written, the way the converter's _set_vocab_gpt2 / SpecialVocab
- * write it: tokens by id with [PADn] UNUSED fillers up to the model's vocab_size, added tokens
- * CONTROL when special or looking special (<|...|>) and USER_DEFINED otherwise, merges as
- * "a b", bos / eos / padding ids from tokenizer_config.json (else config.json), add_bos from
- * tokenizer_config.json (else the post-processor). tokenizer.ggml.pre names the pre-tokenizer
- * by architecture (qwen35, tekken): llama.cpp picks it by hashing the tokenizer's output in
- * Python, which a C tool cannot do; engine/text/tok_ggml.c reads the keys back, and the round
- * trip through it is the test. Any other tokenizer (Gemma 4's SentencePiece-style BPE) is left
- * out with a note: the file then has only the eos / bos ids of the config. */
+ * file is self-contained. Two of llama.cpp's vocabulary models are written:
+ *  - "gpt2" (byte-level BPE: Qwen3.5, Nemotron-H), the way the converter's _set_vocab_gpt2 /
+ *    SpecialVocab write it: tokens by id with [PADn] UNUSED fillers up to the model's
+ *    vocab_size, added tokens CONTROL when special or looking special (<|...|>) and
+ *    USER_DEFINED otherwise. tokenizer.ggml.pre names the pre-tokenizer by architecture
+ *    (qwen35, tekken): llama.cpp picks it by hashing the tokenizer's output in Python, which
+ *    a C tool cannot do.
+ *  - "gemma4" (Gemma's raw-UTF-8 BPE with byte fallback), as Gemma4Model.set_vocab writes it
+ *    but for one thing: every added token keeps its kind (CONTROL when special, else
+ *    USER_DEFINED) where the converter writes most of them NORMAL, so the file says what HF
+ *    splits out before BPE (llama.cpp splits USER_DEFINED tokens out too); <0xHH> are BYTE.
+ * Both: merges as "a b", bos / eos / unknown / padding ids from tokenizer_config.json (else
+ * config.json), add_bos from tokenizer_config.json (else the post-processor).
+ * engine/text/tok_ggml.c reads the keys back, and the round trip through it is the test. Any
+ * other tokenizer is left out with a note: the file then has only the eos / bos ids of the
+ * config. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "models/load/gguf_quant_internal.h"
 
-enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5 };
+enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
+/* The vocabulary model of each architecture, and for gpt2 its pre-tokenizer. */
 static const struct {
-    const char *arch, *pre;
-} text_pres[] = {{"qwen35", "qwen35"}, {"nemotron_h", "tekken"}};
+    const char *arch, *model, *pre;
+} text_pres[] = {
+    {"qwen35", "gpt2", "qwen35"}, {"nemotron_h", "gpt2", "tekken"}, {"gemma4", "gemma4", NULL}};
 
 typedef struct text {
     const char **tok; /* [n] borrowed from the JSON, or from pads */
@@ -90,7 +98,16 @@ static int looks_special(const char *s) {
     return n >= 4 && !strncmp(s, "<|", 2) && !strcmp(s + n - 2, "|>");
 }
 
-static int fill_tokens(text *t, json_t *tj, long long vocab, const gq_model *m, strata_err *err) {
+/* <0xHH>: a byte-fallback token. */
+static int byte_token(const char *s) {
+    static const char hex[] = "0123456789abcdefABCDEF";
+    return strlen(s) == 6 && !strncmp(s, "<0x", 3) && s[5] == '>' && strchr(hex, s[3]) &&
+           strchr(hex, s[4]);
+}
+
+/* spm: Gemma's vocabulary (BYTE tokens; an added token's kind from its special flag alone). */
+static int fill_tokens(text *t, json_t *tj, long long vocab, const gq_model *m, int spm,
+                       strata_err *err) {
     json_t *vj = json_object_get(json_object_get(tj, "model"), "vocab"), *v;
     json_t *added = json_object_get(tj, "added_tokens"), *e;
     const char *key;
@@ -117,14 +134,14 @@ static int fill_tokens(text *t, json_t *tj, long long vocab, const gq_model *m, 
         long long id = json_integer_value(v);
         if (id < 0) continue;
         t->tok[id] = key;
-        t->type[id] = TT_NORMAL;
+        t->type[id] = spm && byte_token(key) ? TT_BYTE : TT_NORMAL;
     }
     json_array_foreach(added, i, e) {
         long long id = json_integer_value(json_object_get(e, "id"));
         const char *c = json_string_value(json_object_get(e, "content"));
         if (id < 0 || !c) continue;
         t->tok[id] = c;
-        t->type[id] = json_is_true(json_object_get(e, "special")) || looks_special(c)
+        t->type[id] = json_is_true(json_object_get(e, "special")) || (!spm && looks_special(c))
                           ? TT_CONTROL
                           : TT_USER_DEFINED;
     }
@@ -183,12 +200,15 @@ static int post_adds_bos(json_t *tj) {
     return json_is_array(single) && json_object_get(json_array_get(single, 0), "SpecialToken");
 }
 
-/* Byte-level BPE: what llama.cpp's gpt2 model is. */
-static int byte_level(json_t *tj) {
+/* Whether tokenizer.json is what llama.cpp's model reads: byte-level BPE for gpt2; for
+ * gemma4 BPE with byte fallback and a Sequence decoder (what LlamaHfVocab accepts). */
+static int vocab_fits(json_t *tj, const char *vmodel) {
     json_t *model = json_object_get(tj, "model"), *dec = json_object_get(tj, "decoder");
     const char *type = json_string_value(json_object_get(model, "type"));
     const char *dt = json_string_value(json_object_get(dec, "type"));
-    return type && !strcmp(type, "BPE") && dt && !strcmp(dt, "ByteLevel");
+    if (!type || strcmp(type, "BPE") || !dt) return 0;
+    if (!strcmp(vmodel, "gpt2")) return !strcmp(dt, "ByteLevel");
+    return json_is_true(json_object_get(model, "byte_fallback")) && !strcmp(dt, "Sequence");
 }
 
 static int put_template(gguf_write *w, const gq_model *m, json_t *tcfg, strata_err *err) {
@@ -236,26 +256,28 @@ int gq_text(gguf_write *w, const gq_model *m, strata_err *err) {
     if (rc) return rc;
     tcfg = load_json(m, "tokenizer_config.json", err, &rc);
     if (rc) goto done;
-    const char *pre = NULL;
+    const char *vmodel = NULL, *pre = NULL;
     for (size_t i = 0; i < sizeof text_pres / sizeof text_pres[0]; i++)
-        if (!strcmp(m->arch, text_pres[i].arch)) pre = text_pres[i].pre;
-    if (!tj || !byte_level(tj) || !pre) {
+        if (!strcmp(m->arch, text_pres[i].arch))
+            vmodel = text_pres[i].model, pre = text_pres[i].pre;
+    if (!tj || !vmodel || !vocab_fits(tj, vmodel)) {
         gq_note(m,
                 "%s: no tokenizer written (%s): the file has the config's bos / eos ids only; "
                 "keep the checkpoint's tokenizer files beside it",
                 m->dir,
-                !tj               ? "no tokenizer.json"
-                : !byte_level(tj) ? "tokenizer.json is not a byte-level BPE, llama.cpp's gpt2"
-                                  : "no tokenizer.ggml.pre is known for this architecture");
+                !tj      ? "no tokenizer.json"
+                : vmodel ? "tokenizer.json is not the BPE kind llama.cpp's model for this "
+                           "architecture reads"
+                         : "no tokenizer model is known for this architecture");
         rc = put_ids(w, m, NULL, NULL, err);
         if (!rc) rc = put_template(w, m, tcfg, err);
         goto done;
     }
     json_t *ab = tcfg ? json_object_get(tcfg, "add_bos_token") : NULL;
     json_t *ae = tcfg ? json_object_get(tcfg, "add_eos_token") : NULL;
-    if ((rc = fill_tokens(&t, tj, m->vocab, m, err)) ||
-        (rc = gguf_write_str(w, "tokenizer.ggml.model", "gpt2", 4, err)) ||
-        (rc = gguf_write_str(w, "tokenizer.ggml.pre", pre, strlen(pre), err)) ||
+    if ((rc = fill_tokens(&t, tj, m->vocab, m, !pre, err)) ||
+        (rc = gguf_write_str(w, "tokenizer.ggml.model", vmodel, strlen(vmodel), err)) ||
+        (pre && (rc = gguf_write_str(w, "tokenizer.ggml.pre", pre, strlen(pre), err))) ||
         (rc = gguf_write_strs(w, "tokenizer.ggml.tokens", t.tok, t.len, t.n, err)) ||
         (rc = gguf_write_arr(w, "tokenizer.ggml.token_type", GGUF_VT_I32, t.type, t.n, err)) ||
         (rc = put_merges(w, tj, m, err)) || (rc = put_ids(w, m, tj, tcfg, err)) ||

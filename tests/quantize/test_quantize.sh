@@ -43,19 +43,43 @@ for m in $models; do
     done
 done
 
-# the tokenizer and chat template: Qwen3.5's real files beside the tiny weights
-stage=$TMP/stage
-mkdir -p "$stage" "$TMP/alone"
-cp $G/qwen35_tiny/config.json $G/qwen35_tiny/generation_config.json "$stage/"
-ln -s "$ROOT/$G/qwen35_tiny/model.safetensors" "$stage/model.safetensors"
-for f in tokenizer.json tokenizer_config.json; do
-    zstd -dq tests/data/tokenizers/qwen35/$f.zst -o "$stage/$f" || fail "unzstd $f"
-done
+# the tokenizer and chat template: a real tokenizer beside the tiny weights, quantized, then
+# the GGUF alone must tokenize and decode as the checkpoint does. stage NAME TOKENIZER
+# makes $TMP/NAME (the checkpoint's config and weights, the tokenizer's files) and
+# $TMP/alone/NAME.gguf (no tokenizer files beside it, so strata reads the keys).
+stage() {
+    local st=$TMP/$1
+    mkdir -p "$st" "$TMP/alone"
+    cp $G/$1/config.json "$st/"
+    [ -f $G/$1/generation_config.json ] && cp $G/$1/generation_config.json "$st/"
+    ln -s "$ROOT/$G/$1/model.safetensors" "$st/model.safetensors"
+    for f in tokenizer.json tokenizer_config.json; do
+        zstd -dq tests/data/tokenizers/$2/$f.zst -o "$st/$f" || fail "unzstd $2/$f"
+    done
+}
+round_trip() { # NAME TEXTS DECODE-TEXT
+    local st=$TMP/$1 gg=$TMP/alone/$1.gguf text sp a b ids
+    "$STRATA" quantize "$st" "$gg" 2> "$TMP/log" || fail "quantize $1 with tokenizer: $(cat "$TMP/log")"
+    grep -q "no tokenizer written" "$TMP/log" && fail "$1: tokenizer not written: $(cat "$TMP/log")"
+    while IFS= read -r text; do
+        for sp in "" --add-special; do
+            a=$("$STRATA" tokenize --model "$gg" --text "$text" $sp 2>&1) || fail "tokenize gguf: $a"
+            b=$("$STRATA" tokenize --model "$st" --text "$text" $sp 2>&1) || fail "tokenize: $b"
+            [ "$a" = "$b" ] || fail "$1: tokenize '$text' $sp: gguf $a, checkpoint $b"
+        done
+    done <<< "$2"
+    ids=$("$STRATA" tokenize --model "$st" --text "$3") || fail "tokenize"
+    ids=$(tr -d '[] ' <<< "$ids")
+    for sp in "" --skip-special; do
+        a=$("$STRATA" tokenize --model "$gg" --decode "$ids" $sp) &&
+            b=$("$STRATA" tokenize --model "$st" --decode "$ids" $sp) || fail "decode"
+        [ "$a" = "$b" ] || fail "$1: decode $sp: gguf '$a', checkpoint '$b'"
+    done
+}
+
+stage qwen35_tiny qwen35
 printf '%s' '{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}' \
-    > "$stage/chat_template.jinja"
-gg=$TMP/alone/qwen35.gguf # alone: no tokenizer files beside it, so strata reads the keys
-"$STRATA" quantize "$stage" "$gg" 2> "$TMP/log" || fail "quantize with tokenizer: $(cat "$TMP/log")"
-grep -q "no tokenizer written" "$TMP/log" && fail "tokenizer not written: $(cat "$TMP/log")"
+    > "$TMP/qwen35_tiny/chat_template.jinja"
 texts=$(cat <<'TEXTS'
 Hello world! How are you today?
 <|im_start|>user
@@ -64,20 +88,9 @@ Hello world! How are you today?
 TEXTS
 )
 [ "${STRATA_TEST_QUICK:-0}" = 1 ] && texts=$(head -n 2 <<< "$texts") # each run loads 150k tokens
-while IFS= read -r text; do
-    for sp in "" --add-special; do
-        a=$("$STRATA" tokenize --model "$gg" --text "$text" $sp 2>&1) || fail "tokenize gguf: $a"
-        b=$("$STRATA" tokenize --model "$stage" --text "$text" $sp 2>&1) || fail "tokenize: $b"
-        [ "$a" = "$b" ] || fail "tokenize '$text' $sp: gguf $a, checkpoint $b"
-    done
-done <<< "$texts"
-ids=$("$STRATA" tokenize --model "$stage" --text "Hello <|im_end|> world ünï 日本") || fail "tokenize"
-ids=$(tr -d '[] ' <<< "$ids")
-a=$("$STRATA" tokenize --model "$gg" --decode "$ids") && b=$("$STRATA" tokenize --model "$stage" --decode "$ids") ||
-    fail "decode"
-[ "$a" = "$b" ] || fail "decode: gguf '$a', checkpoint '$b'"
+round_trip qwen35_tiny "$texts" "Hello <|im_end|> world ünï 日本"
 # the gguf package parses the 150k tokens in Python (20 s): the plain run only
-[ "${STRATA_TEST_QUICK:-0}" = 1 ] || python3 - "$gg" "$stage" <<'PY' || fail "tokenizer keys"
+[ "${STRATA_TEST_QUICK:-0}" = 1 ] || python3 - "$TMP/alone/qwen35_tiny.gguf" "$TMP/qwen35_tiny" <<'PY' || fail "tokenizer keys"
 import gguf, json, sys
 r = gguf.GGUFReader(sys.argv[1])
 f = r.fields
@@ -92,6 +105,31 @@ assert f["tokenizer.ggml.eos_token_id"].contents() == eos
 assert len(f["tokenizer.ggml.tokens"].data) >= len(tok["model"]["vocab"])
 PY
 
+# Gemma's tokenizer (Gemma 3's files; Gemma 4's differs in names only, spec 4.3) as the
+# gemma4 model: added tokens, whitespace runs, byte fallback, BOS, the template
+if [ "${STRATA_TEST_QUICK:-0}" != 1 ]; then
+    stage gemma4_tiny gemma3
+    texts=$(cat <<'TEXTS'
+Hello world! How are you today?
+<start_of_turn>user <b>bold</b>   three spaces		tabs ▁▁ literal
+ def f(x):\n    return x**2  # 12345 ünïcödé 日本語 🙂 <unused5><eos>
+TEXTS
+)
+    round_trip gemma4_tiny "$texts" "<bos><start_of_turn>model hi<end_of_turn> 🙂 <0x41>"
+    python3 - "$TMP/alone/gemma4_tiny.gguf" "$TMP/gemma4_tiny" <<'PY' || fail "gemma4 tokenizer keys"
+import gguf, json, sys
+f = gguf.GGUFReader(sys.argv[1]).fields
+assert f["tokenizer.ggml.model"].contents() == "gemma4"
+assert "tokenizer.ggml.pre" not in f
+tok = json.load(open(sys.argv[2] + "/tokenizer.json"))
+types = f["tokenizer.ggml.token_type"].contents()
+want = {t["id"]: 3 if t["special"] else 4 for t in tok["added_tokens"]}
+assert all(types[i] == k for i, k in want.items()), "added tokens' types"
+assert sum(1 for t in types if t == 6) == 256, "byte tokens"
+assert f["tokenizer.chat_template"].contents() == json.load(open(sys.argv[2] + "/tokenizer_config.json"))["chat_template"]
+PY
+fi
+
 # refusals: each a clear error naming the path, and no file left behind
 out=$("$STRATA" quantize $G/qwen35_tiny "$TMP/no/such/dir/x.gguf" 2>&1) && fail "unwritable path accepted"
 grep -q "$TMP/no/such/dir/x.gguf.tmp: cannot create" <<< "$out" || fail "unwritable path: $out"
@@ -104,4 +142,4 @@ out=$("$STRATA" quantize "$TMP/badw" "$TMP/x.gguf" 2>&1) && fail "broken weights
 grep -q "$TMP/badw" <<< "$out" || fail "broken weights: $out"
 ls "$TMP"/x.gguf* 2> /dev/null && fail "a refused run left a file"
 echo "test_quantize: ok (4 checkpoints x f32/q8_0/q4_k bit-identical through strata, read by gguf;"\
-     "tokenizer round trip; refusals)"
+     "Qwen3.5 and Gemma tokenizer round trips; refusals)"
