@@ -94,6 +94,28 @@ uint32_t gguf_ggml_block_bytes(int t) {
     return t >= 0 && (size_t)t < GGUF_GGML_TABLE_LEN ? gguf_ggml_table[t].bytes : 0;
 }
 
+/* the pairs both directions read */
+static const struct {
+    int ggml;
+    dtype dt;
+} gguf_dtypes[] = {
+    {GGUF_GGML_F32, DTYPE_F32},   {GGUF_GGML_F16, DTYPE_F16},   {GGUF_GGML_BF16, DTYPE_BF16},
+    {GGUF_GGML_Q8_0, DTYPE_Q8_0}, {GGUF_GGML_Q4_0, DTYPE_Q4_0}, {GGUF_GGML_Q5_0, DTYPE_Q5_0},
+    {GGUF_GGML_Q4_K, DTYPE_Q4_K}, {GGUF_GGML_Q6_K, DTYPE_Q6_K},
+};
+
+dtype gguf_ggml_dtype(int type) {
+    for (size_t i = 0; i < sizeof gguf_dtypes / sizeof gguf_dtypes[0]; i++)
+        if (gguf_dtypes[i].ggml == type) return gguf_dtypes[i].dt;
+    return DTYPE_COUNT;
+}
+
+int gguf_dtype_ggml(dtype t) {
+    for (size_t i = 0; i < sizeof gguf_dtypes / sizeof gguf_dtypes[0]; i++)
+        if (gguf_dtypes[i].dt == t) return gguf_dtypes[i].ggml;
+    return -1;
+}
+
 const char *gguf_vt_name(int t) {
     return t >= 0 && t < GGUF_VT_COUNT ? gguf_vt_table[t].name : "?";
 }

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/base/dtype.h"
 #include "engine/base/err.h"
 
 #define GGUF_MAX_DIMS 4 /* ggml's GGML_MAX_DIMS; a file with more dims is refused */
@@ -147,6 +148,10 @@ const char *gguf_ggml_name(int type);
 uint32_t gguf_ggml_block(int type); /* elements per block */
 uint32_t gguf_ggml_block_bytes(int type);
 const char *gguf_vt_name(int type); /* "u32", "string", ...; "?" when unknown */
+/* The ggml storage types strata computes with, as its dtypes (DTYPE_COUNT for the others),
+ * and back (-1 for a dtype ggml has no type for). */
+dtype gguf_ggml_dtype(int type);
+int gguf_dtype_ggml(dtype t);
 
 /* ---- typed getters (gguf_meta.c) -------------------------------------------------------
  * Each returns 0, STRATA_ENOTFOUND when the key is absent, or STRATA_EFORMAT when the

@@ -70,11 +70,13 @@ int gguf_wsrc_v_tiled(const gguf *g, int *tiled, strata_err *err);
 /* ---- writing one: `strata quantize` (gguf_quant.c) ---- */
 
 typedef struct gguf_quant_opts {
-    const char *in;  /* a safetensors checkpoint directory (config.json, *.safetensors) */
-    const char *out; /* the .gguf to write (built as out.tmp, renamed when complete) */
-    dtype type;      /* Q8_0 or Q4_K: matrices by wsrc_quant_target's rule; F32, F16, BF16:
+    const char *in;       /* a safetensors checkpoint directory (config.json, *.safetensors), or a
+                        GGUF file (its matrices converted, the rest copied) */
+    const char *out;      /* the .gguf to write (built as out.tmp, renamed when complete) */
+    dtype type;           /* Q8_0 or Q4_K: matrices by wsrc_quant_target's rule; F32, F16, BF16:
                         every matrix in that type. Vectors and norms are F32 either way. */
-    int threads;     /* quantizing threads (<= 0: the cores) */
+    int threads;          /* quantizing threads (<= 0: the cores) */
+    int allow_requantize; /* a GGUF input's quantized matrices may take another block type */
     /* Progress and notes (tensors skipped, no tokenizer written): one line each, progress
      * lines with progress = 1 (a terminal may overwrite them). NULL: silent. */
     void (*note)(void *ctx, int progress, const char *line);
@@ -83,7 +85,8 @@ typedef struct gguf_quant_opts {
 
 /* Writes o->in as a GGUF file llama.cpp reads: its architecture's keys and tensor names, the
  * converter's transforms applied (the inverse of the weight source above), the tokenizer and
- * chat template when the checkpoint has them. Errors name the file and key or tensor; on any
+ * chat template when the checkpoint has them; a GGUF input keeps its keys, names and
+ * transforms and only its matrices change type. Errors name the file and key or tensor; on any
  * error no file is left at o->out. Thread: the caller's, plus o->threads workers. */
 int gguf_quantize(const gguf_quant_opts *o, strata_err *err);
 

@@ -1,5 +1,5 @@
-/* gguf_quant.c - `strata quantize`: a safetensors checkpoint written as a GGUF file that
- * llama.cpp and strata's own GGUF loader read. Each checkpoint tensor strata binds is found in
+/* gguf_quant.c - `strata quantize`: a safetensors checkpoint (or a GGUF file, gguf_requant.c)
+ * written as a GGUF file that llama.cpp and strata's own GGUF loader read. Each checkpoint tensor strata binds is found in
  * gguf_names.c's table (the names and transforms gguf_wsrc.c undoes) and written with the
  * converter's transform applied: qwen35's norms as 1 + w, A_log as A = -exp(A_log), vectors
  * reshaped, Nemotron-H's q / k rows in llama's rope order, Qwen3.5's V heads tiled when
@@ -23,47 +23,12 @@
 #define GQ_MAX_THREADS 64
 #define GQ_CHUNK_BYTES ((size_t)32 << 20) /* output bytes per chunk */
 
-/* One tensor of the output: where its rows come from and what they become. */
-typedef struct gq_tensor {
-    const st_tensor *st; /* NULL: generated (rope_freqs) */
-    gguf_name gn;
-    dtype to; /* the stored type */
-    int ndim; /* GGUF dims, outermost first */
-    int64_t shape[GGUF_MAX_DIMS];
-    int64_t rows, cols; /* HF's outermost dim and the rest */
-    int tiled;          /* VROWS / VCOLS apply (qwen35, Hk != Hv) */
-    int64_t r0, hs;     /* VROWS: the V part's first row, rows per head */
-} gq_tensor;
-
-typedef struct gq_plan {
-    gq_model m;
-    st_model *st;
-    gq_tensor *t;
-    size_t n;
-    int64_t Hk, Hv, dk, dv, D; /* qwen35 linear attention; D: the q / k head dim */
-    float rope[1024];          /* gemma4's rope_freqs */
-    int n_rope;
-} gq_plan;
-
-/* dtype -> ggml type number (the types this file writes). */
-static int ggml_of(dtype t) {
-    switch (t) {
-    case DTYPE_F32: return GGUF_GGML_F32;
-    case DTYPE_F16: return GGUF_GGML_F16;
-    case DTYPE_BF16: return GGUF_GGML_BF16;
-    case DTYPE_Q8_0: return GGUF_GGML_Q8_0;
-    case DTYPE_Q4_0: return GGUF_GGML_Q4_0;
-    case DTYPE_Q5_0: return GGUF_GGML_Q5_0;
-    case DTYPE_Q4_K: return GGUF_GGML_Q4_K;
-    default: return -1;
-    }
-}
-
-static float st_value(const st_tensor *t, size_t i) {
-    if (t->dt == DTYPE_BF16) return dtype_bf16_to_f32(((const uint16_t *)t->data)[i]);
-    if (t->dt == DTYPE_F16) return dtype_f16_to_f32(((const uint16_t *)t->data)[i]);
+/* Element i of F32, F16 or BF16 data. */
+static float float_value(const void *data, dtype dt, size_t i) {
+    if (dt == DTYPE_BF16) return dtype_bf16_to_f32(((const uint16_t *)data)[i]);
+    if (dt == DTYPE_F16) return dtype_f16_to_f32(((const uint16_t *)data)[i]);
     float v;
-    memcpy(&v, (const char *)t->data + 4 * i, 4);
+    memcpy(&v, (const char *)data + 4 * i, 4);
     return v;
 }
 
@@ -96,6 +61,13 @@ static int64_t src_row(const gq_plan *p, const gq_tensor *t, int64_t g) {
 
 /* GGUF row g of t as f32, transforms applied, into row[cols]. */
 static void build_row(const gq_plan *p, const gq_tensor *t, int64_t g, float *row) {
+    if (t->gt) {
+        const char *src = (const char *)t->gt->data + (size_t)g * dtype_row_bytes(t->from, t->cols);
+        if (dtype_block_elems(t->from) > 1) quant_dequantize_row(row, src, t->from, t->cols);
+        else
+            for (int64_t c = 0; c < t->cols; c++) row[c] = float_value(src, t->from, (size_t)c);
+        return;
+    }
     if (!t->st) {
         row[0] = p->rope[g];
         return;
@@ -108,7 +80,7 @@ static void build_row(const gq_plan *p, const gq_tensor *t, int64_t g, float *ro
             int64_t grp = c / p->dv, e = c % p->dv, k = grp % p->Hk, v = grp / p->Hk;
             sc = (k * (p->Hv / p->Hk) + v) * p->dv + e;
         }
-        float x = st_value(t->st, base + (size_t)sc);
+        float x = float_value(t->st->data, t->st->dt, base + (size_t)sc);
         if (t->gn.xf & GGUF_XF_PLUS1) x += 1.0f;
         if (t->gn.xf & GGUF_XF_NEG_EXP) x = neg_exp(x);
         row[c] = x;
@@ -134,6 +106,10 @@ static void *run_rows(void *arg) {
     }
     for (int64_t g = j->g0; g < j->g1; g++) {
         char *d = j->dst + (size_t)(g - j->chunk0) * rb;
+        if (t->gt && t->to == t->from) { /* kept: the stored bytes */
+            memcpy(d, (const char *)t->gt->data + (size_t)g * rb, rb);
+            continue;
+        }
         build_row(j->p, t, g, row);
         if (dtype_block_elems(t->to) > 1) {
             if (quant_quantize_row(d, row, t->to, t->cols)) j->rc = -1;
@@ -361,11 +337,6 @@ static int open_model(gq_plan *p, const gguf_quant_opts *o, strata_err *err) {
     m->o = o;
     m->dir = o->in;
     snprintf(m->cfg_path, sizeof m->cfg_path, "%s/config.json", o->in);
-    if (gguf_model_is_gguf(o->in))
-        return strata_err_set(err, STRATA_EUNSUPPORTED,
-                              "%s: requantizing a GGUF file is not supported; give the "
-                              "safetensors checkpoint directory",
-                              o->in);
     if (access(m->cfg_path, R_OK))
         return strata_err_set(err, STRATA_ENOTFOUND, "%s: not a model directory (no config.json)",
                               o->in);
@@ -421,13 +392,19 @@ int gguf_quantize(const gguf_quant_opts *o, strata_err *err) {
                             dtype_name(o->type));
         goto out;
     }
-    if ((rc = open_model(&p, o, err)) || (rc = plan_tensors(&p, err)) ||
-        (rc = gguf_write_create(&w, o->out, err)) || (rc = gq_meta(w, &p.m, err)) ||
-        (rc = gq_text(w, &p.m, err)))
+    if (gguf_model_is_gguf(o->in)) {
+        p.m.o = o;
+        if ((rc = gq_open_gguf(&p, err)) || (rc = gq_plan_gguf(&p, err)) ||
+            (rc = gguf_write_create(&w, o->out, err)) || (rc = gq_meta_gguf(w, &p, err)))
+            goto out;
+    } else if ((rc = open_model(&p, o, err)) || (rc = plan_tensors(&p, err)) ||
+               (rc = gguf_write_create(&w, o->out, err)) || (rc = gq_meta(w, &p.m, err)) ||
+               (rc = gq_text(w, &p.m, err))) {
         goto out;
+    }
     for (size_t i = 0; i < p.n; i++)
-        if ((rc = gguf_write_tensor(w, p.t[i].gn.gg, ggml_of(p.t[i].to), p.t[i].ndim, p.t[i].shape,
-                                    err)))
+        if ((rc = gguf_write_tensor(w, p.t[i].gn.gg, gguf_dtype_ggml(p.t[i].to), p.t[i].ndim,
+                                    p.t[i].shape, err)))
             goto out;
     if ((rc = gguf_write_begin(w, err)) || (rc = write_data(&p, w, err)) ||
         (rc = gguf_write_finish(w, err)))
@@ -437,6 +414,7 @@ out:
     gguf_write_destroy(w); /* removes the .tmp unless finished */
     free(p.t);
     st_close(p.st);
+    gguf_close(p.g);
     json_decref(p.m.root);
     json_decref(p.m.gen);
     return rc;

@@ -339,7 +339,7 @@ static int meta_nemotron_h(gguf_write *w, const gq_model *m, strata_err *err) {
 /* llama.cpp's LLAMA_FTYPE numbers for the files we write. Q4_K files are llama-quantize's
  * Q4_K_S in spirit (every matrix Q4_K, Q4_0 where a row is not whole 256-blocks), not its
  * Q4_K_M mix of Q6_K tensors. */
-static uint32_t file_type(dtype t) {
+uint32_t gq_file_type(dtype t) {
     switch (t) {
     case DTYPE_F16: return 1;
     case DTYPE_Q8_0: return 7;
@@ -361,7 +361,7 @@ int gq_meta(gguf_write *w, const gq_model *m, strata_err *err) {
     int rc = gguf_write_str(w, "general.architecture", m->arch, strlen(m->arch), err) ||
              gguf_write_str(w, "general.type", "model", 5, err) ||
              gguf_write_str(w, "general.name", name, name_len, err) ||
-             gguf_write_u32(w, "general.file_type", file_type(m->o->type), err) ||
+             gguf_write_u32(w, "general.file_type", gq_file_type(m->o->type), err) ||
              gguf_write_u32(w, "general.quantization_version", 2, err);
     if (rc) return err->code;
     if (!strcmp(m->arch, "qwen35")) return meta_qwen35(w, m, err);

@@ -134,6 +134,20 @@ int gguf_write_strs(gguf_write *w, const char *key, const char *const *s, const 
     return 0;
 }
 
+int gguf_write_kv(gguf_write *w, const gguf_kv *kv, strata_err *err) {
+    int arr = kv->type == GGUF_VT_ARRAY, es = vt_bytes(kv->elem_type);
+    if (kv->elem_type != GGUF_VT_STRING && (es <= 0 || kv->elem_type == GGUF_VT_ARRAY))
+        return strata_err_set(err, STRATA_EINVALID, "%s: key '%s': values of type %d", w->path,
+                              kv->key, kv->elem_type);
+    if (gw_key(w, kv->key, kv->type, err)) return err->code;
+    int bad = arr && (put_le(&w->kv, (uint64_t)kv->elem_type, 4) || put_le(&w->kv, kv->n, 8));
+    if (kv->elem_type == GGUF_VT_STRING)
+        for (uint64_t i = 0; i < kv->n && !bad; i++)
+            bad = put_str(&w->kv, kv->str[i].ptr, (size_t)kv->str[i].len);
+    else if (!bad) bad = strbuf_add(&w->kv, kv->raw, (size_t)kv->n * (size_t)es);
+    return bad ? gw_nomem(w, err) : 0;
+}
+
 int gguf_write_tensor(gguf_write *w, const char *name, int type, int ndim, const int64_t *shape,
                       strata_err *err) {
     uint32_t blk = gguf_ggml_block(type), bb = gguf_ggml_block_bytes(type);

@@ -38,6 +38,8 @@ int gguf_write_arr(gguf_write *w, const char *key, int type, const void *data, u
 int gguf_write_strs(gguf_write *w, const char *key, const char *const *s, const size_t *len,
                     uint64_t n, strata_err *err);
 
+/* A value as gguf.h read it from another file (same key, type and bytes). */
+int gguf_write_kv(gguf_write *w, const gguf_kv *kv, strata_err *err);
 /* ---- tensors ---- */
 /* Declares a tensor of ggml type (GGUF_GGML_*) and shape[ndim] (outermost first, 1 <= ndim <=
  * 4, rows a whole number of the type's blocks); its data is written later, in this order. */

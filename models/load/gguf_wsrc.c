@@ -28,21 +28,6 @@ struct gguf_wsrc {
     int keep_tiled;     /* qwen35: the V heads stay tiled (gguf_wsrc_v_tiled) */
 };
 
-/* ggml's storage types strata computes with, as its dtypes; DTYPE_COUNT for the others. */
-static dtype gw_dtype(int ggml) {
-    switch (ggml) {
-    case GGUF_GGML_F32: return DTYPE_F32;
-    case GGUF_GGML_F16: return DTYPE_F16;
-    case GGUF_GGML_BF16: return DTYPE_BF16;
-    case GGUF_GGML_Q8_0: return DTYPE_Q8_0;
-    case GGUF_GGML_Q4_0: return DTYPE_Q4_0;
-    case GGUF_GGML_Q5_0: return DTYPE_Q5_0;
-    case GGUF_GGML_Q4_K: return DTYPE_Q4_K;
-    case GGUF_GGML_Q6_K: return DTYPE_Q6_K;
-    default: return DTYPE_COUNT;
-    }
-}
-
 static void gw_shape_str(char *buf, size_t len, int ndim, const int64_t *shape) {
     size_t u = (size_t)snprintf(buf, len, "[");
     for (int i = 0; i < ndim && u < len; i++)
@@ -178,7 +163,7 @@ static int gw_bind(model_wsrc *iface, const char *name, int ndim, const int64_t 
         return strata_err_set(err, STRATA_ENOTFOUND, "%s: tensor %s is missing (strata's %s)", file,
                               gn.gg, name);
     }
-    dtype dt = gw_dtype(t->type);
+    dtype dt = gguf_ggml_dtype(t->type);
     if (dt == DTYPE_COUNT)
         return strata_err_set(err, STRATA_EUNSUPPORTED,
                               "%s: tensor %s has ggml type %s (strata reads F32, F16, BF16, Q8_0, "
@@ -295,7 +280,7 @@ int gguf_wsrc_v_tiled(const gguf *g, int *tiled, strata_err *err) {
         if (gguf_names_find("qwen35", hf, &gn)) continue;
         assert(gn.xf & GGUF_XF_VCOLS);
         const gguf_tensor *t = gguf_find_tensor(g, gn.gg); /* absent on full-attention layers */
-        dtype dt = t ? gw_dtype(t->type) : DTYPE_COUNT;
+        dtype dt = t ? gguf_ggml_dtype(t->type) : DTYPE_COUNT;
         keep = dt != DTYPE_COUNT && dv % dtype_block_elems(dt) != 0;
     }
     *tiled = keep;

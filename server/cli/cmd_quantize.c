@@ -10,9 +10,12 @@
 
 static const char quantize_usage[] =
     "usage: strata quantize IN OUT.gguf [--type q8_0|q4_k|bf16|f16|f32] [--threads N]\n"
+    "                       [--allow-requantize]\n"
     "Writes the safetensors checkpoint directory IN as a GGUF file llama.cpp reads: its\n"
     "architecture's keys and tensor names, the tokenizer and chat template, matrices quantized\n"
-    "as `--quantization TYPE` quantizes them on load (default q8_0), vectors and norms F32.\n";
+    "as `--quantization TYPE` quantizes them on load (default q8_0), vectors and norms F32.\n"
+    "IN may be a GGUF file: its keys and other tensors are kept, its matrices take TYPE\n"
+    "(a quantized one only with --allow-requantize: the two roundings add up).\n";
 
 static const struct {
     const char *name;
@@ -52,6 +55,8 @@ int cmd_quantize(int argc, char **argv) {
             }
             o.type = quantize_types[k].dt;
             i++;
+        } else if (!strcmp(a, "--allow-requantize")) {
+            o.allow_requantize = 1;
         } else if (!strcmp(a, "--threads") && v) {
             char *end;
             long t = strtol(v, &end, 10);

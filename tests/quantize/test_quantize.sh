@@ -130,6 +130,71 @@ assert f["tokenizer.chat_template"].contents() == json.load(open(sys.argv[2] + "
 PY
 fi
 
+# a GGUF input (models/load/gguf_requant.c): llama.cpp's converter's f32 files take q8_0 / q4_k /
+# bf16 by the same rule as the checkpoint, so their logits equal --quantization on it bit for bit
+gm="qwen35_tiny gemma4_tiny nemotron_h_nofloor"
+[ "${STRATA_TEST_QUICK:-0}" = 1 ] && gm=qwen35_tiny
+for name in $gm; do
+    for t in q8_0 q4_k bf16; do
+        out=$TMP/re-$name-$t.gguf
+        "$STRATA" quantize tests/data/gguf/golden/$name-f32.gguf "$out" --type $t 2> "$TMP/log" ||
+            fail "requantize $name $t: $(cat "$TMP/log")"
+        q="--quantization $t"; [ $t = bf16 ] && q="--quantization none --dtype bf16"
+        "$STRATA" logits --model "$out" --prompt-ids $IDS --out "$TMP/a.bin" --device cpu \
+            --threads 2 2> "$TMP/log" || fail "logits $out: $(cat "$TMP/log")"
+        "$STRATA" logits --model $G/$name $q --prompt-ids $IDS --out "$TMP/b.bin" --device cpu \
+            --threads 2 2> "$TMP/log" || fail "logits $name: $(cat "$TMP/log")"
+        [ $t = bf16 ] && "$STRATA" quantize $G/$name "$TMP/b.gguf" --type bf16 2> /dev/null &&
+            "$STRATA" logits --model "$TMP/b.gguf" --prompt-ids $IDS --out "$TMP/b.bin" \
+                --device cpu --threads 2 2> /dev/null
+        cmp -s "$TMP/a.bin" "$TMP/b.bin" || fail "requantized $name $t: logits differ"
+    done
+done
+# the converter's Q8_0 file: to q8_0 every tensor is copied as stored and every key kept; to
+# f32 each matrix is the gguf package's dequantization of it; to q4_k it is refused (two
+# roundings) naming the tensor, and done with --allow-requantize; a type strata does not
+# read is refused by name
+src=tests/data/gguf/golden/qwen35_tiny-q8_0.gguf
+"$STRATA" quantize $src "$TMP/same.gguf" --type q8_0 2> "$TMP/log" || fail "q8_0 -> q8_0: $(cat "$TMP/log")"
+"$STRATA" quantize $src "$TMP/deq.gguf" --type f32 2> "$TMP/log" || fail "q8_0 -> f32: $(cat "$TMP/log")"
+out=$("$STRATA" quantize $src "$TMP/x.gguf" --type q4_k 2>&1) && fail "q8_0 -> q4_k without --allow-requantize"
+grep -q "$src: tensor .* is Q8_0 already.*--allow-requantize" <<< "$out" || fail "requantize refusal: $out"
+ls "$TMP"/x.gguf* 2> /dev/null && fail "a refused requantize left a file"
+"$STRATA" quantize $src "$TMP/q4.gguf" --type q4_k --allow-requantize 2> "$TMP/log" ||
+    fail "--allow-requantize: $(cat "$TMP/log")"
+"$STRATA" logits --model "$TMP/q4.gguf" --prompt-ids $IDS --out "$TMP/a.bin" --device cpu \
+    --threads 2 2> "$TMP/log" || fail "logits of the requantized file: $(cat "$TMP/log")"
+python3 - $src "$TMP/same.gguf" "$TMP/deq.gguf" "$TMP/q4.gguf" "$TMP/q5k.gguf" <<'PY' || fail "requantized files"
+import sys
+import numpy as np
+import gguf
+src, same, deq, q4 = (gguf.GGUFReader(p) for p in sys.argv[1:5])
+def tensors(r):
+    return {t.name: t for t in r.tensors}
+ts, tsame, tdeq, tq4 = tensors(src), tensors(same), tensors(deq), tensors(q4)
+assert set(ts) == set(tsame) == set(tdeq) == set(tq4)
+skip = {"general.alignment", "general.file_type"}
+keys = lambda r: {k: r.fields[k].contents() for k in r.fields if k not in skip and not k.startswith("GGUF.")}
+assert keys(src) == keys(same) == keys(deq), "keys"
+assert same.fields["general.file_type"].contents() == 7 and deq.fields["general.file_type"].contents() == 0
+Q8, F32, Q4K = gguf.GGMLQuantizationType.Q8_0, gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.Q4_K
+for n, t in ts.items():
+    assert tsame[n].tensor_type == t.tensor_type and bytes(tsame[n].data) == bytes(t.data), n
+    if t.tensor_type == Q8:
+        want = gguf.quants.dequantize(np.asarray(t.data), Q8)
+        assert tdeq[n].tensor_type == F32 and np.array_equal(np.asarray(tdeq[n].data), want), n
+        assert tq4[n].tensor_type in (Q4K, gguf.GGMLQuantizationType.Q5_0), n
+    else:
+        assert tdeq[n].tensor_type == t.tensor_type == F32 and bytes(tdeq[n].data) == bytes(t.data), n
+# a Q5_K tensor: strata has no kernels or dequantizer for it
+w = gguf.GGUFWriter(sys.argv[5], "qwen35")
+w.add_tensor("blk.0.ffn_up.weight", np.zeros((4, 176), dtype=np.uint8),
+             raw_dtype=gguf.GGMLQuantizationType.Q5_K)
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+PY
+out=$("$STRATA" quantize "$TMP/q5k.gguf" "$TMP/x.gguf" 2>&1) && fail "a Q5_K tensor accepted"
+grep -q "tensor blk.0.ffn_up.weight is Q5_K, a type strata does not read" <<< "$out" || fail "Q5_K: $out"
+
 # refusals: each a clear error naming the path, and no file left behind
 out=$("$STRATA" quantize $G/qwen35_tiny "$TMP/no/such/dir/x.gguf" 2>&1) && fail "unwritable path accepted"
 grep -q "$TMP/no/such/dir/x.gguf.tmp: cannot create" <<< "$out" || fail "unwritable path: $out"
@@ -142,4 +207,4 @@ out=$("$STRATA" quantize "$TMP/badw" "$TMP/x.gguf" 2>&1) && fail "broken weights
 grep -q "$TMP/badw" <<< "$out" || fail "broken weights: $out"
 ls "$TMP"/x.gguf* 2> /dev/null && fail "a refused run left a file"
 echo "test_quantize: ok (4 checkpoints x f32/q8_0/q4_k bit-identical through strata, read by gguf;"\
-     "Qwen3.5 and Gemma tokenizer round trips; refusals)"
+     "Qwen3.5 and Gemma tokenizer round trips; GGUF inputs requantized; refusals)"

@@ -16,35 +16,6 @@
 #include "models/load/gguf_write.h"
 #include "tests/test.h"
 
-/* One metadata value of the source file, as the writer takes it. */
-static int copy_kv(gguf_write *w, const gguf_kv *kv, strata_err *err) {
-    if (kv->type == GGUF_VT_ARRAY && kv->elem_type == GGUF_VT_STRING) {
-        const char **s = malloc(kv->n * sizeof *s);
-        size_t *len = malloc(kv->n * sizeof *len);
-        for (uint64_t i = 0; s && len && i < kv->n; i++)
-            s[i] = kv->str[i].ptr, len[i] = (size_t)kv->str[i].len;
-        int r = s && len ? gguf_write_strs(w, kv->key, s, len, kv->n, err) : STRATA_ENOMEM;
-        free(s);
-        free(len);
-        return r;
-    }
-    if (kv->type == GGUF_VT_ARRAY)
-        return gguf_write_arr(w, kv->key, kv->elem_type, kv->raw, kv->n, err);
-    uint32_t u;
-    float f;
-    memcpy(&u, kv->raw ? kv->raw : (const uint8_t *)"\0\0\0\0", 4);
-    memcpy(&f, &u, 4);
-    switch (kv->type) {
-    case GGUF_VT_U32: return gguf_write_u32(w, kv->key, u, err);
-    case GGUF_VT_I32: return gguf_write_i32(w, kv->key, (int32_t)u, err);
-    case GGUF_VT_F32: return gguf_write_f32(w, kv->key, f, err);
-    case GGUF_VT_BOOL: return gguf_write_bool(w, kv->key, kv->raw[0] != 0, err);
-    case GGUF_VT_STRING:
-        return gguf_write_str(w, kv->key, kv->str[0].ptr, (size_t)kv->str[0].len, err);
-    default: return strata_err_set(err, STRATA_EUNSUPPORTED, "%s: type %d", kv->key, kv->type);
-    }
-}
-
 /* src with tokenizer.ggml.tokens replaced by "<tN>" where names has no text for N. */
 static int write_with_tokens(const char *src, const char *dst, const char *const *names,
                              strata_err *err) {
@@ -56,7 +27,7 @@ static int write_with_tokens(const char *src, const char *dst, const char *const
     if (r || !(toks = gguf_find_kv(g, "tokenizer.ggml.tokens"))) goto done;
     for (int i = 0; i < gguf_kv_count(g) && !r; i++) {
         const gguf_kv *kv = gguf_kv_at(g, i);
-        if (strcmp(kv->key, "general.alignment") && kv != toks) r = copy_kv(w, kv, err);
+        if (strcmp(kv->key, "general.alignment") && kv != toks) r = gguf_write_kv(w, kv, err);
     }
     char(*buf)[16] = calloc(toks->n, sizeof *buf);
     const char **s = calloc(toks->n, sizeof *s);
