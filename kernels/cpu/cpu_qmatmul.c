@@ -198,6 +198,16 @@ static void cpu_qmatmul_quantize_rows(const cpu_qmatmul_job *j, int lo, int hi) 
             for (int e = 0; e < 16; e++) t += q[16 * g + e];
             s[g] = (int16_t)t;
         }
+        if (j->dt == DTYPE_Q4_K && j->kt->q4k_swap_x) cpu_qrows_q4k_swap(q, j->k);
+    }
+}
+
+void cpu_qrows_q4k_swap(int8_t *q, int k) {
+    int8_t t[32];
+    for (int g = 0; g + 128 <= k; g += 128) {
+        memcpy(t, q + g + 32, 32);
+        memcpy(q + g + 32, q + g + 64, 32);
+        memcpy(q + g + 64, t, 32);
     }
 }
 

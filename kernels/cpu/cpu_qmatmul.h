@@ -70,6 +70,11 @@ static inline float cpu_qmatmul_hsum8(const float v[8]) {
 
 void cpu_quantize_x_ref(int8_t *restrict q, float *restrict d, const float *restrict x, int k,
                         int blk);
+/* The x layout of the AVX-512 Q4_K kernels: in every 128 values the middle two 32-value
+ * chunks swap places ([0,32) [64,96) [32,64) [96,128)), so that x's 64-byte loads meet the
+ * low and the high nibbles of one 64-byte load of W (cpu_qmatmul_avx512.c). In place on
+ * q[0..k), k a multiple of 256, after the 16-value sums were taken. */
+void cpu_qrows_q4k_swap(int8_t *q, int k);
 void cpu_qmatmul_ref(float *restrict out, int ldo, const cpu_qrows *x, const void *restrict w,
                      dtype dt, int k, int m, int n0, int n1);
 void cpu_quantize_x_avx2(int8_t *restrict q, float *restrict d, const float *restrict x, int k,

@@ -148,14 +148,15 @@ AI void q5_tile32_2w(float *out, int ldo, const cpu_qrows *x, int i0, const void
 
 /* ---- Q4_K ---- */
 
-/* vpermw indices: 16-bit lane 2c of the scales for int16 lanes 0-15, 2c + 1 for 16-31 (the
- * products of chunk c's low and high nibbles). */
+/* vpermw indices for the 64 bytes of nibbles at qs + 64h: their low nibbles are elements
+ * 128h + [0,32) (sub-block 4h, int16 lanes 0-15) and 128h + [64,96) (4h + 2, lanes 16-31),
+ * their high nibbles 128h + [32,64) (4h + 1) and 128h + [96,128) (4h + 3). */
 #define Q5_I16(a) a, a, a, a, a, a, a, a
 static const uint16_t q5_q4k_idx[4][32] __attribute__((aligned(64))) = {
-    {Q5_I16(0), Q5_I16(0), Q5_I16(1), Q5_I16(1)},
-    {Q5_I16(2), Q5_I16(2), Q5_I16(3), Q5_I16(3)},
-    {Q5_I16(4), Q5_I16(4), Q5_I16(5), Q5_I16(5)},
-    {Q5_I16(6), Q5_I16(6), Q5_I16(7), Q5_I16(7)},
+    {Q5_I16(0), Q5_I16(0), Q5_I16(2), Q5_I16(2)},
+    {Q5_I16(1), Q5_I16(1), Q5_I16(3), Q5_I16(3)},
+    {Q5_I16(4), Q5_I16(4), Q5_I16(6), Q5_I16(6)},
+    {Q5_I16(5), Q5_I16(5), Q5_I16(7), Q5_I16(7)},
 };
 /* Q6_K: scales 8h + 4p .. 8h + 4p + 3, eight int16 lanes each (half h, vector p). */
 static const uint16_t q5_q6k_idx[4][32] __attribute__((aligned(64))) = {
@@ -240,16 +241,22 @@ AI void q5_tile_q4k_in(float *out, int ldo, const cpu_qrows *x, int i0, const qu
         __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, dup_m));
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) sumi[r] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            __m256i qv = _mm256_loadu_si256((const __m256i *)(wb->qs + 32 * c));
-            __m512i q = _mm512_and_si512(
-                _mm512_inserti64x4(_mm512_castsi256_si512(qv), _mm256_srli_epi16(qv, 4), 1), m4);
-            __m512i sc = _mm512_permutexvar_epi16(_mm512_load_si512(q5_q4k_idx[c]), sm16);
+            /* x in cpu_qrows_q4k_swap's layout: its 64 bytes at 128h meet the low nibbles, at
+         * 128h + 64 the high ones. A dpwssd lane t (t + 8) sums the same element positions
+         * (64c + 4t .. 4t + 3 and 64c + 32 + 4t ..) as in element order, in exact integers. */
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512i v = _mm512_loadu_si512(wb->qs + 64 * h);
+            __m512i lo = _mm512_and_si512(v, m4),
+                    hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            __m512i slo = _mm512_permutexvar_epi16(_mm512_load_si512(q5_q4k_idx[2 * h]), sm16);
+            __m512i shi = _mm512_permutexvar_epi16(_mm512_load_si512(q5_q4k_idx[2 * h + 1]), sm16);
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
-                __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(xr.q[r] + 256 * b + 64 * c));
-                sumi[r] = _mm512_dpwssd_epi32(sumi[r], p, sc);
+                const int8_t *xh = xr.q[r] + 256 * b + 128 * h;
+                __m512i plo = _mm512_maddubs_epi16(lo, _mm512_loadu_si512(xh));
+                __m512i phi = _mm512_maddubs_epi16(hi, _mm512_loadu_si512(xh + 64));
+                sumi[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(sumi[r], plo, slo), phi, shi);
             }
         }
         if (R == 8) {

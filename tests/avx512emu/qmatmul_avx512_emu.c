@@ -54,6 +54,10 @@ int main(void) {
                         }
                     }
                     cpu_qmatmul_ref(o1, n, &r, w, dt, k, m, 0, n);
+                    /* the AVX-512 Q4_K kernels take x as cpu_qmatmul.c swaps it for them */
+                    if (dt == DTYPE_Q4_K)
+                        for (int i = 0; i < m; i++)
+                            cpu_qrows_q4k_swap((int8_t *)(qx + (size_t)i * r.stride), k);
                     cpu_qmatmul_avx512_emu(o2, n, &r, w, dt, k, m, 0, n);
                     runs++;
                     if (memcmp(o1, o2, sizeof(float) * (size_t)(m * n)) && fails++ < 10)
