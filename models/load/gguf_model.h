@@ -70,11 +70,13 @@ int gguf_wsrc_v_tiled(const gguf *g, int *tiled, strata_err *err);
 /* ---- writing one: `strata quantize` (gguf_quant.c) ---- */
 
 typedef struct gguf_quant_opts {
-    const char *in;       /* a safetensors checkpoint directory (config.json, *.safetensors), or a
-                        GGUF file (its matrices converted, the rest copied) */
-    const char *out;      /* the .gguf to write (built as out.tmp, renamed when complete) */
-    dtype type;           /* Q8_0 or Q4_K: matrices by wsrc_quant_target's rule; F32, F16, BF16:
-                        every matrix in that type. Vectors and norms are F32 either way. */
+    /* in: a safetensors checkpoint directory (config.json, *.safetensors), or a GGUF file
+     * (its matrices converted, the rest copied). type: Q8_0 or Q4_K, matrices by
+     * wsrc_quant_target's rule; F32, F16, BF16, every matrix in that type. Vectors and norms
+     * are F32 either way. */
+    const char *in;
+    const char *out; /* the .gguf to write (built as out.tmp, renamed when complete) */
+    dtype type;
     int threads;          /* quantizing threads (<= 0: the cores) */
     int allow_requantize; /* a GGUF input's quantized matrices may take another block type */
     /* Progress and notes (tensors skipped, no tokenizer written): one line each, progress

@@ -1,9 +1,9 @@
 /* gguf_quant.c - `strata quantize`: a safetensors checkpoint (or a GGUF file, gguf_requant.c)
- * written as a GGUF file that llama.cpp and strata's own GGUF loader read. Each checkpoint tensor strata binds is found in
- * gguf_names.c's table (the names and transforms gguf_wsrc.c undoes) and written with the
- * converter's transform applied: qwen35's norms as 1 + w, A_log as A = -exp(A_log), vectors
- * reshaped, Nemotron-H's q / k rows in llama's rope order, Qwen3.5's V heads tiled when
- * Hk != Hv. Matrices take the block type wsrc_quant_target gives --quantization, so a file
+ * written as a GGUF file that llama.cpp and strata's own GGUF loader read. Each checkpoint
+ * tensor strata binds is found in gguf_names.c's table (the names and transforms gguf_wsrc.c
+ * undoes) and written with the converter's transform applied: qwen35's norms as 1 + w, A_log
+ * as A = -exp(A_log), vectors reshaped, Nemotron-H's q / k rows in llama's rope order,
+ * Qwen3.5's V heads tiled when Hk != Hv. Matrices take the block type wsrc_quant_target gives --quantization, so a file
  * written here holds exactly the weights strata quantizes on load (llama.cpp's reference
  * quantizers, quant_quantize_row); the rest is F32, or kept as stored where the rule keeps a
  * matrix. Tensors stream through in chunks of rows (threads split a chunk), so memory stays at
@@ -199,25 +199,21 @@ static int write_data(gq_plan *p, gguf_write *w, strata_err *err) {
     return rc;
 }
 
-/* What t becomes: a matrix takes --type (a block type by wsrc_quant_target's rule, or kept as
- * stored where the rule keeps it); everything else is F32, as llama.cpp stores vectors. */
+/* What t becomes: a matrix takes gq_matrix_type; everything else is F32, as llama.cpp
+ * stores vectors. */
+dtype gq_matrix_type(dtype q, const char *gg, const int64_t *shape, dtype stored) {
+    if (dtype_block_elems(q) <= 1) return q;
+    /* Gemma 4's per-layer table is bound to host memory (ARCH_BIND_HOST), never quantized */
+    int flags = !strcmp(gg, "per_layer_token_embd.weight") ? ARCH_BIND_HOST : 0;
+    dtype to = wsrc_quant_target(q, 2, shape, flags);
+    return to == DTYPE_COUNT ? stored : to;
+}
+
 static int plan_type(gq_plan *p, gq_tensor *t, strata_err *err) {
     const st_tensor *st = t->st;
-    dtype q = p->m.o->type;
-    if (st->ndim != 2) {
-        t->to = DTYPE_F32;
-        return 0;
-    }
-    if (dtype_block_elems(q) <= 1) {
-        t->to = q;
-        return 0;
-    }
-    /* Gemma 4's per-layer table is bound to host memory (ARCH_BIND_HOST), never quantized */
-    int flags = !strcmp(t->gn.gg, "per_layer_token_embd.weight") ? ARCH_BIND_HOST : 0;
-    t->to = wsrc_quant_target(q, 2, st->shape, flags);
-    if (t->to == DTYPE_COUNT) t->to = st->dt;
     /* a tiled ssm_out whose V-head columns are not whole blocks (Q4_K at head_v_dim 128)
      * stays tiled in strata's loader too (gguf_wsrc_v_tiled) */
+    t->to = st->ndim != 2 ? DTYPE_F32 : gq_matrix_type(p->m.o->type, t->gn.gg, st->shape, st->dt);
     (void)err;
     return 0;
 }

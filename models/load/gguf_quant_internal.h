@@ -60,6 +60,10 @@ void gq_note(const gq_model *m, const char *fmt, ...) __attribute__((format(prin
 
 /* general.* and the "<arch>." keys llama.cpp's loader reads (gguf_quant_meta.c). */
 int gq_meta(gguf_write *w, const gq_model *m, strata_err *err);
+/* What a matrix named gg (GGUF name) of shape[2], stored as `stored`, becomes under --type q:
+ * q itself when a float type, else wsrc_quant_target's block type for it, or `stored` where
+ * the rule keeps it (rows not whole blocks, Gemma 4's per-layer table) (gguf_quant.c). */
+dtype gq_matrix_type(dtype q, const char *gg, const int64_t *shape, dtype stored);
 /* llama.cpp's general.file_type (LLAMA_FTYPE) for a file of --type t. */
 uint32_t gq_file_type(dtype t);
 /* Gemma 4's generated rope_freqs.weight: its length (0: none) and values (gguf_quant_meta.c). */

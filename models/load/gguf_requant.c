@@ -1,8 +1,8 @@
 /* gguf_requant.c - `strata quantize IN.gguf OUT.gguf`: a GGUF file (llama.cpp's or strata's)
  * written again with its matrices in --type, what llama-quantize does. Every key is copied
  * but general.file_type (set for --type) and general.alignment (the writer's own); every
- * tensor keeps its name and shape. A matrix (gguf_matrix) takes --type by the rule strata quantizes
- * with on load (wsrc_quant_target: Q4_K falls back to Q5_0 where rows are not whole
+ * tensor keeps its name and shape. A matrix (gguf_matrix) takes --type as a checkpoint's does
+ * (gq_matrix_type: strata's on-load rule; Q4_K falls back to Q5_0 where rows are not whole
  * 256-blocks, a matrix is kept where they are not whole blocks at all, Gemma 4's per-layer
  * table is kept); everything else is kept as stored. A kept tensor is copied byte for byte;
  * a converted one is dequantized row by row (engine/base/quant.h) and quantized again by
@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "models/load/gguf_quant_internal.h"
-#include "models/load/wsrc.h"
 
 int gq_open_gguf(gq_plan *p, strata_err *err) {
     p->m.dir = p->m.o->in;
@@ -42,15 +41,8 @@ static int plan_one(gq_plan *p, gq_tensor *t, strata_err *err) {
                               "%s: tensor %s is %s, a type strata does not read (F32, F16, BF16, "
                               "Q8_0, Q4_0, Q5_0, Q4_K, Q6_K)",
                               p->m.o->in, g->name, gguf_ggml_name(g->type));
-    t->from = t->to = keep;
-    /* as gguf_quant.c's plan_type: a float --type takes every matrix, a block type those
-     * the rule picks (never Gemma 4's per-layer table, which strata reads on the host) */
-    if (gguf_matrix(g) && dtype_block_elems(q) <= 1) {
-        t->to = q;
-    } else if (gguf_matrix(g) && strcmp(g->name, "per_layer_token_embd.weight")) {
-        dtype to = wsrc_quant_target(q, 2, g->shape, 0);
-        if (to != DTYPE_COUNT) t->to = to;
-    }
+    t->from = keep;
+    t->to = gguf_matrix(g) ? gq_matrix_type(q, g->name, g->shape, keep) : keep;
     if (t->to != keep && dtype_block_elems(keep) > 1 && dtype_block_elems(t->to) > 1 &&
         !p->m.o->allow_requantize)
         return strata_err_set(err, STRATA_EINVALID,

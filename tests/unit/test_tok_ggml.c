@@ -87,13 +87,6 @@ static void check_fixtures(const char *name, const tokenizer *t, const tokenizer
     CHECK_MSG(n > 100 && excused * 10 < n, "%s: %d cases, %d excused", name, n, excused);
 }
 
-/* Pieces whose special flag a gemma4 GGUF cannot carry: Gemma 3's <eos> and
- * <start_of_turn> are special in HF but NORMAL in the file (no key names them), and
- * <mask> is CONTROL in the file but not special in HF. */
-static int gemma_flag_excused(const char *s) {
-    return s && (!strcmp(s, "<eos>") || !strcmp(s, "<start_of_turn>") || !strcmp(s, "<mask>"));
-}
-
 /* The same accessors as the tokenizer.json tokenizer of the same checkpoint; a special
  * flag may differ only where excused says so of the piece. */
 static void check_same(const tokenizer *g, const tokenizer *j,
@@ -115,22 +108,44 @@ static int qwen_excused(const char *piece, int g_special) {
     return g_special && looks_special(piece);
 }
 
+/* Pieces whose special flag a gemma4 GGUF cannot carry: Gemma 3's <eos> and
+ * <start_of_turn> are special in HF but NORMAL in the file (no key names them), and
+ * <mask> is CONTROL in the file but not special in HF. */
 static int gemma_excused(const char *piece, int g_special) {
     (void)g_special;
-    return gemma_flag_excused(piece);
+    return piece && (!strcmp(piece, "<eos>") || !strcmp(piece, "<start_of_turn>") ||
+                     !strcmp(piece, "<mask>"));
+}
+
+/* NAME's tokenizer files unpacked into d, its vocab.gguf beside them at path, opened as g,
+ * and the tokenizers of both: tg from the GGUF's keys, tj from tokenizer.json. */
+static void open_both(const char *name, tokfx_dir *d, char *path, size_t len, gguf **g,
+                      tokenizer **tg, tokenizer **tj) {
+    strata_err err = {0};
+    CHECK(!tokfx_unpack(d, name));
+    CHECK(!unpack_gguf(name, d->path, path, len));
+    CHECK_MSG(!gguf_open(g, path, &err), "%s", err.msg);
+    CHECK_MSG(*g && !model_text_gguf_tokenizer(tg, *g, &err), "%s", err.msg);
+    CHECK_MSG(!tok_load(tj, d->path, &err), "%s", err.msg);
+}
+
+/* ct's rendering of one user message "hi" with the generation prompt (malloc'ed). */
+static char *render_hi(const chat_template *ct) {
+    strata_err err = {0};
+    json_t *msgs = json_loads("[{\"role\": \"user\", \"content\": \"hi\"}]", 0, NULL);
+    char *out = NULL;
+    CHECK_MSG(!chat_template_render(ct, msgs, NULL, 1, NULL, &out, &err), "%s", err.msg);
+    json_decref(msgs);
+    return out;
 }
 
 static void test_qwen35(void) {
     tokfx_dir d;
-    CHECK(!tokfx_unpack(&d, "qwen35"));
     char path[600];
-    CHECK(!unpack_gguf("qwen35", d.path, path, sizeof path));
     strata_err err = {0};
     gguf *g = NULL;
     tokenizer *tg = NULL, *tj = NULL;
-    CHECK_MSG(!gguf_open(&g, path, &err), "%s", err.msg);
-    CHECK_MSG(g && !model_text_gguf_tokenizer(&tg, g, &err), "%s", err.msg);
-    CHECK_MSG(!tok_load(&tj, d.path, &err), "%s", err.msg);
+    open_both("qwen35", &d, path, sizeof path, &g, &tg, &tj);
     if (tg && tj) {
         check_same(tg, tj, qwen_excused);
         check_fixtures("qwen35", tg, tj);
@@ -161,12 +176,9 @@ static void test_qwen35(void) {
     CHECK(t && ct);
     if (t && tj) check_same(t, tj, qwen_excused);
     if (ct) {
-        json_t *msgs = json_loads("[{\"role\": \"user\", \"content\": \"hi\"}]", 0, NULL);
-        char *out = NULL;
-        CHECK(!chat_template_render(ct, msgs, NULL, 1, NULL, &out, &err));
+        char *out = render_hi(ct);
         CHECK(out && strstr(out, "<|im_start|>user\nhi<|im_end|>"));
         free(out);
-        json_decref(msgs);
     }
     chat_template_free(ct);
     tok_free(t);
@@ -181,15 +193,11 @@ static void test_qwen35(void) {
  * converter read, and model_text_open on the file alone. */
 static void test_gemma4(void) {
     tokfx_dir d;
-    CHECK(!tokfx_unpack(&d, "gemma3"));
     char path[600];
-    CHECK(!unpack_gguf("gemma3", d.path, path, sizeof path));
     strata_err err = {0};
     gguf *g = NULL;
     tokenizer *tg = NULL, *tj = NULL;
-    CHECK_MSG(!gguf_open(&g, path, &err), "%s", err.msg);
-    CHECK_MSG(g && !model_text_gguf_tokenizer(&tg, g, &err), "%s", err.msg);
-    CHECK_MSG(!tok_load(&tj, d.path, &err), "%s", err.msg);
+    open_both("gemma3", &d, path, sizeof path, &g, &tg, &tj);
     if (tg && tj) {
         check_same(tg, tj, gemma_excused);
         check_fixtures("gemma3", tg, tj);
@@ -208,13 +216,10 @@ static void test_gemma4(void) {
     chat_template *ct = NULL;
     CHECK_MSG(!model_text_open(path, &t, &ct, &err), "%s", err.msg);
     if (ct) {
-        json_t *msgs = json_loads("[{\"role\": \"user\", \"content\": \"hi\"}]", 0, NULL);
-        char *out = NULL;
-        CHECK(!chat_template_render(ct, msgs, NULL, 1, NULL, &out, &err));
+        char *out = render_hi(ct);
         CHECK(out && !strcmp(out, "<bos><start_of_turn>user\nhi<end_of_turn>\n"
                                   "<start_of_turn>model\n"));
         free(out);
-        json_decref(msgs);
     }
     chat_template_free(ct);
     tok_free(t);
