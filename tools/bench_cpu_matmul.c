@@ -13,11 +13,19 @@
  * built-in decode shapes run. E.g. the quantized formats against bf16 on a 2B-class shape:
  *   build/bench_cpu_matmul -t 2 -m 1,8 -d bf16,q8_0,q4_0,q4_k,q6_k 6144x2048
  * and the prefill GEMM (GFLOP/s is the figure there; m rows of x share each weight read):
- *   build/bench_cpu_matmul -t 2 -m 128,1024 6144x2048 2048x6144 3584x1024 1024x3584 */
+ *   build/bench_cpu_matmul -t 2 -m 128,1024 6144x2048 2048x6144 3584x1024 1024x3584
+ * On the avx512 isa each m >= 8 line also gives its GFLOP/s as a share of the multiply
+ * ceiling: the rate at which the threads issue the kernel's multiply instruction alone
+ * (vdpbf16ps for bf16, vfmadd231ps for f32 / f16, vpdpbusd for q8_0 / q4_0, vpmaddubsw
+ * with vpdpwssd for q4_k / q6_k; 12 independent chains per thread, measured at start),
+ * times the operations each does. A prefill GEMM near 100% of it is bound by the
+ * multiplier, which no loop order moves; build with -pthread. */
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/cpu/cpu_backend.h"
 
@@ -51,6 +59,109 @@ static int bench_parse_dtype(const char *s, dtype *out) {
             return 0;
         }
     return -1;
+}
+
+/* ---- the multiply ceiling (avx512 only) ---- */
+
+enum { PEAK_FMA, PEAK_DPBF16, PEAK_DPBUSD, PEAK_MADDUBS_DPWSSD, PEAK_COUNT };
+static const char *const peak_names[PEAK_COUNT] = {"vfmadd231ps", "vdpbf16ps", "vpdpbusd",
+                                                   "vpmaddubsw+vpdpwssd"};
+/* Operations (two per multiply-add) one instruction contributes to bench's 2·m·n·k: the
+ * K-quant kernels spend a vpmaddubsw and a vpdpwssd on each 64 weights of a row. */
+static const double peak_ops[PEAK_COUNT] = {32, 64, 128, 64};
+
+static double peak_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef struct {
+    int kind;
+    long iters;
+    double per_sec; /* instructions per second on this thread */
+} peak_job;
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define PEAK_CHAINS 12
+/* The asm keeps every chain live and in a register, so each step is one instruction. */
+#define PEAK_LIVE(a)                                                                               \
+    __asm__ volatile(""                                                                            \
+                     : "+v"(a[0]), "+v"(a[1]), "+v"(a[2]), "+v"(a[3]), "+v"(a[4]), "+v"(a[5]),     \
+                       "+v"(a[6]), "+v"(a[7]), "+v"(a[8]), "+v"(a[9]), "+v"(a[10]), "+v"(a[11]))
+#define PEAK_LOOP(T, ZERO, STEP)                                                                   \
+    do {                                                                                           \
+        T a[PEAK_CHAINS];                                                                          \
+        for (int c = 0; c < PEAK_CHAINS; c++) a[c] = ZERO;                                         \
+        for (long it = 0; it < j->iters; it++) {                                                   \
+            _Pragma("GCC unroll 12") for (int c = 0; c < PEAK_CHAINS; c++) a[c] = STEP;            \
+            PEAK_LIVE(a);                                                                          \
+        }                                                                                          \
+    } while (0)
+
+__attribute__((target("avx512f,avx512bw,avx512bf16,avx512vnni"))) static void *peak_thread(
+    void *arg) {
+    peak_job *j = arg;
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512bh bh = (__m512bh)_mm512_set1_epi16(0x3f80);
+    const __m512i u8 = _mm512_set1_epi8(1);
+    double t0 = peak_now();
+    switch (j->kind) {
+    case PEAK_FMA: PEAK_LOOP(__m512, _mm512_setzero_ps(), _mm512_fmadd_ps(a[c], one, one)); break;
+    case PEAK_DPBF16: PEAK_LOOP(__m512, _mm512_setzero_ps(), _mm512_dpbf16_ps(a[c], bh, bh)); break;
+    case PEAK_DPBUSD:
+        PEAK_LOOP(__m512i, _mm512_setzero_si512(), _mm512_dpbusd_epi32(a[c], u8, u8));
+        break;
+    default: /* even chains vpmaddubsw, odd vpdpwssd, as the K-quant tiles mix them */
+        PEAK_LOOP(__m512i, _mm512_setzero_si512(),
+                  c % 2 ? _mm512_dpwssd_epi32(a[c], u8, u8) : _mm512_maddubs_epi16(a[c], u8));
+        break;
+    }
+    j->per_sec = (double)j->iters * PEAK_CHAINS / (peak_now() - t0);
+    return NULL;
+}
+
+/* Instructions per second of one kind on all threads at once; 0 where it cannot run. */
+static double peak_rate(int kind, int threads) {
+    if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512vnni") ||
+        threads < 1 || threads > 64)
+        return 0;
+    peak_job jobs[64];
+    pthread_t th[64];
+    int joined[64] = {0};
+    for (int i = 1; i < threads; i++) {
+        jobs[i] = (peak_job){.kind = kind, .iters = 4000000};
+        joined[i] = pthread_create(&th[i], NULL, peak_thread, &jobs[i]) == 0;
+    }
+    jobs[0] = (peak_job){.kind = kind, .iters = 4000000};
+    peak_thread(&jobs[0]);
+    double sum = jobs[0].per_sec;
+    for (int i = 1; i < threads; i++) {
+        if (joined[i]) pthread_join(th[i], NULL);
+        else peak_thread(&jobs[i]); /* no thread: then the ceiling is of fewer threads at once */
+        sum += jobs[i].per_sec;
+    }
+    return sum;
+}
+#else
+static double peak_rate(int kind, int threads) {
+    (void)kind;
+    (void)threads;
+    return 0;
+}
+#endif
+
+static int peak_kind_of(dtype dt) {
+    switch (dt) {
+    case DTYPE_BF16: return PEAK_DPBF16;
+    case DTYPE_Q8_0:
+    case DTYPE_Q4_0:
+    case DTYPE_Q5_0: return PEAK_DPBUSD;
+    case DTYPE_Q4_K:
+    case DTYPE_Q6_K: return PEAK_MADDUBS_DPWSSD;
+    default: return PEAK_FMA;
+    }
 }
 
 int main(int argc, char **argv) {
@@ -99,6 +210,14 @@ int main(int argc, char **argv) {
     double bw = cpu_membw_read_gbs(b, (size_t)1 << 30);
     printf("cpu backend: %d threads, isa %s; streaming read %.1f GB/s (1 GiB, huge pages)\n",
            threads, cpu_backend_isa_name(cpu_backend_isa(b)), bw);
+    double peak[PEAK_COUNT] = {0}; /* GFLOP/s of each multiply on all threads */
+    if (cpu_backend_isa(b) == CPU_ISA_AVX512)
+        for (int p = 0; p < PEAK_COUNT; p++) {
+            peak[p] = peak_rate(p, threads) * peak_ops[p] * 1e-9;
+            if (peak[p] > 0)
+                printf("multiply ceiling: %-20s %7.1f GFLOP/s on %d threads\n", peak_names[p],
+                       peak[p], threads);
+        }
     for (size_t si = 0; si < n_shapes; si++)
         for (int mi = 0; mi < n_ms; mi++)
             for (int di = 0; di < n_dts; di++) {
@@ -112,10 +231,14 @@ int main(int argc, char **argv) {
                     fprintf(stderr, "bench: %s\n", err.msg);
                     continue;
                 }
+                double gflops = 2.0 * m * n * k / sec * 1e-9, ceil = peak[peak_kind_of(dt)];
                 printf("%-4s %-24s [%6d,%5d] m=%-4d %8.3f ms %6.1f GB/s (%3.0f%% of read bw) "
-                       "%7.1f GFLOP/s\n",
+                       "%7.1f GFLOP/s",
                        dtype_name(dt), shapes[si].what, n, k, m, sec * 1e3, gbs, 100 * gbs / bw,
-                       2.0 * m * n * k / sec * 1e-9);
+                       gflops);
+                if (m >= 8 && ceil > 0)
+                    printf(" (%3.0f%% of %s)", 100 * gflops / ceil, peak_names[peak_kind_of(dt)]);
+                printf("\n");
             }
     printf("streaming read after: %.1f GB/s\n", cpu_membw_read_gbs(b, (size_t)1 << 30));
     backend_destroy(b);
