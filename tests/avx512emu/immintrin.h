@@ -1,5 +1,5 @@
 /* immintrin.h (tests/avx512emu) - stands in for the compiler's header when
- * test_qmatmul_avx512.sh builds an AVX-512 kernel file for a CPU without AVX-512: SIMDe
+ * test_avx512_kernels.sh builds an AVX-512 kernel file for a CPU without AVX-512: SIMDe
  * (libsimde-dev) implements the intrinsics in portable C under their own names, and the
  * few this SIMDe release lacks are written out below, each as the Intel guide defines it.
  * Test-only: never on the include path of the real build. */
@@ -115,5 +115,71 @@ EMU_FMA(emu_fnmadd_ps512, simde__m512, 16, -)
 /* This SIMDe release aliases _mm512_madd_epi16 with the masked form's four arguments. */
 #undef _mm512_madd_epi16
 #define _mm512_madd_epi16 simde_mm512_madd_epi16
+
+/* ---- for cpu_matmul_avx512.c ---- */
+
+/* Masked loads touch only the selected elements, as the hardware's never fault past them. */
+#define EMU_MASKZ_LOAD(name, type, elem, n, mask_t)                                                \
+    static inline type name(mask_t k, const void *p) {                                             \
+        elem a[n] = {0};                                                                           \
+        for (int i = 0; i < n; i++)                                                                \
+            if ((k >> i) & 1) memcpy(&a[i], (const elem *)p + i, sizeof(elem));                    \
+        type o;                                                                                    \
+        memcpy(&o, a, sizeof a);                                                                   \
+        return o;                                                                                  \
+    }
+EMU_MASKZ_LOAD(emu_maskz_loadu_epi16_512, simde__m512i, uint16_t, 32, simde__mmask32)
+EMU_MASKZ_LOAD(emu_maskz_loadu_epi16_256, simde__m256i, uint16_t, 16, simde__mmask16)
+EMU_MASKZ_LOAD(emu_maskz_loadu_ps_512, simde__m512, float, 16, simde__mmask16)
+#define _mm512_maskz_loadu_epi16 emu_maskz_loadu_epi16_512
+#define _mm256_maskz_loadu_epi16 emu_maskz_loadu_epi16_256
+#define _mm512_maskz_loadu_ps emu_maskz_loadu_ps_512
+
+static inline void emu_mask_storeu_epi16_256(void *p, simde__mmask16 k, simde__m256i v) {
+    uint16_t a[16];
+    memcpy(a, &v, sizeof a);
+    for (int i = 0; i < 16; i++)
+        if ((k >> i) & 1) memcpy((uint16_t *)p + i, &a[i], 2);
+}
+#define _mm256_mask_storeu_epi16 emu_mask_storeu_epi16_256
+
+static inline simde__m512i emu_cvtepu16_epi32(simde__m256i v) {
+    uint16_t a[16];
+    uint32_t o[16];
+    memcpy(a, &v, sizeof a);
+    for (int i = 0; i < 16; i++) o[i] = a[i];
+    simde__m512i r;
+    memcpy(&r, o, sizeof o);
+    return r;
+}
+#define _mm512_cvtepu16_epi32 emu_cvtepu16_epi32
+
+/* vcvtneps2bf16: nearest even, NaN quieted, subnormal inputs read as zero. Returned as the
+ * integer vector the kernel casts it to. */
+static inline simde__m256i emu_cvtneps_pbh(simde__m512 v) {
+    uint32_t a[16];
+    uint16_t o[16];
+    memcpy(a, &v, sizeof a);
+    for (int i = 0; i < 16; i++) {
+        uint32_t u = a[i];
+        if ((u & 0x7fffffffu) > 0x7f800000u) o[i] = (uint16_t)((u >> 16) | 0x40);
+        else if ((u & 0x7f800000u) == 0) o[i] = (uint16_t)((u >> 16) & 0x8000);
+        else o[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+    }
+    simde__m256i r;
+    memcpy(&r, o, sizeof o);
+    return r;
+}
+#define _mm512_cvtneps_pbh emu_cvtneps_pbh
+
+/* The compiler's tree: halves of 512, of 256, then pairs 2 apart, then 1. */
+static inline float emu_reduce_add_ps(simde__m512 v) {
+    float a[16];
+    memcpy(a, &v, sizeof a);
+    for (int w = 8; w >= 1; w /= 2)
+        for (int i = 0; i < w; i++) a[i] = a[i] + a[i + w];
+    return a[0];
+}
+#define _mm512_reduce_add_ps emu_reduce_add_ps
 
 #endif

@@ -1,5 +1,5 @@
 /* qmatmul_avx512_emu.c - kernels/cpu/cpu_qmatmul_avx512.c, built against SIMDe by
- * test_qmatmul_avx512.sh (its cpu_qmatmul_avx512 renamed cpu_qmatmul_avx512_emu), must give
+ * test_avx512_kernels.sh (its cpu_qmatmul_avx512 renamed cpu_qmatmul_avx512_emu), must give
  * the bits of the scalar reference cpu_qmatmul_ref, as on a real AVX-512 machine
  * (tests/unit/test_cpu_qmatmul.c checks that there): every block type, reference-quantized
  * and raw random blocks, odd block counts (the lone last Q8_0 / Q4_0 block), and m from 1

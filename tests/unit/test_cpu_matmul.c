@@ -134,7 +134,11 @@ static void test_batch_invariance(void) {
                                     /* task ranges long enough for AVX2's decode to take a
                                      * tile's W rows from four streams, the last range with
                                      * rows left over */
-                                    {5, 1001, 64}};
+                                    {5, 1001, 64},
+                                    /* prefill tiles at wide k with a tail, and a row block
+                                     * of 92 */
+                                    {40, 11, 6177},
+                                    {100, 7, 2112}};
     static const dtype dts[] = {DTYPE_BF16, DTYPE_F32, DTYPE_F16};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes * 3; si++) {
         int m = shapes[si / 3][0], n = shapes[si / 3][1], k = shapes[si / 3][2];
