@@ -169,6 +169,20 @@ AI void qm_rows32_2w(float *out, int ldo, const cpu_qrows *x, const void *w, dty
 }
 #endif
 
+#ifdef QM_TILE_Q4K_2W
+/* Q4_K decode of one x row where the including file pairs W rows
+ * (QM_TILE_Q4K_2W(out, x, w0, w1, nb), out[0] and out[1]); a last odd row alone. */
+AI void qm_rows_q4k_2w(float *out, const cpu_qrows *x, const void *w, int k, int n0, int n1) {
+    size_t rb = dtype_row_bytes(DTYPE_Q4_K, k);
+    int j = n0;
+    for (; j + 2 <= n1; j += 2) {
+        const char *wj = (const char *)w + (size_t)j * rb;
+        QM_TILE_Q4K_2W(out + j, x, (const quant_block_q4_k *)wj,
+                       (const quant_block_q4_k *)(wj + rb), k / 256);
+    }
+    if (j < n1) qm_rows(out, 1, x, w, DTYPE_Q4_K, k, 1, j, n1, 1, 4);
+}
+#endif
 /* Rows of the prefill tiles: 4, or 8 where the including file's tiles take 8. */
 #ifndef QM_PREFILL_ROWS
 #define QM_PREFILL_ROWS 4
@@ -204,6 +218,12 @@ QM_PREFILL(q6_k, qm_rows(out, ldo, x, w, DTYPE_Q6_K, k, m, n0, n1, 0, QM_PREFILL
 
 void QM_ENTRY(float *restrict out, int ldo, const cpu_qrows *x, const void *restrict w, dtype dt,
               int k, int m, int n0, int n1) {
+#ifdef QM_TILE_Q4K_2W
+    if (dt == DTYPE_Q4_K && m == 1) {
+        qm_rows_q4k_2w(out, x, w, k, n0, n1);
+        return;
+    }
+#endif
     switch (dt) {
         QM_CASE(DTYPE_Q8_0, q8_0)
         QM_CASE(DTYPE_Q4_0, q4_0)

@@ -116,7 +116,7 @@ EMU_FMA(emu_fnmadd_ps512, simde__m512, 16, -)
 #undef _mm512_madd_epi16
 #define _mm512_madd_epi16 simde_mm512_madd_epi16
 
-/* ---- for cpu_matmul_avx512.c ---- */
+/* ---- for cpu_matmul_avx512.c (and the Q4_K decode's pair of rows) ---- */
 
 /* Masked loads touch only the selected elements, as the hardware's never fault past them. */
 #define EMU_MASKZ_LOAD(name, type, elem, n, mask_t)                                                \
@@ -153,6 +153,17 @@ static inline simde__m512i emu_cvtepu16_epi32(simde__m256i v) {
     return r;
 }
 #define _mm512_cvtepu16_epi32 emu_cvtepu16_epi32
+
+static inline simde__m512i emu_cvtepu8_epi16(simde__m256i v) {
+    uint8_t a[32];
+    uint16_t o[32];
+    memcpy(a, &v, sizeof a);
+    for (int i = 0; i < 32; i++) o[i] = a[i];
+    simde__m512i r;
+    memcpy(&r, o, sizeof o);
+    return r;
+}
+#define _mm512_cvtepu8_epi16 emu_cvtepu8_epi16
 
 /* vcvtneps2bf16: nearest even, NaN quieted, subnormal inputs read as zero. Returned as the
  * integer vector the kernel casts it to. */
