@@ -7,7 +7,8 @@
  * QM_TILE32, QM_TILE_Q4K and QM_TILE_Q6K (each (out, ldo, x, i0, w, [dt,] nb, R, PF)), as the
  * entry point QM_ENTRY (a cpu_qmatmul_fn): define the four (and QM_PREFILL_ROWS 8 where the
  * tiles take R up to 8, not 4; QM_TILE32_2W where a prefill tile takes two W rows of a
- * 32-element type), then include this header. */
+ * 32-element type; QM_TILE_Q4K_2W where the Q4_K decode of one x row takes two W rows), then
+ * include this header. */
 #ifndef STRATA_CPU_QMATMUL_ISA_H
 #define STRATA_CPU_QMATMUL_ISA_H
 
