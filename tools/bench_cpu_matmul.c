@@ -237,7 +237,7 @@ int main(int argc, char **argv) {
                        dtype_name(dt), shapes[si].what, n, k, m, sec * 1e3, gbs, 100 * gbs / bw,
                        gflops);
                 if (m >= 8 && ceil > 0)
-                    printf(" (%3.0f%% of %s)", 100 * gflops / ceil, peak_names[peak_kind_of(dt)]);
+                    printf(" (%3.0f%% of %s)", 100 * gflops / ceil, peak_names[pk]);
                 printf("\n");
             }
     printf("streaming read after: %.1f GB/s\n", cpu_membw_read_gbs(b, (size_t)1 << 30));

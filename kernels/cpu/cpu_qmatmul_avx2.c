@@ -102,20 +102,6 @@ static const uint8_t q2_bcast16[8][32] __attribute__((aligned(32))) = {
 #undef Q2_B
 };
 
-/* The 8 scales (bytes 0-7) and mins (bytes 8-15) of a Q4_K block: quant_q4_k_scales on
- * 32-bit lanes, four sub-blocks at a time (w = the block's 12 scale bytes and 4 more). */
-AI __m128i q2_q4k_scales(const uint8_t *s) {
-    __m128i v = _mm_loadu_si128((const __m128i *)s);
-    __m128i lo = _mm_and_si128(v, _mm_set1_epi32(0x3f3f3f3f)); /* sc0-3, m0-3 */
-    /* bytes 8-11 give the low nibbles of sc4-7 and (>> 4) of m4-7, the top 2 bits of bytes
-     * 0-3 and 4-7 their high bits */
-    __m128i nib = _mm_srlv_epi32(_mm_shuffle_epi32(v, 0xaa), _mm_setr_epi32(0, 4, 0, 0));
-    __m128i top =
-        _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(v, 6), _mm_set1_epi32(0x03030303)), 4);
-    __m128i hi = _mm_or_si128(_mm_and_si128(nib, _mm_set1_epi32(0x0f0f0f0f)), top);
-    return _mm_unpacklo_epi32(lo, hi);
-}
-
 AI void q2_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant_block_q4_k *w,
                     int nb, const int R, const int PF) {
     const __m256i m4 = _mm256_set1_epi8(15);
@@ -126,7 +112,7 @@ AI void q2_tile_q4k(float *out, int ldo, const cpu_qrows *x, int i0, const quant
     qm_ktile_begin(&xr, acc, x, i0, R);
     for (int b = 0; b < nb; b++) {
         const quant_block_q4_k *wb = qm_block_pf(w + b, sizeof *w, PF);
-        __m128i sm8 = q2_q4k_scales(wb->scales);
+        __m128i sm8 = qm_q4k_scales(wb->scales);
         __m256i sc2 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm8)); /* sc0..7 twice */
         __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, dup_m));
         __m256i sumi[8];

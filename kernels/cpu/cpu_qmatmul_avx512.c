@@ -167,18 +167,6 @@ static const uint16_t q5_q6k_idx[4][32] __attribute__((aligned(64))) = {
 };
 #undef Q5_I16
 
-/* The 8 scales (bytes 0-7) and mins (bytes 8-15) of a Q4_K block: quant_q4_k_scales on
- * 32-bit lanes, as cpu_qmatmul_avx2.c does it (s = the 12 scale bytes and 4 more). */
-AI __m128i q5_q4k_scales(const uint8_t *s) {
-    __m128i v = _mm_loadu_si128((const __m128i *)s);
-    __m128i lo = _mm_and_si128(v, _mm_set1_epi32(0x3f3f3f3f));
-    __m128i nib = _mm_srlv_epi32(_mm_shuffle_epi32(v, 0xaa), _mm_setr_epi32(0, 4, 0, 0));
-    __m128i top =
-        _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(v, 6), _mm_set1_epi32(0x03030303)), 4);
-    __m128i hi = _mm_or_si128(_mm_and_si128(nib, _mm_set1_epi32(0x0f0f0f0f)), top);
-    return _mm_unpacklo_epi32(lo, hi);
-}
-
 /* The 8 canonical lanes of a 16-lane integer sum over 64-value groups: lanes t and t + 8
  * hold the same element positions of two sub-blocks (exact integer adds). */
 AI __m256i q5_fold(__m512i v) {
@@ -236,7 +224,7 @@ AI void q5_tile_q4k_in(float *out, int ldo, const cpu_qrows *x, int i0, const qu
     q5_ktile_begin(&xr, acc, acc2, x, i0, R);
     for (int b = 0; b < nb; b++) {
         const quant_block_q4_k *wb = qm_block_pf(w + b, sizeof *w, PF);
-        __m128i sm8 = q5_q4k_scales(wb->scales);
+        __m128i sm8 = qm_q4k_scales(wb->scales);
         __m512i sm16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm8));
         __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, dup_m));
 #pragma GCC unroll 8
@@ -292,19 +280,6 @@ AI void q5_tile_q4k_in(float *out, int ldo, const cpu_qrows *x, int i0, const qu
  * scale steps serve two rows, where the one-row tile spent them on one (about a third of a
  * block's vector work). Each lane sees the operations of q5_tile_q4k_in's R = 1 lane, in the
  * same order, so the bits are the same. */
-AI __m256i q5_q4k_scales2(const uint8_t *sa, const uint8_t *sb) { /* q5_q4k_scales of both */
-    __m256i v =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)sa)),
-                                _mm_loadu_si128((const __m128i *)sb), 1);
-    __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0x3f3f3f3f));
-    __m256i nib =
-        _mm256_srlv_epi32(_mm256_shuffle_epi32(v, 0xaa), _mm256_setr_epi32(0, 4, 0, 0, 0, 4, 0, 0));
-    __m256i top = _mm256_slli_epi32(
-        _mm256_and_si256(_mm256_srli_epi32(v, 6), _mm256_set1_epi32(0x03030303)), 4);
-    __m256i hi = _mm256_or_si256(_mm256_and_si256(nib, _mm256_set1_epi32(0x0f0f0f0f)), top);
-    return _mm256_unpacklo_epi32(lo, hi);
-}
-
 AI void q5_tile_q4k_2w(float *out, const cpu_qrows *x, const quant_block_q4_k *wa,
                        const quant_block_q4_k *wb, int nb) {
     const __m512i m4 = _mm512_set1_epi8(15);
@@ -325,7 +300,7 @@ AI void q5_tile_q4k_2w(float *out, const cpu_qrows *x, const quant_block_q4_k *w
     for (int b = 0; b < nb; b++) {
         const quant_block_q4_k *pa = qm_block_pf(wa + b, sizeof *wa, 1);
         const quant_block_q4_k *pb = qm_block_pf(wb + b, sizeof *wb, 1);
-        __m256i sm8 = q5_q4k_scales2(pa->scales, pb->scales);
+        __m256i sm8 = qm_q4k_scales2(pa->scales, pb->scales);
         __m512i sm16 = _mm512_cvtepu8_epi16(sm8);
         __m512i mins = _mm512_cvtepu8_epi16(_mm256_shuffle_epi8(sm8, dup_m));
         __m512i sa = _mm512_setzero_si512(), sb = _mm512_setzero_si512();

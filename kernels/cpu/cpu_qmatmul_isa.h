@@ -1,6 +1,6 @@
 /* cpu_qmatmul_isa.h - what the AVX2 and AVX-512 files of the quantized matmul share, included
  * by those two only (their flags give it AVX2): the x rows a tile reads, the prefetch of the
- * decode weight stream, the int8 weights of a 32-block, cpu_qmatmul_hsum8's order, a K-quant
+ * decode weight stream, the int8 weights of a 32-block, a Q4_K block's scales, cpu_qmatmul_hsum8's order, a K-quant
  * tile's start and end, and the W-row loop with its dtype dispatch.
  *
  * The loop is instantiated once per including file around that file's tile kernels, named by
@@ -88,6 +88,35 @@ AI __m256i qm_w32(const void *w, dtype dt, int b) {
     h = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
     v = _mm256_or_si256(v, _mm256_and_si256(h, _mm256_set1_epi8(16)));
     return _mm256_sub_epi8(v, _mm256_set1_epi8(16));
+}
+
+/* The 8 scales (bytes 0-7) and mins (bytes 8-15) of a Q4_K block in each 128-bit lane of v,
+ * whose lane holds the block's 12 scale bytes and 4 more: quant_q4_k_scales on 32-bit lanes,
+ * four sub-blocks at a time. Every step stays in its lane, so two blocks cost one pass. */
+AI __m256i qm_q4k_scales_lanes(__m256i v) {
+    __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0x3f3f3f3f)); /* sc0-3, m0-3 */
+    /* bytes 8-11 give the low nibbles of sc4-7 and (>> 4) of m4-7, the top 2 bits of bytes
+     * 0-3 and 4-7 their high bits */
+    __m256i nib =
+        _mm256_srlv_epi32(_mm256_shuffle_epi32(v, 0xaa), _mm256_setr_epi32(0, 4, 0, 0, 0, 4, 0, 0));
+    __m256i top = _mm256_slli_epi32(
+        _mm256_and_si256(_mm256_srli_epi32(v, 6), _mm256_set1_epi32(0x03030303)), 4);
+    __m256i hi = _mm256_or_si256(_mm256_and_si256(nib, _mm256_set1_epi32(0x0f0f0f0f)), top);
+    return _mm256_unpacklo_epi32(lo, hi);
+}
+
+/* Of one block (s = its scales field). */
+AI __m128i qm_q4k_scales(const uint8_t *s) {
+    __m256i v = _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)s));
+    return _mm256_castsi256_si128(qm_q4k_scales_lanes(v));
+}
+
+/* Of two blocks: block a in the low lane, b in the high one. */
+AI __m256i qm_q4k_scales2(const uint8_t *sa, const uint8_t *sb) {
+    __m256i v =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)sa)),
+                                _mm_loadu_si128((const __m128i *)sb), 1);
+    return qm_q4k_scales_lanes(v);
 }
 
 /* cpu_qmatmul_hsum8's order. */

@@ -143,26 +143,20 @@ static inline void emu_mask_storeu_epi16_256(void *p, simde__mmask16 k, simde__m
 }
 #define _mm256_mask_storeu_epi16 emu_mask_storeu_epi16_256
 
-static inline simde__m512i emu_cvtepu16_epi32(simde__m256i v) {
-    uint16_t a[16];
-    uint32_t o[16];
-    memcpy(a, &v, sizeof a);
-    for (int i = 0; i < 16; i++) o[i] = a[i];
-    simde__m512i r;
-    memcpy(&r, o, sizeof o);
-    return r;
-}
+/* Zero extension of n lanes of in_t to out_t. */
+#define EMU_WIDEN(name, vin, in_t, vout, out_t, n)                                                 \
+    static inline vout name(vin v) {                                                               \
+        in_t a[n];                                                                                 \
+        out_t o[n];                                                                                \
+        memcpy(a, &v, sizeof a);                                                                   \
+        for (int i = 0; i < n; i++) o[i] = a[i];                                                   \
+        vout r;                                                                                    \
+        memcpy(&r, o, sizeof o);                                                                   \
+        return r;                                                                                  \
+    }
+EMU_WIDEN(emu_cvtepu16_epi32, simde__m256i, uint16_t, simde__m512i, uint32_t, 16)
+EMU_WIDEN(emu_cvtepu8_epi16, simde__m256i, uint8_t, simde__m512i, uint16_t, 32)
 #define _mm512_cvtepu16_epi32 emu_cvtepu16_epi32
-
-static inline simde__m512i emu_cvtepu8_epi16(simde__m256i v) {
-    uint8_t a[32];
-    uint16_t o[32];
-    memcpy(a, &v, sizeof a);
-    for (int i = 0; i < 32; i++) o[i] = a[i];
-    simde__m512i r;
-    memcpy(&r, o, sizeof o);
-    return r;
-}
 #define _mm512_cvtepu8_epi16 emu_cvtepu8_epi16
 
 /* vcvtneps2bf16: nearest even, NaN quieted, subnormal inputs read as zero. Returned as the

@@ -14,20 +14,21 @@ BUILD=${BUILD:-build}
 SAN=${SAN:-}
 out="$BUILD/tests/avx512emu"
 mkdir -p "$out"
+# emu_run TEST KERNEL -D...: the kernel file built against SIMDe with its entry points renamed
+# by the -D flags, linked with the test of that name beside this script (TEST plus .c), and run.
 # -std=gnu11: SIMDe needs GNU extensions; no -mavx512*: SIMDe's C stands in for them
-cc -std=gnu11 -O1 -D_GNU_SOURCE -Itests/avx512emu -I. -w -Wno-psabi $SAN \
-    -Dcpu_qmatmul_avx512=cpu_qmatmul_avx512_emu -c kernels/cpu/cpu_qmatmul_avx512.c \
-    -o "$out/cpu_qmatmul_avx512_emu.o"
-cc -std=gnu11 -O1 -D_GNU_SOURCE -I. $SAN tests/avx512emu/qmatmul_avx512_emu.c \
-    "$out/cpu_qmatmul_avx512_emu.o" "$BUILD/libstrata.a" -o "$out/qmatmul_avx512_emu" \
-    -lm -ldl -pthread
-"$out/qmatmul_avx512_emu"
-cc -std=gnu11 -O1 -D_GNU_SOURCE -Itests/avx512emu -I. -w -Wno-psabi $SAN \
+emu_run() {
+    local name=$1 kernel=$2
+    shift 2
+    cc -std=gnu11 -O1 -D_GNU_SOURCE -Itests/avx512emu -I. -w -Wno-psabi $SAN "$@" \
+        -c "$kernel" -o "$out/$name.kernel.o"
+    cc -std=gnu11 -O1 -D_GNU_SOURCE -I. $SAN "tests/avx512emu/$name.c" "$out/$name.kernel.o" \
+        "$BUILD/libstrata.a" -o "$out/$name" -lm -ldl -pthread
+    "$out/$name"
+}
+emu_run qmatmul_avx512_emu kernels/cpu/cpu_qmatmul_avx512.c \
+    -Dcpu_qmatmul_avx512=cpu_qmatmul_avx512_emu
+emu_run matmul_avx512_emu kernels/cpu/cpu_matmul_avx512.c \
     -Dcpu_matmul_bf16_avx512=cpu_matmul_bf16_avx512_emu \
     -Dcpu_matmul_f32_avx512=cpu_matmul_f32_avx512_emu \
-    -Dcpu_pack_bf16_avx512=cpu_pack_bf16_avx512_emu -c kernels/cpu/cpu_matmul_avx512.c \
-    -o "$out/cpu_matmul_avx512_emu.o"
-cc -std=gnu11 -O1 -D_GNU_SOURCE -I. $SAN tests/avx512emu/matmul_avx512_emu.c \
-    "$out/cpu_matmul_avx512_emu.o" "$BUILD/libstrata.a" -o "$out/matmul_avx512_emu" \
-    -lm -ldl -pthread
-"$out/matmul_avx512_emu"
+    -Dcpu_pack_bf16_avx512=cpu_pack_bf16_avx512_emu
