@@ -53,19 +53,26 @@ void cpu_quantize_x_avx2(int8_t *restrict q, float *restrict d, const float *res
 
 /* ---- Q8_0 and Q4_0 ---- */
 
-/* Block b of R rows into acc (the even or the odd accumulators). */
-AI void q2_block32(__m256 *acc, const int8_t *const *xq, const float *const *xd, const void *w,
-                   dtype dt, int b, const int R) {
+/* Block b of R rows into acc (the even or the odd accumulators), s[r] the product d_w · d_x
+ * of row r's block in every lane. */
+AI void q2_block32_s(__m256 *acc, const int8_t *const *xq, const __m256 *s, const void *w, dtype dt,
+                     int b, const int R) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i wv = qm_w32(w, dt, b), aw = _mm256_abs_epi8(wv);
-    __m256 dw = _mm256_set1_ps(qm_d32(w, dt, b));
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
         __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xq[r] + 32 * b)), wv);
         __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
-        __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[r] + b));
-        acc[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), acc[r]);
+        acc[r] = _mm256_fmadd_ps(s[r], _mm256_cvtepi32_ps(p), acc[r]);
     }
+}
+
+AI void q2_block32(__m256 *acc, const int8_t *const *xq, const float *const *xd, const void *w,
+                   dtype dt, int b, const int R) {
+    __m256 dw = _mm256_set1_ps(qm_d32(w, dt, b)), s[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) s[r] = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[r] + b));
+    q2_block32_s(acc, xq, s, w, dt, b, R);
 }
 
 AI void q2_tile32(float *out, int ldo, const cpu_qrows *x, int i0, const void *w, dtype dt, int nb,
@@ -77,6 +84,22 @@ AI void q2_tile32(float *out, int ldo, const cpu_qrows *x, int i0, const void *w
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
     int b = 0;
+    /* Decode: the scale products of 8 blocks at once (qm_d8), each block's broadcast by one
+     * permute. */
+    for (; PF && b + 8 <= nb; b += 8) {
+        __m256 d8 = qm_d8(w, dt, b), s8[8];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) s8[r] = _mm256_mul_ps(d8, _mm256_loadu_ps(xr.d[r] + b));
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) {
+            __m256 s[8];
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+                s[r] = _mm256_permutevar8x32_ps(s8[r], _mm256_set1_epi32(i));
+            if (i % 2 == 0) _mm_prefetch((const char *)w + (b + i) * bsz + QM_PF, _MM_HINT_T0);
+            q2_block32_s(i % 2 ? acc1 : acc0, xr.q, s, w, dt, b + i, R);
+        }
+    }
     for (; b + 2 <= nb; b += 2) {
         if (PF) _mm_prefetch((const char *)w + b * bsz + QM_PF, _MM_HINT_T0);
         q2_block32(acc0, xr.q, xr.d, w, dt, b, R);

@@ -19,39 +19,65 @@
 
 /* ---- Q8_0 and Q4_0 ---- */
 
-/* Blocks b and b + 1 as 64 int8 weights in element order (Q4_0: nibbles minus 8). */
+/* Blocks b and b + 1 as 64 int8 weights in element order (Q4_0: nibbles minus 8; Q5_0:
+ * nibbles plus 16 times the fifth bits, minus 16). */
 AI __m512i q5_w64(const void *w, dtype dt, int b) {
-    if (dt != DTYPE_Q4_0)
+    if (dt == DTYPE_Q8_0)
         return _mm512_inserti64x4(_mm512_castsi256_si512(qm_w32(w, dt, b)), qm_w32(w, dt, b + 1),
                                   1);
-    const quant_block_q4_0 *q = (const quant_block_q4_0 *)w + b;
-    __m256i t = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)q[1].qs),
-                                 _mm_loadu_si128((const __m128i *)q[0].qs));
+    const uint8_t *qs0, *qs1;
+    if (dt == DTYPE_Q4_0) {
+        qs0 = ((const quant_block_q4_0 *)w)[b].qs;
+        qs1 = ((const quant_block_q4_0 *)w)[b + 1].qs;
+    } else {
+        qs0 = ((const quant_block_q5_0 *)w)[b].qs;
+        qs1 = ((const quant_block_q5_0 *)w)[b + 1].qs;
+    }
+    __m256i t = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)qs1),
+                                 _mm_loadu_si128((const __m128i *)qs0));
     /* [lo0 lo1 hi0 hi1] -> [lo0 hi0 lo1 hi1]: each block's low nibbles, then its high */
     __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);
     u = _mm512_and_si512(_mm512_shuffle_i64x2(u, u, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(15));
-    return _mm512_sub_epi8(u, _mm512_set1_epi8(8));
+    if (dt == DTYPE_Q4_0) return _mm512_sub_epi8(u, _mm512_set1_epi8(8));
+    /* qh's bit e is element e's fifth bit, so the two blocks' qh are the byte mask of the
+     * elements that keep their nibble; the others are the nibble minus 16 */
+    uint32_t h0, h1;
+    memcpy(&h0, ((const quant_block_q5_0 *)w)[b].qh, sizeof h0);
+    memcpy(&h1, ((const quant_block_q5_0 *)w)[b + 1].qh, sizeof h1);
+    __mmask64 keep = (__mmask64)h0 | (__mmask64)h1 << 32;
+    return _mm512_mask_sub_epi8(u, ~keep, u, _mm512_set1_epi8(16));
 }
 
-/* Blocks b (lanes 0-7) and b + 1 (lanes 8-15) of R rows. */
-AI void q5_pair32(__m512 *acc, const int8_t *const *xq, const float *const *xd, const void *w,
-                  dtype dt, int b, const int R) {
+/* Blocks b (lanes 0-7) and b + 1 (lanes 8-15) of R rows, s[r] the products d_w · d_x of the
+ * two blocks in those lanes. */
+AI void q5_pair32_s(__m512 *acc, const int8_t *const *xq, const __m512 *s, const void *w, dtype dt,
+                    int b, const int R) {
     const __m512i zero = _mm512_setzero_si512();
-    const __m512i two = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     __m512i wv = q5_w64(w, dt, b), aw = _mm512_abs_epi8(wv);
     __mmask64 neg = _mm512_movepi8_mask(wv);
-    __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(qm_d32(w, dt, b)),
-                                   _mm256_set1_ps(qm_d32(w, dt, b + 1)), 1);
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
         __m512i xv = _mm512_loadu_si512(xq[r] + 32 * b);
         __m512i p = _mm512_dpbusd_epi32(zero, aw, _mm512_mask_sub_epi8(xv, neg, zero, xv));
+        acc[r] = _mm512_fmadd_ps(s[r], _mm512_cvtepi32_ps(p), acc[r]);
+    }
+}
+
+AI void q5_pair32(__m512 *acc, const int8_t *const *xq, const float *const *xd, const void *w,
+                  dtype dt, int b, const int R) {
+    const __m512i two = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(qm_d32(w, dt, b)),
+                                   _mm256_set1_ps(qm_d32(w, dt, b + 1)), 1);
+    __m512 s[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
         double dd;
         memcpy(&dd, xd[r] + b, sizeof dd); /* d_x of blocks b and b + 1 */
         __m512 dx =
             _mm512_permutexvar_ps(two, _mm512_castps128_ps512(_mm_castpd_ps(_mm_set_sd(dd))));
-        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(p), acc[r]);
+        s[r] = _mm512_mul_ps(dw, dx);
     }
+    q5_pair32_s(acc, xq, s, w, dt, b, R);
 }
 
 /* The last block when the count is odd: an even block, so lanes 0-7. */
@@ -80,6 +106,26 @@ AI void q5_tile32_in(float *out, int ldo, const cpu_qrows *x, int i0, const void
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     int b = 0;
+    /* Decode: the scale products of 8 blocks at once (one conversion, one product per row),
+     * each pair's lanes taken out by one permute; the products are the same as q5_pair32's. */
+    for (; PF && b + 8 <= nb; b += 8) {
+        __m256 d8 = qm_d8(w, dt, b);
+        __m512 s8[8];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            s8[r] = _mm512_castps256_ps512(_mm256_mul_ps(d8, _mm256_loadu_ps(xr.d[r] + b)));
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            const __m512i sel = _mm512_setr_epi32(2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q,
+                                                  2 * q, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1,
+                                                  2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1);
+            __m512 s[8];
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) s[r] = _mm512_permutexvar_ps(sel, s8[r]);
+            _mm_prefetch((const char *)w + (b + 2 * q) * bsz + QM_PF, _MM_HINT_T0);
+            q5_pair32_s(acc, xr.q, s, w, dt, b + 2 * q, R);
+        }
+    }
     for (; b + 2 <= nb; b += 2) {
         if (PF) _mm_prefetch((const char *)w + b * bsz + QM_PF, _MM_HINT_T0);
         q5_pair32(acc, xr.q, xr.d, w, dt, b, R);

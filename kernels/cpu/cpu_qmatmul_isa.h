@@ -63,6 +63,18 @@ AI float qm_d32(const void *w, dtype dt, int b) {
     return _cvtsh_ss(d);
 }
 
+/* The f16 scales of blocks b .. b + 7 of a 32-element type as f32: a decode step converts
+ * them in one instruction and forms their products with x's scales in one more, where each
+ * block took a conversion and a product of its own (the products are the same). */
+AI __m256 qm_d8(const void *w, dtype dt, int b) {
+    const size_t st = qm_bytes32(dt);
+    const char *p = (const char *)w + (size_t)b * st;
+    uint16_t d[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) memcpy(&d[i], p + i * st, sizeof d[i]);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+}
+
 /* Block b's weights as int8 in element order: Q8_0 as stored, Q4_0 its nibbles minus 8, Q5_0
  * its nibbles with the fifth bits from qh, minus 16. */
 AI __m256i qm_w32(const void *w, dtype dt, int b) {

@@ -123,7 +123,7 @@ static void check_shape(int m, int n, int k, dtype dt, int raw) {
 
 static void test_against_reference_and_isas(void) {
     /* k: one block, odd block counts, the widths the models have */
-    static const int k32[] = {32, 96, 160, 1024, 2048};
+    static const int k32[] = {32, 96, 160, 352, 1024, 2048};
     static const int k256[] = {256, 768, 1536, 3072};
     static const int ms[] = {1, 3, 4, 5, 8, 13, 17};
     static const int ns[] = {1, 7, 33};
@@ -131,7 +131,7 @@ static void test_against_reference_and_isas(void) {
         dtype dt = qtypes[t];
         int big = dtype_block_elems(dt) == 256;
         const int *ks = big ? k256 : k32;
-        int nk = big ? 4 : 5;
+        int nk = big ? 4 : 6;
         for (int ki = 0; ki < nk; ki++)
             for (int mi = 0; mi < 7; mi++) check_shape(ms[mi], ns[(ki + mi) % 3], ks[ki], dt, 0);
         check_shape(8, 19, ks[nk - 1], dt, 1);
