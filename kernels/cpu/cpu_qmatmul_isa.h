@@ -1,7 +1,8 @@
 /* cpu_qmatmul_isa.h - what the AVX2 and AVX-512 files of the quantized matmul share, included
  * by those two only (their flags give it AVX2): the x rows a tile reads, the prefetch of the
- * decode weight stream, the int8 weights of a 32-block, a Q4_K block's scales, cpu_qmatmul_hsum8's order, a K-quant
- * tile's start and end, and the W-row loop with its dtype dispatch.
+ * decode weight stream, the int8 weights of a 32-block and the scales of 8 (qm_d8), a Q4_K
+ * block's scales, cpu_qmatmul_hsum8's order, a K-quant tile's start and end, and the W-row
+ * loop with its dtype dispatch.
  *
  * The loop is instantiated once per including file around that file's tile kernels, named by
  * QM_TILE32, QM_TILE_Q4K and QM_TILE_Q6K (each (out, ldo, x, i0, w, [dt,] nb, R, PF)), as the
