@@ -170,12 +170,24 @@ AI void qm_tile(float *out, int ldo, const cpu_qrows *x, int i0, const void *w, 
     }
 }
 
+/* Item i of n in the decode's visiting order: the first and the second half in turn (0, h,
+ * 1, h + 1, ...), so a core reads W as two streams far apart. One sequential stream keeps too
+ * few of a core's reads in flight to reach the read probe (each core alone reads at about
+ * half of it); a second one gave Q8_0 decode 6-11% more (BENCHMARKS.md). Short ranges, and
+ * prefill (PF = 0, bound by the multiplies), keep the plain order. */
+AI int qm_visit(int i, int n, const int PF) {
+    if (!PF || n < 8) return i;
+    int half = (n + 1) / 2;
+    return i & 1 ? half + i / 2 : i / 2;
+}
+
 /* One W row at a time against up to RW (4 or 8) x rows, so each W block is loaded and
  * unpacked once per RW rows. */
 AI void qm_rows(float *out, int ldo, const cpu_qrows *x, const void *w, dtype dt, int k, int m,
                 int n0, int n1, const int PF, const int RW) {
     size_t rb = dtype_row_bytes(dt, k);
-    for (int j = n0; j < n1; j++) {
+    for (int v = 0; v < n1 - n0; v++) {
+        int j = n0 + qm_visit(v, n1 - n0, PF);
         const void *wj = (const char *)w + (size_t)j * rb;
         float *oj = out + j;
         int i = 0;
@@ -217,13 +229,14 @@ AI void qm_rows32_2w(float *out, int ldo, const cpu_qrows *x, const void *w, dty
  * (QM_TILE_Q4K_2W(out, x, w0, w1, nb), out[0] and out[1]); a last odd row alone. */
 AI void qm_rows_q4k_2w(float *out, const cpu_qrows *x, const void *w, int k, int n0, int n1) {
     size_t rb = dtype_row_bytes(DTYPE_Q4_K, k);
-    int j = n0;
-    for (; j + 2 <= n1; j += 2) {
+    int pairs = (n1 - n0) / 2;
+    for (int v = 0; v < pairs; v++) {
+        int j = n0 + 2 * qm_visit(v, pairs, 1);
         const char *wj = (const char *)w + (size_t)j * rb;
         QM_TILE_Q4K_2W(out + j, x, (const quant_block_q4_k *)wj,
                        (const quant_block_q4_k *)(wj + rb), k / 256);
     }
-    if (j < n1) qm_rows(out, 1, x, w, DTYPE_Q4_K, k, 1, j, n1, 1, 4);
+    if (n0 + 2 * pairs < n1) qm_rows(out, 1, x, w, DTYPE_Q4_K, k, 1, n0 + 2 * pairs, n1, 1, 4);
 }
 #endif
 /* Rows of the prefill tiles: 4, or 8 where the including file's tiles take 8. */
