@@ -10,7 +10,9 @@
  * isa: scalar | avx2 | avx512 (default: the best this CPU runs); dtypes: bf16 (default),
  * f16, f32, and the block types q8_0 | q4_0 | q4_k | q6_k (GB/s counts the bytes of W as
  * stored, so a quantized W's roofline is its own bytes); m defaults to 1; with no NxK the
- * built-in decode shapes run. E.g. the quantized formats against bf16 on a 2B-class shape:
+ * built-in decode shapes run. ms, GB/s and GFLOP/s are the fastest call's, what the hardware
+ * can do; "median" is the median call's share of the read probe, what a decode step meets
+ * call after call on a shared machine (the two differ by 5-25% on a noisy VM). E.g. the quantized formats against bf16 on a 2B-class shape:
  *   build/bench_cpu_matmul -t 2 -m 1,8 -d bf16,q8_0,q4_0,q4_k,q6_k 6144x2048
  * and the prefill GEMM (GFLOP/s is the figure there; m rows of x share each weight read):
  *   build/bench_cpu_matmul -t 2 -m 128,1024 6144x2048 2048x6144 3584x1024 1024x3584
@@ -225,17 +227,18 @@ int main(int argc, char **argv) {
                 double wbytes = (double)n * (double)dtype_row_bytes(dt, k);
                 int reps = (int)(4e9 / (wbytes * (m > 8 ? m / 4 : 1)));
                 reps = reps < 3 ? 3 : reps > 400 ? 400 : reps;
-                double gbs = 0, sec = 0;
-                if (cpu_membw_matmul_gbs(b, n, k, dt, m, reps, &gbs, &sec, &err) != 0) {
+                double sec = 0, med = 0;
+                if (cpu_membw_matmul_time(b, n, k, dt, m, reps, &sec, &med, &err) != 0) {
                     fprintf(stderr, "bench: %s\n", err.msg);
                     continue;
                 }
                 int pk = peak_kind_of(dt);
+                double gbs = wbytes / sec * 1e-9, gbs_med = wbytes / med * 1e-9;
                 double gflops = 2.0 * m * n * k / sec * 1e-9, ceil = pk < 0 ? 0 : peak[pk];
-                printf("%-4s %-24s [%6d,%5d] m=%-4d %8.3f ms %6.1f GB/s (%3.0f%% of read bw) "
-                       "%7.1f GFLOP/s",
+                printf("%-4s %-24s [%6d,%5d] m=%-4d %8.3f ms %6.1f GB/s (%3.0f%% of read bw, "
+                       "median %3.0f%%) %7.1f GFLOP/s",
                        dtype_name(dt), shapes[si].what, n, k, m, sec * 1e3, gbs, 100 * gbs / bw,
-                       gflops);
+                       100 * gbs_med / bw, gflops);
                 if (m >= 8 && ceil > 0)
                     printf(" (%3.0f%% of %s)", 100 * gflops / ceil, peak_names[pk]);
                 printf("\n");

@@ -48,12 +48,12 @@ cpu_isa cpu_backend_isa(const backend *b);
  * and frees the buffer; 0 when it cannot allocate. Not for the step loop. Thread: the
  * backend's thread. */
 double cpu_membw_read_gbs(backend *b, size_t bytes);
-/* Bandwidth one matmul shape reaches: times reps calls of out[m, n] = x[m, k] · Wᵀ, each on
- * a different copy of a random W of dtype dt (together > 512 MiB, huge pages, so W comes
- * from memory as in decode), and returns the weight bytes per second of the fastest call in GB/s
- * through *gbs (and its seconds through *sec when not NULL). Allocates its own W, x, out.
- * Not for the step loop. */
-int cpu_membw_matmul_gbs(backend *b, int n, int k, dtype dt, int m, int reps, double *gbs,
-                         double *sec, strata_err *err);
+/* Seconds one matmul shape takes: times reps calls of out[m, n] = x[m, k] · Wᵀ, each on a
+ * different copy of a random W of dtype dt (together > 512 MiB, huge pages, so W comes from
+ * memory as in decode), and returns the fastest call's time through *best and the median
+ * call's through *median (when not NULL). Allocates its own W, x, out. Not for the step
+ * loop. */
+int cpu_membw_matmul_time(backend *b, int n, int k, dtype dt, int m, int reps, double *best,
+                          double *median, strata_err *err);
 
 #endif

@@ -50,7 +50,7 @@ double cpu_membw_read_gbs(backend *b, size_t bytes) {
      * matmul splits W), best window of three passes: a window is long next to a pool
      * wake-up (~1 ms vs ~10-20 us) and, visited in order through a buffer far larger than
      * the last-level cache, never cached; the best one is the least disturbed by other
-     * processes, which makes it comparable to cpu_membw_matmul_gbs's best call. */
+     * processes, which makes it comparable to cpu_membw_matmul_time's best call. */
     size_t win = ((size_t)32 << 20) / sizeof(float);
     if (win > n) win = n;
     cpu_membw_job j = {.n = win, .n_tasks = b->threads, .sum = c->k->sum};
@@ -72,11 +72,17 @@ double cpu_membw_read_gbs(backend *b, size_t bytes) {
     return best;
 }
 
-int cpu_membw_matmul_gbs(backend *b, int n, int k, dtype dt, int m, int reps, double *gbs,
-                         double *sec, strata_err *err) {
+static int cpu_membw_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int cpu_membw_matmul_time(backend *b, int n, int k, dtype dt, int m, int reps, double *best,
+                          double *median, strata_err *err) {
     size_t rb = dtype_row_bytes(dt, k);
     void *w = NULL, *tmpl = NULL;
     float *x = NULL, *out = NULL;
+    double *t = NULL;
     int rc = 0, quant = dtype_block_elems(dt) > 1;
     if (n <= 0 || k <= 0 || m <= 0 || reps <= 0 || rb == 0 ||
         (!quant && dt != DTYPE_BF16 && dt != DTYPE_F16 && dt != DTYPE_F32)) {
@@ -92,8 +98,9 @@ int cpu_membw_matmul_gbs(backend *b, int n, int k, dtype dt, int m, int reps, do
     w = cpu_membw_alloc(copies * wbytes);
     x = malloc((size_t)m * k * sizeof(float));
     out = malloc((size_t)m * n * sizeof(float));
+    t = malloc((size_t)reps * sizeof *t);
     tmpl = quant ? malloc(rb * TMPL_ROWS + (size_t)k * sizeof(float)) : NULL;
-    if (!w || !x || !out || (quant && !tmpl)) {
+    if (!w || !x || !out || !t || (quant && !tmpl)) {
         rc = strata_err_set(err, STRATA_ENOMEM, "matmul bench: out of memory for %zu x %dx%d",
                             copies, n, k);
         goto fail;
@@ -129,19 +136,19 @@ int cpu_membw_matmul_gbs(backend *b, int n, int k, dtype dt, int m, int reps, do
     for (size_t i = 0; i < (size_t)m * k; i++) x[i] = (float)(i % 13) * 0.01f;
     bk_weight wt = {.data = w, .dt = dt, .ndim = 2, .shape = {n, k}};
     b->ops->matmul(b, out, x, &wt, m); /* warm-up: page tables, worker wake-up */
-    /* Best of reps calls: on a shared machine the fastest call is the one least disturbed
-     * by other processes, and it is what the hardware can do. */
-    double dt_s = 1e30;
+    /* The fastest call is the one least disturbed by other processes on a shared machine,
+     * what the hardware can do; the median is what a decode step meets, call after call. */
     for (int r = 0; r < reps; r++) {
         wt.data = (char *)w + (size_t)((r + 1) % copies) * wbytes;
         double t0 = strata_now();
         b->ops->matmul(b, out, x, &wt, m);
-        double t = strata_now() - t0;
-        dt_s = t < dt_s ? t : dt_s;
+        t[r] = strata_now() - t0;
     }
-    *gbs = (double)(rb * (size_t)n) / dt_s * 1e-9;
-    if (sec) *sec = dt_s;
+    qsort(t, (size_t)reps, sizeof *t, cpu_membw_cmp_double);
+    *best = t[0];
+    if (median) *median = t[reps / 2];
 fail:
+    free(t);
     free(tmpl);
     free(out);
     free(x);
