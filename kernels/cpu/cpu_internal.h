@@ -69,6 +69,7 @@ typedef struct cpu_kernels {
     cpu_exp_sum_fn exp_sum;
     cpu_quantize_x_fn quantize_x; /* x of a matmul against block-typed W (cpu_qmatmul.h) */
     int q4k_swap_x;               /* qmatmul takes Q4_K's x as cpu_qrows_q4k_swap lays it out */
+    int lane_sums;                /* qmatmul's Q4_0 / Q5_0 decode takes x's lane sums */
     cpu_qmatmul_fn qmatmul;
 } cpu_kernels;
 

@@ -184,5 +184,6 @@ const cpu_kernels cpu_kernels_avx2 = {
     .sigmoid_mul = avx2_sigmoid_mul,
     .exp_sum = avx2_exp_sum,
     .quantize_x = cpu_quantize_x_avx2,
+    .lane_sums = 1,
     .qmatmul = cpu_qmatmul_avx2,
 };

@@ -163,5 +163,6 @@ const cpu_kernels cpu_kernels_avx512 = {
     .exp_sum = avx512_exp_sum,
     .quantize_x = cpu_quantize_x_avx2, /* not a hot loop: AVX2's is enough */
     .q4k_swap_x = 1,
+    .lane_sums = 1,
     .qmatmul = cpu_qmatmul_avx512,
 };

@@ -156,19 +156,29 @@ void cpu_qmatmul_ref(float *restrict out, int ldo, const cpu_qrows *x, const voi
 
 static size_t cpu_qmatmul_align(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* Row layout of quantized x for width k and x blocks of xblk (cpu_qrows). */
-static cpu_qrows cpu_qmatmul_layout(uint8_t *base, int k, int xblk) {
+/* Row layout of quantized x for width k and x blocks of xblk (cpu_qrows), with the lane
+ * sums when lanes. */
+static cpu_qrows cpu_qmatmul_layout(uint8_t *base, int k, int xblk, int lanes) {
     cpu_qrows r = {.base = base};
     r.doff = cpu_qmatmul_align((size_t)k);
     r.soff = r.doff + cpu_qmatmul_align(sizeof(float) * (size_t)(k / xblk));
     r.stride = r.soff + (xblk == 256 ? cpu_qmatmul_align(sizeof(int16_t) * (size_t)(k / 16)) : 0);
+    if (lanes) {
+        r.coff = r.stride;
+        r.stride += cpu_qmatmul_align(sizeof(int32_t) * (size_t)(k / 4));
+    }
     return r;
 }
 
 int cpu_qmatmul_max_k(void) {
-    /* a row takes at most 1 + 4/32 + 2/16 bytes per element plus alignment: 1.25 is safe
-     * (3.3 M elements, far past any model's width) */
-    return (int)(CPU_XB_BYTES / 5 * 4) & ~255;
+    /* a row takes at most 1 + 4/32 + 2/16 + 4/4 bytes per element plus alignment: 2.25 is
+     * safe (1.8 M elements, far past any model's width) */
+    return (int)(CPU_XB_BYTES / 9 * 4) & ~255;
+}
+
+void cpu_qrows_lane_sums(int32_t *c, const int8_t *q, int k, int off) {
+    for (int t = 0; t < k / 4; t++)
+        c[t] = -off * (q[4 * t] + q[4 * t + 1] + q[4 * t + 2] + q[4 * t + 3]);
 }
 
 typedef struct {
@@ -185,12 +195,16 @@ typedef struct {
     const cpu_kernels *kt;
 } cpu_qmatmul_job;
 
-/* Quantizes rows [lo, hi) of x, with the 16-value sums the K kernels take. */
+/* Quantizes rows [lo, hi) of x, with the 16-value sums the K kernels take and the lane sums
+ * where the layout has them. */
 static void cpu_qmatmul_quantize_rows(const cpu_qmatmul_job *j, int lo, int hi) {
     for (int i = lo; i < hi; i++) {
         uint8_t *row = j->qx + (size_t)i * j->rows.stride;
         int8_t *q = (int8_t *)row;
         j->kt->quantize_x(q, (float *)(row + j->rows.doff), j->x + (size_t)i * j->k, j->k, j->xblk);
+        if (j->rows.coff)
+            cpu_qrows_lane_sums((int32_t *)(row + j->rows.coff), q, j->k,
+                                j->dt == DTYPE_Q5_0 ? 16 : 8);
         if (j->xblk != 256) continue;
         int16_t *s = (int16_t *)(row + j->rows.soff);
         for (int g = 0; g < j->k / 16; g++) {
@@ -272,7 +286,8 @@ void cpu_qmatmul(backend *b, float *out, const float *x, const bk_weight *w, int
                          .k = k,
                          .xblk = wblk == 256 ? 256 : 32,
                          .kt = c->k};
-    j.rows = cpu_qmatmul_layout(j.qx, k, j.xblk);
+    int lanes = c->k->lane_sums && m < 8 && (w->dt == DTYPE_Q4_0 || w->dt == DTYPE_Q5_0);
+    j.rows = cpu_qmatmul_layout(j.qx, k, j.xblk, lanes);
     int rows = (int)(CPU_XB_BYTES / j.rows.stride);
     /* weight_prepare refuses a k that is not whole blocks or past cpu_qmatmul_max_k */
     assert(wblk > 1 && k % wblk == 0 && rows > 0);

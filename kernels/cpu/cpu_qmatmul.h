@@ -34,11 +34,11 @@
 #include "engine/base/quant.h"
 
 /* x rows quantized for one matmul. Row i: k int8 values at base + i·stride, the f32 block
- * scales at + doff, and (blocks of 256) the int16 sums of each 16 consecutive values at
- * + soff. */
+ * scales at + doff, (blocks of 256) the int16 sums of each 16 consecutive values at + soff,
+ * and, when coff is not 0, the lane sums of cpu_qrows_lane_sums at + coff. */
 typedef struct cpu_qrows {
     const uint8_t *base;
-    size_t stride, doff, soff;
+    size_t stride, doff, soff, coff;
 } cpu_qrows;
 
 static inline const int8_t *cpu_qrows_q(const cpu_qrows *x, int i) {
@@ -50,6 +50,16 @@ static inline const float *cpu_qrows_d(const cpu_qrows *x, int i) {
 static inline const int16_t *cpu_qrows_s(const cpu_qrows *x, int i) {
     return (const int16_t *)(x->base + (size_t)i * x->stride + x->soff);
 }
+static inline const int32_t *cpu_qrows_c(const cpu_qrows *x, int i) {
+    return x->coff ? (const int32_t *)(x->base + (size_t)i * x->stride + x->coff) : NULL;
+}
+
+/* c[t] = −off · (q[4t] + q[4t + 1] + q[4t + 2] + q[4t + 3]) for t < k / 4. A Q4_0 / Q5_0
+ * weight is an unsigned u (its nibble, Q5_0's fifth bit) minus off (8 / 16), so a lane's
+ * p_t of the order below is Σ u·q plus c[t], exactly: a kernel whose x is the signed operand
+ * starts each lane at c[t] and multiplies u as it is, with no sign juggling. For decode
+ * (m < 8) of those types, where a table's kernel asks for them (cpu_kernels.lane_sums). */
+void cpu_qrows_lane_sums(int32_t *c, const int8_t *q, int k, int off);
 
 /* q[0..k) and d[0..k/blk) for one row: per block of blk (32 or 256) values, d = amax / 127
  * and q = x · (1 / d) rounded to nearest even (|q| <= 127); a block whose amax is under

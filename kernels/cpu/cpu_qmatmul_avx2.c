@@ -2,8 +2,9 @@
  * the Makefile's ISA_AVX2 flags). Same bits as cpu_qmatmul_ref: see cpu_qmatmul.h.
  *
  * Products: vpmaddubsw multiplies unsigned by signed bytes, so a signed W (Q8_0, Q4_0 minus
- * 8, Q5_0 minus 16) goes in as |w| against x carrying w's sign (vpsignb); no pair sum can saturate (128 ·
- * 127 · 2 < 2^15, and x is never -128). Unsigned nibbles (Q4_K, Q6_K's 6 bits) go in
+ * 8, Q5_0 minus 16) goes in as |w| against x carrying w's sign (vpsignb), or, at decode of
+ * Q4_0 / Q5_0, unsigned as stored with x's lane sums added (cpu_qrows_lane_sums); no pair sum
+ * can saturate (128 · 127 · 2 < 2^15, and x is never -128). Unsigned nibbles (Q4_K, Q6_K's 6 bits) go in
  * directly. vpmaddwd then either adds pairs (Q8_0, Q4_0: the lane sums of 4 products the
  * order fixes) or applies the sub-block scales.
  *
@@ -67,6 +68,22 @@ AI void q2_block32_s(__m256 *acc, const int8_t *const *xq, const __m256 *s, cons
     }
 }
 
+/* The same for Q4_0 / Q5_0 with x's lane sums (c[r], cpu_qrows_lane_sums): the weights go in
+ * unsigned, as they are stored, and each lane adds its sum, where q2_block32_s takes |w| and
+ * moves w's sign onto x (the same integer sums). */
+AI void q2_block32_u(__m256 *acc, const int8_t *const *xq, const int32_t *const *c, const __m256 *s,
+                     const void *w, dtype dt, int b, const int R) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i u = qm_u32(w, dt, b);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq[r] + 32 * b));
+        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), ones);
+        p = _mm256_add_epi32(p, _mm256_loadu_si256((const __m256i *)(c[r] + 8 * b)));
+        acc[r] = _mm256_fmadd_ps(s[r], _mm256_cvtepi32_ps(p), acc[r]);
+    }
+}
+
 AI void q2_block32(__m256 *acc, const int8_t *const *xq, const float *const *xd, const void *w,
                    dtype dt, int b, const int R) {
     __m256 dw = _mm256_set1_ps(qm_d32(w, dt, b)), s[8];
@@ -97,7 +114,9 @@ AI void q2_tile32(float *out, int ldo, const cpu_qrows *x, int i0, const void *w
             for (int r = 0; r < R; r++)
                 s[r] = _mm256_permutevar8x32_ps(s8[r], _mm256_set1_epi32(i));
             if (i % 2 == 0) _mm_prefetch((const char *)w + (b + i) * bsz + QM_PF, _MM_HINT_T0);
-            q2_block32_s(i % 2 ? acc1 : acc0, xr.q, s, w, dt, b + i, R);
+            if (dt != DTYPE_Q8_0 && xr.c[0])
+                q2_block32_u(i % 2 ? acc1 : acc0, xr.q, xr.c, s, w, dt, b + i, R);
+            else q2_block32_s(i % 2 ? acc1 : acc0, xr.q, s, w, dt, b + i, R);
         }
     }
     for (; b + 2 <= nb; b += 2) {

@@ -19,12 +19,9 @@
 
 /* ---- Q8_0 and Q4_0 ---- */
 
-/* Blocks b and b + 1 as 64 int8 weights in element order (Q4_0: nibbles minus 8; Q5_0:
- * nibbles plus 16 times the fifth bits, minus 16). */
-AI __m512i q5_w64(const void *w, dtype dt, int b) {
-    if (dt == DTYPE_Q8_0)
-        return _mm512_inserti64x4(_mm512_castsi256_si512(qm_w32(w, dt, b)), qm_w32(w, dt, b + 1),
-                                  1);
+/* Blocks b and b + 1 of Q4_0 / Q5_0 as 64 nibbles in element order, and (Q5_0) the byte mask
+ * of the elements whose fifth bit is set: qh's bit e is element e's. */
+AI __m512i q5_nibbles64(const void *w, dtype dt, int b) {
     const uint8_t *qs0, *qs1;
     if (dt == DTYPE_Q4_0) {
         qs0 = ((const quant_block_q4_0 *)w)[b].qs;
@@ -37,15 +34,42 @@ AI __m512i q5_w64(const void *w, dtype dt, int b) {
                                  _mm_loadu_si128((const __m128i *)qs0));
     /* [lo0 lo1 hi0 hi1] -> [lo0 hi0 lo1 hi1]: each block's low nibbles, then its high */
     __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);
-    u = _mm512_and_si512(_mm512_shuffle_i64x2(u, u, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(15));
-    if (dt == DTYPE_Q4_0) return _mm512_sub_epi8(u, _mm512_set1_epi8(8));
-    /* qh's bit e is element e's fifth bit, so the two blocks' qh are the byte mask of the
-     * elements that keep their nibble; the others are the nibble minus 16 */
+    return _mm512_and_si512(_mm512_shuffle_i64x2(u, u, _MM_SHUFFLE(3, 1, 2, 0)),
+                            _mm512_set1_epi8(15));
+}
+
+AI __mmask64 q5_fifth64(const void *w, int b) {
     uint32_t h0, h1;
     memcpy(&h0, ((const quant_block_q5_0 *)w)[b].qh, sizeof h0);
     memcpy(&h1, ((const quant_block_q5_0 *)w)[b + 1].qh, sizeof h1);
-    __mmask64 keep = (__mmask64)h0 | (__mmask64)h1 << 32;
-    return _mm512_mask_sub_epi8(u, ~keep, u, _mm512_set1_epi8(16));
+    return (__mmask64)h0 | (__mmask64)h1 << 32;
+}
+
+/* Blocks b and b + 1 as 64 int8 weights in element order (Q4_0: nibbles minus 8; Q5_0:
+ * nibbles plus 16 times the fifth bits, minus 16: the elements without it lose 16). */
+AI __m512i q5_w64(const void *w, dtype dt, int b) {
+    if (dt == DTYPE_Q8_0)
+        return _mm512_inserti64x4(_mm512_castsi256_si512(qm_w32(w, dt, b)), qm_w32(w, dt, b + 1),
+                                  1);
+    __m512i u = q5_nibbles64(w, dt, b);
+    if (dt == DTYPE_Q4_0) return _mm512_sub_epi8(u, _mm512_set1_epi8(8));
+    return _mm512_mask_sub_epi8(u, ~q5_fifth64(w, b), u, _mm512_set1_epi8(16));
+}
+
+/* Blocks b and b + 1 of Q4_0 / Q5_0 against R x rows with their lane sums (c[r], from
+ * cpu_qrows_lane_sums): the weights stay unsigned (nibble, plus 16 where Q5_0's fifth bit is
+ * set) and each lane starts at c's value, so vpdpbusd takes them as they are, where q5_pair32_s
+ * takes |w| and moves w's sign onto x (the same integer sums). */
+AI void q5_pair32_u(__m512 *acc, const int8_t *const *xq, const int32_t *const *c, const __m512 *s,
+                    const void *w, dtype dt, int b, const int R) {
+    __m512i u = q5_nibbles64(w, dt, b);
+    if (dt == DTYPE_Q5_0) u = _mm512_mask_add_epi8(u, q5_fifth64(w, b), u, _mm512_set1_epi8(16));
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        __m512i p = _mm512_dpbusd_epi32(_mm512_loadu_si512(c[r] + 8 * b), u,
+                                        _mm512_loadu_si512(xq[r] + 32 * b));
+        acc[r] = _mm512_fmadd_ps(s[r], _mm512_cvtepi32_ps(p), acc[r]);
+    }
 }
 
 /* Blocks b (lanes 0-7) and b + 1 (lanes 8-15) of R rows, s[r] the products d_w · d_x of the
@@ -123,7 +147,8 @@ AI void q5_tile32_in(float *out, int ldo, const cpu_qrows *x, int i0, const void
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) s[r] = _mm512_permutexvar_ps(sel, s8[r]);
             _mm_prefetch((const char *)w + (b + 2 * q) * bsz + QM_PF, _MM_HINT_T0);
-            q5_pair32_s(acc, xr.q, s, w, dt, b + 2 * q, R);
+            if (dt != DTYPE_Q8_0 && xr.c[0]) q5_pair32_u(acc, xr.q, xr.c, s, w, dt, b + 2 * q, R);
+            else q5_pair32_s(acc, xr.q, s, w, dt, b + 2 * q, R);
         }
     }
     for (; b + 2 <= nb; b += 2) {

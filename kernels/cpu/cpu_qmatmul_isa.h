@@ -23,11 +23,12 @@
 /* Prefetch distance of the decode weight stream, as in cpu_matmul_avx2.c. */
 #define QM_PF 4096
 
-/* The int8 values, block scales and 16-value sums of x rows i0 .. i0 + R - 1. */
+/* The int8 values, block scales, 16-value sums and lane sums of x rows i0 .. i0 + R - 1. */
 typedef struct qm_xrows {
     const int8_t *q[8];
     const float *d[8];
     const int16_t *s[8];
+    const int32_t *c[8]; /* the lane sums, or NULL */
 } qm_xrows;
 
 AI void qm_xrows_at(qm_xrows *xr, const cpu_qrows *x, int i0, const int R) {
@@ -36,6 +37,7 @@ AI void qm_xrows_at(qm_xrows *xr, const cpu_qrows *x, int i0, const int R) {
         xr->q[r] = cpu_qrows_q(x, i0 + r);
         xr->d[r] = cpu_qrows_d(x, i0 + r);
         xr->s[r] = cpu_qrows_s(x, i0 + r);
+        xr->c[r] = cpu_qrows_c(x, i0 + r);
     }
 }
 
@@ -76,16 +78,13 @@ AI __m256 qm_d8(const void *w, dtype dt, int b) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
 }
 
-/* Block b's weights as int8 in element order: Q8_0 as stored, Q4_0 its nibbles minus 8, Q5_0
- * its nibbles with the fifth bits from qh, minus 16. */
-AI __m256i qm_w32(const void *w, dtype dt, int b) {
-    if (dt == DTYPE_Q8_0)
-        return _mm256_loadu_si256((const __m256i *)((const quant_block_q8_0 *)w)[b].qs);
+/* Block b of Q4_0 / Q5_0 as unsigned bytes in element order, before the type's offset is taken
+ * off: the nibbles, and Q5_0's fifth bits from qh as 16. */
+AI __m256i qm_u32(const void *w, dtype dt, int b) {
     const __m256i m4 = _mm256_set1_epi8(15);
     if (dt == DTYPE_Q4_0) {
         __m128i raw = _mm_loadu_si128((const __m128i *)((const quant_block_q4_0 *)w)[b].qs);
-        __m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), m4);
-        return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+        return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), m4);
     }
     const quant_block_q5_0 *q = (const quant_block_q5_0 *)w + b;
     __m128i raw = _mm_loadu_si128((const __m128i *)q->qs);
@@ -99,8 +98,15 @@ AI __m256i qm_w32(const void *w, dtype dt, int b) {
     const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
     __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
     h = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
-    v = _mm256_or_si256(v, _mm256_and_si256(h, _mm256_set1_epi8(16)));
-    return _mm256_sub_epi8(v, _mm256_set1_epi8(16));
+    return _mm256_or_si256(v, _mm256_and_si256(h, _mm256_set1_epi8(16)));
+}
+
+/* Block b's weights as int8 in element order: Q8_0 as stored, Q4_0 its nibbles minus 8, Q5_0
+ * its nibbles with the fifth bits from qh, minus 16. */
+AI __m256i qm_w32(const void *w, dtype dt, int b) {
+    if (dt == DTYPE_Q8_0)
+        return _mm256_loadu_si256((const __m256i *)((const quant_block_q8_0 *)w)[b].qs);
+    return _mm256_sub_epi8(qm_u32(w, dt, b), _mm256_set1_epi8(dt == DTYPE_Q4_0 ? 8 : 16));
 }
 
 /* The 8 scales (bytes 0-7) and mins (bytes 8-15) of a Q4_K block in each 128-bit lane of v,

@@ -3,7 +3,8 @@
  * the bits of the scalar reference cpu_qmatmul_ref, as on a real AVX-512 machine
  * (tests/unit/test_cpu_qmatmul.c checks that there): every block type, reference-quantized
  * and raw random blocks, odd block counts (the lone last Q8_0 / Q4_0 block), and m from 1
- * to 9 across the 4-row tiles and the decode / prefill switch at 8. */
+ * to 9 across the 4-row tiles and the decode / prefill switch at 8 (decode of Q4_0 / Q5_0
+ * with x's lane sums, as cpu_qmatmul.c gives them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,9 +34,15 @@ int main(void) {
                     dtype dt = dts[t];
                     int big = dtype_block_elems(dt) == 256, k = big ? 256 * kk : 96 * kk, n = 5;
                     unsigned char *w = qweight_rand_rows(dt, n, k, raw);
-                    /* x rows as cpu_qmatmul.c lays them out */
+                    /* x rows as cpu_qmatmul.c lays them out, with the lane sums its
+                     * Q4_0 / Q5_0 decode takes (the scalar kernels ignore them) */
+                    int lanes = m < 8 && (dt == DTYPE_Q4_0 || dt == DTYPE_Q5_0);
                     cpu_qrows r = {.doff = (size_t)k, .soff = (size_t)k + 4 * (size_t)(k / 32)};
                     r.stride = r.soff + 2 * (size_t)(k / 16);
+                    if (lanes) {
+                        r.coff = r.stride;
+                        r.stride += (size_t)k;
+                    }
                     uint8_t *qx = calloc(r.stride, (size_t)m);
                     float *x = malloc(sizeof(float) * (size_t)k);
                     float *o1 = calloc((size_t)(m * n), 4), *o2 = calloc((size_t)(m * n), 4);
@@ -52,6 +59,9 @@ int main(void) {
                             for (int e = 0; e < 16; e++) sum += q[16 * g + e];
                             s[g] = (int16_t)sum;
                         }
+                        if (lanes)
+                            cpu_qrows_lane_sums((int32_t *)((uint8_t *)q + r.coff), q, k,
+                                                dt == DTYPE_Q5_0 ? 16 : 8);
                     }
                     cpu_qmatmul_ref(o1, n, &r, w, dt, k, m, 0, n);
                     /* the AVX-512 Q4_K kernels take x as cpu_qmatmul.c swaps it for them */
