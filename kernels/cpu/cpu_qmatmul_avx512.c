@@ -4,7 +4,8 @@
  * The scheme of cpu_qmatmul_avx2.c on 64-byte vectors: Q8_0 / Q4_0 / Q5_0 take two blocks per
  * vector, whose lanes 0-7 and 8-15 are exactly the even and odd accumulators of the
  * summation order, and vpdpbusd sums each lane's four products in one instruction (|w|
- * against x with w's sign, as AVX-512 has no vpsignb: x is negated under w's sign mask).
+ * against x with w's sign, as AVX-512 has no vpsignb: x is negated under w's sign mask; at
+ * decode, Q4_0 / Q5_0 weights go in unsigned as stored, each lane starting at x's lane sum).
  * Q4_K and Q6_K take 64 values per vector and fold the sub-block scales in with vpdpwssd.
  * x is quantized by the AVX2 kernel (once per call, not a hot loop).
  *
