@@ -9,9 +9,9 @@
  * order fixes) or applies the sub-block scales.
  *
  * Loop order: one W row at a time against up to 4 x rows at decode, so a decode step reads
- * W as one sequential stream, prefetched ahead; against 8 at prefill, so each W block is
- * loaded and unpacked (nibbles, scales) once per 8 rows (the driver hands over 8 rows per
- * call). The 8-row tiles keep more accumulators than the 16 ymm registers hold: the
+ * W as two sequential streams (qm_visit), prefetched ahead; against 8 at prefill, so each W
+ * block is loaded and unpacked (nibbles, scales) once per 8 rows (the driver hands over 8
+ * rows per call). The 8-row tiles keep more accumulators than the 16 ymm registers hold: the
  * compiler spills some, which costs loads and stores but no arithmetic. */
 #include <immintrin.h>
 #include <string.h>

@@ -41,7 +41,8 @@ AI void qm_xrows_at(qm_xrows *xr, const cpu_qrows *x, int i0, const int R) {
     }
 }
 
-/* A decode step reads W once as one sequential stream: fetch QM_PF bytes ahead of block p. */
+/* A decode step reads W once, in sequential streams (qm_visit): fetch QM_PF bytes ahead of
+ * block p. */
 AI void qm_prefetch_block(const void *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + QM_PF + o, _MM_HINT_T0);
 }
@@ -179,8 +180,8 @@ AI void qm_tile(float *out, int ldo, const cpu_qrows *x, int i0, const void *w, 
 /* Item i of n in the decode's visiting order: the first and the second half in turn (0, h,
  * 1, h + 1, ...), so a core reads W as two streams far apart. One sequential stream keeps too
  * few of a core's reads in flight to reach the read probe (each core alone reads at about
- * half of it); a second one gave Q8_0 decode 6-11% more (BENCHMARKS.md). Short ranges, and
- * prefill (PF = 0, bound by the multiplies), keep the plain order. */
+ * half of it); a second one read 8-12% faster on most shapes measured (BENCHMARKS.md). Short
+ * ranges, and prefill (PF = 0, bound by the multiplies), keep the plain order. */
 AI int qm_visit(int i, int n, const int PF) {
     if (!PF || n < 8) return i;
     int half = (n + 1) / 2;
