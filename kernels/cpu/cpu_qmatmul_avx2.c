@@ -4,9 +4,9 @@
  * Products: vpmaddubsw multiplies unsigned by signed bytes, so a signed W (Q8_0, Q4_0 minus
  * 8, Q5_0 minus 16) goes in as |w| against x carrying w's sign (vpsignb), or, at decode of
  * Q4_0 / Q5_0, unsigned as stored with x's lane sums added (cpu_qrows_lane_sums); no pair sum
- * can saturate (128 · 127 · 2 < 2^15, and x is never -128). Unsigned nibbles (Q4_K, Q6_K's 6 bits) go in
- * directly. vpmaddwd then either adds pairs (Q8_0, Q4_0: the lane sums of 4 products the
- * order fixes) or applies the sub-block scales.
+ * can saturate (128 · 127 · 2 < 2^15, and x is never -128). Unsigned nibbles (Q4_K, Q6_K's 6
+ * bits) go in directly. vpmaddwd then either adds pairs (Q8_0, Q4_0: the lane sums of 4
+ * products the order fixes) or applies the sub-block scales.
  *
  * Loop order: one W row at a time against up to 4 x rows at decode, so a decode step reads
  * W as two sequential streams (qm_visit), prefetched ahead; against 8 at prefill, so each W
