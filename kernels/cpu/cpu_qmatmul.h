@@ -55,10 +55,11 @@ static inline const int32_t *cpu_qrows_c(const cpu_qrows *x, int i) {
 }
 
 /* c[t] = −off · (q[4t] + q[4t + 1] + q[4t + 2] + q[4t + 3]) for t < k / 4. A Q4_0 / Q5_0
- * weight is an unsigned u (its nibble, Q5_0's fifth bit) minus off (8 / 16), so a lane's
- * p_t of the order below is Σ u·q plus c[t], exactly: a kernel whose x is the signed operand
- * starts each lane at c[t] and multiplies u as it is, with no sign juggling. For decode
- * (m < 8) of those types, where a table's kernel asks for them (cpu_kernels.lane_sums). */
+ * weight is an unsigned u (its nibble, Q5_0's fifth bit) minus off (8 / 16), so a lane's p_t
+ * of the summation order (this file's head) is Σ u·q plus c[t], exactly: a kernel whose x is
+ * the signed operand starts each lane at c[t] and multiplies u as it is, with no sign
+ * juggling. For decode (m < 8) of those types, where a table's kernel asks for them
+ * (cpu_kernels.lane_sums). */
 void cpu_qrows_lane_sums(int32_t *c, const int8_t *q, int k, int off);
 
 /* q[0..k) and d[0..k/blk) for one row: per block of blk (32 or 256) values, d = amax / 127
