@@ -31,12 +31,14 @@ AI __m512i q5_nibbles64(const void *w, dtype dt, int b) {
         qs0 = ((const quant_block_q5_0 *)w)[b].qs;
         qs1 = ((const quant_block_q5_0 *)w)[b + 1].qs;
     }
-    __m256i t = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)qs1),
-                                 _mm_loadu_si128((const __m128i *)qs0));
-    /* [lo0 lo1 hi0 hi1] -> [lo0 hi0 lo1 hi1]: each block's low nibbles, then its high */
-    __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);
-    return _mm512_and_si512(_mm512_shuffle_i64x2(u, u, _MM_SHUFFLE(3, 1, 2, 0)),
-                            _mm512_set1_epi8(15));
+    /* [qs0 qs0 qs1 qs1] by two broadcast loads, the second and fourth 128 bits shifted by 4:
+     * each block's low nibbles, then its high */
+    __m512i u =
+        _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)qs0)),
+                                    0xff00, _mm_loadu_si128((const __m128i *)qs1));
+    const __m512i by = _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0,
+                                         0x0004000400040004, 0x0004000400040004);
+    return _mm512_and_si512(_mm512_srlv_epi16(u, by), _mm512_set1_epi8(15));
 }
 
 AI __mmask64 q5_fifth64(const void *w, int b) {
