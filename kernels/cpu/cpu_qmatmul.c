@@ -203,8 +203,7 @@ static void cpu_qmatmul_quantize_rows(const cpu_qmatmul_job *j, int lo, int hi) 
         int8_t *q = (int8_t *)row;
         j->kt->quantize_x(q, (float *)(row + j->rows.doff), j->x + (size_t)i * j->k, j->k, j->xblk);
         if (j->rows.coff)
-            cpu_qrows_lane_sums((int32_t *)(row + j->rows.coff), q, j->k,
-                                j->dt == DTYPE_Q5_0 ? 16 : 8);
+            cpu_qrows_lane_sums((int32_t *)(row + j->rows.coff), q, j->k, cpu_q32_offset(j->dt));
         if (j->xblk != 256) continue;
         int16_t *s = (int16_t *)(row + j->rows.soff);
         for (int g = 0; g < j->k / 16; g++) {

@@ -61,6 +61,8 @@ static inline const int32_t *cpu_qrows_c(const cpu_qrows *x, int i) {
  * juggling. For decode (m < 8) of those types, where a table's kernel asks for them
  * (cpu_kernels.lane_sums). */
 void cpu_qrows_lane_sums(int32_t *c, const int8_t *q, int k, int off);
+/* That offset: what a Q4_0 (8) or Q5_0 (16) weight's stored unsigned value loses. */
+static inline int cpu_q32_offset(dtype dt) { return dt == DTYPE_Q5_0 ? 16 : 8; }
 
 /* q[0..k) and d[0..k/blk) for one row: per block of blk (32 or 256) values, d = amax / 127
  * and q = x · (1 / d) rounded to nearest even (|q| <= 127); a block whose amax is under

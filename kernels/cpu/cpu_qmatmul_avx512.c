@@ -20,8 +20,7 @@
 
 /* ---- Q8_0 and Q4_0 ---- */
 
-/* Blocks b and b + 1 of Q4_0 / Q5_0 as 64 nibbles in element order, and (Q5_0) the byte mask
- * of the elements whose fifth bit is set: qh's bit e is element e's. */
+/* Blocks b and b + 1 of Q4_0 / Q5_0 as 64 nibbles in element order. */
 AI __m512i q5_nibbles64(const void *w, dtype dt, int b) {
     const uint8_t *qs0, *qs1;
     if (dt == DTYPE_Q4_0) {
@@ -41,6 +40,8 @@ AI __m512i q5_nibbles64(const void *w, dtype dt, int b) {
     return _mm512_and_si512(_mm512_srlv_epi16(u, by), _mm512_set1_epi8(15));
 }
 
+/* Of Q5_0 blocks b and b + 1, the byte mask of the elements whose fifth bit is set: qh's bit e
+ * is element e's. */
 AI __mmask64 q5_fifth64(const void *w, int b) {
     uint32_t h0, h1;
     memcpy(&h0, ((const quant_block_q5_0 *)w)[b].qh, sizeof h0);

@@ -107,7 +107,7 @@ AI __m256i qm_u32(const void *w, dtype dt, int b) {
 AI __m256i qm_w32(const void *w, dtype dt, int b) {
     if (dt == DTYPE_Q8_0)
         return _mm256_loadu_si256((const __m256i *)((const quant_block_q8_0 *)w)[b].qs);
-    return _mm256_sub_epi8(qm_u32(w, dt, b), _mm256_set1_epi8(dt == DTYPE_Q4_0 ? 8 : 16));
+    return _mm256_sub_epi8(qm_u32(w, dt, b), _mm256_set1_epi8((char)cpu_q32_offset(dt)));
 }
 
 /* The 8 scales (bytes 0-7) and mins (bytes 8-15) of a Q4_K block in each 128-bit lane of v,

@@ -61,7 +61,7 @@ int main(void) {
                         }
                         if (lanes)
                             cpu_qrows_lane_sums((int32_t *)((uint8_t *)q + r.coff), q, k,
-                                                dt == DTYPE_Q5_0 ? 16 : 8);
+                                                cpu_q32_offset(dt));
                     }
                     cpu_qmatmul_ref(o1, n, &r, w, dt, k, m, 0, n);
                     /* the AVX-512 Q4_K kernels take x as cpu_qmatmul.c swaps it for them */
