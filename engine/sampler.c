@@ -1,15 +1,16 @@
 /* sampler.c - per-sequence token choice (see sampler.h for the order of operations).
  *
  * Truncation works on a candidate list instead of sorting the whole vocabulary: the
- * candidates are the top-k (or the 1024 most likely), and only when top-p needs more
- * mass than they hold is the whole vocabulary sorted. Sampling allocates nothing: the
- * sort is our own merge sort over scratch allocated at create (glibc's qsort_r mallocs a
- * buffer for every array over 1 KiB, which would be an allocation per token). */
+ * candidates are the top-k (or the 1024 most likely), and when top-p needs more mass
+ * than they hold the list grows eightfold until it does. The passes over the whole row
+ * are engine/sampler_scan.c's. Sampling allocates nothing: the sort is our own merge sort
+ * over scratch allocated at create (glibc's qsort_r mallocs a buffer for every array over
+ * 1 KiB, which would be an allocation per token). */
 #include "engine/sampler.h"
 
 #include "engine/base/philox.h"
+#include "engine/sampler_scan.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,10 +136,11 @@ void sampler_accept(sampler *s, int32_t token) {
     note(s, token);
 }
 
-/* Descending by value, ties by lower id, so results never depend on sort stability. */
+/* Descending by value, ties by lower id, so results never depend on sort stability;
+ * NaN after every number (sampler_scan.h's order). */
 static int cmp_desc(int32_t i, int32_t j, const float *vals) {
     float x = vals[i], y = vals[j];
-    if (x != y) return x > y ? -1 : 1;
+    if (x != y && (x == x || y == y)) return x > y || y != y ? -1 : 1;
     return i < j ? -1 : (i > j);
 }
 
@@ -174,46 +176,7 @@ static void sort_desc(int32_t *idx, int32_t *tmp, int n, const float *vals) {
 
 /* Puts the k largest logits' ids first in idx (sorted), k <= n. */
 static int top_candidates(sampler *s, const float *logits, int k) {
-    int n = s->vocab;
-    /* Threshold search: the k-th largest value by a partial selection on a copy. */
-    for (int i = 0; i < n; i++) s->idx[i] = i;
-    if (k < n) {
-        /* quickselect on idx by logits (descending) */
-        int lo = 0, hi = n - 1, target = k - 1;
-        while (lo < hi) {
-            float pivot = logits[s->idx[(lo + hi) / 2]];
-            int i = lo, j = hi;
-            while (i <= j) {
-                while (logits[s->idx[i]] > pivot) i++;
-                while (logits[s->idx[j]] < pivot) j--;
-                if (i <= j) {
-                    int32_t t = s->idx[i];
-                    s->idx[i] = s->idx[j];
-                    s->idx[j] = t;
-                    i++;
-                    j--;
-                }
-            }
-            if (target <= j) hi = j;
-            else if (target >= i) lo = i;
-            else break;
-        }
-    }
-    if (k < n) {
-        /* The partition holds k of the largest, but which of the values tied with the k-th
-         * it took depends on its path: take those of the lowest ids, as the order says. */
-        float kth = logits[s->idx[0]];
-        for (int i = 1; i < k; i++)
-            if (logits[s->idx[i]] < kth) kth = logits[s->idx[i]];
-        int above = 0;
-        for (int i = 0; i < k; i++) above += logits[s->idx[i]] > kth;
-        int m = 0, ties = k - above;
-        for (int i = 0; i < n && m < k; i++) {
-            float v = logits[i];
-            if (v > kth || (v == kth && ties-- > 0)) s->tmp[m++] = i;
-        }
-        if (m == k) memcpy(s->idx, s->tmp, sizeof(int32_t) * (size_t)m); /* not with NaNs */
-    }
+    vocab_top_k(logits, s->vocab, k, s->idx, s->tmp);
     sort_desc(s->idx, s->tmp, k, logits);
     return k;
 }
@@ -262,20 +225,12 @@ void sampler_pick(sampler *s, float *logits, sampler_result *out) {
     const sampler_params *p = &s->p;
     int V = s->vocab;
     /* log-softmax of the processed logits, for logprobs */
-    float mx = -INFINITY;
-    int32_t arg = 0;
-    for (int i = 0; i < V; i++)
-        if (logits[i] > mx) {
-            mx = logits[i];
-            arg = i;
-        }
+    int32_t arg;
+    float mx = vocab_argmax(logits, V, &arg);
     /* The normaliser is a pass of exp over the whole vocabulary: only when reported. */
     float lse = 0.0f;
-    if (p->logprobs || p->top_logprobs > 0) {
-        double z = 0;
-        for (int i = 0; i < V; i++) z += exp((double)logits[i] - (double)mx);
-        lse = mx + (float)log(z);
-    }
+    if (p->logprobs || p->top_logprobs > 0)
+        lse = mx + (float)log(vocab_sum_exp(logits, V, (double)mx, 1.0));
 
     int32_t chosen = arg;
     if (p->temperature > 0.0f) {
@@ -286,14 +241,14 @@ void sampler_pick(sampler *s, float *logits, sampler_result *out) {
         double inv_t = 1.0 / p->temperature, tot = 0;
         double top = logits[s->idx[0]];
         /* Mass of the candidates relative to the whole vocabulary at this temperature. */
-        double all = 0;
-        for (int i = 0; i < V; i++) all += exp(((double)logits[i] - top) * inv_t);
+        double all = vocab_sum_exp(logits, V, top, inv_t);
         for (int i = 0; i < n; i++) {
             s->prob[i] = (float)exp(((double)logits[s->idx[i]] - top) * inv_t);
             tot += s->prob[i];
         }
-        if (p->top_p < 1.0f && !(p->top_k > 0) && tot < p->top_p * all && n < V) {
-            n = top_candidates(s, logits, V); /* not enough mass: sort everything */
+        /* not enough mass for top-p: eight times the candidates, up to the vocabulary */
+        while (p->top_p < 1.0f && !(p->top_k > 0) && tot < p->top_p * all && n < V) {
+            n = top_candidates(s, logits, n > V / 8 ? V : n * 8);
             tot = 0;
             for (int i = 0; i < n; i++) {
                 s->prob[i] = (float)exp(((double)logits[s->idx[i]] - top) * inv_t);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/engine_internal.h"
+#include "engine/sampler_scan.h"
 
 static int take_is_stop_id(const engine *e, const engine_seq *s, int32_t t) {
     if (!s->ignore_eos)
@@ -22,12 +23,9 @@ static int take_is_stop_id(const engine *e, const engine_seq *s, int32_t t) {
  * a sorted insertion into the n_top <= SAMPLER_MAX_TOP_LOGPROBS slots: no scratch. */
 static void take_prompt_logprob(sampler_result *out, const float *row, int vocab, int32_t target,
                                 int n_top) {
-    float mx = -INFINITY;
-    for (int i = 0; i < vocab; i++)
-        if (row[i] > mx) mx = row[i];
-    double z = 0;
-    for (int i = 0; i < vocab; i++) z += exp((double)(row[i] - mx));
-    float lse = mx + (float)log(z);
+    int32_t arg;
+    float mx = vocab_argmax(row, vocab, &arg);
+    float lse = mx + (float)log(vocab_sum_exp(row, vocab, (double)mx, 1.0));
     if (n_top > vocab) n_top = vocab;
     if (n_top > SAMPLER_MAX_TOP_LOGPROBS) n_top = SAMPLER_MAX_TOP_LOGPROBS;
     int n = 0;
