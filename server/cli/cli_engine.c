@@ -33,6 +33,7 @@ static void cli_released(void *ud) {
 
 void cli_result_free(cli_result *r) {
     free(r->ids);
+    free(r->lp);
     strbuf_free(&r->text);
     memset(r, 0, sizeof *r);
 }
@@ -52,16 +53,25 @@ int cli_engine_open(cli_model *o, const tokenizer *tok,
     return 0;
 }
 
-static int cli_keep(cli_result *r, const engine_chunk *c) {
+static int cli_keep(cli_result *r, const engine_chunk *c, int keep_lp) {
     if (strbuf_add(&r->text, c->text.p ? c->text.p : "", c->text.len)) return -1;
     if (r->n_ids + c->n_tok > r->cap) {
         int cap = r->cap ? r->cap * 2 : 64;
         while (cap < r->n_ids + c->n_tok) cap *= 2;
         int32_t *p = realloc(r->ids, sizeof *p * (size_t)cap);
         if (!p) return -1;
-        r->ids = p, r->cap = cap;
+        r->ids = p;
+        if (keep_lp) {
+            sampler_result *q = realloc(r->lp, sizeof *q * (size_t)cap);
+            if (!q) return -1;
+            r->lp = q;
+        }
+        r->cap = cap;
     }
-    for (int i = 0; i < c->n_tok; i++) r->ids[r->n_ids++] = c->tok[i].token;
+    for (int i = 0; i < c->n_tok; i++) {
+        if (keep_lp) r->lp[r->n_ids] = c->tok[i];
+        r->ids[r->n_ids++] = c->tok[i].token;
+    }
     return 0;
 }
 
@@ -77,7 +87,7 @@ int cli_run(engine *e, const cli_model *o, const int32_t *prompt, int n_prompt, 
     pthread_cond_init(&w.cv, NULL);
     engine_chunk_init(&c);
     /* ids come with each token's sampler result; the sampler itself computes logprobs
-     * only when asked (o->sp.logprobs), so timing is the server's */
+     * only when asked (o->sp.logprobs: --logprobs), so timing is the server's */
     engine_seq_params p = {.prompt = prompt,
                            .n_prompt = n_prompt,
                            .max_tokens = max_tokens,
@@ -97,7 +107,7 @@ int cli_run(engine *e, const cli_model *o, const int32_t *prompt, int n_prompt, 
         pthread_mutex_unlock(&w.mu);
         while (engine_seq_take(s, &c)) {
             int first = r->n_ids;
-            if (cli_keep(r, &c)) {
+            if (cli_keep(r, &c, o->sp.logprobs)) {
                 fprintf(stderr, "strata: out of memory for the output\n");
                 engine_seq_cancel(s);
                 goto out;

@@ -14,7 +14,8 @@
 
 /* One finished sequence. */
 typedef struct cli_result {
-    int32_t *ids; /* the generated ids, [n_ids] */
+    int32_t *ids;       /* the generated ids, [n_ids] */
+    sampler_result *lp; /* [n_ids]: their logprobs when o->sp.logprobs, else NULL */
     int n_ids, cap;
     strbuf text; /* their text (with a tokenizer; "[id]" pieces without) */
     int finish;  /* ENGINE_FINISH_* */
@@ -32,7 +33,9 @@ int cli_engine_open(cli_model *o, const tokenizer *tok,
 /* Runs one sequence of prompt to its end: sampling from o->sp, at most max_tokens new
  * tokens, stopping at the model's eos unless ignore_eos. on_ids (may be NULL) sees the
  * ids as they come, on this thread. Returns 0 with r filled (free with
- * cli_result_free), or -1 with the error printed. */
+ * cli_result_free), or -1 with the error printed. The logprobs are computed (a pass over
+ * the vocabulary a token) and kept only when o->sp.logprobs, as the server does them only
+ * when a request asks. */
 int cli_run(engine *e, const cli_model *o, const int32_t *prompt, int n_prompt, int max_tokens,
             void (*on_ids)(void *ud, const int32_t *ids, int n), void *ud, cli_result *r);
 

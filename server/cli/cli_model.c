@@ -71,6 +71,7 @@ int cli_model_parse(cli_model *o, int argc, char **argv, const char *usage) {
     o->gen_len = 60;
     o->device = "auto";
     sampler_params_default(&o->sp);
+    o->sp.logprobs = 0; /* the server's default: only with --logprobs */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int used = 1, rc = 0, seed;
@@ -134,6 +135,7 @@ int cli_model_parse(cli_model *o, int argc, char **argv, const char *usage) {
             rc = parse_float(a, v, &o->sp.frequency_penalty);
         } else if (!strcmp(a, "--logprobs")) {
             rc = parse_int(a, v, 0, SAMPLER_MAX_TOP_LOGPROBS, &o->sp.top_logprobs);
+            o->sp.logprobs = 1;
         } else if (!strcmp(a, "--seed")) {
             rc = parse_int(a, v, 0, INT_MAX, &seed);
             o->sp.seed = (uint64_t)seed;

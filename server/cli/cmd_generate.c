@@ -2,6 +2,7 @@
  * the server runs it, no HTTP. Used by people to try a checkpoint and by tests to
  * compare against references. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +21,32 @@ static const char generate_usage[] =
     "         [--repetition-penalty R] [--presence-penalty P] [--frequency-penalty F]\n"
     "         [--seed S] [--logprobs N] [--ignore-eos] [--host-sampling] [--mmap]\n"
     "Prints one JSON object: the generated ids (and their text when the checkpoint has a\n"
-    "tokenizer), prefill ms and decode tokens/s. --prompt is encoded without special\n"
-    "tokens added.\n";
+    "tokenizer), with --logprobs N each token's logprob and its N most likely alternatives,\n"
+    "prefill ms and decode tokens/s. --prompt is encoded without special tokens added.\n";
+
+/* A logprob as JSON: null where it is not finite (a token of probability 0). */
+static void generate_print_logprob(const char *key, float lp) {
+    if (isfinite(lp)) printf("\"%s\":%.9g", key, (double)lp);
+    else printf("\"%s\":null", key);
+}
+
+/* "logprobs":[{"id":..,"logprob":..,"top":[{"id":..,"logprob":..},..]},..] */
+static void generate_print_logprobs(const cli_result *res) {
+    printf(",\"logprobs\":[");
+    for (int i = 0; i < res->n_ids; i++) {
+        const sampler_result *t = &res->lp[i];
+        printf("%s{\"id\":%d,", i ? "," : "", t->token);
+        generate_print_logprob("logprob", t->logprob);
+        printf(",\"top\":[");
+        for (int k = 0; k < t->n_top; k++) {
+            printf("%s{\"id\":%d,", k ? "," : "", t->top[k].token);
+            generate_print_logprob("logprob", t->top[k].logprob);
+            printf("}");
+        }
+        printf("]}");
+    }
+    printf("]");
+}
 
 static void generate_print_ids(void *ud, const int32_t *ids, int n) {
     int *count = ud;
@@ -86,6 +111,7 @@ int cmd_generate(int argc, char **argv) {
         free(enc);
         json_decref(js);
     }
+    if (res.lp) generate_print_logprobs(&res);
     const engine_seq_times *t = &res.times;
     int steps = res.n_ids > 1 ? res.n_ids - 1 : 0;
     double prefill = t->first_token > t->scheduled ? t->first_token - t->scheduled : 0;

@@ -18,10 +18,30 @@ gen=$("$STRATA" generate --model models/demo --prompt-ids "$prompt" --max-tokens
 gen_ids=$(python3 -c 'import json,sys; print(",".join(map(str, json.loads(sys.argv[1])["ids"])))' "$gen")
 [ "$gen_ids" = "$bench_ids" ] || fail "generate ids $gen_ids != bench ids $bench_ids"
 
+python3 -c 'import json,sys; sys.exit("logprobs" in json.loads(sys.argv[1]))' "$gen" ||
+    fail "generate printed logprobs nobody asked for: $gen"
+gen_lp=$("$STRATA" generate --model models/demo --prompt-ids "$prompt" --max-tokens $N --ignore-eos \
+    --temperature 0 --threads 2 --logprobs 3) || fail "generate --logprobs: $gen_lp"
+
 MODEL=models/demo http_start --max-seqs 2
 body=$(python3 -c 'import json,sys; print(json.dumps({"prompt": [int(x) for x in sys.argv[1].split(",")],
-    "max_tokens": int(sys.argv[2]), "temperature": 0, "ignore_eos": True}))' "$prompt" $N)
-srv_text=$(post /v1/completions "$body" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])')
+    "max_tokens": int(sys.argv[2]), "temperature": 0, "ignore_eos": True, "logprobs": 3}))' "$prompt" $N)
+srv=$(post /v1/completions "$body")
 http_stop
+srv_text=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["choices"][0]["text"])' "$srv")
 [ "$srv_text" = "$bench_text" ] || fail "serve text '$srv_text' != bench text '$bench_text'"
-echo "test_one_loop: ok (bench, generate and serve agree on $N greedy tokens)"
+# generate --logprobs N: each token's logprob, the server's for the same request, and its N
+# most likely tokens in order, the greedy choice first
+python3 - "$gen_lp" "$srv" $N <<'PY' || fail "generate --logprobs disagrees with the server"
+import json, sys
+gen, srv, n = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
+want = srv["choices"][0]["logprobs"]["token_logprobs"]
+lp = gen["logprobs"]
+assert len(lp) == n == len(want), (len(lp), len(want))
+for t, w in zip(lp, want):
+    top = [a["logprob"] for a in t["top"]]
+    assert abs(t["logprob"] - w) <= 1e-5, (t, w)
+    assert len(top) == 3 and top == sorted(top, reverse=True) and t["top"][0]["id"] == t["id"], t
+    assert t["logprob"] == top[0] and top[0] <= 0, t
+PY
+echo "test_one_loop: ok (bench, generate and serve agree on $N greedy tokens and their logprobs)"
