@@ -7,7 +7,8 @@
  * patterns: a histogram of the top 11 bits finds the bin of the k-th value, the next 11
  * and the last 10 bits narrow it to one value, and the ties at that value go to the
  * lowest ids. Two passes over the row, where a quickselect swapped through an index
- * array of the whole vocabulary. */
+ * array of the whole vocabulary; up to 64 candidates, one pass that skips a block unless
+ * its largest value enters the list. */
 #include "engine/sampler_scan.h"
 
 #include <math.h>
@@ -101,6 +102,11 @@ static inline uint32_t vs_key(float v) {
     return mag > 0x7f800000u ? 0 : key;
 }
 
+/* Keys of a block, in a loop the compiler vectorizes. */
+static inline void vs_keys(const float *x, uint32_t *key) {
+    for (int j = 0; j < VS_BLOCK; j++) key[j] = vs_key(x[j]);
+}
+
 /* The bin, counted from the top of h[0..nbins), that holds the need-th largest;
  * *need becomes its rank among that bin's values. */
 static uint32_t vs_bin_of_rank(const uint32_t *h, int nbins, int *need) {
@@ -111,14 +117,42 @@ static uint32_t vs_bin_of_rank(const uint32_t *h, int nbins, int *need) {
     return 0;
 }
 
-/* Keys of a block, in a loop the compiler vectorizes. */
-static inline void vs_keys(const float *x, uint32_t *key) {
-    for (int j = 0; j < VS_BLOCK; j++) key[j] = vs_key(x[j]);
+/* Few candidates (top_k 40, 5 top logprobs): one pass keeping the best k in a sorted list,
+ * which a block enters only when its largest key beats the list's last. An equal key never
+ * enters a full list, so the ties kept are the lowest ids. */
+enum { VS_FEW = 64 };
+VS_CLONES static void vs_top_few(const float *x, int n, int k, int32_t *idx) {
+    uint32_t kk[VS_FEW], key[VS_BLOCK];
+    int32_t ki[VS_FEW];
+    int cnt = 0;
+    for (int i = 0; i < n; i += VS_BLOCK) {
+        int len = n - i < VS_BLOCK ? n - i : VS_BLOCK;
+        if (len == VS_BLOCK) {
+            vs_keys(x + i, key);
+            uint32_t top = 0;
+            for (int j = 0; j < VS_BLOCK; j++) top = key[j] > top ? key[j] : top;
+            if (cnt == k && top <= kk[k - 1]) continue;
+        } else {
+            for (int j = 0; j < len; j++) key[j] = vs_key(x[i + j]);
+        }
+        for (int j = 0; j < len; j++) {
+            if (cnt == k && key[j] <= kk[k - 1]) continue;
+            int p = cnt < k ? cnt++ : k - 1;
+            for (; p > 0 && kk[p - 1] < key[j]; p--) kk[p] = kk[p - 1], ki[p] = ki[p - 1];
+            kk[p] = key[j];
+            ki[p] = i + j;
+        }
+    }
+    memcpy(idx, ki, sizeof(int32_t) * (size_t)k);
 }
 
 VS_CLONES void vocab_top_k(const float *x, int n, int k, int32_t *idx, int32_t *tmp) {
     if (k >= n) {
         for (int i = 0; i < n; i++) idx[i] = i;
+        return;
+    }
+    if (k <= VS_FEW) {
+        vs_top_few(x, n, k, idx);
         return;
     }
     /* four histograms so that runs of one bin do not wait on one counter */

@@ -72,12 +72,19 @@ static void test_top_k_matches_sort(void) {
             order_vals = x;
             for (int i = 0; i < n; i++) all[i] = i;
             qsort(all, (size_t)n, sizeof *all, order_cmp);
-            int ks[] = {1,         2,
-                        n / 3 + 1, n - 1 > 0 ? n - 1 : 1,
-                        n,         (int)test_rng_below(&rng, (uint32_t)n) + 1};
+            /* the one-pass list up to 64, the radix select above */
+            int ks[] = {1,
+                        2,
+                        40,
+                        64,
+                        65,
+                        n / 3 + 1,
+                        n > 1 ? n - 1 : 1,
+                        n,
+                        (int)test_rng_below(&rng, (uint32_t)n) + 1};
             for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
                 for (size_t m = 0; m < sizeof impls / sizeof *impls; m++) {
-                    int k = ks[ki];
+                    int k = ks[ki] < n ? ks[ki] : n;
                     impls[m].top_k(x, n, k, idx, tmp);
                     qsort(idx, (size_t)k, sizeof *idx, order_cmp);
                     CHECK_MSG(!memcmp(idx, all, sizeof(int32_t) * (size_t)k),
