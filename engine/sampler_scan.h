@@ -19,8 +19,8 @@
 float vocab_argmax(const float *x, int n, int32_t *arg);
 
 /* Σ exp((x[i] - top) * inv_t) in double, for top >= every x[i] and inv_t >= 0: each term
- * within a few ulps of libm's exp, terms under 2^-1000 as 0 (below the rounding of a sum
- * that holds the term of top, 1). A NaN term counts as 0. */
+ * within 4 ulps of libm's exp; an exponent under -708 (or NaN) counts as -708, a term of
+ * 3e-308, far below the rounding of a sum that holds the term of top, 1. */
 double vocab_sum_exp(const float *x, int n, double top, double inv_t);
 
 /* The ids of the k largest values (0 < k <= n) into idx[0..k), in no particular order:
