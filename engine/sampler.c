@@ -177,7 +177,7 @@ static void sort_desc(int32_t *idx, int32_t *tmp, int n, const float *vals) {
 /* Puts the k largest logits' ids first in idx (sorted), k <= n. */
 static int top_candidates(sampler *s, const float *logits, int k) {
     vocab_top_k(logits, s->vocab, k, s->idx, s->tmp);
-    sort_desc(s->idx, s->tmp, k, logits);
+    if (k > VOCAB_TOP_FEW) sort_desc(s->idx, s->tmp, k, logits); /* fewer come sorted */
     return k;
 }
 

@@ -118,13 +118,13 @@ static uint32_t vs_bin_of_rank(const uint32_t *h, int nbins, int *need) {
     return 0;
 }
 
-/* Few candidates (top_k 40, 5 top logprobs): one pass keeping the best k in a sorted list,
- * which a block enters only when its largest key beats the list's last. An equal key never
- * enters a full list, so the ties kept are the lowest ids. */
-enum { VS_FEW = 64 };
+/* Few candidates (top_k 40, top logprobs): one pass keeping the best k in a sorted list,
+ * which a block enters only when its largest key beats the list's last. An equal key goes
+ * after its equals and never enters a full list, so the list is in the order, ties kept
+ * the lowest ids. */
 VS_CLONES static void vs_top_few(const float *x, int n, int k, int32_t *idx) {
-    uint32_t kk[VS_FEW], key[VS_BLOCK];
-    int32_t ki[VS_FEW];
+    uint32_t kk[VOCAB_TOP_FEW], key[VS_BLOCK];
+    int32_t ki[VOCAB_TOP_FEW];
     int cnt = 0;
     for (int i = 0; i < n; i += VS_BLOCK) {
         int len = n - i < VS_BLOCK ? n - i : VS_BLOCK;
@@ -148,12 +148,12 @@ VS_CLONES static void vs_top_few(const float *x, int n, int k, int32_t *idx) {
 }
 
 VS_CLONES void vocab_top_k(const float *x, int n, int k, int32_t *idx, int32_t *tmp) {
-    if (k >= n) {
-        for (int i = 0; i < n; i++) idx[i] = i;
+    if (k <= VOCAB_TOP_FEW) {
+        vs_top_few(x, n, k, idx);
         return;
     }
-    if (k <= VS_FEW) {
-        vs_top_few(x, n, k, idx);
+    if (k >= n) {
+        for (int i = 0; i < n; i++) idx[i] = i;
         return;
     }
     /* four histograms so that runs of one bin do not wait on one counter */

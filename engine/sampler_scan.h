@@ -23,8 +23,10 @@ float vocab_argmax(const float *x, int n, int32_t *arg);
  * 3e-308, far below the rounding of a sum that holds the term of top, 1. */
 double vocab_sum_exp(const float *x, int n, double top, double inv_t);
 
-/* The ids of the k largest values (0 < k <= n) into idx[0..k), in no particular order:
- * exactly the first k of the order above. tmp is scratch of n ids. */
+/* The ids of the k largest values (0 < k <= n) into idx[0..k): exactly the first k of the
+ * order above. Up to VOCAB_TOP_FEW of them come sorted in that order and tmp is not used
+ * (may be NULL); more come in no particular order, tmp scratch of n ids. */
+enum { VOCAB_TOP_FEW = 64 };
 void vocab_top_k(const float *x, int n, int k, int32_t *idx, int32_t *tmp);
 
 #endif

@@ -18,9 +18,12 @@ static int take_is_stop_id(const engine *e, const engine_seq *s, int32_t t) {
     return 0;
 }
 
+_Static_assert(SAMPLER_MAX_TOP_LOGPROBS <= VOCAB_TOP_FEW, "top logprobs must come sorted");
+
 /* log p(target | the row's prefix) and the n_top most likely tokens (descending, ties
- * to the lower id, as the sampler orders them) from one row of raw logits. A scan with
- * a sorted insertion into the n_top <= SAMPLER_MAX_TOP_LOGPROBS slots: no scratch. */
+ * to the lower id, as the sampler orders them) from one row of raw logits; n_top <=
+ * SAMPLER_MAX_TOP_LOGPROBS <= VOCAB_TOP_FEW, so the selection needs no scratch. */
+
 static void take_prompt_logprob(sampler_result *out, const float *row, int vocab, int32_t target,
                                 int n_top) {
     int32_t arg;
@@ -28,20 +31,13 @@ static void take_prompt_logprob(sampler_result *out, const float *row, int vocab
     float lse = mx + (float)log(vocab_sum_exp(row, vocab, (double)mx, 1.0));
     if (n_top > vocab) n_top = vocab;
     if (n_top > SAMPLER_MAX_TOP_LOGPROBS) n_top = SAMPLER_MAX_TOP_LOGPROBS;
-    int n = 0;
-    for (int i = 0; i < vocab && n_top > 0; i++) {
-        float v = row[i];
-        if (n == n_top && !(v > out->top[n - 1].logprob)) continue;
-        int k = n < n_top ? n++ : n - 1; /* the slot that frees up: the end */
-        while (k > 0 && v > out->top[k - 1].logprob) {
-            out->top[k] = out->top[k - 1];
-            k--;
-        }
-        out->top[k].token = i;
-        out->top[k].logprob = v;
+    int32_t ids[SAMPLER_MAX_TOP_LOGPROBS];
+    if (n_top > 0) vocab_top_k(row, vocab, n_top, ids, NULL);
+    for (int k = 0; k < n_top; k++) {
+        out->top[k].token = ids[k];
+        out->top[k].logprob = row[ids[k]] - lse;
     }
-    for (int k = 0; k < n; k++) out->top[k].logprob -= lse;
-    out->n_top = n;
+    out->n_top = n_top > 0 ? n_top : 0;
     out->token = target;
     out->logprob = row[target] - lse;
 }
