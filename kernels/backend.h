@@ -98,7 +98,8 @@ typedef struct bk_sample_res {
 typedef struct bk_op_time {
     const char *op; /* the backend's name for it: "MATMUL", "ATTENTION", ... */
     int count;      /* calls in the forward */
-    double ms;      /* device time between their starts and the next op's */
+    double ms;      /* their time: device time from each start to the next op's, or the
+                     * host clock around each call (CPU) */
 } bk_op_time;
 
 /* A kv cache: k and v of dt (F32 or BF16) in backend memory, in one of two layouts.
@@ -404,10 +405,11 @@ typedef struct backend_ops {
      * Any error (no mapping, a locked-memory limit): read it on the host instead. */
     int (*weight_map)(backend *b, const bk_weight *host, bk_weight *dev, strata_err *err);
     void (*weight_unmap)(backend *b, bk_weight *dev);
-    /* Profiling: while on, graphs are refused (forwards run eagerly) and every op's start
-     * is timed on the device; profile_read then fills out[max] with the last forward's time
-     * per kind of op, most first, and returns how many kinds it wrote (-1: nothing timed).
-     * For benchmarks only: the timing events cost launches of their own. */
+    /* Profiling: while on, graphs are refused (forwards run eagerly) and every op is timed
+     * (on the device by events; on the CPU by the host clock around the call, as a CPU op
+     * is done when it returns); profile_read then fills out[max] with the last forward's
+     * time per kind of op, most first, and returns how many kinds it wrote (-1: nothing
+     * timed). For benchmarks only: the timing costs launches or clock reads of its own. */
     void (*profile)(backend *b, int on);
     int (*profile_read)(backend *b, bk_op_time *out, int max);
     /* The precision the model computes in (its kv cache dtype, arch_kv_dtype): at BF16 the

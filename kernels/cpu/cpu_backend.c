@@ -2,7 +2,7 @@
  *
  * Memory is plain host memory, so upload/download are memcpy and weights are used in
  * place (weight_prepare does nothing). The ops themselves live in cpu_ops.c, cpu_matmul.c,
- * cpu_attention.c, cpu_conv1d.c and cpu_gated_delta.c. */
+ * cpu_attention.c, cpu_conv1d.c and cpu_gated_delta.c; their profiling in cpu_profile.c. */
 #include <cpuid.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -82,6 +82,7 @@ static void cpu_destroy(backend *b) {
     cpu_impl *c = b->impl;
     if (c) {
         cpu_pool_destroy(c->pool);
+        free(c->prof);
         free(c->tile);
         free(c->xb);
     }
@@ -203,6 +204,8 @@ static const backend_ops cpu_backend_ops = {
     .rmsnorm_gated_grouped = cpu_mamba_rmsnorm_gated_grouped,
     .ssd = cpu_ssd,
     .read_bandwidth = cpu_membw_read_gbs,
+    .profile = cpu_profile,
+    .profile_read = cpu_profile_read,
     .supports = cpu_supports,
 };
 

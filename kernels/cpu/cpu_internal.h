@@ -99,12 +99,15 @@ void cpu_pack_bf16_avx512(uint16_t *restrict out, const float *restrict x, int n
  * not fit uses the recurrence. Pages nobody touches cost no memory. */
 #define CPU_TILE_SCRATCH_FLOATS ((size_t)1 << 17)
 
+typedef struct cpu_prof cpu_prof; /* cpu_profile.c */
+
 typedef struct cpu_impl {
     cpu_pool *pool;
     const cpu_kernels *k; /* picked once at create */
     uint16_t *xb;         /* CPU_XB_BYTES: x packed to bf16 for the matmul in flight */
     float *tile;          /* [threads, CPU_TILE_SCRATCH_FLOATS]: row w is pool worker w's */
     int l1x;              /* x bytes a matmul keeps in L1: 5/6 of the L1 data cache */
+    cpu_prof *prof;       /* while profiling: the timing table b->ops points at */
 } cpu_impl;
 
 static inline cpu_impl *cpu_impl_of(backend *b) { return (cpu_impl *)b->impl; }
@@ -219,6 +222,10 @@ void cpu_gated_delta_chunk_head(float *restrict state, float *restrict out, int 
                                 float *restrict ws, cpu_tile_gemm_fn gemm);
 
 /* ---- the backend's vtable entries, defined next to their reference ---- */
+/* cpu_profile.c: backend_ops.profile / profile_read (host-clock times per kind of op) */
+void cpu_profile(backend *b, int on);
+int cpu_profile_read(backend *b, bk_op_time *out, int max);
+
 void cpu_ops_embed(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m);
 void cpu_ops_rmsnorm(backend *b, float *out, const float *x, const bk_weight *w, int m, int n,
                      int ld, float eps, int mode);

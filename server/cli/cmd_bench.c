@@ -25,7 +25,8 @@ static const char bench_usage[] =
     "--host-sampling samples on the CPU where the device has a sampler. --gemv then times\n"
     "every distinct matmul shape of a decode step alone, at m = 1 and m = 8, against the\n"
     "copy bandwidth (\"gemv\" lines). --profile then runs one more decode step eagerly with\n"
-    "every op timed on the device (\"profile\" lines: time per kind of op, most first).\n";
+    "every op timed, five times (\"profile\" lines: mean time per kind of op, most first,\n"
+    "and the step's time outside the ops).\n";
 
 /* This machine's streaming bandwidth drifts between phases (about 50 and 85 GB/s on the
  * dev machine), so decode runs in segments with a bandwidth probe between them; each
@@ -51,6 +52,7 @@ typedef struct bench_clock {
     int eager_steps;             /* decode steps that ran eagerly */
     int chained_steps;           /* decode steps launched behind the one before */
     int dev_tokens, host_tokens; /* timed tokens picked by the device's / the host's sampler */
+    double last_step;            /* seconds of the last decode step, measured or not */
 } bench_clock;
 
 static double bench_probe(backend *b) {
@@ -60,6 +62,7 @@ static double bench_probe(backend *b) {
 /* Step thread. */
 static int bench_on_step(void *ud, const engine_step_info *si) {
     bench_clock *c = ud;
+    if (si->n_decode) c->last_step = si->t_end - si->t_start;
     if (!c->measuring) return 0;
     c->dev_tokens += si->sampled_device;
     c->host_tokens += si->sampled_host;
@@ -91,32 +94,61 @@ static int bench_on_step(void *ud, const engine_step_info *si) {
     return 1;
 }
 
-/* One more decode step, eager, with every op timed on the device (backend_ops.profile):
- * "profile" lines, the kinds of op by time, most first. The engine is idle between runs,
- * so the backend may be switched from here. */
-static int bench_profile(engine *e, cli_model *o, const int32_t *ids) {
+/* One more decode step, eager, with every op timed (backend_ops.profile), run
+ * BENCH_PROFILE_RUNS times (each a prefill and that step): "profile" lines, the kinds of op
+ * by their mean time, most first, and the step's mean wall time, whose part outside the
+ * ops is the host's (sampling, the batch). The engine is idle between runs, so the backend
+ * may be switched from here. */
+enum { BENCH_PROFILE_RUNS = 5, BENCH_PROFILE_KINDS = 64 };
+
+static int bench_profile(engine *e, cli_model *o, const int32_t *ids, bench_clock *clk) {
     if (!backend_supports(o->b, BK_OP_PROFILE, DTYPE_COUNT)) {
-        printf("profile          the %s backend has no device timers\n", backend_name(o->b));
+        printf("profile          the %s backend has no op timers\n", backend_name(o->b));
         return 0;
     }
-    bk_op_time t[64];
-    cli_result r = {0};
+    bk_op_time sum[BENCH_PROFILE_KINDS];
+    int kinds = 0, runs = 0;
+    double wall = 0;
+    clk->measuring = 0;
     o->b->ops->profile(o->b, 1);
-    int bad = cli_run(e, o, ids, o->prompt_len, 2, NULL, NULL, &r);
-    int n = bad ? -1 : o->b->ops->profile_read(o->b, t, 64);
+    for (; runs < BENCH_PROFILE_RUNS; runs++) {
+        bk_op_time t[BENCH_PROFILE_KINDS];
+        cli_result r = {0};
+        int bad = cli_run(e, o, ids, o->prompt_len, 2, NULL, NULL, &r);
+        int n = bad ? -1 : o->b->ops->profile_read(o->b, t, BENCH_PROFILE_KINDS);
+        cli_result_free(&r);
+        if (n < 0) break;
+        wall += clk->last_step;
+        for (int i = 0; i < n; i++) { /* by name: the order of the kinds differs per run */
+            int k = 0;
+            while (k < kinds && strcmp(sum[k].op, t[i].op)) k++;
+            if (k == kinds) sum[kinds++] = (bk_op_time){t[i].op, 0, 0};
+            sum[k].count += t[i].count;
+            sum[k].ms += t[i].ms;
+        }
+    }
     o->b->ops->profile(o->b, 0);
-    cli_result_free(&r);
-    if (n < 0) {
+    if (runs < BENCH_PROFILE_RUNS) {
         fprintf(stderr, "strata: the profiled decode step did not run\n");
         return -1;
     }
+    for (int i = 1; i < kinds; i++) /* most time first */
+        for (int j = i; j > 0 && sum[j].ms > sum[j - 1].ms; j--) {
+            bk_op_time x = sum[j];
+            sum[j] = sum[j - 1], sum[j - 1] = x;
+        }
     double all = 0;
     int ops = 0;
-    for (int i = 0; i < n; i++) all += t[i].ms, ops += t[i].count;
-    printf("profile          one decode step, eager: %d ops, %.3f ms\n", ops, all);
-    for (int i = 0; i < n; i++)
-        printf("profile op       %-14s %5d ops %10.3f ms %6.1f%%\n", t[i].op, t[i].count, t[i].ms,
-               all > 0 ? 100.0 * t[i].ms / all : 0.0);
+    for (int i = 0; i < kinds; i++) all += sum[i].ms / runs, ops += sum[i].count;
+    ops /= runs;
+    wall = wall * 1e3 / runs;
+    printf("profile          one decode step, eager: %d ops, %.3f ms (mean of %d steps)\n", ops,
+           all, runs);
+    printf("profile step     %.3f ms wall, %.3f ms outside the ops (host: sampling, batch)\n", wall,
+           wall > all ? wall - all : 0.0);
+    for (int i = 0; i < kinds; i++)
+        printf("profile op       %-14s %5d ops %10.3f ms %6.1f%%\n", sum[i].op, sum[i].count / runs,
+               sum[i].ms / runs, all > 0 ? 100.0 * sum[i].ms / runs / all : 0.0);
     return 0;
 }
 
@@ -239,7 +271,7 @@ int cmd_bench(int argc, char **argv) {
             goto out;
         }
     }
-    if (profile && bench_profile(e, &o, ids)) goto out;
+    if (profile && bench_profile(e, &o, ids, &clk)) goto out;
     rc = 0;
 out:
     engine_destroy(e);

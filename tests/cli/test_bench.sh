@@ -43,10 +43,29 @@ assert (512, 64) in shapes, shapes  # the head: vocab 512 x hidden 64
 assert all(float(r[2]) >= 0 and float(r[4]) > 0 for r in rows), rows
 PY
 # --ple-on-device is a flag (it took the next argument as its value once), and --profile on
-# a backend without device timers says so instead of failing
+# the CPU times a decode step op by op by the host clock: Gemma 4's ops among them, the
+# kinds' shares summing to the whole, the step's wall time at least the ops' sum
 out=$("$S" bench --model tests/golden/gemma4_tiny --prompt-len 4 --gen-len 2 --threads 2 \
     --profile --ple-on-device 2>&1) || fail "bench --ple-on-device exited $?: $out"
-grep -q "^profile  *the cpu backend has no device timers" <<< "$out" || fail "--profile on cpu: $out"
+python3 - "$out" <<'PY' || fail "--profile on cpu: $out"
+import re, sys
+out = sys.argv[1]
+head = re.search(r"^profile\s+one decode step, eager: (\d+) ops, ([0-9.]+) ms \(mean of 5 steps\)$",
+                 out, re.M)
+step = re.search(r"^profile step\s+([0-9.]+) ms wall, ([0-9.]+) ms outside the ops", out, re.M)
+rows = re.findall(r"^profile op\s+(\S+)\s+(\d+) ops\s+([0-9.]+) ms\s+([0-9.]+)%$", out, re.M)
+assert head and step and rows, out
+ops, total = int(head[1]), float(head[2])
+kinds = {k: int(n) for k, n, _, _ in rows}
+assert ops >= 20 and sum(kinds.values()) == ops, (ops, kinds)
+# Gemma 4: the fused GeGLU matmuls, the final softcap, the per-layer scalars and embeddings
+assert {"MATMUL", "MATMUL_GLU", "ATTENTION", "ATTN_PREP", "SOFTCAP", "SCALE", "EMBED"} <= set(kinds), kinds
+assert kinds["SOFTCAP"] == 1, kinds  # once per step, on the head's logits
+assert abs(sum(float(r[3]) for r in rows) - 100) < 1, rows
+ms = [float(r[2]) for r in rows]
+assert ms == sorted(ms, reverse=True), ms  # most time first
+assert float(step[1]) + 0.002 >= total, (step[1], total)
+PY
 err=$("$S" bench --model /nonexistent/model --gen-len 4 2>&1)
 rc=$?
 [ $rc -eq 1 ] || fail "bad model: exit $rc ($err)"

@@ -80,6 +80,7 @@ static void check_backend(const backend *b, const char *what) {
     CHECK(backend_supports(b, BK_OP_EMBED_FED, DTYPE_COUNT) == (o->embed_fed != NULL));
     CHECK(backend_supports(b, BK_OP_MEMORY, DTYPE_COUNT) == (o->memory != NULL));
     CHECK(backend_supports(b, BK_OP_READ_BANDWIDTH, DTYPE_COUNT) == (o->read_bandwidth != NULL));
+    CHECK(backend_supports(b, BK_OP_PROFILE, DTYPE_COUNT) == (o->profile && o->profile_read));
     CHECK(!backend_supports(b, BK_OP_COUNT, DTYPE_COUNT) && !backend_supports(b, -1, DTYPE_COUNT));
     backend_mem m;
     CHECK((backend_memory(b, &m) == 0) == (o->memory != NULL));
@@ -111,8 +112,80 @@ static void test_cuda_when_present(void) {
     backend_destroy(b);
 }
 
+static int op_count(const bk_op_time *t, int n, const char *op) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].op, op)) return t[i].count;
+    return 0;
+}
+
+/* The CPU's profile: while on, every op of a forward goes through a timing wrapper (a new
+ * op that the profile does not wrap would be missing from every profile, so each compute
+ * slot must differ from the backend's own), the ops' results are the backend's, bit for
+ * bit, and the times restart at each batch_prepare. */
+static void test_cpu_profile(void) {
+    backend *b = NULL;
+    strata_err err = {0};
+    CHECK_MSG(backend_cpu_create(2, &b, &err) == 0, "%s", err.msg);
+    if (!b) return;
+    const backend_ops *own = b->ops;
+    bk_op_time t[8];
+    CHECK(own->profile_read(b, t, 8) == -1); /* not on: nothing timed */
+    own->profile(b, 1);
+    const backend_ops *p = b->ops;
+    CHECK(p != own && p->profile == own->profile && p->alloc == own->alloc);
+    size_t first = offsetof(backend_ops, embed), last = offsetof(backend_ops, ssd);
+    for (size_t off = first; off <= last; off += sizeof(slot_fn)) {
+        slot_fn a, w;
+        memcpy(&a, (const char *)own + off, sizeof a);
+        memcpy(&w, (const char *)p + off, sizeof w);
+        CHECK_MSG(a != w, "profile: the op at slot %zu is not timed",
+                  (off - offsetof(backend_ops, destroy)) / sizeof(slot_fn));
+    }
+    CHECK(p->copy != own->copy && p->zero != own->zero && p->batch_prepare != own->batch_prepare);
+    b->ops->profile(b, 1); /* on twice: still the one table */
+    CHECK(b->ops == p);
+    CHECK(p->profile_read(b, t, 8) == -1); /* on, but no op yet */
+
+    enum { N = 96, K = 160, M = 3 };
+    static float wv[N * K], x[M * K], y0[M * N], y1[M * N], r0[M * K], r1[M * K];
+    for (int i = 0; i < N * K; i++) wv[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    for (int i = 0; i < M * K; i++) x[i] = (float)((i * 13) % 29) / 7.0f - 2.0f;
+    bk_weight w = {.data = wv, .dt = DTYPE_F32, .ndim = 2, .shape = {N, K}};
+    int32_t one = 0, tok[M] = {0, 0, 0}, pos[M] = {0, 1, 2}, len = M;
+    bk_batch bt = {.n_tokens = M,
+                   .n_seqs = 1,
+                   .slot = &one,
+                   .start = &one,
+                   .len = &len,
+                   .pos0 = &one,
+                   .tok_pos = pos,
+                   .tok_seq = tok};
+    CHECK(b->ops->batch_prepare(b, &bt, &err) == 0);
+    b->ops->matmul(b, y0, x, &w, M);
+    b->ops->matmul(b, y0, x, &w, M);
+    b->ops->rmsnorm(b, r0, x, NULL, M, K, K, 1e-6f, BK_NORM_NONE);
+    int n = b->ops->profile_read(b, t, 8);
+    CHECK_MSG(n == 2, "%d kinds timed, 2 expected", n);
+    if (n == 2) {
+        CHECK(op_count(t, n, "MATMUL") == 2 && op_count(t, n, "RMSNORM") == 1);
+        CHECK(t[0].ms >= t[1].ms && t[1].ms >= 0);
+    }
+    CHECK(b->ops->profile_read(b, t, 1) == 1); /* max kinds */
+    own->matmul(b, y1, x, &w, M);
+    own->rmsnorm(b, r1, x, NULL, M, K, K, 1e-6f, BK_NORM_NONE);
+    CHECK(!memcmp(y0, y1, sizeof y0) && !memcmp(r0, r1, sizeof r0));
+    CHECK(b->ops->batch_prepare(b, &bt, &err) == 0); /* a new forward: its times restart */
+    CHECK(b->ops->profile_read(b, t, 8) == -1);
+    b->ops->profile(b, 0);
+    CHECK(b->ops == own);
+    CHECK(b->ops->profile_read(b, t, 8) == -1);
+    b->ops->profile(b, 1); /* destroyed while on: nothing leaks (the ASan build) */
+    backend_destroy(b);
+}
+
 int main(void) {
     RUN(test_cpu_every_isa);
+    RUN(test_cpu_profile);
     RUN(test_cuda_when_present);
     TEST_DONE();
 }
