@@ -15,10 +15,34 @@
 /* The kinds timed, named as the CUDA backend names its ops. */
 #define CPU_PROF_KINDS(X)                                                                          \
     X(COPY)                                                                                        \
-    X(ZERO) X(EMBED) X(RMSNORM) X(RMSNORM_GATED) X(RESIDUAL) X(L2NORM) X(ADD) X(SILU_MUL)          \
-        X(SIGMOID_MUL) X(SPLIT_HALVES) X(GATHER_ROWS) X(MATMUL) X(MATMUL_N) X(MATMUL_GLU) X(ROPE)  \
-            X(KV_STORE) X(ATTENTION) X(ATTN_PREP) X(CONV1D) X(GDN_GATES) X(GATED_DELTA) X(GDN)     \
-                X(GELU_TANH_MUL) X(SCALE) X(SOFTCAP) X(RELU2) X(RMSNORM_GATED_GROUPED) X(SSD)
+    X(ZERO)                                                                                        \
+    X(EMBED)                                                                                       \
+    X(RMSNORM)                                                                                     \
+    X(RMSNORM_GATED)                                                                               \
+    X(RESIDUAL)                                                                                    \
+    X(L2NORM)                                                                                      \
+    X(ADD)                                                                                         \
+    X(SILU_MUL)                                                                                    \
+    X(SIGMOID_MUL)                                                                                 \
+    X(SPLIT_HALVES)                                                                                \
+    X(GATHER_ROWS)                                                                                 \
+    X(MATMUL)                                                                                      \
+    X(MATMUL_N)                                                                                    \
+    X(MATMUL_GLU)                                                                                  \
+    X(ROPE)                                                                                        \
+    X(KV_STORE)                                                                                    \
+    X(ATTENTION)                                                                                   \
+    X(ATTN_PREP)                                                                                   \
+    X(CONV1D)                                                                                      \
+    X(GDN_GATES)                                                                                   \
+    X(GATED_DELTA)                                                                                 \
+    X(GDN)                                                                                         \
+    X(GELU_TANH_MUL)                                                                               \
+    X(SCALE)                                                                                       \
+    X(SOFTCAP)                                                                                     \
+    X(RELU2)                                                                                       \
+    X(RMSNORM_GATED_GROUPED)                                                                       \
+    X(SSD)
 
 enum {
 #define CPU_PROF_ENUM(k) CPU_PROF_##k,
