@@ -31,6 +31,8 @@ typedef struct sched_flight {
     engine_seq **seq;          /* [max_seqs] each sampling row's sequence; NULL: a pad */
     int32_t *pos;              /* [max_seqs] the row's sequence's positions after the step */
     bk_sample_res *res;        /* [max_seqs] the device's picks */
+    sampler_result *pick;      /* [max_seqs] the host sampler's picks */
+    int32_t *rows;             /* [max_seqs] rows the host samples together (take.c) */
     const float *sampled_rows; /* model_out.sampled_rows */
 } sched_flight;
 

@@ -153,6 +153,42 @@ static void take_prefill(engine *e, const sched_flight *f) {
     }
 }
 
+typedef struct {
+    engine *e;
+    sched_flight *f;
+} take_pick_job;
+
+static void take_pick_task(void *ctx, int i) {
+    const take_pick_job *j = ctx;
+    int r = j->f->rows[i];
+    sampler_sample(j->f->seq[r]->smp, j->e->logits + (size_t)r * (size_t)j->e->vocab,
+                   &j->f->pick[r]);
+}
+
+/* The host sampler's picks for every live row of a step sampled on the host, into f->pick.
+ * A row's sampler and logits are its sequence's alone, so rows without a grammar are picked
+ * side by side on the backend's threads (the CPU's pool, which would otherwise wait through
+ * them); a grammar's mask (take_mask) is the engine's to compute, on this thread. A pick's
+ * token -1 for a row that takes nothing (a pad, a finished sequence, a mask that left no
+ * token). */
+static void take_pick(engine *e, sched_flight *f) {
+    int n = 0;
+    for (int r = 0; r < f->nout; r++) {
+        engine_seq *s = f->seq[r];
+        f->pick[r].token = -1;
+        if (!s || s->done) continue;
+        if (!s->cons) {
+            f->rows[n++] = r;
+        } else if (!take_mask(e, s, e->logits + (size_t)r * (size_t)e->vocab)) {
+            sampler_sample(s->smp, e->logits + (size_t)r * (size_t)e->vocab, &f->pick[r]);
+        }
+    }
+    take_pick_job j = {e, f};
+    if (n > 1 && e->b) backend_host_tasks(e->b, take_pick_task, &j, n);
+    else
+        for (int i = 0; i < n; i++) take_pick_task(&j, i);
+}
+
 int take_step(engine *e, sched_flight *f, strata_err *err) {
     int rc = f->deferred ? backend_graph_sync(e->b, err) : 0;
     f->live = 0;
@@ -160,6 +196,7 @@ int take_step(engine *e, sched_flight *f, strata_err *err) {
         if (f->seq[r]) f->seq[r]->in_flight--;
     if (rc) return rc;
     if (!f->deferred) take_prefill(e, f);
+    if (!f->dev) take_pick(e, f);
     int n_host = 0, n_dev = 0; /* tokens taken, by who picked them (dropped rows apart) */
     for (int r = 0; r < f->nout; r++) {
         engine_seq *s = f->seq[r];
@@ -168,9 +205,8 @@ int take_step(engine *e, sched_flight *f, strata_err *err) {
         n_host += !f->dev || f->res[r].token < 0;
         n_dev += f->dev && f->res[r].token >= 0;
         if (!f->dev) {
-            float *row = e->logits + (size_t)r * (size_t)e->vocab;
-            if (s->cons && take_mask(e, s, row)) continue;
-            sampler_sample(s->smp, row, &res);
+            if (f->pick[r].token < 0) continue;
+            res = f->pick[r];
         } else if (dsample_result(&e->ds, &f->res[r], r, s->slot, s->smp, f->sampled_rows, &res)) {
             engine_seq_finish(s, ENGINE_FINISH_ERROR,
                               "the device sampler left a row it had not kept");

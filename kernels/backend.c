@@ -21,6 +21,7 @@ int backend_supports(const backend *b, int op, dtype dt) {
     case BK_OP_WEIGHT_MAP: return o->weight_map && o->weight_unmap;
     case BK_OP_PROFILE: return o->profile && o->profile_read;
     case BK_OP_COMPUTE_DTYPE: return o->compute_dtype != NULL;
+    case BK_OP_HOST_TASKS: return o->host_tasks != NULL;
     default:
         return op >= 0 && op < BK_OP_FIRST_OPTIONAL &&
                (dt == DTYPE_COUNT || dt == DTYPE_BF16 || dt == DTYPE_F16 || dt == DTYPE_F32);
@@ -31,6 +32,14 @@ int backend_memory(const backend *b, backend_mem *m) {
     if (!b->ops->memory) return -1;
     b->ops->memory(b, m);
     return 0;
+}
+
+void backend_host_tasks(backend *b, void (*fn)(void *ctx, int i), void *ctx, int n) {
+    if (b->ops->host_tasks) {
+        b->ops->host_tasks(b, fn, ctx, n);
+        return;
+    }
+    for (int i = 0; i < n; i++) fn(ctx, i);
 }
 
 void backend_compute_dtype(backend *b, dtype dt) {

@@ -417,6 +417,12 @@ typedef struct backend_ops {
      * does in bf16 (the CUDA backend's chunked delta rule, chunked SSD and flash prefill
      * attention on tensor cores); at F32, the default, every op keeps f32. */
     void (*compute_dtype)(backend *b, dtype dt);
+    /* Runs fn(ctx, i) for every i < n on the host threads the backend computes with (the
+     * CPU backend's pool) and returns when all have returned: host work of a step between
+     * two forwards (the host sampler's rows) spread as the ops are, where it would
+     * otherwise keep those threads waiting. fn(ctx, i) must touch nothing another i
+     * touches. Called from the step thread, never inside an op or a graph. */
+    void (*host_tasks)(backend *b, void (*fn)(void *ctx, int i), void *ctx, int n);
     /* 1 when op runs with weights of dtype dt (DTYPE_COUNT: any it takes). NULL: every
      * mandatory op with BF16, F16 or F32 weights, every filled optional slot. */
     int (*supports)(const backend *b, int op, dtype dt);
@@ -432,7 +438,8 @@ typedef struct backend_ops {
     X(ROPE) X(KV_STORE) X(ATTENTION) X(ATTN_PREP) X(CONV1D) X(GDN_GATES)       \
     X(GATED_DELTA) X(GDN) X(GELU_TANH_MUL) X(RELU2) X(SCALE) X(SOFTCAP)        \
     X(RMSNORM_GATED_GROUPED) X(SSD) X(READ_BANDWIDTH) X(MEMORY) X(LAST_ERROR)  \
-    X(GRAPHS) X(SAMPLE) X(EMBED_FED) X(WEIGHT_MAP) X(PROFILE) X(COMPUTE_DTYPE)
+    X(GRAPHS) X(SAMPLE) X(EMBED_FED) X(WEIGHT_MAP) X(PROFILE) X(COMPUTE_DTYPE) \
+    X(HOST_TASKS)
 /* clang-format on */
 enum {
 #define BK_OP_ENUM(n) BK_OP_##n,
@@ -461,6 +468,8 @@ int backend_memory(const backend *b, backend_mem *m);
 int backend_weight_map(backend *b, const bk_weight *host, bk_weight *dev, strata_err *err);
 /* compute_dtype, or nothing where b computes in f32 only. */
 void backend_compute_dtype(backend *b, dtype dt);
+/* host_tasks, or fn(ctx, 0), ..., fn(ctx, n - 1) in turn on the caller's thread. */
+void backend_host_tasks(backend *b, void (*fn)(void *ctx, int i), void *ctx, int n);
 /* STRATA_EUNSUPPORTED when b has no graphs (then just run eagerly, and no end). */
 int backend_graph_begin(backend *b, uint64_t key, strata_err *err);
 int backend_graph_end(backend *b, int wait, strata_err *err);

@@ -9,16 +9,18 @@
 # 8-stream / 1-stream ratio twice: of client output tok/s (prefill and ramp-up included) and
 # of steady-state decode (the engine's inter-token time).
 # Usage: tools/bench-serve.sh [--model M] [--threads N] [--input-len N] [--output-len N]
+#                             [--temperature T]   (0, greedy, by default; 1 is the OpenAI default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODEL=Qwen/Qwen3.5-0.8B THREADS=0 IN=16 OUT=32 BUILD=${BUILD:-build} DUMMY="--load-format dummy"
+MODEL=Qwen/Qwen3.5-0.8B THREADS=0 IN=16 OUT=32 TEMP=0 BUILD=${BUILD:-build} DUMMY="--load-format dummy"
 while [ $# -gt 0 ]; do
     case $1 in
         --model) MODEL=$2; DUMMY=""; [ -d "$2" ] || DUMMY="--load-format dummy"; shift 2 ;;
         --threads) THREADS=$2; shift 2 ;;
         --input-len) IN=$2; shift 2 ;;
         --output-len) OUT=$2; shift 2 ;;
-        *) echo "usage: $0 [--model M] [--threads N] [--input-len N] [--output-len N]" >&2; exit 2 ;;
+        --temperature) TEMP=$2; shift 2 ;;
+        *) echo "usage: $0 [--model M] [--threads N] [--input-len N] [--output-len N] [--temperature T]" >&2; exit 2 ;;
     esac
 done
 S=$BUILD/strata
@@ -40,7 +42,7 @@ $S bench-serve --url "$URL" --num-prompts 2 --input-len "$IN" --output-len 8 --c
 for c in 1 8; do
     read -r s0 c0 < <(itl)
     $S bench-serve --url "$URL" --num-prompts $((c == 1 ? 5 : 16)) --input-len "$IN" --output-len "$OUT" \
-        --concurrency $c --vocab 200000 --json "$TMP/c$c.json" > "$TMP/c$c.txt"
+        --concurrency $c --vocab 200000 --temperature "$TEMP" --json "$TMP/c$c.json" > "$TMP/c$c.txt"
     read -r s1 c1 < <(itl)
     python3 - "$TMP/c$c.json" "$c" "$s0" "$c0" "$s1" "$c1" <<'PY'
 import json, sys

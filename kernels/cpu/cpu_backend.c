@@ -164,6 +164,22 @@ static int cpu_batch_prepare(backend *b, bk_batch *bt, strata_err *err) {
     return 0;
 }
 
+typedef struct {
+    void (*fn)(void *ctx, int i);
+    void *ctx;
+} cpu_host_job;
+
+static void cpu_host_task(void *ctx, int task, int worker) {
+    (void)worker;
+    const cpu_host_job *j = ctx;
+    j->fn(j->ctx, task);
+}
+
+static void cpu_host_tasks(backend *b, void (*fn)(void *ctx, int i), void *ctx, int n) {
+    cpu_host_job j = {fn, ctx};
+    cpu_pool_run(cpu_impl_of(b)->pool, cpu_host_task, &j, n);
+}
+
 static const backend_ops cpu_backend_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -206,6 +222,7 @@ static const backend_ops cpu_backend_ops = {
     .read_bandwidth = cpu_membw_read_gbs,
     .profile = cpu_profile,
     .profile_read = cpu_profile_read,
+    .host_tasks = cpu_host_tasks,
     .supports = cpu_supports,
 };
 

@@ -24,7 +24,7 @@
 typedef struct bs_opts {
     const char *url, *model, *endpoint, *api_key, *json_out;
     int num_prompts, input_len, output_len, concurrency, vocab, text, warmup;
-    double rate;
+    double rate, temperature;
     unsigned long long seed;
 } bs_opts;
 
@@ -114,7 +114,7 @@ static size_t bs_write(char *p, size_t sz, size_t nm, void *ud) {
 static char *bs_make_body(const bs_opts *o, unsigned long long *seed) {
     json_t *j =
         json_pack("{s:i, s:b, s:b, s:{s:b}, s:f}", "max_tokens", o->output_len, "ignore_eos", 1,
-                  "stream", 1, "stream_options", "include_usage", 1, "temperature", 0.0);
+                  "stream", 1, "stream_options", "include_usage", 1, "temperature", o->temperature);
     if (o->model) json_object_set_new(j, "model", json_string(o->model));
     static const char *words[] = {"the", "quick", "brown", "fox",   "jumps",  "over",  "lazy",
                                   "dog", "hello", "world", "model", "server", "token", "stream"};
@@ -222,6 +222,8 @@ static int bs_usage(int code) {
             "  --text               random words instead of token ids\n"
             "  --warmup N           requests sent first and not measured (default 0)\n"
             "  --seed S             prompts and arrivals (default 0)\n"
+            "  --temperature T      sampling temperature sent (default 0: greedy; the OpenAI\n"
+            "                       default, what a client that sends none gets, is 1)\n"
             "  --api-key KEY        Authorization: Bearer KEY\n"
             "  --json FILE          also write the results as JSON\n");
     return code;
@@ -308,9 +310,11 @@ int cmd_bench_serve(int argc, char **argv) {
         else if (!strcmp(a, "--warmup")) o.warmup = atoi(v);
         else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--request-rate")) o.rate = !strcmp(v, "inf") ? INFINITY : atof(v);
+        else if (!strcmp(a, "--temperature")) o.temperature = atof(v);
         else return bs_usage(2);
     }
     if (o.num_prompts < 1 || o.input_len < 1 || o.output_len < 1 || o.vocab <= 100 ||
+        !(o.temperature >= 0 && o.temperature <= 2) ||
         (strcmp(o.endpoint, "completions") && strcmp(o.endpoint, "chat")))
         return bs_usage(2);
     curl_global_init(CURL_GLOBAL_DEFAULT);

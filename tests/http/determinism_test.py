@@ -3,7 +3,8 @@
 Greedy outputs of 16 prompts run one at a time must equal the same prompts run
 together (one batch, chunked prefill mixing with decodes), down to every logprob and
 top-3 alternative as printed: the engine computes a row the same way bit for bit whatever
-shares its step. A seeded sampled request must repeat exactly. Writes the seeded outputs to argv[1] when given, and compares
+shares its step; so must 8 seeded sampled ones. A seeded sampled request must repeat
+exactly. Writes the seeded outputs to argv[1] when given, and compares
 them with argv[2] when given (a previous server run)."""
 import json
 import sys
@@ -23,21 +24,37 @@ def greedy(p):
     return c["text"], lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]
 
 
-def main():
-    alone = [greedy(p) for p in PROMPTS]
-    together = [None] * len(PROMPTS)
+def seeded(i):
+    """A sampled request at the OpenAI default temperature, seeded per prompt: batched, its
+    row is picked beside the others' (on the CPU pool's threads), from its own logits."""
+    s, b = post_json("/v1/completions", {"prompt": PROMPTS[i], "max_tokens": 24, "temperature": 1.0,
+                                         "top_p": 0.95, "seed": 100 + i, "ignore_eos": True,
+                                         "logprobs": 2})
+    assert s == 200, b
+    c = b["choices"][0]
+    return c["text"], c["logprobs"]["tokens"], c["logprobs"]["token_logprobs"], c["logprobs"]["top_logprobs"]
+
+
+def alone_and_together(fn, n):
+    alone = [fn(i) for i in range(n)]
+    together = [None] * n
 
     def run(i):
-        together[i] = greedy(PROMPTS[i])
+        together[i] = fn(i)
 
-    ts = [threading.Thread(target=run, args=(i,)) for i in range(len(PROMPTS))]
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
     for i, (a, b) in enumerate(zip(alone, together)):
-        assert a[:2] == b[:2], f"prompt {i}: alone {a[0]!r} vs batched {b[0]!r}"
-        assert a[2:] == b[2:], f"prompt {i}: logprobs alone {a[2]} vs batched {b[2]}"
+        assert a[:2] == b[:2], f"{fn.__name__} {i}: alone {a[0]!r} vs batched {b[0]!r}"
+        assert a[2:] == b[2:], f"{fn.__name__} {i}: logprobs alone {a[2]} vs batched {b[2]}"
+
+
+def main():
+    alone_and_together(lambda i: greedy(PROMPTS[i]), len(PROMPTS))
+    alone_and_together(seeded, 8)
     sampled = []
     for body in ({"prompt": "Once upon a time", "max_tokens": 40, "temperature": 1.0, "seed": 42,
                   "ignore_eos": True, "n": 3},

@@ -18,5 +18,14 @@ for k in ("ttft", "tpot", "itl", "e2el"):
 assert r["output_throughput"] > 0 and r["request_throughput"] > 0
 PY
 grep -q "Time to First Token" "$TMP/bs.txt" || fail "report"
+# sampled requests (the OpenAI default temperature), four rows per step picked side by side
+# on the CPU pool: every one completes with its length
+"$STRATA" bench-serve --url "$BASE" --num-prompts 8 --input-len 8 --output-len 12 --concurrency 4 \
+    --vocab 512 --temperature 1 --json "$TMP/t1.json" > /dev/null || fail "bench-serve (temperature 1)"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); \
+assert r['completed'] == 8 and r['failed'] == 0 and r['total_output_tokens'] == 96, r" "$TMP/t1.json" ||
+    fail "bench-serve (temperature 1) json"
+"$STRATA" bench-serve --url "$BASE" --temperature 2.5 > /dev/null 2>&1
+[ $? -eq 2 ] || fail "bench-serve --temperature 2.5 must be refused (exit 2)"
 http_stop
 echo "test_bench_serve: ok"

@@ -81,6 +81,7 @@ static void check_backend(const backend *b, const char *what) {
     CHECK(backend_supports(b, BK_OP_MEMORY, DTYPE_COUNT) == (o->memory != NULL));
     CHECK(backend_supports(b, BK_OP_READ_BANDWIDTH, DTYPE_COUNT) == (o->read_bandwidth != NULL));
     CHECK(backend_supports(b, BK_OP_PROFILE, DTYPE_COUNT) == (o->profile && o->profile_read));
+    CHECK(backend_supports(b, BK_OP_HOST_TASKS, DTYPE_COUNT) == (o->host_tasks != NULL));
     CHECK(!backend_supports(b, BK_OP_COUNT, DTYPE_COUNT) && !backend_supports(b, -1, DTYPE_COUNT));
     backend_mem m;
     CHECK((backend_memory(b, &m) == 0) == (o->memory != NULL));
@@ -183,8 +184,57 @@ static void test_cpu_profile(void) {
     backend_destroy(b);
 }
 
+#include <pthread.h>
+#include <stdatomic.h>
+
+typedef struct {
+    atomic_int ran[97];
+    pthread_t caller;
+    atomic_int elsewhere; /* tasks run off the caller's thread */
+} host_tasks_probe;
+
+static void host_task(void *ctx, int i) {
+    host_tasks_probe *p = ctx;
+    atomic_fetch_add(&p->ran[i], 1);
+    if (!pthread_equal(pthread_self(), p->caller)) atomic_fetch_add(&p->elsewhere, 1);
+    volatile double x = 0; /* long enough that a spinning worker takes some */
+    for (int k = 0; k < 20000; k++) x += k;
+}
+
+/* backend_host_tasks runs every task once: on the CPU's pool (its workers take some), and
+ * on the caller's thread in turn where a backend has no slot. */
+static void test_host_tasks(void) {
+    backend *b = NULL;
+    strata_err err = {0};
+    CHECK_MSG(backend_cpu_create(2, &b, &err) == 0, "%s", err.msg);
+    if (!b) return;
+    static host_tasks_probe p;
+    int elsewhere = 0;
+    for (int round = 0; round < 20; round++) {
+        memset(&p, 0, sizeof p);
+        p.caller = pthread_self();
+        backend_host_tasks(b, host_task, &p, 97);
+        for (int i = 0; i < 97; i++) CHECK_EQ_INT(atomic_load(&p.ran[i]), 1);
+        elsewhere += atomic_load(&p.elsewhere);
+    }
+    CHECK_MSG(elsewhere > 0, "no task ran on a pool worker in 20 rounds");
+    backend_ops plain = *b->ops;
+    plain.host_tasks = NULL;
+    const backend_ops *own = b->ops;
+    b->ops = &plain;
+    memset(&p, 0, sizeof p);
+    p.caller = pthread_self();
+    backend_host_tasks(b, host_task, &p, 5);
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(atomic_load(&p.ran[i]), 1);
+    CHECK_EQ_INT(atomic_load(&p.ran[5]), 0);
+    CHECK_EQ_INT(atomic_load(&p.elsewhere), 0);
+    b->ops = own;
+    backend_destroy(b);
+}
+
 int main(void) {
     RUN(test_cpu_every_isa);
+    RUN(test_host_tasks);
     RUN(test_cpu_profile);
     RUN(test_cuda_when_present);
     TEST_DONE();
