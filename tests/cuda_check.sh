@@ -18,6 +18,14 @@ for f in "$@"; do
         fail=$((fail + 1)); echo "FAIL nvcc $f"; cat "$o.log"
     fi
 done
+# The GPU machine's op test is built from a list of sources (tests/device/cuda_tests.sh, so
+# it can be rebuilt there without our libraries): it must still link.
+if DEV_DIR=build/cuda-check/device tests/device/cuda_tests.sh op-test > build/cuda-check/op-test.log 2>&1; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1)); echo "FAIL the device op test does not build from its source list"
+    tail -20 build/cuda-check/op-test.log
+fi
 echo "cuda-check: $pass passed, $fail failed"
 echo "cuda-check $pass $fail" >> build/test-summary
 [ "$fail" -eq 0 ]

@@ -4,6 +4,8 @@
 #   tests/device/cuda_tests.sh prepare      # on the CPU machine (has our Debian libs + nvcc)
 #   tests/device/cuda_tests.sh run          # on the GPU machine, from the repository root
 #   tests/device/cuda_tests.sh cublas-path  # prints the folder holding libcublas.so.13
+#   tests/device/cuda_tests.sh op-test      # builds only the op test from its source list
+#                                           # (make test's cuda-check: the list cannot drift)
 #
 # prepare builds into $DEV_DIR (default build/cuda-device): libstrata_cuda.so, the op test
 # (test_cuda_ops: needs only libc), the golden tests on CUDA (test_cuda_golden_<arch>, one
@@ -35,7 +37,7 @@ LIB_DIR=${LIB_DIR:-$DEV_DIR/lib}
 BUILD=${BUILD:-build}
 CFLAGS_T="-std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -pthread -fno-strict-aliasing -Wno-format-truncation"
 TEST_SRC="tests/device/test_cuda_ops.c $(echo tests/device/cuda_ops_*.c)"
-HOST_SRC="kernels/backend.c kernels/backend_select.c engine/base/err.c engine/base/dtype.c engine/base/quant.c engine/base/quant_encode.c engine/batch.c engine/sampler.c engine/dsample.c"
+HOST_SRC="kernels/backend.c kernels/backend_select.c engine/base/err.c engine/base/dtype.c engine/base/quant.c engine/base/quant_encode.c engine/batch.c engine/sampler.c engine/sampler_scan.c engine/dsample.c"
 GOLDEN_UNITS="qwen35 gemma4 nemotron_h"   # tests/unit/test_<unit>_golden.c
 
 abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
@@ -323,6 +325,7 @@ run() {
 
 case ${1:-run} in
     prepare) prepare ;;
+    op-test) build_op_test "$DEV_DIR/test_cuda_ops" ;;
     cublas-path) find_cublas && echo "$CUBLAS_DIR" ;;
     run)
         run
@@ -330,5 +333,5 @@ case ${1:-run} in
         [ $fails -eq 0 ] || exit 1
         [ $skips -eq 0 ] || exit 77
         ;;
-    *) echo "usage: $0 prepare|run|cublas-path"; exit 2 ;;
+    *) echo "usage: $0 prepare|run|op-test|cublas-path"; exit 2 ;;
 esac
