@@ -224,13 +224,15 @@ void sampler_process(const sampler *s, float *logits) {
 void sampler_pick(sampler *s, float *logits, sampler_result *out) {
     const sampler_params *p = &s->p;
     int V = s->vocab;
-    /* log-softmax of the processed logits, for logprobs */
-    int32_t arg;
-    float mx = vocab_argmax(logits, V, &arg);
-    /* The normaliser is a pass of exp over the whole vocabulary: only when reported. */
+    /* log-softmax of the processed logits, for logprobs. The arg-max is the greedy pick and
+     * the normaliser's shift; a sampled pick without logprobs needs neither (its largest
+     * candidate comes first from the selection). The normaliser is a pass of exp over the
+     * whole vocabulary: only when reported. */
+    int want_lp = p->logprobs || p->top_logprobs > 0;
+    int32_t arg = 0;
+    float mx = want_lp || p->temperature <= 0.0f ? vocab_argmax(logits, V, &arg) : 0.0f;
     float lse = 0.0f;
-    if (p->logprobs || p->top_logprobs > 0)
-        lse = mx + (float)log(vocab_sum_exp(logits, V, (double)mx, 1.0));
+    if (want_lp) lse = mx + (float)log(vocab_sum_exp(logits, V, (double)mx, 1.0));
 
     int32_t chosen = arg;
     if (p->temperature > 0.0f) {
@@ -240,14 +242,16 @@ void sampler_pick(sampler *s, float *logits, sampler_result *out) {
         int n = top_candidates(s, logits, k);
         double inv_t = 1.0 / p->temperature, tot = 0;
         double top = logits[s->idx[0]];
-        /* Mass of the candidates relative to the whole vocabulary at this temperature. */
-        double all = vocab_sum_exp(logits, V, top, inv_t);
+        /* The whole vocabulary's mass at this temperature, which top-p's share is of (with
+         * top-k, of the k candidates' mass instead): another pass of exp, so only then. */
+        int need_all = p->top_p < 1.0f && !(p->top_k > 0);
+        double all = need_all ? vocab_sum_exp(logits, V, top, inv_t) : 0.0;
         for (int i = 0; i < n; i++) {
             s->prob[i] = (float)exp(((double)logits[s->idx[i]] - top) * inv_t);
             tot += s->prob[i];
         }
         /* not enough mass for top-p: eight times the candidates, up to the vocabulary */
-        while (p->top_p < 1.0f && !(p->top_k > 0) && tot < p->top_p * all && n < V) {
+        while (need_all && tot < p->top_p * all && n < V) {
             n = top_candidates(s, logits, n > V / 8 ? V : n * 8);
             tot = 0;
             for (int i = 0; i < n; i++) {
