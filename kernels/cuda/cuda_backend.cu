@@ -416,9 +416,9 @@ static void cuda_compute_dtype(backend *b, dtype dt) { cuda_impl_of(b)->cdt = dt
 
 /* Block-typed weights are read by the matmuls (cuda_qmatmul.cu) and the embeds only;
  * everything else is what backend_supports answers for a backend without this slot: every
- * mandatory op with BF16, F16 or F32 weights and every optional slot, all of which this
- * backend fills. (backend.c is not linked into this library, so the answer is written out;
- * the op test holds it to backend_supports on a table without this slot.) */
+ * mandatory op with BF16, F16 or F32 weights and every optional slot this backend fills
+ * (all but host_tasks). (backend.c is not linked into this library, so the answer is
+ * written out; the op test holds it to backend_supports on a table without this slot.) */
 static int cuda_supports(const backend *b, int op, dtype dt) {
     (void)b;
     if (op < 0 || op >= BK_OP_COUNT) return 0;
@@ -426,8 +426,8 @@ static int cuda_supports(const backend *b, int op, dtype dt) {
         return cuda_is_block(dt) &&
                (op == BK_OP_MATMUL || op == BK_OP_MATMUL_N || op == BK_OP_MATMUL_GLU ||
                 op == BK_OP_EMBED || op == BK_OP_EMBED_FED);
-    return op >= BK_OP_FIRST_OPTIONAL || dt == DTYPE_COUNT || dt == DTYPE_BF16 || dt == DTYPE_F16 ||
-           dt == DTYPE_F32;
+    if (op >= BK_OP_FIRST_OPTIONAL) return op != BK_OP_HOST_TASKS;
+    return dt == DTYPE_COUNT || dt == DTYPE_BF16 || dt == DTYPE_F16 || dt == DTYPE_F32;
 }
 
 static void cuda_fill_ops(backend_ops *o) {
