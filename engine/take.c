@@ -136,15 +136,29 @@ static void take_token(engine *e, engine_seq *s, const sampler_result *res, int 
     }
 }
 
+typedef struct {
+    engine *e;
+    const sched_flight *f;
+} take_plp_job;
+
+/* Prompt-logprob row k of the step: a function of its logits row into its own entry. */
+static void take_plp_task(void *ctx, int k) {
+    const take_plp_job *j = ctx;
+    engine *e = j->e;
+    engine_seq *s = e->b_plp_seq[k];
+    int idx = e->b_plp_idx[k];
+    take_prompt_logprob(&s->plp[idx], e->logits + (size_t)(j->f->nout + k) * (size_t)e->vocab,
+                        e->vocab, s->prompt[idx], s->plp_top);
+}
+
 /* The end of a prefill chunk: once the whole prompt is in, its logprobs go out before
- * the first token's wake. Only in the step that was just built (eager: never in flight). */
+ * the first token's wake. Only in the step that was just built (eager: never in flight).
+ * The rows' passes over the vocabulary run side by side on the backend's threads. */
 static void take_prefill(engine *e, const sched_flight *f) {
-    for (int k = 0; k < f->n_plp; k++) {
-        engine_seq *s = e->b_plp_seq[k];
-        int idx = e->b_plp_idx[k];
-        take_prompt_logprob(&s->plp[idx], e->logits + (size_t)(f->nout + k) * (size_t)e->vocab,
-                            e->vocab, s->prompt[idx], s->plp_top);
-    }
+    take_plp_job j = {e, f};
+    if (f->n_plp > 1 && e->b) backend_host_tasks(e->b, take_plp_task, &j, f->n_plp);
+    else
+        for (int k = 0; k < f->n_plp; k++) take_plp_task(&j, k);
     for (int i = 0; i < e->n_run; i++) {
         engine_seq *s = e->run[i];
         if (e->b_chunk[i] <= 0 || s->done || s->n_done < s->n_feed) continue;
