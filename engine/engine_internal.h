@@ -32,7 +32,6 @@ typedef struct sched_flight {
     int32_t *pos;              /* [max_seqs] the row's sequence's positions after the step */
     bk_sample_res *res;        /* [max_seqs] the device's picks */
     sampler_result *pick;      /* [max_seqs] the host sampler's picks */
-    int32_t *rows;             /* [max_seqs] rows the host samples together (take.c) */
     const float *sampled_rows; /* model_out.sampled_rows */
 } sched_flight;
 

@@ -28,8 +28,7 @@ static int sched_flight_alloc(sched_flight *f, size_t S) {
     f->pos = calloc(S, sizeof *f->pos);
     f->res = calloc(S, sizeof *f->res);
     f->pick = calloc(S, sizeof *f->pick);
-    f->rows = calloc(S, sizeof *f->rows);
-    return f->seq && f->pos && f->res && f->pick && f->rows ? 0 : -1;
+    return f->seq && f->pos && f->res && f->pick ? 0 : -1;
 }
 
 static void sched_flight_free(sched_flight *f) {
@@ -37,7 +36,6 @@ static void sched_flight_free(sched_flight *f) {
     free(f->pos);
     free(f->res);
     free(f->pick);
-    free(f->rows);
 }
 
 /* Graphs hold the addresses of the engine's buffers (the fed ids, the sampler's): none may
@@ -280,8 +278,7 @@ static void sched_snapshot(engine *e, engine_seq *s) {
  * prompt chunks, then pad rows. Returns the step's tokens (0: nothing to run). */
 static int sched_build(engine *e, sched_flight *f) {
     int nout = 0, n_decode = 0, n_plp = 0;
-    *f = (sched_flight){
-        .seq = f->seq, .pos = f->pos, .res = f->res, .pick = f->pick, .rows = f->rows};
+    *f = (sched_flight){.seq = f->seq, .pos = f->pos, .res = f->res, .pick = f->pick};
     e->kv_promised = 0;
     e->starved = 0;
     batch_buf_clear(&e->bb);

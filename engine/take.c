@@ -136,14 +136,22 @@ static void take_token(engine *e, engine_seq *s, const sampler_result *res, int 
     }
 }
 
+/* Per-row host work of a step (the prompt logprobs, the host sampler's picks), row k a
+ * function of its logits row into its own entry: side by side on the backend's threads
+ * (the CPU's pool, which would otherwise wait through them). */
 typedef struct {
     engine *e;
-    const sched_flight *f;
-} take_plp_job;
+    sched_flight *f;
+} take_job;
 
-/* Prompt-logprob row k of the step: a function of its logits row into its own entry. */
+static void take_tasks(engine *e, void (*fn)(void *ctx, int k), take_job *j, int n) {
+    if (e->b) backend_host_tasks(e->b, fn, j, n);
+    else
+        for (int k = 0; k < n; k++) fn(j, k);
+}
+
 static void take_plp_task(void *ctx, int k) {
-    const take_plp_job *j = ctx;
+    const take_job *j = ctx;
     engine *e = j->e;
     engine_seq *s = e->b_plp_seq[k];
     int idx = e->b_plp_idx[k];
@@ -154,11 +162,9 @@ static void take_plp_task(void *ctx, int k) {
 /* The end of a prefill chunk: once the whole prompt is in, its logprobs go out before
  * the first token's wake. Only in the step that was just built (eager: never in flight).
  * The rows' passes over the vocabulary run side by side on the backend's threads. */
-static void take_prefill(engine *e, const sched_flight *f) {
-    take_plp_job j = {e, f};
-    if (f->n_plp > 1 && e->b) backend_host_tasks(e->b, take_plp_task, &j, f->n_plp);
-    else
-        for (int k = 0; k < f->n_plp; k++) take_plp_task(&j, k);
+static void take_prefill(engine *e, sched_flight *f) {
+    take_job j = {e, f};
+    take_tasks(e, take_plp_task, &j, f->n_plp);
     for (int i = 0; i < e->n_run; i++) {
         engine_seq *s = e->run[i];
         if (e->b_chunk[i] <= 0 || s->done || s->n_done < s->n_feed) continue;
@@ -167,40 +173,27 @@ static void take_prefill(engine *e, const sched_flight *f) {
     }
 }
 
-typedef struct {
-    engine *e;
-    sched_flight *f;
-} take_pick_job;
-
-static void take_pick_task(void *ctx, int i) {
-    const take_pick_job *j = ctx;
-    int r = j->f->rows[i];
-    sampler_sample(j->f->seq[r]->smp, j->e->logits + (size_t)r * (size_t)j->e->vocab,
-                   &j->f->pick[r]);
+/* Row r's pick when its sequence samples on the host without a grammar (a grammar's
+ * mask is the engine's to compute: take_pick does those rows on its own thread). */
+static void take_pick_task(void *ctx, int r) {
+    const take_job *j = ctx;
+    engine_seq *s = j->f->seq[r];
+    if (!s || s->done || s->cons) return;
+    sampler_sample(s->smp, j->e->logits + (size_t)r * (size_t)j->e->vocab, &j->f->pick[r]);
 }
 
-/* The host sampler's picks for every live row of a step sampled on the host, into f->pick.
- * A row's sampler and logits are its sequence's alone, so rows without a grammar are picked
- * side by side on the backend's threads (the CPU's pool, which would otherwise wait through
- * them); a grammar's mask (take_mask) is the engine's to compute, on this thread. A pick's
- * token -1 for a row that takes nothing (a pad, a finished sequence, a mask that left no
- * token). */
+/* The host sampler's picks for every row of a step sampled on the host, into f->pick; a
+ * pick's token -1 for a row that takes nothing (a pad, a finished sequence, a mask that
+ * left no token). */
 static void take_pick(engine *e, sched_flight *f) {
-    int n = 0;
     for (int r = 0; r < f->nout; r++) {
         engine_seq *s = f->seq[r];
         f->pick[r].token = -1;
-        if (!s || s->done) continue;
-        if (!s->cons) {
-            f->rows[n++] = r;
-        } else if (!take_mask(e, s, e->logits + (size_t)r * (size_t)e->vocab)) {
+        if (s && !s->done && s->cons && !take_mask(e, s, e->logits + (size_t)r * (size_t)e->vocab))
             sampler_sample(s->smp, e->logits + (size_t)r * (size_t)e->vocab, &f->pick[r]);
-        }
     }
-    take_pick_job j = {e, f};
-    if (n > 1 && e->b) backend_host_tasks(e->b, take_pick_task, &j, n);
-    else
-        for (int i = 0; i < n; i++) take_pick_task(&j, i);
+    take_job j = {e, f};
+    take_tasks(e, take_pick_task, &j, f->nout);
 }
 
 int take_step(engine *e, sched_flight *f, strata_err *err) {
