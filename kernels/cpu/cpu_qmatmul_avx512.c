@@ -350,67 +350,6 @@ AI void q5_tile_q4k_in(float *out, int ldo, const cpu_qrows *x, int i0, const qu
     q5_ktile_end(out, ldo, acc, acc2, R);
 }
 
-/* Decode (m = 1) takes W rows in pairs: row A in lanes 0-7 of one accumulator, row B in lanes
- * 8-15, so the scale unpacking (on 256 bits for both blocks), x's loads and the block's
- * scale steps serve two rows, where the one-row tile spent them on one (about a third of a
- * block's vector work). Each lane sees the operations of q5_tile_q4k_in's R = 1 lane, in the
- * same order, so the bits are the same. */
-AI void q5_tile_q4k_2w(float *out, const cpu_qrows *x, const quant_block_q4_k *wa,
-                       const quant_block_q4_k *wb, int nb) {
-    const __m512i m4 = _mm512_set1_epi8(15);
-    const __m256i dup_m =
-        _mm256_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15, 8, 8, 9, 9, 10,
-                         10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-    /* [d_A, dmin_A, d_B, dmin_B] -> d of A in lanes 0-7 and of B in 8-15, dmin likewise */
-    const __m512i sel_d = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
-    const __m512i sel_m = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
-    __m512i ia[4], ib[4]; /* B's scales sit 16 int16 lanes up */
-    for (int t = 0; t < 4; t++) {
-        ia[t] = _mm512_load_si512(q5_q4k_idx[t]);
-        ib[t] = _mm512_add_epi16(ia[t], _mm512_set1_epi16(16));
-    }
-    qm_xrows xr;
-    qm_xrows_at(&xr, x, 0, 1);
-    __m512 acc = _mm512_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        const quant_block_q4_k *pa = qm_block_pf(wa + b, sizeof *wa, 1);
-        const quant_block_q4_k *pb = qm_block_pf(wb + b, sizeof *wb, 1);
-        __m256i sm8 = qm_q4k_scales2(pa->scales, pb->scales);
-        __m512i sm16 = _mm512_cvtepu8_epi16(sm8);
-        __m512i mins = _mm512_cvtepu8_epi16(_mm256_shuffle_epi8(sm8, dup_m));
-        __m512i sa = _mm512_setzero_si512(), sb = _mm512_setzero_si512();
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const int8_t *xh = xr.q[0] + 256 * b + 128 * h;
-            __m512i x0 = _mm512_loadu_si512(xh), x1 = _mm512_loadu_si512(xh + 64);
-            __m512i va = _mm512_loadu_si512(pa->qs + 64 * h);
-            __m512i vb = _mm512_loadu_si512(pb->qs + 64 * h);
-            __m512i pla = _mm512_maddubs_epi16(_mm512_and_si512(va, m4), x0);
-            __m512i pha = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(va, 4), m4), x1);
-            __m512i plb = _mm512_maddubs_epi16(_mm512_and_si512(vb, m4), x0);
-            __m512i phb = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(vb, 4), m4), x1);
-            sa = _mm512_dpwssd_epi32(
-                _mm512_dpwssd_epi32(sa, pla, _mm512_permutexvar_epi16(ia[2 * h], sm16)), pha,
-                _mm512_permutexvar_epi16(ia[2 * h + 1], sm16));
-            sb = _mm512_dpwssd_epi32(
-                _mm512_dpwssd_epi32(sb, plb, _mm512_permutexvar_epi16(ib[2 * h], sm16)), phb,
-                _mm512_permutexvar_epi16(ib[2 * h + 1], sm16));
-        }
-        uint32_t da, db;
-        memcpy(&da, &pa->d, sizeof da); /* d and dmin */
-        memcpy(&db, &pb->d, sizeof db);
-        __m512 dd = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_setr_epi32((int)da, (int)db, 0, 0)));
-        __m512 d = _mm512_permutexvar_ps(sel_d, dd), dmin = _mm512_permutexvar_ps(sel_m, dd);
-        __m512i mt = _mm512_madd_epi16(
-            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xr.s[0] + 16 * b))), mins);
-        __m512 dx = _mm512_set1_ps(xr.d[0][b]);
-        acc = _mm512_fmadd_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(q5_fold2(sa, sb)), acc);
-        acc = _mm512_fnmadd_ps(_mm512_mul_ps(dx, dmin), _mm512_cvtepi32_ps(mt), acc);
-    }
-    out[0] = qm_hsum8(_mm512_castps512_ps256(acc));
-    out[1] = qm_hsum8(_mm512_extractf32x8_ps(acc, 1));
-}
-
 /* ---- Q6_K ---- */
 
 AI void q5_tile_q6k_in(float *out, int ldo, const cpu_qrows *x, int i0, const quant_block_q6_k *w,
@@ -509,7 +448,6 @@ Q5_TILE_K(q6k, quant_block_q6_k)
 #define QM_TILE32 q5_tile32
 #define QM_TILE32_2W q5_tile32_2w
 #define QM_TILE_Q4K q5_tile_q4k
-#define QM_TILE_Q4K_2W q5_tile_q4k_2w
 #define QM_TILE_Q6K q5_tile_q6k
 #define QM_PREFILL_ROWS 8
 #define QM_ENTRY cpu_qmatmul_avx512

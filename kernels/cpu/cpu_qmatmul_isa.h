@@ -8,8 +8,7 @@
  * QM_TILE32, QM_TILE_Q4K and QM_TILE_Q6K (each (out, ldo, x, i0, w, [dt,] nb, R, PF)), as the
  * entry point QM_ENTRY (a cpu_qmatmul_fn): define the four (and QM_PREFILL_ROWS 8 where the
  * tiles take R up to 8, not 4; QM_TILE32_2W where a prefill tile takes two W rows of a
- * 32-element type; QM_TILE_Q4K_2W where the Q4_K decode of one x row takes two W rows), then
- * include this header. */
+ * 32-element type), then include this header. */
 #ifndef STRATA_CPU_QMATMUL_ISA_H
 #define STRATA_CPU_QMATMUL_ISA_H
 
@@ -110,33 +109,18 @@ AI __m256i qm_w32(const void *w, dtype dt, int b) {
     return _mm256_sub_epi8(qm_u32(w, dt, b), _mm256_set1_epi8((char)cpu_q32_offset(dt)));
 }
 
-/* The 8 scales (bytes 0-7) and mins (bytes 8-15) of a Q4_K block in each 128-bit lane of v,
- * whose lane holds the block's 12 scale bytes and 4 more: quant_q4_k_scales on 32-bit lanes,
- * four sub-blocks at a time. Every step stays in its lane, so two blocks cost one pass. */
-AI __m256i qm_q4k_scales_lanes(__m256i v) {
-    __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0x3f3f3f3f)); /* sc0-3, m0-3 */
+/* The 8 scales (bytes 0-7) and mins (bytes 8-15) of a Q4_K block (s = its 12 scale bytes, read
+ * with the 4 after them): quant_q4_k_scales on 32-bit lanes, four sub-blocks at a time. */
+AI __m128i qm_q4k_scales(const uint8_t *s) {
+    __m128i v = _mm_loadu_si128((const __m128i *)s);
+    __m128i lo = _mm_and_si128(v, _mm_set1_epi32(0x3f3f3f3f)); /* sc0-3, m0-3 */
     /* bytes 8-11 give the low nibbles of sc4-7 and (>> 4) of m4-7, the top 2 bits of bytes
      * 0-3 and 4-7 their high bits */
-    __m256i nib =
-        _mm256_srlv_epi32(_mm256_shuffle_epi32(v, 0xaa), _mm256_setr_epi32(0, 4, 0, 0, 0, 4, 0, 0));
-    __m256i top = _mm256_slli_epi32(
-        _mm256_and_si256(_mm256_srli_epi32(v, 6), _mm256_set1_epi32(0x03030303)), 4);
-    __m256i hi = _mm256_or_si256(_mm256_and_si256(nib, _mm256_set1_epi32(0x0f0f0f0f)), top);
-    return _mm256_unpacklo_epi32(lo, hi);
-}
-
-/* Of one block (s = its scales field). */
-AI __m128i qm_q4k_scales(const uint8_t *s) {
-    __m256i v = _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)s));
-    return _mm256_castsi256_si128(qm_q4k_scales_lanes(v));
-}
-
-/* Of two blocks: block a in the low lane, b in the high one. */
-AI __m256i qm_q4k_scales2(const uint8_t *sa, const uint8_t *sb) {
-    __m256i v =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)sa)),
-                                _mm_loadu_si128((const __m128i *)sb), 1);
-    return qm_q4k_scales_lanes(v);
+    __m128i nib = _mm_srlv_epi32(_mm_shuffle_epi32(v, 0xaa), _mm_setr_epi32(0, 4, 0, 0));
+    __m128i top =
+        _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(v, 6), _mm_set1_epi32(0x03030303)), 4);
+    __m128i hi = _mm_or_si128(_mm_and_si128(nib, _mm_set1_epi32(0x0f0f0f0f)), top);
+    return _mm_unpacklo_epi32(lo, hi);
 }
 
 /* cpu_qmatmul_hsum8's order. */
@@ -231,21 +215,6 @@ AI void qm_rows32_2w(float *out, int ldo, const cpu_qrows *x, const void *w, dty
 }
 #endif
 
-#ifdef QM_TILE_Q4K_2W
-/* Q4_K decode of one x row where the including file pairs W rows
- * (QM_TILE_Q4K_2W(out, x, w0, w1, nb), out[0] and out[1]); a last odd row alone. */
-AI void qm_rows_q4k_2w(float *out, const cpu_qrows *x, const void *w, int k, int n0, int n1) {
-    size_t rb = dtype_row_bytes(DTYPE_Q4_K, k);
-    int pairs = (n1 - n0) / 2;
-    for (int v = 0; v < pairs; v++) {
-        int j = n0 + 2 * qm_visit(v, pairs, 1);
-        const char *wj = (const char *)w + (size_t)j * rb;
-        QM_TILE_Q4K_2W(out + j, x, (const quant_block_q4_k *)wj,
-                       (const quant_block_q4_k *)(wj + rb), k / 256);
-    }
-    if (n0 + 2 * pairs < n1) qm_rows(out, 1, x, w, DTYPE_Q4_K, k, 1, n0 + 2 * pairs, n1, 1, 4);
-}
-#endif
 /* Rows of the prefill tiles: 4, or 8 where the including file's tiles take 8. */
 #ifndef QM_PREFILL_ROWS
 #define QM_PREFILL_ROWS 4
@@ -281,12 +250,6 @@ QM_PREFILL(q6_k, qm_rows(out, ldo, x, w, DTYPE_Q6_K, k, m, n0, n1, 0, QM_PREFILL
 
 void QM_ENTRY(float *restrict out, int ldo, const cpu_qrows *x, const void *restrict w, dtype dt,
               int k, int m, int n0, int n1) {
-#ifdef QM_TILE_Q4K_2W
-    if (dt == DTYPE_Q4_K && m == 1) {
-        qm_rows_q4k_2w(out, x, w, k, n0, n1);
-        return;
-    }
-#endif
     switch (dt) {
         QM_CASE(DTYPE_Q8_0, q8_0)
         QM_CASE(DTYPE_Q4_0, q4_0)
