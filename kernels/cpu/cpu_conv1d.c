@@ -60,6 +60,25 @@ static void cpu_conv_madd(float *restrict o, const float *restrict w, const floa
     }
 }
 
+/* wt[j][c] = w[cc + c, j] for nc channels, as f32. One loop per storage type: with the type
+ * switch inside the element loop (cpu_weight_at), this transpose was most of a decode
+ * step's conv1d. */
+static void cpu_conv_widen(float wt[][CPU_CONV_CHUNK], const bk_weight *w, int cc, int nc, int K) {
+    size_t o = (size_t)cc * K;
+    if (w->dt == DTYPE_F32) {
+        const float *f = (const float *)w->data + o;
+        for (int c = 0; c < nc; c++)
+            for (int j = 0; j < K; j++) wt[j][c] = f[c * K + j];
+    } else if (w->dt == DTYPE_BF16) {
+        const uint16_t *h = (const uint16_t *)w->data + o;
+        for (int c = 0; c < nc; c++)
+            for (int j = 0; j < K; j++) wt[j][c] = dtype_bf16_to_f32(h[c * K + j]);
+    } else {
+        for (int c = 0; c < nc; c++)
+            for (int j = 0; j < K; j++) wt[j][c] = cpu_weight_at(w, o + (size_t)c * K + j);
+    }
+}
+
 /* The same sums as cpu_conv1d_range, in the same order (bias, then taps oldest first), with
  * the weights widened once per chunk of channels and rows swept whole; silu comes from the
  * ISA table. */
@@ -70,10 +89,8 @@ static void cpu_conv1d_fast(const cpu_kernels *kern, float *out, const float *x,
     float wt[CPU_CONV_MAX_K][CPU_CONV_CHUNK], bs[CPU_CONV_CHUNK];
     for (int cc = c0; cc < c1; cc += CPU_CONV_CHUNK) {
         int nc = c1 - cc < CPU_CONV_CHUNK ? c1 - cc : CPU_CONV_CHUNK;
-        for (int c = 0; c < nc; c++) {
-            bs[c] = bias ? cpu_weight_at(bias, cc + c) : 0.0f;
-            for (int j = 0; j < K; j++) wt[j][c] = cpu_weight_at(w, (size_t)(cc + c) * K + j);
-        }
+        cpu_conv_widen(wt, w, cc, nc, K);
+        for (int c = 0; c < nc; c++) bs[c] = bias ? cpu_weight_at(bias, cc + c) : 0.0f;
         for (int s = 0; s < bt->n_seqs; s++) {
             int t0 = bt->start[s], len = bt->len[s];
             float *st = state + (size_t)bt->slot[s] * W * C;
