@@ -32,6 +32,43 @@ void cpu_ops_embed_ref(float *out, const bk_weight *table, const int32_t *ids, i
             out[i * n + j] = cpu_weight_at(table, (size_t)(ids[i] * n + j));
 }
 
+enum { CPU_NORM_CHUNK = 256 }; /* gains widened per pass, on the stack */
+
+/* g[0 .. n) = the gains of elements j0 .. j0 + n: w, 1 + w, or 1 (BK_NORM_NONE). One loop per
+ * storage type: with the type switch inside the element loop, widening the gains cost more
+ * than the norm's arithmetic. */
+static void cpu_norm_gains(float *g, const bk_weight *w, int mode, int j0, int n) {
+    if (mode != BK_NORM_PLAIN && mode != BK_NORM_ONE_PLUS) {
+        for (int j = 0; j < n; j++) g[j] = 1.0f;
+        return;
+    }
+    if (w->dt == DTYPE_F32) {
+        const float *f = (const float *)w->data + j0;
+        for (int j = 0; j < n; j++) g[j] = f[j];
+    } else if (w->dt == DTYPE_BF16) {
+        const uint16_t *h = (const uint16_t *)w->data + j0;
+        for (int j = 0; j < n; j++) g[j] = dtype_bf16_to_f32(h[j]);
+    } else {
+        for (int j = 0; j < n; j++) g[j] = cpu_weight_at(w, (size_t)(j0 + j));
+    }
+    if (mode == BK_NORM_ONE_PLUS)
+        for (int j = 0; j < n; j++) g[j] = 1.0f + g[j];
+}
+
+/* o = x · r · g, or o = add + x · r · g (each element in that order; o may be add or x). */
+static void cpu_norm_row(float *o, const float *add, const float *xr, float r, const bk_weight *w,
+                         int mode, int n) {
+    float g[CPU_NORM_CHUNK];
+    for (int j0 = 0; j0 < n; j0 += CPU_NORM_CHUNK) {
+        int nn = n - j0 < CPU_NORM_CHUNK ? n - j0 : CPU_NORM_CHUNK;
+        cpu_norm_gains(g, w, mode, j0, nn);
+        if (add)
+            for (int j = 0; j < nn; j++) o[j0 + j] = add[j0 + j] + xr[j0 + j] * r * g[j];
+        else
+            for (int j = 0; j < nn; j++) o[j0 + j] = xr[j0 + j] * r * g[j];
+    }
+}
+
 void cpu_ops_rmsnorm_ref(float *out, const float *x, const bk_weight *w, int m, int n, int ld,
                          float eps, int mode) {
     for (int i = 0; i < m; i++) {
@@ -40,12 +77,7 @@ void cpu_ops_rmsnorm_ref(float *out, const float *x, const bk_weight *w, int m, 
         float ss = 0.0f;
         for (int j = 0; j < n; j++) ss += xr[j] * xr[j];
         float r = 1.0f / sqrtf(ss / (float)n + eps);
-        for (int j = 0; j < n; j++) {
-            float g = mode == BK_NORM_PLAIN      ? cpu_weight_at(w, j)
-                      : mode == BK_NORM_ONE_PLUS ? 1.0f + cpu_weight_at(w, j)
-                                                 : 1.0f;
-            o[j] = xr[j] * r * g;
-        }
+        cpu_norm_row(o, NULL, xr, r, w, mode, n);
     }
 }
 
@@ -56,12 +88,6 @@ static float cpu_norm_scale(const float *xr, int n, float eps) {
     return 1.0f / sqrtf(ss / (float)n + eps);
 }
 
-static float cpu_norm_gain(const bk_weight *w, int mode, int j) {
-    return mode == BK_NORM_PLAIN      ? cpu_weight_at(w, j)
-           : mode == BK_NORM_ONE_PLUS ? 1.0f + cpu_weight_at(w, j)
-                                      : 1.0f;
-}
-
 void cpu_ops_residual_ref(float *x, float *xn, const float *delta, const bk_weight *dnorm,
                           int dmode, const bk_weight *s, const bk_weight *nw, int nmode, int m,
                           int n, float eps) {
@@ -70,7 +96,7 @@ void cpu_ops_residual_ref(float *x, float *xn, const float *delta, const bk_weig
         const float *dr = delta + (size_t)i * n;
         if (dnorm) {
             float r = cpu_norm_scale(dr, n, eps);
-            for (int j = 0; j < n; j++) xr[j] = xr[j] + dr[j] * r * cpu_norm_gain(dnorm, dmode, j);
+            cpu_norm_row(xr, xr, dr, r, dnorm, dmode, n);
         } else {
             for (int j = 0; j < n; j++) xr[j] = xr[j] + dr[j];
         }
@@ -81,7 +107,7 @@ void cpu_ops_residual_ref(float *x, float *xn, const float *delta, const bk_weig
         if (!xn) continue;
         float r = cpu_norm_scale(xr, n, eps);
         float *o = xn + (size_t)i * n;
-        for (int j = 0; j < n; j++) o[j] = xr[j] * r * cpu_norm_gain(nw, nmode, j);
+        cpu_norm_row(o, NULL, xr, r, nw, nmode, n);
     }
 }
 
@@ -191,7 +217,7 @@ static void cpu_rmsnorm_gated_fast(const cpu_kernels *k, float *out, const float
         float ss = 0.0f;
         for (int j = 0; j < n; j++) ss += xr[j] * xr[j];
         float r = 1.0f / sqrtf(ss / (float)n + eps);
-        for (int j = 0; j < n; j++) o[j] = xr[j] * r * cpu_weight_at(w, j);
+        cpu_norm_row(o, NULL, xr, r, w, BK_NORM_PLAIN, n);
         k->silu_mul(o, z + (size_t)i * n, o, (size_t)n);
     }
 }
