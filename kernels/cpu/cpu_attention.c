@@ -113,6 +113,11 @@ typedef struct {
     const cpu_kernels *k;
 } cpu_att_job;
 
+/* The cache row of kv head kvh at position p of sequence seq, in units of one head's D. */
+static size_t cpu_att_row(const cpu_att_job *j, int seq, int p, int kvh) {
+    return bk_kv_row(j->kv, j->bt, seq, p) * j->KV + (size_t)kvh;
+}
+
 /* Query heads h0 .. h0 + n - 1 of token i, which share one kv head: each with its own online
  * softmax (running max mx, running sum l, output acc rescaled by exp(old max − new max)
  * whenever a block raises the max), while every cached k and v row is read (and widened)
@@ -129,7 +134,7 @@ static void cpu_att_heads(const cpu_att_job *j, int i, int h0, int n) {
     bk_kv head = *kv;
     head.width = D;
     float acc[CPU_ATT_GROUP][CPU_ATT_MAX_D], sc[CPU_ATT_GROUP][CPU_ATT_BLOCK];
-    float kbuf[CPU_ATT_MAX_D], vbuf[CPU_ATT_MAX_D];
+    float kbuf[4][CPU_ATT_MAX_D], vbuf[4][CPU_ATT_MAX_D];
     float mx[CPU_ATT_GROUP], l[CPU_ATT_GROUP], c[CPU_ATT_GROUP], nmx[CPU_ATT_GROUP];
     for (int g = 0; g < n; g++) {
         mx[g] = -INFINITY;
@@ -139,14 +144,23 @@ static void cpu_att_heads(const cpu_att_job *j, int i, int h0, int n) {
     for (int t0 = lo; t0 <= p; t0 += CPU_ATT_BLOCK) {
         int nb = p + 1 - t0 < CPU_ATT_BLOCK ? p + 1 - t0 : CPU_ATT_BLOCK;
         for (int g = 0; g < n; g++) nmx[g] = mx[g];
-        for (int t = 0; t < nb; t++) {
-            size_t row = bk_kv_row(kv, bt, seq, t0 + t) * j->KV + (size_t)kvh;
-            const float *kr = cpu_kv_row(&head, kv->k, row, kbuf);
+        for (int t = 0; t < nb; t += 4) { /* keys four at a time: one pass of q per four */
+            int nt = nb - t < 4 ? nb - t : 4;
+            const float *kr[4];
+            for (int u = 0; u < nt; u++)
+                kr[u] = cpu_kv_row(&head, kv->k, cpu_att_row(j, seq, t0 + t + u, kvh), kbuf[u]);
             for (int g = 0; g < n; g++) {
-                float s = j->k->dot(q + (size_t)g * D, kr, D) * j->scale;
-                if (j->softcap > 0.0f) s = j->softcap * tanhf(s / j->softcap);
-                sc[g][t] = s;
-                nmx[g] = s > nmx[g] ? s : nmx[g];
+                float d4[4];
+                const float *qg = q + (size_t)g * D;
+                if (nt == 4 && j->k->dot4) j->k->dot4(qg, kr, D, d4);
+                else
+                    for (int u = 0; u < nt; u++) d4[u] = j->k->dot(qg, kr[u], D);
+                for (int u = 0; u < nt; u++) {
+                    float s = d4[u] * j->scale;
+                    if (j->softcap > 0.0f) s = j->softcap * tanhf(s / j->softcap);
+                    sc[g][t + u] = s;
+                    nmx[g] = s > nmx[g] ? s : nmx[g];
+                }
             }
         }
         for (int g = 0; g < n; g++) {
@@ -154,10 +168,19 @@ static void cpu_att_heads(const cpu_att_job *j, int i, int h0, int n) {
             l[g] = l[g] * c[g] + j->k->exp_sum(sc[g], sc[g], nmx[g], nb);
             mx[g] = nmx[g];
         }
-        for (int t = 0; t < nb; t++) {
-            size_t row = bk_kv_row(kv, bt, seq, t0 + t) * j->KV + (size_t)kvh;
-            const float *vr = cpu_kv_row(&head, kv->v, row, vbuf);
-            for (int g = 0; g < n; g++) j->k->axpby(acc[g], vr, sc[g][t], t == 0 ? c[g] : 1.0f, D);
+        for (int t = 0; t < nb; t += 4) { /* one pass of each accumulator per four keys */
+            int nt = nb - t < 4 ? nb - t : 4;
+            const float *vr[4];
+            for (int u = 0; u < nt; u++)
+                vr[u] = cpu_kv_row(&head, kv->v, cpu_att_row(j, seq, t0 + t + u, kvh), vbuf[u]);
+            for (int g = 0; g < n; g++) {
+                if (nt == 4 && j->k->axpy4) {
+                    j->k->axpy4(acc[g], vr, sc[g] + t, t == 0 ? c[g] : 1.0f, D);
+                    continue;
+                }
+                for (int u = 0; u < nt; u++)
+                    j->k->axpby(acc[g], vr[u], sc[g][t + u], t + u == 0 ? c[g] : 1.0f, D);
+            }
         }
     }
     for (int g = 0; g < n; g++) {
@@ -177,13 +200,13 @@ static void cpu_att_task(void *ctx, int task, int worker) {
 }
 
 /* Query heads per work item: as many of a kv head's group as CPU_ATT_GROUP allows (each
- * cached row read once for all of them), fewer when that would leave the pool's threads
- * without an item each twice over (a decode step's few tokens). */
+ * cached row read once for all of them), fewer when that would leave a pool thread without an
+ * item (a decode step's few tokens). A decode's items are equal work, so one each is enough:
+ * two each made every thread read the whole cache twice (Gemma 4's one kv head). */
 static int cpu_att_heads_per_item(int H, int KV, int n_tokens, int threads) {
     int group = H / KV, best = 1;
     for (int d = 1; d <= group && d <= CPU_ATT_GROUP; d++)
-        if (group % d == 0 && (d == 1 || (int64_t)n_tokens * (H / d) >= 2 * (int64_t)threads))
-            best = d;
+        if (group % d == 0 && (d == 1 || (int64_t)n_tokens * (H / d) >= (int64_t)threads)) best = d;
     return best;
 }
 

@@ -48,6 +48,13 @@ typedef void (*cpu_delta_step_fn)(float *restrict s, float *restrict out, const 
 typedef float (*cpu_dot_fn)(const float *restrict a, const float *restrict b, int n);
 /* y[i] = y[i] · c + a · x[i] for i < n (the attention accumulator update). */
 typedef void (*cpu_axpby_fn)(float *restrict y, const float *restrict x, float a, float c, int n);
+/* out[r] = dot(a, b[r], n) for r < 4, each bit for bit the ISA's dot: four rows' chains side by
+ * side, so a short dot's latency is hidden behind the others'. Optional (NULL: four dots). */
+typedef void (*cpu_dot4_fn)(const float *restrict a, const float *const *b, int n, float out[4]);
+/* axpby(y, x[0], a[0], c, n) then axpby(y, x[r], a[r], 1, n) for r = 1 .. 3, bit for bit, in one
+ * pass over y. Optional (NULL: four axpbys). */
+typedef void (*cpu_axpy4_fn)(float *restrict y, const float *const *x, const float *a, float c,
+                             int n);
 /* out[i] = silu(g[i]) · u[i], or silu(g[i]) when u is NULL; out may alias g or u. */
 typedef void (*cpu_silu_mul_fn)(float *out, const float *g, const float *u, size_t n);
 /* x[i] = x[i] · sigmoid(g[i]). */
@@ -64,6 +71,8 @@ typedef struct cpu_kernels {
     cpu_delta_step_fn delta_step;
     cpu_dot_fn dot;
     cpu_axpby_fn axpby;
+    cpu_dot4_fn dot4;   /* optional */
+    cpu_axpy4_fn axpy4; /* optional */
     cpu_silu_mul_fn silu_mul;
     cpu_sigmoid_mul_fn sigmoid_mul;
     cpu_exp_sum_fn exp_sum;

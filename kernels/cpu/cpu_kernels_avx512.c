@@ -94,6 +94,47 @@ static void avx512_axpby(float *restrict y, const float *restrict x, float a, fl
     }
 }
 
+/* avx512_dot of a against four rows: each row's two accumulators and final sum as there. */
+static void avx512_dot4(const float *restrict a, const float *const *b, int n, float out[4]) {
+    __m512 s0[4], s1[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) s0[r] = s1[r] = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 x0 = _mm512_loadu_ps(a + i), x1 = _mm512_loadu_ps(a + i + 16);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            s0[r] = _mm512_fmadd_ps(x0, _mm512_loadu_ps(b[r] + i), s0[r]);
+            s1[r] = _mm512_fmadd_ps(x1, _mm512_loadu_ps(b[r] + i + 16), s1[r]);
+        }
+    }
+    for (; i < n; i += 16) {
+        __mmask16 mk = avx512_mask(n - i);
+        __m512 x0 = _mm512_maskz_loadu_ps(mk, a + i);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            s0[r] = _mm512_fmadd_ps(x0, _mm512_maskz_loadu_ps(mk, b[r] + i), s0[r]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(s0[r], s1[r]));
+}
+
+/* Four avx512_axpby calls (c, then 1) on each 16 elements of y while they sit in a register
+ * (the calls' y · 1 is y itself: y is never a signalling NaN, being arithmetic's result). */
+static void avx512_axpy4(float *restrict y, const float *const *x, const float *a, float c, int n) {
+    __m512 vc = _mm512_set1_ps(c), va[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) va[r] = _mm512_set1_ps(a[r]);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 mk = avx512_mask(n - i);
+        __m512 yv = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, y + i), vc);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            yv = _mm512_fmadd_ps(va[r], _mm512_maskz_loadu_ps(mk, x[r] + i), yv);
+        _mm512_mask_storeu_ps(y + i, mk, yv);
+    }
+}
+
 /* e^x to ~1 ulp: x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact
  * reduction), Cephes' degree-6 polynomial for e^r, then scalef by 2^n. Inputs are clamped
  * to [-87.3, 88.7], where expf is still finite and normal; beyond, callers' results
@@ -158,6 +199,8 @@ const cpu_kernels cpu_kernels_avx512 = {
     .delta_step = avx512_delta_step,
     .dot = avx512_dot,
     .axpby = avx512_axpby,
+    .dot4 = avx512_dot4,
+    .axpy4 = avx512_axpy4,
     .silu_mul = avx512_silu_mul,
     .sigmoid_mul = avx512_sigmoid_mul,
     .exp_sum = avx512_exp_sum,

@@ -245,6 +245,50 @@ static void test_attention_grouping(void) {
     }
 }
 
+/* The attention's four-key kernels are their one-key kernels, bit for bit: dot4 is four dots,
+ * axpy4 is axpby with c and then with 1 three times (a mutant summing in another order, or
+ * scaling every key by c, fails), on every ISA that has them, odd widths included. */
+static void test_attention_four_key_kernels(void) {
+    static const cpu_kernels *const tabs[] = {&cpu_kernels_scalar, &cpu_kernels_avx2,
+                                              &cpu_kernels_avx512};
+    static const cpu_isa isas[] = {CPU_ISA_SCALAR, CPU_ISA_AVX2, CPU_ISA_AVX512};
+    static const int widths[] = {1, 17, 33, 48, 64, 256, 512};
+    int ran = 0;
+    for (int ti = 0; ti < 3; ti++) {
+        const cpu_kernels *k = tabs[ti];
+        if (!cpu_backend_isa_supported(isas[ti]) || (!k->dot4 && !k->axpy4)) continue;
+        for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++) {
+            int n = widths[wi];
+            float *a = frand((size_t)n), *y = frand((size_t)n), *y1 = fvec((size_t)n);
+            float *rows[4], w[4] = {0.3f, -1.7f, 0.01f, 2.5f}, c = 0.61f;
+            for (int r = 0; r < 4; r++) rows[r] = frand((size_t)n);
+            const float *const *cr = (const float *const *)rows;
+            if (k->dot4) {
+                float d4[4];
+                k->dot4(a, cr, n, d4);
+                for (int r = 0; r < 4; r++) {
+                    float d = k->dot(a, rows[r], n);
+                    CHECK_MSG(!memcmp(&d, &d4[r], sizeof d), "%s dot4 row %d n=%d: %g vs %g",
+                              k->name, r, n, d4[r], d);
+                }
+            }
+            if (k->axpy4) {
+                memcpy(y1, y, sizeof(float) * (size_t)n);
+                for (int r = 0; r < 4; r++) k->axpby(y1, rows[r], w[r], r ? 1.0f : c, n);
+                k->axpy4(y, cr, w, c, n);
+                CHECK_MSG(!memcmp(y, y1, sizeof(float) * (size_t)n), "%s axpy4 n=%d", k->name, n);
+            }
+            for (int r = 0; r < 4; r++) free(rows[r]);
+            free(a);
+            free(y);
+            free(y1);
+            ran++;
+        }
+    }
+    CHECK_MSG(ran > 0 || !cpu_backend_isa_supported(CPU_ISA_AVX512),
+              "no ISA with the four-key kernels was tested");
+}
+
 /* A BF16 cache holds each stored value rounded to nearest even, at its row. */
 static void test_kv_store_bf16_rounds(void) {
     enum { W = 24, CAP = 5, SLOTS = 2, T = 3 };
@@ -783,6 +827,7 @@ int main(void) {
     RUN(test_kv_attention);
     RUN(test_attention_batch_equals_alone);
     RUN(test_attention_grouping);
+    RUN(test_attention_four_key_kernels);
     RUN(test_kv_store_bf16_rounds);
     RUN(test_conv1d);
     RUN(test_conv1d_pieces);
