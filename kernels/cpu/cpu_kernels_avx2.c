@@ -110,6 +110,52 @@ static void avx2_axpby(float *restrict y, const float *restrict x, float a, floa
     for (; i < n; i++) y[i] = y[i] * c + a * x[i];
 }
 
+/* avx2_dot of a against four rows: each row's two accumulators, sum and tail as there. */
+static void avx2_dot4(const float *restrict a, const float *const *b, int n, float out[4]) {
+    __m256 s0[4], s1[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) s0[r] = s1[r] = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 x0 = _mm256_loadu_ps(a + i), x1 = _mm256_loadu_ps(a + i + 8);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            s0[r] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b[r] + i), s0[r]);
+            s1[r] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(b[r] + i + 8), s1[r]);
+        }
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 x0 = _mm256_loadu_ps(a + i);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) s0[r] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b[r] + i), s0[r]);
+    }
+    for (int r = 0; r < 4; r++) {
+        float s = avx2_hsum(_mm256_add_ps(s0[r], s1[r]));
+        for (int e = i; e < n; e++) s += a[e] * b[r][e];
+        out[r] = s;
+    }
+}
+
+/* Four avx2_axpby calls (c, then 1) on each 8 elements of y while they sit in a register (the
+ * calls' y · 1 is y itself: y is never a signalling NaN, being arithmetic's result). */
+static void avx2_axpy4(float *restrict y, const float *const *x, const float *a, float c, int n) {
+    __m256 vc = _mm256_set1_ps(c), va[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) va[r] = _mm256_set1_ps(a[r]);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 yv = _mm256_mul_ps(_mm256_loadu_ps(y + i), vc);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) yv = _mm256_fmadd_ps(va[r], _mm256_loadu_ps(x[r] + i), yv);
+        _mm256_storeu_ps(y + i, yv);
+    }
+    for (; i < n; i++) {
+        float v = y[i] * c + a[0] * x[0][i];
+        for (int r = 1; r < 4; r++) v = v + a[r] * x[r][i];
+        y[i] = v;
+    }
+}
+
 /* e^x to ~1 ulp (see avx512_exp); 2^n is built in the exponent field, so x is clamped
  * to [-87.3, 88.3] where n stays within [-126, 127]. */
 AI __m256 avx2_exp(__m256 x) {
@@ -180,6 +226,8 @@ const cpu_kernels cpu_kernels_avx2 = {
     .delta_step = avx2_delta_step,
     .dot = avx2_dot,
     .axpby = avx2_axpby,
+    .dot4 = avx2_dot4,
+    .axpy4 = avx2_axpy4,
     .silu_mul = avx2_silu_mul,
     .sigmoid_mul = avx2_sigmoid_mul,
     .exp_sum = avx2_exp_sum,
