@@ -303,6 +303,8 @@ int cuda_fa_min(const cuda_impl *c, const bk_kv *kv, const bk_batch *bt, int D);
 void cuda_fa(cuda_impl *c, float *out, const float *q, const bk_kv *kv, const bk_batch *bt,
              const cuda_kv_map &map, int H, int KV, int D, float scale, int window, float softcap);
 /* cuda_elementwise.cu */
+/* Opts the GEMV kernels in to their shared memory (cuda_matmul.cu); at create. */
+cudaError_t cuda_matmul_setup(cuda_impl *c);
 void cuda_embed(backend *b, float *out, const bk_weight *table, const int32_t *ids, int m);
 void cuda_embed_fed(backend *b, float *out, const bk_weight *table, const int32_t *ids,
                     const int32_t *fed, const bk_batch *bt, int m);

@@ -1,24 +1,21 @@
 /* cuda_matmul.cu - out[m, n] = x[m, k] · Wᵀ with W [n, k] in BF16, F16 or F32 (the block
  * formats go to cuda_qmatmul.cu from the entry points here).
  *
- * m <= 8 (decode, small batches): mm_gemv streams W once for all m rows of x, as
- * perf-anchors §6.5 describes: each warp owns a row of W (or a 1/wpr slice of it when W has
- * few rows), lanes issue 16-byte loads, eight in flight at m <= 4 (four above, where x
- * takes the registers), the last batch of a row too, with the evict-first hint so the
- * activations stay in L2; x comes through L1 (it is small and read by every warp), f32
- * FMA, warp-shuffle reduction. No tensor cores: at m <= 8 the kernel is bandwidth-bound.
+ * m <= 8 (decode, small batches): mm_gemv streams W once for all m rows of x (perf-anchors
+ * §6.5): a resident grid walks the rows, lanes issue 16-byte loads with the evict-first
+ * hint so the activations stay in L2, a batch of eight in flight (four above m = 4, where
+ * x takes the registers) while the previous batch is summed, f32 FMA, warp-shuffle
+ * reduction. No tensor cores: at m <= 8 the kernel is bandwidth-bound.
  *
  * m > 8 (prefill): cuBLAS. F32 weights: an f32 GEMM (CUBLAS_COMPUTE_32F, no TF32). F16
- * weights: a plain tiled f32 kernel. BF16 weights, at any m: x is rounded to bf16 once per
- * matmul (mm_to_bf16 with mm_round_x, the rule of the CPU backend's cpu_pack_bf16_one) into
- * the act16 scratch, then either the GEMV reads it (16-byte loads of 8 values) or a cuBLAS
- * bf16 GEMM with f32 accumulation does; so prefill and decode multiply the same values
- * (kernels/backend.h: a BF16 weight meets x rounded to bf16). Rounding inside the GEMV
- * instead redoes it for every W row: integer work per weight element that would outrun
- * the weight stream at m = 8, but at m <= 2 (decode of one or two sequences, where launches
- * dominate) costs less than the extra launch, so there the GEMV rounds x as it reads it
- * (mm_rx) with the same rule and gives the same products. All scratch is fixed at create;
- * larger m runs in row chunks. */
+ * weights: a plain tiled f32 kernel. BF16 weights, at any m: a BF16 weight meets x rounded
+ * to bf16 (kernels/backend.h; mm_round_x, the rule of the CPU backend's
+ * cpu_pack_bf16_one), so prefill and decode multiply the same values: at m <= 2 each GEMV
+ * block rounds x into shared memory itself (matmul_glu: the activation too), at larger m
+ * mm_to_bf16 rounds it once into the act16 scratch, which the GEMV (16-byte loads of 8
+ * values) or a cuBLAS bf16 GEMM with f32 accumulation reads; staging M·k values in every
+ * block would read more than the weights there. All scratch is fixed at create; larger m
+ * runs in row chunks. */
 #include "kernels/cuda/cuda_quant.cuh"
 
 enum { MM_GEMV_MAX_M = 8, MM_THREADS = 256, MM_WARPS = MM_THREADS / 32 };
@@ -115,129 +112,173 @@ __global__ void mm_act_bf16(__nv_bfloat16 *__restrict__ xb, const float *__restr
         xb[i] = __float2bfloat16_rn(mm_round_x(mm_act(act, g[i], u ? u[i] : 0.0f)));
 }
 
-/* VE elements of x row data from element off, as f32: for BF16 weights x is rounded to
- * bf16 as mm_round_x does, either once by mm_to_bf16 (xb, read 8 at a time in one 16-byte
- * load, half the bytes of f32 x) or here as it is read (RX: small m, see mm_gemv); for other
- * weights it is the f32 x itself. */
-template <int DT, bool RX, bool SM>
+/* VE elements of x from element off, as f32, where they are not staged in shared memory:
+ * for BF16 weights x rounded to bf16 already (xb, from mm_to_bf16 or mm_act_bf16: 8 values
+ * in one 16-byte load); other weights read f32 x itself. */
+template <int DT>
 __device__ __forceinline__ void mm_load_x(const float *__restrict__ x,
                                           const uint16_t *__restrict__ xb, size_t off, float *f) {
-    if (DT == DTYPE_BF16 && !RX) { /* SM: xb is the block's staged copy in shared memory */
-        mm_w<DTYPE_BF16>::unpack(SM ? *(const uint4 *)(xb + off) : __ldg((const uint4 *)(xb + off)),
-                                 f);
+    if (DT == DTYPE_BF16) {
+        mm_w<DTYPE_BF16>::unpack(__ldg((const uint4 *)(xb + off)), f);
     } else {
 #pragma unroll
         for (int e = 0; e < mm_w<DT>::VE / 4; e++) {
             float4 v = __ldg((const float4 *)(x + off) + e);
             f[4 * e] = v.x, f[4 * e + 1] = v.y, f[4 * e + 2] = v.z, f[4 * e + 3] = v.w;
         }
-        if (RX)
+    }
+}
+
+/* BF16 weights at m <= 2 stage x in shared memory, rounded (and activated, matmul_glu) once
+ * per block, up to this many bytes (two blocks of an SM still fit); larger x, and m > 2,
+ * where every block staging M·k values would read more than the weights, take xb. */
+enum { MM_STAGE_MAX = 96 * 1024 };
+__host__ __device__ constexpr bool mm_stages(int dt, int m) { return dt == DTYPE_BF16 && m <= 2; }
+
+/* The weight that launch row grow falls in, its output, and the row within it (row >= n:
+ * past the last). The segment table is read at fixed indices: indexed at run time, the
+ * kernel parameters would be copied to a stack frame in every thread. */
+struct mm_row {
+    const void *w;
+    float *out;
+    int row, n;
+};
+__device__ __forceinline__ mm_row mm_find(const mm_segs &sg, int grow) {
+    mm_row r = {sg.w[0], sg.out[0], grow, sg.end[0]};
 #pragma unroll
-            for (int e = 0; e < mm_w<DT>::VE; e++) f[e] = mm_round_x(f[e]);
-    }
-}
-template <int DT, bool RX, bool SM>
-__device__ __forceinline__ float mm_get_x(const float *__restrict__ x,
-                                          const uint16_t *__restrict__ xb, size_t i) {
-    if (DT == DTYPE_BF16 && !RX) return __uint_as_float((uint32_t)xb[i] << 16);
-    return RX ? mm_round_x(x[i]) : x[i];
+    for (int j = 1; j < BK_MATMUL_MAX; j++)
+        if (j < sg.n_seg && grow >= sg.end[j - 1])
+            r = {sg.w[j], sg.out[j], grow - sg.end[j - 1], sg.end[j] - sg.end[j - 1]};
+    return r;
 }
 
-/* M rows of x against W; a block is 8 warps = 8 / wpr rows of W. vec: k % VE == 0 and
- * 16-byte aligned x (or xb) and W (then every row is aligned too). */
-/* BF16 weights at m <= 2 round x as they read it: at one or two rows that is
- * at most two roundings per weight element, cheaper than a kernel launch that rounds x
- * into act16 first; more rows would spend more integer work per weight than the weight
- * stream leaves (the file comment). */
-__host__ __device__ constexpr bool mm_rx(int dt, int m) { return dt == DTYPE_BF16 && m <= 2; }
-
-/* ACT (BK_ACT_*, matmul_glu; BF16 weights at m <= 2 only): x is act(x, u), computed and
- * rounded once per block into shared memory (M·k bf16) before the weight stream starts,
- * instead of by an elementwise kernel and a rounding one before the GEMV. */
-template <int DT, int M, int ACT = MM_NO_ACT>
-__global__ void __launch_bounds__(MM_THREADS)
+/* The decode GEMV (16-byte aligned W, k % VE == 0): M rows of x against W, every W byte
+ * read once. A row of W belongs to wpr warps of a block (few rows: split so the matrix
+ * still spreads over the GPU); lane l of part p sums chunks p·32 + l, + 32·wpr, ... in that
+ * order, then the warp and the parts add up in a fixed order, so a row's sum does not
+ * depend on M (batch invariance) or on the grid. The grid is sized to stay resident (two
+ * blocks an SM) and walks the rows: a block takes row groups g, g + gridDim.x, ...; a
+ * warp's work is a stream of batches of LIF 16-byte loads a lane (a row's, or its part of
+ * a long row), and the next batch is in flight while the current one is summed, across row
+ * ends too, so a short row (k = 1,024: 4 loads a lane) does not leave the lane idle for a
+ * round trip. ST: x staged in shared memory (see MM_STAGE_MAX), rounded there once per
+ * block after the first weight loads are issued; ACT (matmul_glu, ST only): staged as
+ * act(x, u). */
+template <int DT, int M, int ACT, bool ST>
+__global__ void __launch_bounds__(MM_THREADS, 2)
     mm_gemv(mm_segs sg, const float *__restrict__ x, const float *__restrict__ u,
-            const uint16_t *__restrict__ xb, int k, int wpr, int vec) {
+            const uint16_t *__restrict__ xb, int k, int wpr, int groups) {
     typedef mm_w<DT> W;
-    constexpr bool SM = ACT != MM_NO_ACT, RX = !SM && mm_rx(DT, M);
-    constexpr int LIF = M <= 4 ? 8 : 4; /* weight loads in flight; fewer where x takes registers */
+    constexpr int LIF = M <= 4 ? 8 : 4; /* loads a batch; fewer where x takes the registers */
     __shared__ float red[MM_WARPS][M];
-    extern __shared__ uint4 mm_xs[]; /* [M·k bf16] when SM */
-    if (SM) {
-        uint16_t *xs = (uint16_t *)mm_xs;
-        for (int i = threadIdx.x; i < M * k; i += MM_THREADS)
-            xs[i] = __bfloat16_as_ushort(
-                __float2bfloat16_rn(mm_round_x(mm_act(ACT, x[i], u ? u[i] : 0.0f))));
-        __syncthreads();
-        xb = xs;
-    }
+    extern __shared__ uint4 mm_xs[]; /* [M·k bf16] when ST */
+    const uint16_t *xs = (const uint16_t *)mm_xs;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int grow = blockIdx.x * (MM_WARPS / wpr) + warp / wpr, part = warp % wpr;
-    /* this warp's weight: the segment its launch row falls in */
-    int j = 0;
-    while (j + 1 < sg.n_seg && grow >= sg.end[j]) j++;
-    const int start = j ? sg.end[j - 1] : 0, n = sg.end[j] - start;
-    const int row = grow < sg.end[sg.n_seg - 1] ? grow - start : n; /* n: past the last */
-    const void *__restrict__ w = sg.w[j];
-    float *__restrict__ out = sg.out[j];
+    const int part = warp % wpr, slot = warp / wpr, rpg = MM_WARPS / wpr, step = 32 * wpr;
+    const int nc = k / W::VE, cpl = (nc + step - 1) / step, nb = (cpl + LIF - 1) / LIF;
+    const int mine =
+        (int)blockIdx.x < groups ? (groups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    const int steps = mine * nb; /* the same for every warp of the block */
+    /* Batch s of this warp: its row and the loads, predicated past the row's end. */
+    auto issue = [&](uint4 *ub, int s) {
+        const int g = s / nb, bi = s - g * nb;
+        mm_row r = mm_find(sg, (blockIdx.x + g * gridDim.x) * rpg + slot);
+        const uint4 *wr = (const uint4 *)((const char *)r.w + (size_t)r.row * k * W::SZ);
+#pragma unroll
+        for (int q = 0; q < LIF; q++) {
+            const int i = bi * LIF + q, cc = part * 32 + lane + i * step;
+            if (r.row < r.n && i < cpl && cc < nc) ub[q] = __ldcs(wr + cc);
+        }
+        return r;
+    };
     float acc[M];
 #pragma unroll
     for (int t = 0; t < M; t++) acc[t] = 0.0f;
-    if (row < n) {
-        if (vec) {
-            const uint4 *wr = (const uint4 *)((const char *)w + (size_t)row * k * W::SZ);
-            const int nc = k / W::VE, step = 32 * wpr;
-            int cc = part * 32 + lane;
-            /* LIF 16-byte loads in flight per lane, the last batch too (predicated), so a
-             * short row still streams; a lane sums its chunks in order whatever LIF is. */
-            for (; cc < nc; cc += LIF * step) {
-                uint4 u[LIF];
+    /* Sums batch s; after a row's last batch, the warp's and the parts' sums are stored. */
+    auto consume = [&](const uint4 *ub, const mm_row &r, int s) {
+        const int bi = s % nb;
 #pragma unroll
-                for (int q = 0; q < LIF; q++)
-                    if (cc + q * step < nc) u[q] = __ldcs(wr + cc + q * step);
+        for (int q = 0; q < LIF; q++) {
+            const int i = bi * LIF + q, cc = part * 32 + lane + i * step;
+            if (!(r.row < r.n && i < cpl && cc < nc)) continue;
+            float f[W::VE];
+            W::unpack(ub[q], f);
 #pragma unroll
-                for (int q = 0; q < LIF; q++) {
-                    if (cc + q * step >= nc) break;
-                    float f[W::VE];
-                    W::unpack(u[q], f);
+            for (int t = 0; t < M; t++) {
+                const size_t off = (size_t)t * k + (size_t)cc * W::VE;
+                float xv[W::VE];
+                if (ST) mm_w<DTYPE_BF16>::unpack(*(const uint4 *)(xs + off), xv);
+                else mm_load_x<DT>(x, xb, off, xv);
 #pragma unroll
-                    for (int t = 0; t < M; t++) {
-                        float xv[W::VE];
-                        mm_load_x<DT, RX, SM>(x, xb,
-                                              (size_t)t * k + (size_t)(cc + q * step) * W::VE, xv);
-#pragma unroll
-                        for (int e = 0; e < W::VE; e++) acc[t] += f[e] * xv[e];
-                    }
-                }
+                for (int e = 0; e < W::VE; e++) acc[t] += f[e] * xv[e];
             }
+        }
+        if (bi != nb - 1) return;
+#pragma unroll
+        for (int t = 0; t < M; t++) acc[t] = cuda_warp_sum(acc[t]);
+        if (wpr == 1) {
+            if (lane == 0 && r.row < r.n)
+#pragma unroll
+                for (int t = 0; t < M; t++) r.out[(size_t)t * r.n + r.row] = acc[t];
         } else {
-            for (int e = part * 32 + lane; e < k; e += 32 * wpr) {
-                float f = W::get(w, (size_t)row * k + e);
+            if (lane == 0)
 #pragma unroll
-                for (int t = 0; t < M; t++)
-                    acc[t] += f * mm_get_x<DT, RX, SM>(x, xb, (size_t)t * k + e);
-            }
+                for (int t = 0; t < M; t++) red[warp][t] = acc[t];
+            __syncthreads();
+            if (part == 0 && lane == 0 && r.row < r.n)
+#pragma unroll
+                for (int t = 0; t < M; t++) {
+                    float v = 0.0f;
+                    for (int q = 0; q < wpr; q++) v += red[warp + q][t];
+                    r.out[(size_t)t * r.n + r.row] = v;
+                }
+            __syncthreads(); /* red is refilled by the next row */
         }
-    }
 #pragma unroll
-    for (int t = 0; t < M; t++) acc[t] = cuda_warp_sum(acc[t]);
-    if (wpr == 1) {
-        if (lane == 0 && row < n)
-#pragma unroll
-            for (int t = 0; t < M; t++) out[(size_t)t * n + row] = acc[t];
-        return;
-    }
-    if (lane == 0)
-#pragma unroll
-        for (int t = 0; t < M; t++) red[warp][t] = acc[t];
-    __syncthreads();
-    if (part == 0 && lane == 0 && row < n)
-#pragma unroll
-        for (int t = 0; t < M; t++) {
-            float s = 0.0f;
-            for (int q = 0; q < wpr; q++) s += red[warp + q][t];
-            out[(size_t)t * n + row] = s;
+        for (int t = 0; t < M; t++) acc[t] = 0.0f;
+    };
+    uint4 ua[LIF], ub[LIF];
+    mm_row ra = {}, rb = {};
+    if (steps > 0) ra = issue(ua, 0);
+    if (ST) {
+        uint16_t *xw = (uint16_t *)mm_xs;
+        for (int i = threadIdx.x; i < M * k; i += MM_THREADS) {
+            float v = ACT == MM_NO_ACT ? x[i] : mm_act(ACT, x[i], u ? u[i] : 0.0f);
+            xw[i] = __bfloat16_as_ushort(__float2bfloat16_rn(mm_round_x(v)));
         }
+        __syncthreads();
+    }
+    /* two buffers, unrolled by two so neither is copied while its loads are in flight */
+    for (int s = 0; s < steps; s += 2) {
+        if (s + 1 < steps) rb = issue(ub, s + 1);
+        consume(ua, ra, s);
+        if (s + 2 < steps) ra = issue(ua, s + 2);
+        if (s + 1 < steps) consume(ub, rb, s + 1);
+    }
+}
+
+/* Any W and x (k % VE != 0, unaligned x or W): one warp a row, element by element, one x
+ * row after another, so each row's sum is that of m = 1; BF16 weights read xb, or round x
+ * as they read it where no xb was made (m <= 2). */
+template <int DT>
+__global__ void __launch_bounds__(MM_THREADS)
+    mm_gemv_any(mm_segs sg, const float *__restrict__ x, const uint16_t *__restrict__ xb, int m,
+                int k) {
+    const int lane = threadIdx.x & 31;
+    mm_row r = mm_find(sg, blockIdx.x * MM_WARPS + (threadIdx.x >> 5));
+    if (r.row >= r.n) return;
+    for (int t = 0; t < m; t++) {
+        float acc = 0.0f;
+        for (int e = lane; e < k; e += 32) {
+            const size_t i = (size_t)t * k + e;
+            float xv = xb                 ? __uint_as_float((uint32_t)xb[i] << 16)
+                       : DT == DTYPE_BF16 ? mm_round_x(x[i])
+                                          : x[i];
+            acc += mm_w<DT>::get(r.w, (size_t)r.row * k + e) * xv;
+        }
+        acc = cuda_warp_sum(acc);
+        if (lane == 0) r.out[(size_t)t * r.n + r.row] = acc;
+    }
 }
 
 /* Tiled f32 GEMM for F16 weights (and anything cuBLAS cannot take): 64 x 64 outputs per
@@ -283,20 +324,54 @@ __global__ void __launch_bounds__(256)
 
 /* ---- launchers ---- */
 
-/* The grid of a GEMV over sg's rows: a block is 8 warps, wpr warps a row. */
-static unsigned mm_gemv_grid(cuda_impl *c, const mm_segs &sg, int k, int vec, int VE, int *wpr) {
-    int chunks = vec ? k / VE : k, n = sg.end[sg.n_seg - 1];
-    *wpr = 1;
-    /* Few rows (the DeltaNet a/b projections): split each row over warps so the matrix
-     * still spreads over the GPU, while every lane keeps >= 2 chunks to stream. */
-    while (*wpr < MM_WARPS && (int64_t)n * *wpr < 32LL * c->n_sm && chunks >= 64 * *wpr) *wpr *= 2;
-    return (unsigned)((n + MM_WARPS / *wpr - 1) / (MM_WARPS / *wpr));
+/* Warps a row of W: 1, or more where the rows are too few to give every SM's resident
+ * warps one, while each lane keeps at least 2 chunks to stream. A function of the shape
+ * alone, never of m, so that a row's sum is the same at every m. */
+static int mm_wpr(const cuda_impl *c, int n, int chunks) {
+    int wpr = 1;
+    while (wpr < MM_WARPS && (int64_t)n * wpr < 2LL * MM_WARPS * c->n_sm &&
+           chunks >= 64 * (wpr * 2))
+        wpr *= 2;
+    return wpr;
 }
 
-static int mm_vec(const mm_segs &sg, const void *xp, int k, int VE) {
-    int vec = k % VE == 0 && (uintptr_t)xp % 16 == 0;
+static int mm_vec(const mm_segs &sg, int k, int VE) {
+    int vec = k % VE == 0;
     for (int j = 0; j < sg.n_seg; j++) vec &= (uintptr_t)sg.w[j] % 16 == 0;
     return vec;
+}
+
+/* One launch of mm_gemv: every row group, at most two resident blocks an SM. */
+template <int DT, int M, int ACT, bool ST>
+static void mm_gemv_go(cuda_impl *c, const mm_segs &sg, const float *x, const float *u,
+                       const uint16_t *xb, int k) {
+    int n = sg.end[sg.n_seg - 1], wpr = mm_wpr(c, n, k / mm_w<DT>::VE);
+    int rpg = MM_WARPS / wpr, groups = (n + rpg - 1) / rpg;
+    unsigned grid = (unsigned)(groups < 2 * c->n_sm ? groups : 2 * c->n_sm);
+    size_t smem = ST ? sizeof(uint16_t) * (size_t)M * k : 0;
+    mm_gemv<DT, M, ACT, ST><<<grid, MM_THREADS, smem, c->stream>>>(sg, x, u, xb, k, wpr, groups);
+    cuda_check_launch(c, ACT == MM_NO_ACT ? "matmul gemv" : "matmul glu gemv");
+}
+
+/* Opts the staged GEMVs in to MM_STAGE_MAX bytes of shared memory, once at create (not
+ * inside a graph capture). */
+template <int DT, int M, int ACT> static cudaError_t mm_optin(void) {
+    return cudaFuncSetAttribute(mm_gemv<DT, M, ACT, true>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, MM_STAGE_MAX);
+}
+template <int M> static cudaError_t mm_optin_m(void) {
+    constexpr int BF = DTYPE_BF16;
+    cudaError_t e = mm_optin<BF, M, MM_NO_ACT>();
+    if (e == cudaSuccess) e = mm_optin<BF, M, BK_ACT_SILU>();
+    if (e == cudaSuccess) e = mm_optin<BF, M, BK_ACT_GELU_TANH>();
+    if (e == cudaSuccess) e = mm_optin<BF, M, BK_ACT_SIGMOID>();
+    if (e == cudaSuccess) e = mm_optin<BF, M, BK_ACT_RELU2>();
+    return e;
+}
+cudaError_t cuda_matmul_setup(cuda_impl *c) {
+    (void)c;
+    cudaError_t e = mm_optin_m<1>();
+    return e == cudaSuccess ? mm_optin_m<2>() : e;
 }
 
 /* x: f32 rows; xb: the same rounded to bf16 already (matmul_glu at m > 2), or NULL. */
@@ -304,40 +379,42 @@ template <int DT>
 static void mm_gemv_launch(cuda_impl *c, const mm_segs &sg, const float *x, const uint16_t *xb,
                            int m, int k) {
     const int VE = mm_w<DT>::VE;
-    if (DT == DTYPE_BF16 && !xb &&
-        !mm_rx(DT, m)) { /* x rounded once here, not once per W row in the GEMV */
+    int stage = !xb && mm_stages(DT, m) && sizeof(uint16_t) * (size_t)m * k <= MM_STAGE_MAX;
+    if (DT == DTYPE_BF16 && !xb && !stage) { /* x rounded once here, not once per W row */
         size_t e = (size_t)m * k;
         mm_to_bf16<<<cuda_blocks(e, 256, 65535), 256, 0, c->stream>>>(c->act16, x, e);
         cuda_check_launch(c, "matmul bf16 convert");
         xb = (const uint16_t *)c->act16;
     }
-    const void *xp = xb ? (const void *)xb : (const void *)x;
-    int wpr, vec = mm_vec(sg, xp, k, VE);
-    unsigned blocks = mm_gemv_grid(c, sg, k, vec, VE, &wpr);
     const float *none = NULL;
+    int vec = mm_vec(sg, k, VE) && (DT == DTYPE_BF16 || (uintptr_t)x % 16 == 0);
+    if (!vec) {
+        int n = sg.end[sg.n_seg - 1];
+        mm_gemv_any<DT><<<(unsigned)((n + MM_WARPS - 1) / MM_WARPS), MM_THREADS, 0, c->stream>>>(
+            sg, x, stage ? NULL : xb, m, k);
+        cuda_check_launch(c, "matmul gemv");
+        return;
+    }
+    if (stage) {
+        if (m == 1) mm_gemv_go<DT, 1, MM_NO_ACT, mm_stages(DT, 1)>(c, sg, x, none, NULL, k);
+        else mm_gemv_go<DT, 2, MM_NO_ACT, mm_stages(DT, 2)>(c, sg, x, none, NULL, k);
+        return;
+    }
 #define MM_CASE(M_)                                                                                \
-    case M_:                                                                                       \
-        mm_gemv<DT, M_><<<blocks, MM_THREADS, 0, c->stream>>>(sg, x, none, xb, k, wpr, vec);       \
-        break;
+    case M_: mm_gemv_go<DT, M_, MM_NO_ACT, false>(c, sg, x, none, xb, k); break;
     switch (m) {
         MM_CASE(1) MM_CASE(2) MM_CASE(3) MM_CASE(4) MM_CASE(5) MM_CASE(6) MM_CASE(7) MM_CASE(8)
     }
 #undef MM_CASE
-    cuda_check_launch(c, "matmul gemv");
 }
 
 /* matmul_glu's GEMV with the activation staged per block (BF16, m <= 2, vec). */
 template <int ACT>
 static void mm_gemv_act_launch(cuda_impl *c, const mm_segs &sg, const float *g, const float *u,
-                               int m, int k, size_t smem) {
-    int wpr;
-    unsigned blocks = mm_gemv_grid(c, sg, k, 1, mm_w<DTYPE_BF16>::VE, &wpr);
-    const uint16_t *none = NULL;
+                               int m, int k) {
     constexpr int BF = DTYPE_BF16;
-    if (m == 1)
-        mm_gemv<BF, 1, ACT><<<blocks, MM_THREADS, smem, c->stream>>>(sg, g, u, none, k, wpr, 1);
-    else mm_gemv<BF, 2, ACT><<<blocks, MM_THREADS, smem, c->stream>>>(sg, g, u, none, k, wpr, 1);
-    cuda_check_launch(c, "matmul glu gemv");
+    if (m == 1) mm_gemv_go<BF, 1, ACT, true>(c, sg, g, u, NULL, k);
+    else mm_gemv_go<BF, 2, ACT, true>(c, sg, g, u, NULL, k);
 }
 
 /* F16 weights at m > 8, and BF16 ones whose x outgrows the act16 scratch; F32 weights
@@ -458,16 +535,15 @@ void cuda_matmul_glu(backend *b, float *out, float *g, float *u, const bk_weight
                      int act) {
     cuda_impl *c = cuda_impl_of(b);
     int n = (int)w->shape[0], k = (int)w->shape[1];
-    size_t e = (size_t)m * k, smem = e * sizeof(uint16_t);
+    size_t e = (size_t)m * k;
     if (act < 0 || act >= BK_ACT_COUNT || (act != BK_ACT_RELU2 && !u)) {
         cuda_fail(c, "matmul_glu", cudaErrorInvalidValue); /* the models pass BK_ACT_* */
         return;
     }
     mm_segs sg = {{w->data}, {out}, {n}, 1};
-    int fuse = w->dt == DTYPE_BF16 && m <= MM_GEMV_MAX_M && e <= CUDA_ACT16_ELEMS;
-    if (fuse && mm_rx(DTYPE_BF16, m)) /* staged in shared memory, read 16 bytes at a time */
-        fuse = smem <= 48 * 1024 && mm_vec(sg, g, k, mm_w<DTYPE_BF16>::VE) &&
-               (!u || (uintptr_t)u % 16 == 0);
+    int fuse = w->dt == DTYPE_BF16 && m <= MM_GEMV_MAX_M && e <= CUDA_ACT16_ELEMS &&
+               mm_vec(sg, k, mm_w<DTYPE_BF16>::VE);
+    int stage = fuse && mm_stages(DTYPE_BF16, m) && e * sizeof(uint16_t) <= MM_STAGE_MAX;
     if (!fuse) {
         float *a = act == BK_ACT_SIGMOID ? u : g;
         switch (act) {
@@ -483,12 +559,12 @@ void cuda_matmul_glu(backend *b, float *out, float *g, float *u, const bk_weight
         !cuda_enter(c, CUDA_OP_MATMUL_GLU, (const void *)out, (const void *)g, (const void *)u,
                     w->data, m, n, k, act))
         return;
-    if (mm_rx(DTYPE_BF16, m)) {
+    if (stage) {
         switch (act) {
-        case BK_ACT_SILU: mm_gemv_act_launch<BK_ACT_SILU>(c, sg, g, u, m, k, smem); break;
-        case BK_ACT_GELU_TANH: mm_gemv_act_launch<BK_ACT_GELU_TANH>(c, sg, g, u, m, k, smem); break;
-        case BK_ACT_SIGMOID: mm_gemv_act_launch<BK_ACT_SIGMOID>(c, sg, g, u, m, k, smem); break;
-        default: mm_gemv_act_launch<BK_ACT_RELU2>(c, sg, g, u, m, k, smem); break;
+        case BK_ACT_SILU: mm_gemv_act_launch<BK_ACT_SILU>(c, sg, g, u, m, k); break;
+        case BK_ACT_GELU_TANH: mm_gemv_act_launch<BK_ACT_GELU_TANH>(c, sg, g, u, m, k); break;
+        case BK_ACT_SIGMOID: mm_gemv_act_launch<BK_ACT_SIGMOID>(c, sg, g, u, m, k); break;
+        default: mm_gemv_act_launch<BK_ACT_RELU2>(c, sg, g, u, m, k); break;
         }
         return;
     }

@@ -3,7 +3,7 @@
 # bug at a time into a copy of kernels/cuda (a dropped barrier, an off-by-one tail, wrong
 # GQA head mappings, a delta rule ignoring the tiled V-head order, recurrent and chunked,
 # a short warp reduction, two off-by-one conv windows, a decode GEMV
-# that forgets to round x to bf16, a fused residual norming the wrong row, a multi-weight
+# that truncates x to bf16, one loading a batch over the one it has yet to sum, a fused residual norming the wrong row, a multi-weight
 # GEMV segment edge off by one, a bf16 kv cache read wrong, four sampler slips, a fed id
 # read from the next slot, a gated GEMV staging half a row short, a fused DeltaNet scaling
 # k instead of q, a fused RoPE turning the wrong way, a paged cache read through the wrong
@@ -42,9 +42,10 @@ MUTANTS=(
     "short warp reduction|cuda_internal.cuh|rmsnorm|o = 16; o > 0; o >>= 1) v += |o = 16; o > 1; o >>= 1) v += "
     "conv window off by one|cuda_conv.cu|conv1d|src < W ? st|src <= W ? st"
     "decode conv window off by one|cuda_conv.cu|conv1d|n + r < W ? st|n + r <= W ? st"
-    "decode GEMV x left unrounded|cuda_matmul.cu|matmul|f[e] = mm_round_x(f[e]);|f[e] = f[e];"
+    "decode GEMV x truncated to bf16, not rounded|cuda_matmul.cu|matmul|xw[i] = __bfloat16_as_ushort(__float2bfloat16_rn(mm_round_x(v)));|xw[i] = (uint16_t)(__float_as_uint(v) >> 16);"
     "residual output norm of the delta, not the sum|cuda_norm.cu|residual|o[j] = xr[j] * r * norm_gain(nw|o[j] = dr[j] * r * norm_gain(nw"
-    "matmul_n row on the wrong weight at a segment edge|cuda_matmul.cu|matmul_n|grow >= sg.end[j]) j++;|grow > sg.end[j]) j++;"
+    "GEMV loads a batch over the one it has yet to sum|cuda_matmul.cu|matmul|if (s + 2 < steps) ra = issue(ua, s + 2);|if (s + 2 < steps) ra = issue(ub, s + 2);"
+    "matmul_n row on the wrong weight at a segment edge|cuda_matmul.cu|matmul_n|grow >= sg.end[j - 1])|grow > sg.end[j - 1])"
     "bf16 kv cache read off by a bit|cuda_attention.cu|attention|((const uint16_t *)c)[i] << 16)|((const uint16_t *)c)[i] << 15)"
     "sampler ties to the higher id|cuda_sample.cu|sample|(w == v && j < i)|(w == v && j > i)"
     "sampler does not count its token|cuda_sample.cu|sample|1u) + 2u;|1u) + 0u;"

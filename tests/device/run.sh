@@ -25,7 +25,10 @@
 # CPU dry run (no GPU; checks the script, the bundle and the Python):
 #   PEER_EXTRA="--device cpu --tiny" tests/device/run.sh --quick
 # Env: DEADLINE_S, PEER_MIN_S (seconds kept for the peer, 150), PEER_EXTRA (extra
-# peer_bench.py arguments), PYTHON, BUNDLE_DIR (an unpacked bundle instead of
+# peer_bench.py arguments), PEER (0: no peer stage, when an earlier run of the day has its
+# figures), AB_LIB (another build of libstrata_cuda.so, carried with the tree: stage 3b
+# times decode with it and with the bundle's, alternating, on AB_MODELS, default
+# qwen3.5-0.8b,qwen3.5-9b), PYTHON, BUNDLE_DIR (an unpacked bundle instead of
 # device-bundle/), OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -186,10 +189,18 @@ EOF
         echo "no $B/bin/strata: strata benchmarks skipped"
     fi
 
+    # ---------------------------------------------------------------- 3b. A/B of the library
+    if [ -n "${AB_LIB:-}" ] && [ -x "$B/bin/strata" ]; then
+        section "A/B: decode with $AB_LIB (A) and the bundle's library (B), alternating"
+        ab_stage 2>&1 | tee "$LOG/ab.log"
+    fi
+
     # ---------------------------------------------------------------- 4. peer baseline
     section "peer baseline: transformers (random weights, bf16)"
     t=$(limit 420 20)
-    if [ "$t" -ge 45 ]; then
+    if [ "${PEER:-1}" = 0 ]; then
+        echo "skipped: PEER=0"
+    elif [ "$t" -ge 45 ]; then
         # --budget-s: no model is started after it; the json is rewritten after each model,
         # so a run stopped by the timeout keeps the models it finished.
         # shellcheck disable=SC2086
@@ -226,6 +237,29 @@ EOF
         --prefill "$WORK/strata_prefill1024.txt" --peer "$LOG/peer.json" --strata "${sf[@]}" |
         tee "$LOG/summary.md"
     echo "logs in $LOG (${SECONDS}s)"
+}
+
+# Stage 3b: the same decode benchmark (with --gemv) under two builds of the CUDA library,
+# A (AB_LIB) then B (the bundle's), twice, so that a kernel change is judged in one run.
+ab_stage() {
+    local m r lib tag f t bl=${STRATA_CUDA_LIB:-$B/cuda/libstrata_cuda.so}
+    local list=${AB_MODELS:-qwen3.5-0.8b,qwen3.5-9b}
+    case $AB_LIB in /*) ;; *) AB_LIB=$PWD/$AB_LIB ;; esac
+    for m in ${list//,/ }; do
+        for r in 1 2; do
+            for tag in A B; do
+                lib=$AB_LIB
+                [ $tag = B ] && lib=$bl
+                t=$(limit 60 "$PEER_MIN_S")
+                [ "$t" -lt 20 ] && { echo "$m $tag round $r: skipped: deadline"; continue; }
+                f=$WORK/ab_${m}_${tag}_$r.txt
+                STRATA_CUDA_LIB=$lib timeout -k 5 "$t" "$B/bin/strata" bench --model "$(hub_id "$m")" \
+                    --load-format dummy --device cuda --prompt-len 16 --gen-len 60 --gemv >"$f" 2>&1
+                echo "--- $m $tag round $r (exit $?)"
+                grep -E "^decode  |^fraction|^gemv" "$f"
+            done
+        done
+    done
 }
 
 # --prefill (a second call, after the main run): prompt processing at 512, 4,096 and 32,768

@@ -543,6 +543,9 @@ static void test_matmul(void) {
     const int more_m[] = {2, 3, 4, 6, 7};
     for (int di = 0; di < 3; di++)
         for (int mi = 0; mi < 5; mi++) matmul_one(dts[di], 1000, 1024, more_m[mi]);
+    /* bf16 x at m <= 2 past what a GEMV block stages: rounded once into act16 instead */
+    matmul_one(DTYPE_BF16, 5, 50000, 1);
+    matmul_one(DTYPE_BF16, 5, 50000, 2);
     /* m <= 8 whose bf16 x outgrows the act16 scratch (16M values): the tiled kernel. A
      * CUDA dispatch only; past its own bf16 scratch (k > 2,097,152) the CPU backend
      * multiplies x unrounded, so a double reference of the rounded product judges it. */
