@@ -9,6 +9,8 @@
 #   2. CUDA correctness: every op against the CPU backend, the golden tests of Qwen3.5,
 #      Gemma 4 and Nemotron-H on CUDA (tests/device/cuda_tests.sh run)
 #   3. strata on CUDA: a 1,024-token prefill of Qwen3.5-2B, then batch-1 decode per model
+#   3b. with AB_LIB: decode under an earlier build of the CUDA library and this one, alternating
+#   3c. serving: 8 streams against 1 through strata serve (tools/bench-serve.sh)
 #   4. the transformers peer baseline (tools/device/peer_bench.py) in the time left
 #   4b. Gemma 4 E2B again with --ple-on-device (against stage 3's host table), if time is left
 #   5. one final table (tools/device/summarize.py): test verdicts, then the benchmarks
@@ -28,7 +30,7 @@
 # peer_bench.py arguments), PEER (0: no peer stage, when an earlier run of the day has its
 # figures), AB_LIB (another build of libstrata_cuda.so, carried with the tree: stage 3b
 # times decode with it and with the bundle's, alternating, on AB_MODELS, default
-# qwen3.5-0.8b,qwen3.5-9b), PYTHON, BUNDLE_DIR (an unpacked bundle instead of
+# qwen3.5-0.8b,qwen3.5-9b), SERVE_BENCH (0: no stage 3c), PYTHON, BUNDLE_DIR (an unpacked bundle instead of
 # device-bundle/), OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -193,6 +195,16 @@ EOF
     if [ -n "${AB_LIB:-}" ] && [ -x "$B/bin/strata" ]; then
         section "A/B: decode with $AB_LIB (A) and the bundle's library (B), alternating"
         ab_stage 2>&1 | tee "$LOG/ab.log"
+    fi
+
+    # ---------------------------------------------------------------- 3c. serving
+    # 8 concurrent streams through `strata serve` on the GPU against one (issue 15: the
+    # aggregate at least 6x), by tools/bench-serve.sh with the bundle's strata.
+    t=$(limit 100 "$PEER_MIN_S")
+    if [ "${SERVE_BENCH:-1}" = 1 ] && [ -x "$B/bin/strata" ] && [ "$t" -ge 40 ]; then
+        section "serving: 8 streams against 1 through strata serve (Qwen3.5-2B)"
+        BUILD=$B/bin timeout -k 5 "$t" tools/bench-serve.sh --model Qwen/Qwen3.5-2B \
+            --output-len 64 2>&1 | tee "$LOG/serve.log"
     fi
 
     # ---------------------------------------------------------------- 4. peer baseline
