@@ -1,30 +1,32 @@
 /* cuda_attention_flash.cu - prefill attention on bf16 tensor cores (perf-anchors §6.4,
  * flash attention 2): the attention op for sequences of at least FA_MIN tokens over a bf16
- * cache, head dims that are multiples of 16 up to 256. Decode steps and short runs keep
+ * cache, head dims that are multiples of 16 up to 512. Decode steps and short runs keep
  * the flash-decoding kernel (cuda_attention.cu), which splits keys instead of queries; so
  * does a model computing in f32 (backend.h compute_dtype), as this one rounds q and the
  * probabilities to bf16.
  *
- * A block owns FA_BQ query rows of one sequence and one query head (GQA: it reads kv head
- * h / (H / KV)); its 4 warps own 16 rows each. Key tiles of FA_BK positions stream through
+ * A block owns BQ query rows of one sequence and one query head (GQA: it reads kv head
+ * h / (H / KV)); its warps own 16 rows each. Key tiles of BK positions stream through
  * shared memory, straight from the bf16 cache rows (ring or paged, cuda_kv_row); each warp
  * forms its rows' scores S = Q·Kᵀ with wmma, scales (and softcaps) them, masks what the
  * causal and sliding windows hide, and updates its rows' online softmax in f32 (max, sum);
  * P = exp(S - max) goes to bf16 and O += P·V runs on the tensor cores again, O kept in f32
  * in shared memory because a fragment's rows cannot be rescaled in place. No n x n score
- * matrix exists: a block holds one 64 x 64 tile of it at a time. Only the key tile loads
- * need the block's barrier; everything after works on a warp's own rows. */
+ * matrix exists: a block holds one BQ x BK tile of it at a time. Only the key tile loads
+ * need the block's barrier; everything after works on a warp's own rows. Head dims up to
+ * 256 take 64 x 64 tiles (4 warps); above (Gemma 4's global layers, 512), Q, K, V and O of
+ * 64 x 64 tiles would need 330 KB of shared memory, so 32 x 32 tiles (2 warps, 173 KB). */
 #include "kernels/cuda/cuda_wmma.cuh"
 
 enum {
-    FA_BQ = 64, /* query rows a block */
-    FA_BK = 64, /* keys a tile */
-    FA_WARPS = 4,
-    FA_THREADS = 32 * FA_WARPS,
-    FA_DMAX = 256,
-    FA_LDS = FA_BK + 4, /* f32 score rows */
-    FA_LDP = FA_BK + 8, /* bf16 probability rows */
-    FA_MIN = 16         /* shorter runs take the flash-decoding kernel */
+    FA_DWIDE = 256, /* head dims above take the narrow tiles */
+    FA_DMAX = 512,
+    FA_MIN = 16 /* shorter runs take the flash-decoding kernel */
+};
+/* BQ query rows a block (16 a warp), BK keys a tile; the f32 score and bf16 probability
+ * rows are padded to LDS and LDP. */
+template <int BQ, int BK> struct fa_tile {
+    enum { WARPS = BQ / 16, THREADS = 32 * WARPS, LDS = BK + 4, LDP = BK + 8 };
 };
 
 typedef cw_bf16 bf16;
@@ -40,13 +42,16 @@ typedef struct fa_args {
     int window;
 } fa_args;
 
-static size_t fa_smem(int D) {
-    return 3 * sizeof(bf16) * FA_BQ * (size_t)(D + 8) + sizeof(float) * FA_BQ * (size_t)(D + 4) +
-           sizeof(float) * FA_BQ * FA_LDS + sizeof(bf16) * FA_BQ * FA_LDP +
-           sizeof(float) * 3 * FA_BQ;
+template <int BQ, int BK> static size_t fa_smem(int D) {
+    typedef fa_tile<BQ, BK> T;
+    return sizeof(bf16) * (BQ + 2 * BK) * (size_t)(D + 8) + sizeof(float) * BQ * (size_t)(D + 4) +
+           sizeof(float) * BQ * T::LDS + sizeof(bf16) * BQ * T::LDP + sizeof(float) * 3 * BQ;
 }
 
-__global__ void __launch_bounds__(FA_THREADS) fa_prefill(fa_args a) {
+template <int BQ, int BK>
+__global__ void __launch_bounds__(fa_tile<BQ, BK>::THREADS) fa_prefill(fa_args a) {
+    typedef fa_tile<BQ, BK> T;
+    enum { FA_BQ = BQ, FA_BK = BK, FA_THREADS = T::THREADS, FA_LDS = T::LDS, FA_LDP = T::LDP };
     extern __shared__ __align__(128) uint4 fa_raw[];
     const int s = blockIdx.x / a.tiles, qt = blockIdx.x % a.tiles, h = blockIdx.y;
     const int n = a.len[s], r0 = qt * FA_BQ;
@@ -155,12 +160,22 @@ int cuda_fa_min(const cuda_impl *c, const bk_kv *kv, const bk_batch *bt, int D) 
     return INT_MAX;
 }
 
+template <int BQ, int BK>
+static void fa_launch(cuda_impl *c, const fa_args &a, int n_seqs, int longest) {
+    fa_args t = a;
+    t.tiles = (longest + BQ - 1) / BQ;
+    const size_t smem = fa_smem<BQ, BK>(a.D);
+    if (cw_smem_optin(c, fa_prefill<BQ, BK>, smem, "attention (flash)")) return;
+    dim3 grid((unsigned)(n_seqs * t.tiles), (unsigned)a.H);
+    fa_prefill<BQ, BK><<<grid, fa_tile<BQ, BK>::THREADS, smem, c->stream>>>(t);
+    cuda_check_launch(c, "attention (flash)");
+}
+
 void cuda_fa(cuda_impl *c, float *out, const float *q, const bk_kv *kv, const bk_batch *bt,
              const cuda_kv_map &map, int H, int KV, int D, float scale, int window, float softcap) {
     const cuda_bdev *d = (const cuda_bdev *)bt->dev;
     int longest = 0;
     for (int s = 0; s < bt->n_seqs; s++) longest = bt->len[s] > longest ? bt->len[s] : longest;
-    const int tiles = (longest + FA_BQ - 1) / FA_BQ;
     fa_args a = {out,
                  q,
                  (const bf16 *)kv->k,
@@ -172,13 +187,10 @@ void cuda_fa(cuda_impl *c, float *out, const float *q, const bk_kv *kv, const bk
                  H,
                  KV,
                  D,
-                 tiles,
+                 0,
                  scale,
                  softcap,
                  window};
-    const size_t smem = fa_smem(D);
-    if (cw_smem_optin(c, fa_prefill, smem, "attention (flash)")) return;
-    dim3 grid((unsigned)(bt->n_seqs * tiles), (unsigned)H);
-    fa_prefill<<<grid, FA_THREADS, smem, c->stream>>>(a);
-    cuda_check_launch(c, "attention (flash)");
+    if (D <= FA_DWIDE) fa_launch<64, 64>(c, a, bt->n_seqs, longest);
+    else fa_launch<32, 32>(c, a, bt->n_seqs, longest);
 }

@@ -246,7 +246,7 @@ void test_attention(void) {
  * more take over its bf16 cache, beside short runs the flash-decoding kernel keeps in the
  * same step: one query tile and several with a partial last one, a history before the
  * run (chunked prefill), GQA, Qwen3.5's D256, a sliding window shorter than the run,
- * Gemma's softcap, a paged pool. q and the probabilities round to bf16: TOL_FA. */
+ * Gemma's softcap, Gemma's D512 and another wide head (the narrow tiles), a paged pool. q and the probabilities round to bf16: TOL_FA. */
 static void test_attention_flash(void) {
     if (!gpu->ops->compute_dtype) return; /* --self: a CPU backend computes in f32 only */
     /* clang-format off */
@@ -255,6 +255,12 @@ static void test_attention_flash(void) {
          4, 2, 64, 160, 3, 0, 0.125f, 0, 3, {100, 5, 20}, {0, 9, 30}, {2, 0, 1}},
         {"flash H2/1 D256", 2, 1, 256, 80, 1, 0, 0.0625f, 0, 1, {70}, {0}, {0}},
         {"flash window 24, softcap 30", 4, 4, 32, 200, 1, 24, 0.17f, 30.0f, 1, {90}, {40}, {0}},
+        /* Gemma 4's global layers: D 512 takes the 32 x 32 tiles. Scale 1/sqrt(D): at
+         * scale 1, unit q and k give scores of ~22 whose bf16 rounding of q alone moves
+         * the output by ~2e-2 on either tile size (measured: 1.5e-2 at D 256) */
+        {"flash H4/1 D512 softcap 30, 2 seqs",
+         4, 1, 512, 120, 2, 0, 0.0442f, 30.0f, 2, {70, 17}, {0, 33}, {1, 0}},
+        {"flash H2/2 D320 window 40", 2, 2, 320, 110, 1, 40, 0.0559f, 0, 1, {100}, {5}, {0}},
     };
     /* clang-format on */
     gpu->ops->compute_dtype(gpu, DTYPE_BF16);
