@@ -10,7 +10,8 @@
 #      Gemma 4 and Nemotron-H on CUDA (tests/device/cuda_tests.sh run)
 #   3. strata on CUDA: a 1,024-token prefill of Qwen3.5-2B, then batch-1 decode per model
 #   3b. with AB_LIB: decode under an earlier build of the CUDA library and this one, alternating
-#   3c. serving: 8 streams against 1 through strata serve (tools/bench-serve.sh)
+#   3c. quantized decode: Q8_0 and Q4_K on QUANT_MODELS (default qwen3.5-2b)
+#   3d. serving: 8 streams against 1 through strata serve (tools/bench-serve.sh)
 #   4. the transformers peer baseline (tools/device/peer_bench.py) in the time left
 #   4b. Gemma 4 E2B again with --ple-on-device (against stage 3's host table), if time is left
 #   5. one final table (tools/device/summarize.py): test verdicts, then the benchmarks
@@ -30,7 +31,7 @@
 # peer_bench.py arguments), PEER (0: no peer stage, when an earlier run of the day has its
 # figures), AB_LIB (another build of libstrata_cuda.so, carried with the tree: stage 3b
 # times decode with it and with the bundle's, alternating, on AB_MODELS, default
-# qwen3.5-0.8b,qwen3.5-9b), SERVE_BENCH (0: no stage 3c), PYTHON, BUNDLE_DIR (an unpacked bundle instead of
+# qwen3.5-0.8b,qwen3.5-9b), QUANT_MODELS, SERVE_BENCH (0: no stage 3d), PYTHON, BUNDLE_DIR (an unpacked bundle instead of
 # device-bundle/), OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -197,7 +198,27 @@ EOF
         ab_stage 2>&1 | tee "$LOG/ab.log"
     fi
 
-    # ---------------------------------------------------------------- 3c. serving
+    # ---------------------------------------------------------------- 3c. quantized decode
+    # Issue 20's GPU figure: Q8_0 and Q4_K decode (dummy weights quantized on load) as a
+    # fraction of the roofline of their own bytes per token.
+    if [ -x "$B/bin/strata" ]; then
+        section "quantized decode (Q8_0, Q4_K; quantized on load)"
+        local qm qf ql=${QUANT_MODELS:-qwen3.5-2b}
+        : >"$LOG/quant.log"
+        for qm in ${ql//,/ }; do
+            for qf in q8_0 q4_k; do
+                t=$(limit 60 "$PEER_MIN_S")
+                [ "$t" -lt 20 ] && { echo "$qm $qf: skipped: deadline" | tee -a "$LOG/quant.log"; continue; }
+                f=$WORK/quant_${qm}_$qf.txt
+                timeout -k 5 "$t" "$B/bin/strata" bench --model "$(hub_id "$qm")" --load-format dummy \
+                    --device cuda --quantization "$qf" --prompt-len 16 --gen-len "$gen" >"$f" 2>&1
+                { echo "--- $qm $qf (exit $?)"; grep -E "^decode  |^bytes/token|^fraction|quantized|error|strata: " "$f"; } |
+                    tee -a "$LOG/quant.log"
+            done
+        done
+    fi
+
+    # ---------------------------------------------------------------- 3d. serving
     # 8 concurrent streams through `strata serve` on the GPU against one (issue 15: the
     # aggregate at least 6x), by tools/bench-serve.sh with the bundle's strata.
     t=$(limit 100 "$PEER_MIN_S")
