@@ -44,6 +44,7 @@ MUTANTS=(
     "decode conv window off by one|cuda_conv.cu|conv1d|n + r < W ? st|n + r <= W ? st"
     "decode GEMV x truncated to bf16, not rounded|cuda_matmul.cu|matmul|xw[i] = __bfloat16_as_ushort(__float2bfloat16_rn(mm_round_x(v)));|xw[i] = (uint16_t)(__float_as_uint(v) >> 16);"
     "residual output norm of the delta, not the sum|cuda_norm.cu|residual|o[j] = xr[j] * r * norm_gain(nw|o[j] = dr[j] * r * norm_gain(nw"
+    "residual (row in registers) output norm of the delta, not the sum|cuda_norm.cu|residual|if (j < n) o[j] = v[e] * r * gn[e];|if (j < n) o[j] = d[e] * r * gn[e];"
     "GEMV loads a batch over the one it has yet to sum|cuda_matmul.cu|matmul|if (s + 2 < steps) ra = issue(ua, s + 2);|if (s + 2 < steps) ra = issue(ub, s + 2);"
     "matmul_n row on the wrong weight at a segment edge|cuda_matmul.cu|matmul_n|grow >= sg.end[j - 1])|grow > sg.end[j - 1])"
     "bf16 kv cache read off by a bit|cuda_attention.cu|attention|((const uint16_t *)c)[i] << 16)|((const uint16_t *)c)[i] << 15)"

@@ -221,13 +221,14 @@ static void test_rmsnorm(void) {
  * bit: tests/unit/test_cpu_ops.c): x and xn, for each delta norm / output norm choice,
  * short rows (a warp each) and long ones (a block each). */
 static void test_residual(void) {
-    const int cases[][2] = {{7, 33}, {3, 2050}, {1, 4096}, {40, 256}};
+    /* a warp a row; a block a row, its elements in registers (n <= 4,096) or not */
+    const int cases[][2] = {{7, 33}, {3, 2050}, {1, 4096}, {40, 256}, {1, 5000}};
     const int modes[][2] = {{-1, BK_NORM_ONE_PLUS},
                             {-1, -1},
                             {BK_NORM_PLAIN, BK_NORM_PLAIN},
                             {BK_NORM_PLAIN, -1},
                             {BK_NORM_ONE_PLUS, BK_NORM_PLAIN}};
-    for (int ci = 0; ci < 4; ci++)
+    for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++)
         for (int mi = 0; mi < 5; mi++) {
             int m = cases[ci][0], n = cases[ci][1], dm = modes[mi][0], nm = modes[mi][1];
             size_t N = (size_t)m * n;
