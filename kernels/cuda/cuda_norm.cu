@@ -2,14 +2,16 @@
  * gate-first grouped RMSNorm (Mamba2), the L2 norm of the DeltaNet q/k heads, and the
  * residual step fused with the norms around it.
  *
- * One row per warp for short rows, one row per 256-thread block for long ones (a decode
- * step has a single 2-4K row: a warp alone would read it at a fraction of the bandwidth).
+ * One row per warp for short rows, one row per 256-thread block from NORM_WIDE on (a decode
+ * step has a single 1-4K row, or Nemotron-H's 8 groups of 960 for its gated norm: a warp
+ * alone walks 30 elements a lane in each pass, one load round after another; on the H200
+ * that norm took 30 us a call).
  * Two passes over the row: the sum of squares, then the scaled write, reading x again
  * from L1/L2; every thread writes only elements it read, so out may alias x. The scale
  * factor is computed as the CPU reference computes it (1 / sqrtf(...)), not rsqrtf. */
 #include "kernels/cuda/cuda_internal.cuh"
 
-enum { NORM_BLOCK = 256 };
+enum { NORM_BLOCK = 256, NORM_WIDE = 256 };
 
 /* Sum over the TPR threads of a row (TPR 32: a warp; TPR 256: the whole block). */
 template <int TPR> __device__ __forceinline__ float norm_row_sum(float v, float *sm) {
@@ -179,7 +181,7 @@ static void norm_launch(cuda_impl *c, const char *name, float *out, const float 
                         int mode, int kind) {
     const void *wd = w ? w->data : NULL;
     int wdt = w ? (int)w->dt : 0;
-    if (n >= 1024) {
+    if (n >= NORM_WIDE) {
         norm_rows<NORM_BLOCK><<<m, NORM_BLOCK, 0, c->stream>>>(out, x, z, wd, wdt, m, n, ld, gpr,
                                                                eps, scale, mode, kind);
     } else {
@@ -223,7 +225,7 @@ void cuda_residual(backend *b, float *x, float *xn, const float *delta, const bk
         return;
     int dwdt = dnorm ? (int)dnorm->dt : 0, nwdt = nwd ? (int)nw->dt : 0;
     int swdt = s ? (int)s->dt : 0;
-    if (n >= 1024) {
+    if (n >= NORM_WIDE) {
         norm_residual<NORM_BLOCK><<<m, NORM_BLOCK, 0, c->stream>>>(
             x, xn, delta, dw, dwdt, dmode, sw, swdt, nwd, nwdt, nmode, m, n, eps);
     } else {
