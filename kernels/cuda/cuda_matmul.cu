@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(MM_THREADS, 2)
 #pragma unroll
         for (int q = 0; q < LIF; q++) {
             const int i = bi * LIF + q, cc = part * 32 + lane + i * step;
-            if (r.row < r.n && i < cpl && cc < nc) ub[q] = __ldcs(wr + cc);
+            if (r.row < r.n && cc < nc) ub[q] = __ldcs(wr + cc);
         }
         return r;
     };
@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(MM_THREADS, 2)
 #pragma unroll
         for (int q = 0; q < LIF; q++) {
             const int i = bi * LIF + q, cc = part * 32 + lane + i * step;
-            if (!(r.row < r.n && i < cpl && cc < nc)) continue;
+            if (!(r.row < r.n && cc < nc)) continue;
             float f[W::VE];
             W::unpack(ub[q], f);
 #pragma unroll
@@ -374,6 +374,15 @@ cudaError_t cuda_matmul_setup(cuda_impl *c) {
     return e == cudaSuccess ? mm_optin_m<2>() : e;
 }
 
+/* The GEMV with x (or act(x, u): matmul_glu) staged per block (BF16, m <= 2, vec). */
+template <int ACT>
+static void mm_gemv_staged(cuda_impl *c, const mm_segs &sg, const float *x, const float *u, int m,
+                           int k) {
+    constexpr int BF = DTYPE_BF16;
+    if (m == 1) mm_gemv_go<BF, 1, ACT, true>(c, sg, x, u, NULL, k);
+    else mm_gemv_go<BF, 2, ACT, true>(c, sg, x, u, NULL, k);
+}
+
 /* x: f32 rows; xb: the same rounded to bf16 already (matmul_glu at m > 2), or NULL. */
 template <int DT>
 static void mm_gemv_launch(cuda_impl *c, const mm_segs &sg, const float *x, const uint16_t *xb,
@@ -391,13 +400,12 @@ static void mm_gemv_launch(cuda_impl *c, const mm_segs &sg, const float *x, cons
     if (!vec) {
         int n = sg.end[sg.n_seg - 1];
         mm_gemv_any<DT><<<(unsigned)((n + MM_WARPS - 1) / MM_WARPS), MM_THREADS, 0, c->stream>>>(
-            sg, x, stage ? NULL : xb, m, k);
+            sg, x, xb, m, k);
         cuda_check_launch(c, "matmul gemv");
         return;
     }
-    if (stage) {
-        if (m == 1) mm_gemv_go<DT, 1, MM_NO_ACT, mm_stages(DT, 1)>(c, sg, x, none, NULL, k);
-        else mm_gemv_go<DT, 2, MM_NO_ACT, mm_stages(DT, 2)>(c, sg, x, none, NULL, k);
+    if (stage) { /* BF16 only (mm_stages) */
+        mm_gemv_staged<MM_NO_ACT>(c, sg, x, none, m, k);
         return;
     }
 #define MM_CASE(M_)                                                                                \
@@ -406,15 +414,6 @@ static void mm_gemv_launch(cuda_impl *c, const mm_segs &sg, const float *x, cons
         MM_CASE(1) MM_CASE(2) MM_CASE(3) MM_CASE(4) MM_CASE(5) MM_CASE(6) MM_CASE(7) MM_CASE(8)
     }
 #undef MM_CASE
-}
-
-/* matmul_glu's GEMV with the activation staged per block (BF16, m <= 2, vec). */
-template <int ACT>
-static void mm_gemv_act_launch(cuda_impl *c, const mm_segs &sg, const float *g, const float *u,
-                               int m, int k) {
-    constexpr int BF = DTYPE_BF16;
-    if (m == 1) mm_gemv_go<BF, 1, ACT, true>(c, sg, g, u, NULL, k);
-    else mm_gemv_go<BF, 2, ACT, true>(c, sg, g, u, NULL, k);
 }
 
 /* F16 weights at m > 8, and BF16 ones whose x outgrows the act16 scratch; F32 weights
@@ -561,10 +560,10 @@ void cuda_matmul_glu(backend *b, float *out, float *g, float *u, const bk_weight
         return;
     if (stage) {
         switch (act) {
-        case BK_ACT_SILU: mm_gemv_act_launch<BK_ACT_SILU>(c, sg, g, u, m, k); break;
-        case BK_ACT_GELU_TANH: mm_gemv_act_launch<BK_ACT_GELU_TANH>(c, sg, g, u, m, k); break;
-        case BK_ACT_SIGMOID: mm_gemv_act_launch<BK_ACT_SIGMOID>(c, sg, g, u, m, k); break;
-        default: mm_gemv_act_launch<BK_ACT_RELU2>(c, sg, g, u, m, k); break;
+        case BK_ACT_SILU: mm_gemv_staged<BK_ACT_SILU>(c, sg, g, u, m, k); break;
+        case BK_ACT_GELU_TANH: mm_gemv_staged<BK_ACT_GELU_TANH>(c, sg, g, u, m, k); break;
+        case BK_ACT_SIGMOID: mm_gemv_staged<BK_ACT_SIGMOID>(c, sg, g, u, m, k); break;
+        default: mm_gemv_staged<BK_ACT_RELU2>(c, sg, g, u, m, k); break;
         }
         return;
     }
