@@ -176,12 +176,15 @@ out:
     return NULL;
 }
 
-/* Quantizes the [n, k] matrix src (dtype from) into dst: on up to 16 threads (the backend's
- * count, else the cores) when it is large enough to pay for them. */
+/* Quantizes the [n, k] matrix src (dtype from) into dst: on up to 16 threads (the CPU
+ * backend's count, else the cores: a GPU backend's count says nothing of the host, and the
+ * CUDA backend's 1 made Qwen3.5-2B's Q4_K load outlast a minute on a 16-core host) when it
+ * is large enough to pay for them. */
 static int quant_matrix(wsrc *w, void *dst, dtype to, const void *src, dtype from, int64_t n,
                         int64_t k) {
     enum { MAX_THREADS = 16 };
-    long cores = w->b && w->b->threads > 0 ? w->b->threads : sysconf(_SC_NPROCESSORS_ONLN);
+    int on_host = w->b && !strcmp(backend_name(w->b), "cpu") && w->b->threads > 0;
+    long cores = on_host ? w->b->threads : sysconf(_SC_NPROCESSORS_ONLN);
     int64_t nt = cores < 1 ? 1 : cores > MAX_THREADS ? MAX_THREADS : cores;
     if (n * k < ((int64_t)1 << 18)) nt = 1; /* a small matrix: threads cost more than they save */
     if (nt > n) nt = n;
