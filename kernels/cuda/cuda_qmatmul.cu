@@ -1,7 +1,9 @@
 /* cuda_qmatmul.cu - out[m, n] = x[m, k] · Wᵀ for W in llama.cpp's block formats (Q8_0, Q4_0, Q5_0,
  * Q4_K, Q6_K: cuda_quant.cuh), x in f32, at any m; the matmul, matmul_n (several weights of
- * one x in one launch) and lm_head of a quantized model. Not tuned: decode-first, correct
- * at every m, and the CPU backend's batch invariance kept.
+ * one x in one launch) and lm_head of a quantized model. Q8_0 and Q4_K go to the faster
+ * cuda_qgemv.cu where it takes the shape (whole launches: a shape never mixes the two, so
+ * a row's bits do not depend on m); this form is the rest: not tuned, decode-first,
+ * correct at every m, and the CPU backend's batch invariance kept.
  *
  * x stays f32 and the weights are decoded in registers (issue 20: "dequantize in registers,
  * f32 accumulate"), not quantized to int8 for dp4a as llama.cpp's mmvq and our CPU kernels
@@ -320,6 +322,7 @@ void cuda_qmatmul(cuda_impl *c, float *const *out, const float *x, const bk_weig
         cuda_fail(c, "qmatmul", cudaErrorInvalidValue);
         return;
     }
+    if (cuda_qgemv(c, out, x, w, n_w, m) == 0) return;
     switch (w[0]->dt) {
     case DTYPE_Q8_0: qm_launch<DTYPE_Q8_0>(c, sg, x, m, k); break;
     case DTYPE_Q4_0: qm_launch<DTYPE_Q4_0>(c, sg, x, m, k); break;

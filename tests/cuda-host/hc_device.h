@@ -266,6 +266,17 @@ static inline int __popc(unsigned v) { return __builtin_popcount(v); }
 static inline int __popcll(unsigned long long v) { return __builtin_popcountll(v); }
 static inline int __clz(unsigned v) { return v ? __builtin_clz(v) : 32; }
 static inline int __ffs(unsigned v) { return __builtin_ffs((int)v); }
+/* bytes of {hi, lo} picked by the low 3 bits of each selector nibble (no sign mode) */
+static inline unsigned __byte_perm(unsigned lo, unsigned hi, unsigned s) {
+    uint64_t v = (uint64_t)hi << 32 | lo;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)(v >> (8 * ((s >> (4 * i)) & 7)) & 255u) << (8 * i);
+    return r;
+}
+/* the low 32 bits of {hi, lo} shifted right by sh, clamped to 32 */
+static inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned sh) {
+    return (unsigned)(((uint64_t)hi << 32 | lo) >> (sh < 32 ? sh : 32));
+}
 
 /* ---- the math CUDA has beside libm's ---- */
 static inline int min(int a, int b) { return a < b ? a : b; }

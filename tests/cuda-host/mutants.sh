@@ -9,7 +9,8 @@
 # k instead of q, a fused RoPE turning the wrong way, a paged cache read through the wrong
 # block table row, T of the chunked delta rule solved with the wrong sign, a chunked SSD or
 # a prefill attention that lets a token see the next one, a quantized GEMV decoding a Q6_K
-# bit pair or a Q4_K min wrong or reading its tile from the wrong byte), builds the host
+# bit pair or a Q4_K min wrong or reading its tile from the wrong byte, a Q8_0 GEMV
+# misplacing a block inside its 16-byte chunk), builds the host
 # library from it and runs that kernel's op test
 # (test_cuda_ops --only), which must fail on every one: comparisons that fail, or the
 # runtime aborting on a fault. A mutant whose pattern is no longer in the source is an
@@ -61,7 +62,8 @@ MUTANTS=(
     "chunked SSD lets a token see the next one|cuda_ssd_chunk.cu|ssd_chunked|i <= t ? expf(m.L[t] - m.L[i])|i <= t + 1 ? expf(m.L[t] - m.L[i])"
     "prefill attention sees one key past the token|cuda_attention_flash.cu|attention|kp <= pr && (a.window|kp <= pr + 1 && (a.window"
     "Q6_K GEMV takes a quant's top bits from the wrong bit pair|cuda_qmatmul.cu|quant|(((ve >> 2) & 3u) << 4)|(((ve >> 3) & 3u) << 4)"
-    "Q4_K GEMV subtracts the other sub-block's min|cuda_qmatmul.cu|quant|n1 = -(dmin * (float)m1)|n1 = -(dmin * (float)m0)"
+    "Q4_K GEMV subtracts the other sub-block's min|cuda_qgemv.cu|quant|cf[3] = -(dm * mn1)|cf[3] = -(dm * mn0)"
+    "Q8_0 GEMV ignores a block's 2-byte offset in its word|cuda_qgemv.cu|quant|v[j + 1], 16u + sh)|v[j + 1], 16u)"
     "quantized GEMV reads its tile from the aligned start, not the row's|cuda_qmatmul.cu|quant|tile[warp] + head + qm_block_off|tile[warp] + qm_block_off"
 )
 

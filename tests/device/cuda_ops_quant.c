@@ -16,8 +16,9 @@
  * in another order than the CPU's f32 matmul: per 16- or 32-element sub-block first, with
  * the scale applied to the sum (and Q4_K's min to the sum of x), then across a lane's units
  * and the warp. Either order errs by a few 2^-24 of the partial sums, which here (weights
- * and x uniform, k <= 2304) are no larger than a few times the result's scale: measured worst
- * 4.3e-7 of max(1, max |ref|) over every format and shape. 2e-6 allows ~5x that; a wrong
+ * and x uniform, k <= 33024) are no larger than a few times the result's scale: measured worst
+ * 9.4e-7 of max(1, max |ref|) over every format and shape (k 33024; 5.5e-7 at the models'
+ * largest k, 12288). 2e-6 allows ~2x that at k 33024; a wrong
  * nibble, bit pair, scale, min or sub-block moves outputs by 1e-2 of that scale or more. */
 #define TOL_QMM 2e-6
 
@@ -104,6 +105,16 @@ static void test_qmatmul(void) {
         qmatmul_shape(dt, 77, kb == 32 ? 2080 : 2304, 0);
         qmatmul_shape(dt, 13, kb, 0);
         qmatmul_shape(dt, 1000, 1024, 1); /* x not 16-byte aligned: the scalar loads */
+    }
+    /* cuda_qgemv.cu's splits (Q8_0, Q4_K): rows of 3,332 bytes, so a block's offset in its
+     * 16-byte chunk changes from row to row (Nemotron-H's k); few long rows, parts of 2
+     * and 8 warps a row, x in registers at m 1 and 2 and read from L1 above */
+    qmatmul_shape(DTYPE_Q8_0, 300, 3136, 0);
+    for (int di = 0; di < 2; di++) {
+        qmatmul_shape(di ? DTYPE_Q4_K : DTYPE_Q8_0, 40, 4096, 0);
+        qmatmul_shape(di ? DTYPE_Q4_K : DTYPE_Q8_0, 24, 12288, 0);
+        /* rows past what 8 warps of 4 items a lane hold: cuda_qmatmul.cu's kernel */
+        qmatmul_shape(di ? DTYPE_Q4_K : DTYPE_Q8_0, 8, 33024, 0);
     }
 }
 

@@ -10,7 +10,7 @@
 #      Gemma 4 and Nemotron-H on CUDA (tests/device/cuda_tests.sh run)
 #   3. strata on CUDA: a 1,024-token prefill of Qwen3.5-2B, then batch-1 decode per model
 #   3b. with AB_LIB: decode under an earlier build of the CUDA library and this one, alternating
-#   3c. quantized decode: Q8_0 and Q4_K on QUANT_MODELS (default qwen3.5-2b)
+#   3c. quantized decode: Q8_0 and Q4_K on QUANT_MODELS (default qwen3.5-2b,qwen3.5-9b), per-shape GEMV and per-op profile
 #   3d. serving: 8 streams against 1 through strata serve (tools/bench-serve.sh)
 #   4. the transformers peer baseline (tools/device/peer_bench.py) in the time left
 #   4b. Gemma 4 E2B again with --ple-on-device (against stage 3's host table), if time is left
@@ -203,16 +203,17 @@ EOF
     # fraction of the roofline of their own bytes per token.
     if [ -x "$B/bin/strata" ]; then
         section "quantized decode (Q8_0, Q4_K; quantized on load)"
-        local qm qf ql=${QUANT_MODELS:-qwen3.5-2b}
+        local qm qf ql=${QUANT_MODELS:-qwen3.5-2b,qwen3.5-9b}
         : >"$LOG/quant.log"
         for qm in ${ql//,/ }; do
             for qf in q8_0 q4_k; do
-                t=$(limit 60 "$PEER_MIN_S")
+                t=$(limit 90 "$PEER_MIN_S")
                 [ "$t" -lt 20 ] && { echo "$qm $qf: skipped: deadline" | tee -a "$LOG/quant.log"; continue; }
                 f=$WORK/quant_${qm}_$qf.txt
                 timeout -k 5 "$t" "$B/bin/strata" bench --model "$(hub_id "$qm")" --load-format dummy \
-                    --device cuda --quantization "$qf" --prompt-len 16 --gen-len "$gen" >"$f" 2>&1
-                { echo "--- $qm $qf (exit $?)"; grep -E "^decode  |^bytes/token|^fraction|quantized|error|strata: " "$f"; } |
+                    --device cuda --quantization "$qf" --prompt-len 16 --gen-len "$gen" --gemv \
+                    --profile >"$f" 2>&1
+                { echo "--- $qm $qf (exit $?)"; grep -E "^decode  |^bytes/token|^fraction|^gemv|^profile|quantized|error|strata: " "$f"; } |
                     tee -a "$LOG/quant.log"
             done
         done
