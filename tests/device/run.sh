@@ -31,7 +31,8 @@
 # peer_bench.py arguments), PEER (0: no peer stage, when an earlier run of the day has its
 # figures), AB_LIB (another build of libstrata_cuda.so, carried with the tree: stage 3b
 # times decode with it and with the bundle's, alternating, on AB_MODELS, default
-# qwen3.5-0.8b,qwen3.5-9b), QUANT_MODELS, SERVE_BENCH (0: no stage 3d), PYTHON, BUNDLE_DIR (an unpacked bundle instead of
+# qwen3.5-0.8b,qwen3.5-9b; an entry model:quantization:rounds times a quantized model, two
+# rounds by default), QUANT_MODELS, QUANT_FORMATS (q8_0 q4_k), SERVE_BENCH (0: no stage 3d), PYTHON, BUNDLE_DIR (an unpacked bundle instead of
 # device-bundle/), OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -206,7 +207,7 @@ EOF
         local qm qf ql=${QUANT_MODELS:-qwen3.5-2b,qwen3.5-9b}
         : >"$LOG/quant.log"
         for qm in ${ql//,/ }; do
-            for qf in q8_0 q4_k; do
+            for qf in ${QUANT_FORMATS:-q8_0 q4_k}; do
                 t=$(limit 90 "$PEER_MIN_S")
                 [ "$t" -lt 20 ] && { echo "$qm $qf: skipped: deadline" | tee -a "$LOG/quant.log"; continue; }
                 f=$WORK/quant_${qm}_$qf.txt
@@ -276,20 +277,25 @@ EOF
 # Stage 3b: the same decode benchmark (with --gemv) under two builds of the CUDA library,
 # A (AB_LIB) then B (the bundle's), twice, so that a kernel change is judged in one run.
 ab_stage() {
-    local m r lib tag f t bl=${STRATA_CUDA_LIB:-$B/cuda/libstrata_cuda.so}
+    local e m q r n lib tag f t qa bl=${STRATA_CUDA_LIB:-$B/cuda/libstrata_cuda.so}
     local list=${AB_MODELS:-qwen3.5-0.8b,qwen3.5-9b}
     case $AB_LIB in /*) ;; *) AB_LIB=$PWD/$AB_LIB ;; esac
-    for m in ${list//,/ }; do
-        for r in 1 2; do
+    for e in ${list//,/ }; do
+        # model[:quantization[:rounds]], e.g. qwen3.5-2b:q8_0:1
+        IFS=: read -r m q n <<<"$e"
+        qa=()
+        [ -n "$q" ] && qa=(--quantization "$q")
+        for r in $(seq 1 "${n:-2}"); do
             for tag in A B; do
                 lib=$AB_LIB
                 [ $tag = B ] && lib=$bl
                 t=$(limit 60 "$PEER_MIN_S")
-                [ "$t" -lt 20 ] && { echo "$m $tag round $r: skipped: deadline"; continue; }
-                f=$WORK/ab_${m}_${tag}_$r.txt
+                [ "$t" -lt 20 ] && { echo "$e $tag round $r: skipped: deadline"; continue; }
+                f=$WORK/ab_${m}_${q}_${tag}_$r.txt
                 STRATA_CUDA_LIB=$lib timeout -k 5 "$t" "$B/bin/strata" bench --model "$(hub_id "$m")" \
-                    --load-format dummy --device cuda --prompt-len 16 --gen-len 60 --gemv >"$f" 2>&1
-                echo "--- $m $tag round $r (exit $?)"
+                    --load-format dummy --device cuda --prompt-len 16 --gen-len 60 --gemv "${qa[@]}" \
+                    >"$f" 2>&1
+                echo "--- $e $tag round $r (exit $?)"
                 grep -E "^decode  |^fraction|^gemv" "$f"
             done
         done
