@@ -342,7 +342,6 @@ void cuda_qmatmul(cuda_impl *c, float *const *out, const float *x, const bk_weig
  * launched) for the others */
 int cuda_qgemv(cuda_impl *c, float *const *out, const float *x, const bk_weight *const *w, int n_w,
                int m);
-cudaError_t cuda_qgemv_setup(void);
 /* cuda_matmul.cu */
 void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m);
 void cuda_matmul_n(backend *b, float *const *out, const float *x, const bk_weight *const *w,

@@ -5,10 +5,9 @@
  * The first form (a warp a row, its blocks staged through shared memory, x read from L1
  * for every weight) ran Qwen3.5-2B's shapes at 0.12 (Q8_0) and 0.08 (Q4_K) of the H200's
  * copy bandwidth, slower than bf16 at twice the bytes: it issued one round of loads at a
- * time and spent its instructions on x and on int-to-float conversions. Here a resident
- * grid walks the rows, the next seven or eight rows' weights on their way into a ring in
- * shared memory (asynchronous copies) while the current one is summed, and a lane owns
- * other units:
+ * time and spent its instructions on x and on int-to-float conversions. Here, as in the
+ * bf16 GEMV (cuda_matmul.cu), a resident grid walks the rows and the next row's loads are
+ * in flight while the current one is summed; what changes is the unit a lane owns:
  *
  *  - an item is 32 weights: a Q8_0 block (34 bytes, 2-byte aligned, so the lane loads the
  *    three 16-byte chunks that hold it and shifts it out of them), or one 16-byte chunk of
@@ -21,6 +20,13 @@
  *  - quants become floats by building 2^23 + q in the mantissa (a byte permute) and
  *    subtracting 2^23 (exact), not by the int-to-float unit, which is 16 a clock per SM.
  *
+ * Measured on the H200 (BENCHMARKS.md): Qwen3.5-2B's Q8_0 decode 264 -> 482 tok/s, the
+ * GEMVs at m = 1 0.14-0.51 of the copy bandwidth (Q4_K 0.09-0.32), so still short of bf16's.
+ * Tried and measured slower (cf11083, reverted): the weights through a ring of asynchronous
+ * copies in shared memory, 7-8 rows in flight a warp (~120 KB an SM), 2B Q8_0 decode 482 ->
+ * 343 tok/s; so the bytes in flight are not what holds this kernel back. m > 2 reads x per
+ * lane from L1 at a 128-byte stride (32 lines a load): 0.02-0.03 of the bandwidth at m = 8.
+ *
  * Arithmetic (fixed, so a row's result is the same at every m and in every launch): per
  * item, Q8_0: d · Σ q·x (32 fmaf in element order); Q4_K: d·sc · Σ q·x − dmin·mn · Σ x per
  * 16-weight half (fmaf, then the sums in order); a lane adds its items in order, then the
@@ -28,8 +34,6 @@
  * and the device alone. The op test holds the result to the f32 product of the
  * dequantized weights (tests/device/cuda_ops_quant.c, TOL_QMM) and a row to its m = 1
  * bits inside every batch. */
-#include <cuda_pipeline.h>
-
 #include "kernels/cuda/cuda_quant.cuh"
 
 enum {
@@ -37,7 +41,7 @@ enum {
     QV_WARPS = QV_THREADS / 32,
     QV_IE = 32,     /* weights an item */
     QV_XR_MAX = 64, /* floats of x a lane keeps in registers */
-    QV_NJ = 2       /* items a lane of a row, at most */
+    QV_NJ = 4       /* items a lane of a row, at most (x from L1) */
 };
 
 struct qv_segs {
@@ -91,10 +95,10 @@ template <> struct qv_fmt<DTYPE_Q8_0> {
     static __host__ __device__ size_t row_bytes(int k) { return (size_t)(k / 32) * CQ_Q8_0; }
     /* the x of half h (16 floats) of item i */
     static __device__ __forceinline__ int xoff(int i, int h) { return 32 * i + 16 * h; }
-    enum { S = 8 }; /* ring stages: 8 warps x 8 x 2 items x 48 bytes x 32 lanes = 192 KiB */
-    /* chunk c of the three 16-byte chunks that hold block i */
-    static __device__ __forceinline__ const uint4 *src(const uint8_t *row, int i, int c) {
-        return (const uint4 *)((uintptr_t)(row + (size_t)i * CQ_Q8_0) & ~(uintptr_t)15) + c;
+    static __device__ __forceinline__ void load(const uint8_t *row, int i, uint4 *u) {
+        const uint4 *a = (const uint4 *)((uintptr_t)(row + (size_t)i * CQ_Q8_0) & ~(uintptr_t)15);
+#pragma unroll
+        for (int c = 0; c < L; c++) u[c] = __ldcs(a + c);
     }
     /* The block starts s = addr % 16 bytes into u (s even): the words rotated by s / 4, then
      * each quant word shifted out of a pair (by 16 bits, or by 32: the second word whole,
@@ -137,14 +141,10 @@ template <> struct qv_fmt<DTYPE_Q4_K> {
     static __device__ __forceinline__ int xoff(int i, int h) {
         return 256 * (i >> 3) + 64 * ((i & 7) >> 1) + 16 * (i & 1) + 32 * h;
     }
-    enum {
-        S = 9
-    }; /* 8 x 9 x 2 x 32 x 32 bytes = 144 KiB; 8 groups in flight is the most
-                     * __pipeline_wait_prior names */
-    /* the block's header (c 0: its 8 lanes copy the same 16 bytes), then the quant chunk */
-    static __device__ __forceinline__ const uint4 *src(const uint8_t *row, int i, int c) {
+    static __device__ __forceinline__ void load(const uint8_t *row, int i, uint4 *u) {
         const uint4 *b = (const uint4 *)(row + (size_t)(i >> 3) * CQ_Q4_K);
-        return c ? b + 1 + (i & 7) : b; /* CQ_Q4_K_QS = 16 */
+        u[0] = __ldg(b);                /* shared by the block's 8 lanes */
+        u[1] = __ldcs(b + 1 + (i & 7)); /* CQ_Q4_K_QS = 16 */
     }
     /* Sub-block j's 6-bit scale and min (cuda_q4_k_scale) from the header's words: the 12
      * scale bytes are words y, z, w; j < 4 reads byte j of y (scale) and z (min), j >= 4
@@ -194,52 +194,26 @@ template <> struct qv_fmt<DTYPE_Q4_K> {
 };
 
 /* M rows of x (blockIdx.y's group of m) against every row of the launch. A row belongs to
- * wpr warps of a block (parts of ipw = k / 32 / wpr items each, ipw <= 64); a block takes
- * row groups blockIdx.x, + gridDim.x, ... (groups of QV_WARPS / wpr rows). The weights come
- * through a ring of F::S stages in shared memory, a stage a row, filled by asynchronous
- * copies: F::S - 1 rows are in flight while a lane sums one (two register buffers held too
- * few bytes in flight: 35 KB an SM for Q8_0, which ran at half the copy bandwidth). Every
- * lane copies and reads only its own slots, so the ring needs no barrier. XR: x in
- * registers, loaded once (where M · 32 · ceil(ipw / 32) <= QV_XR_MAX). */
+ * wpr warps of a block (parts of ipw = k / 32 / wpr items each); a block takes row groups
+ * blockIdx.x, + gridDim.x, ... (groups of QV_WARPS / wpr rows) and has the next row's
+ * loads in flight while it sums the current one. XR: x in registers, loaded once (the
+ * caller picks it where M · 32 · ceil(ipw / 32) <= QV_XR_MAX). */
 template <int DT, int M, bool XR>
 __global__ void __launch_bounds__(QV_THREADS, 1)
     qv_gemv(qv_segs sg, const float *__restrict__ x, int m, int k, int wpr, int groups, int vec) {
     typedef qv_fmt<DT> F;
-    constexpr int NJ = XR ? QV_XR_MAX / (M * QV_IE) : QV_NJ, L = F::L, S = F::S;
+    constexpr int NJ = XR ? QV_XR_MAX / (M * QV_IE) : QV_NJ;
     __shared__ float red[QV_WARPS][M];
-    extern __shared__ uint4 qv_ring[]; /* [warp][stage][item][chunk][lane] */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int part = warp % wpr, slot = warp / wpr, rpg = QV_WARPS / wpr;
     const int ipw = k / QV_IE / wpr, i0 = part * ipw + lane;
     const int r0 = blockIdx.y * M, mr = m - r0 < M ? m - r0 : M;
     const size_t rb = F::row_bytes(k);
-    uint4 *ring = qv_ring + (size_t)warp * S * NJ * L * 32 + lane;
     x += (size_t)r0 * k;
     const int steps =
         (int)blockIdx.x < groups ? (groups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-    auto row_of = [&](int s) {
-        return qv_find(sg, ((int)blockIdx.x + s * (int)gridDim.x) * rpg + slot);
-    };
-    /* Step s's copies into stage s % S, as one commit group (empty past the last step, so
-     * that the group count, and so the wait below, is the same for every lane). */
-    auto issue = [&](int s) {
-        if (s < steps) {
-            qv_row r = row_of(s);
-            const uint8_t *wr = (const uint8_t *)r.w + (size_t)r.row * rb;
-            uint4 *st = ring + (size_t)(s % S) * NJ * L * 32;
-#pragma unroll
-            for (int j = 0; j < NJ; j++)
-                if (r.row < r.n && lane + 32 * j < ipw)
-#pragma unroll
-                    for (int c = 0; c < L; c++)
-                        __pipeline_memcpy_async(st + (j * L + c) * 32, F::src(wr, i0 + 32 * j, c),
-                                                sizeof(uint4));
-        }
-        __pipeline_commit();
-    };
-    for (int s = 0; s < S - 1; s++) issue(s);
     float xr[XR ? NJ : 1][M][32] = {};
-    if (XR) /* after the first copies are under way */
+    if (XR)
 #pragma unroll
         for (int j = 0; j < NJ; j++)
 #pragma unroll
@@ -249,24 +223,25 @@ __global__ void __launch_bounds__(QV_THREADS, 1)
                     qv_ldx16(x + (size_t)t * k + F::xoff(i, 0), vec, xr[XR ? j : 0][t]);
                     qv_ldx16(x + (size_t)t * k + F::xoff(i, 1), vec, xr[XR ? j : 0][t] + 16);
                 }
-    for (int s = 0; s < steps; s++) {
-        issue(s + S - 1);
-        __pipeline_wait_prior(S - 1); /* step s's group has landed */
-        const qv_row r = row_of(s);
+    auto issue = [&](uint4(*u)[F::L], int s) {
+        qv_row r = qv_find(sg, ((int)blockIdx.x + s * (int)gridDim.x) * rpg + slot);
         const uint8_t *wr = (const uint8_t *)r.w + (size_t)r.row * rb;
-        const uint4 *st = ring + (size_t)(s % S) * NJ * L * 32;
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+            if (r.row < r.n && lane + 32 * j < ipw) F::load(wr, i0 + 32 * j, u[j]);
+        return r;
+    };
+    auto consume = [&](const uint4(*u)[F::L], const qv_row &r) {
         float acc[M];
 #pragma unroll
         for (int t = 0; t < M; t++) acc[t] = 0.0f;
+        const uint8_t *wr = (const uint8_t *)r.w + (size_t)r.row * rb;
 #pragma unroll
         for (int j = 0; j < NJ; j++) {
             if (!(r.row < r.n && lane + 32 * j < ipw)) continue;
             const int i = i0 + 32 * j;
-            uint4 u[L];
-#pragma unroll
-            for (int c = 0; c < L; c++) u[c] = st[(j * L + c) * 32];
             float q[32], cf[F::NC];
-            F::decode(u, wr, i, q, cf);
+            F::decode(u[j], wr, i, q, cf);
 #pragma unroll
             for (int t = 0; t < M; t++) {
                 if (t >= mr) break;
@@ -287,7 +262,7 @@ __global__ void __launch_bounds__(QV_THREADS, 1)
 #pragma unroll
                 for (int t = 0; t < M; t++)
                     if (t < mr) r.out[(size_t)(r0 + t) * r.n + r.row] = acc[t];
-            continue;
+            return;
         }
         if (lane == 0)
 #pragma unroll
@@ -301,13 +276,17 @@ __global__ void __launch_bounds__(QV_THREADS, 1)
                 if (t < mr) r.out[(size_t)(r0 + t) * r.n + r.row] = v;
             }
         __syncthreads(); /* red is refilled by the next row */
+    };
+    uint4 ua[NJ][F::L], ub[NJ][F::L];
+    qv_row ra = {}, rb2 = {};
+    if (steps > 0) ra = issue(ua, 0);
+    /* two buffers, unrolled by two so neither is copied while its loads are in flight */
+    for (int s = 0; s < steps; s += 2) {
+        if (s + 1 < steps) rb2 = issue(ub, s + 1);
+        consume(ua, ra);
+        if (s + 2 < steps) ra = issue(ua, s + 2);
+        if (s + 1 < steps) consume(ub, rb2);
     }
-    __pipeline_wait_prior(0); /* no copy outlives the block */
-}
-
-template <int DT, int M, bool XR> static size_t qv_smem(void) {
-    constexpr int NJ = XR ? QV_XR_MAX / (M * QV_IE) : QV_NJ;
-    return sizeof(uint4) * QV_WARPS * qv_fmt<DT>::S * NJ * qv_fmt<DT>::L * 32;
 }
 
 /* Warps a row: enough that a part is at most 64 items (x in registers at m = 1), more
@@ -326,28 +305,10 @@ static int qv_wpr(const cuda_impl *c, int n, int items) {
 template <int DT, int M, bool XR>
 static void qv_go(cuda_impl *c, const qv_segs &sg, const float *x, int m, int k, int wpr) {
     const int n = sg.end[sg.n_seg - 1], rpg = QV_WARPS / wpr, groups = (n + rpg - 1) / rpg;
-    /* one block an SM stays resident (launch bounds; its ring fills the shared memory) */
+    /* one block an SM stays resident (launch bounds; 140-232 registers a thread) */
     dim3 grid((unsigned)(groups < c->n_sm ? groups : c->n_sm), (unsigned)((m + M - 1) / M));
-    qv_gemv<DT, M, XR><<<grid, QV_THREADS, qv_smem<DT, M, XR>(), c->stream>>>(
-        sg, x, m, k, wpr, groups, (uintptr_t)x % 16 == 0);
-}
-
-template <int DT, int M, bool XR> static cudaError_t qv_optin(void) {
-    return cudaFuncSetAttribute(qv_gemv<DT, M, XR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)qv_smem<DT, M, XR>());
-}
-template <int DT> static cudaError_t qv_optin_dt(void) {
-    cudaError_t e = qv_optin<DT, 1, true>();
-    if (e == cudaSuccess) e = qv_optin<DT, 2, true>();
-    if (e == cudaSuccess) e = qv_optin<DT, 2, false>();
-    if (e == cudaSuccess) e = qv_optin<DT, 4, false>();
-    if (e == cudaSuccess) e = qv_optin<DT, 8, false>();
-    return e;
-}
-/* Opts the kernels in to their rings' shared memory, once at create (not inside a capture). */
-cudaError_t cuda_qgemv_setup(void) {
-    cudaError_t e = qv_optin_dt<DTYPE_Q8_0>();
-    return e == cudaSuccess ? qv_optin_dt<DTYPE_Q4_K>() : e;
+    qv_gemv<DT, M, XR>
+        <<<grid, QV_THREADS, 0, c->stream>>>(sg, x, m, k, wpr, groups, (uintptr_t)x % 16 == 0);
 }
 
 template <int DT>
