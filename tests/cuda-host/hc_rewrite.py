@@ -29,7 +29,7 @@ def fail(path, text, at, why):
 def kernel_start(text, end):
     """Start of the kernel expression that ends just before `end` (the `<<<`)."""
     i = end
-    while i > 0 and text[i - 1] in " \t":
+    while i > 0 and text[i - 1] in " \t\r\n":  # clang-format may break before the <<<
         i -= 1
     if i > 0 and text[i - 1] == ">":  # template arguments: walk back to the matching <
         depth = 0
