@@ -543,6 +543,7 @@ CUDA_EXPORT int strata_cuda_backend_create(int device, backend **out, strata_err
         CUDA_TRY(cudaEventCreateWithFlags(&c->flights[i].done, cudaEventDisableTiming), "event");
     c->stage_end = CUDA_STAGE_BYTES;
     CUDA_TRY(cuda_matmul_setup(c), "GEMV shared memory");
+    CUDA_TRY(cuda_qgemv_setup(), "quantized GEMV shared memory");
     CUDA_TRY(cudaMalloc(&c->blas_ws, CUDA_BLAS_WS_BYTES), "cuBLAS workspace");
     CUDA_TRY(cudaMalloc((void **)&c->act16, sizeof(__nv_bfloat16) * CUDA_ACT16_ELEMS),
              "GEMM scratch");

@@ -242,6 +242,32 @@ static inline int cuda_kv_reach(const cuda_kv_map &m) {
  * them; the copy is ordered on the stream. A replay only refills the host side. */
 const void *cuda_stage(cuda_impl *c, const void *src, size_t bytes);
 
+/* The weights of one GEMV launch (matmul_n: up to BK_MATMUL_MAX projections of one x):
+ * rows [end[j-1], end[j]) of the launch are weight j's, written to out[j]. */
+struct cuda_segs {
+    const void *w[BK_MATMUL_MAX];
+    float *out[BK_MATMUL_MAX];
+    int end[BK_MATMUL_MAX];
+    int n_seg;
+};
+
+/* The weight that launch row grow falls in, its output, and the row within it (row >= n:
+ * past the last). The segment table is read at fixed indices: indexed at run time, the
+ * kernel parameters would be copied to a stack frame in every thread. */
+struct cuda_seg_row {
+    const void *w;
+    float *out;
+    int row, n;
+};
+__device__ __forceinline__ cuda_seg_row cuda_seg_find(const cuda_segs &sg, int grow) {
+    cuda_seg_row r = {sg.w[0], sg.out[0], grow, sg.end[0]};
+#pragma unroll
+    for (int j = 1; j < BK_MATMUL_MAX; j++)
+        if (j < sg.n_seg && grow >= sg.end[j - 1])
+            r = {sg.w[j], sg.out[j], grow - sg.end[j - 1], sg.end[j] - sg.end[j - 1]};
+    return r;
+}
+
 /* ---- device helpers ---- */
 /* Element i of a weight of dtype dt as f32 (BF16 / F16 / F32). */
 __device__ __forceinline__ float cuda_wget(const void *p, int dt, size_t i) {
@@ -253,6 +279,38 @@ __device__ __forceinline__ float cuda_warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
+}
+
+/* The end of a GEMV row of W against M rows of x (mr of them real): each warp's lane sums,
+ * added over the warp, then over the wpr warps sharing the row in part order (red: a
+ * [warps][M] scratch in shared memory), written by lane 0 of part 0 to out[(r0 + t) · n +
+ * row]. A fixed order, so the sum of a row is the same in every launch. Every warp of the
+ * block calls it for every step (barriers when wpr > 1). */
+template <int M>
+__device__ __forceinline__ void cuda_gemv_store(float (*red)[M], float *acc, const cuda_seg_row &r,
+                                                int warp, int lane, int part, int wpr, int r0,
+                                                int mr) {
+#pragma unroll
+    for (int t = 0; t < M; t++) acc[t] = cuda_warp_sum(acc[t]);
+    if (wpr == 1) {
+        if (lane == 0 && r.row < r.n)
+#pragma unroll
+            for (int t = 0; t < M; t++)
+                if (t < mr) r.out[(size_t)(r0 + t) * r.n + r.row] = acc[t];
+        return;
+    }
+    if (lane == 0)
+#pragma unroll
+        for (int t = 0; t < M; t++) red[warp][t] = acc[t];
+    __syncthreads();
+    if (part == 0 && lane == 0 && r.row < r.n)
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            float v = 0.0f;
+            for (int q = 0; q < wpr; q++) v += red[warp + q][t];
+            if (t < mr) r.out[(size_t)(r0 + t) * r.n + r.row] = v;
+        }
+    __syncthreads(); /* red is refilled by the next row */
 }
 __device__ __forceinline__ float cuda_warp_max(float v) {
 #pragma unroll
@@ -342,6 +400,7 @@ void cuda_qmatmul(cuda_impl *c, float *const *out, const float *x, const bk_weig
  * launched) for the others */
 int cuda_qgemv(cuda_impl *c, float *const *out, const float *x, const bk_weight *const *w, int n_w,
                int m);
+cudaError_t cuda_qgemv_setup(void);
 /* cuda_matmul.cu */
 void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m);
 void cuda_matmul_n(backend *b, float *const *out, const float *x, const bk_weight *const *w,

@@ -20,15 +20,6 @@
 
 enum { MM_GEMV_MAX_M = 8, MM_THREADS = 256, MM_WARPS = MM_THREADS / 32 };
 
-/* The weights of one GEMV launch (matmul_n: up to BK_MATMUL_MAX projections of one x):
- * rows [end[j-1], end[j]) of the launch are weight j's, written to out[j]. */
-struct mm_segs {
-    const void *w[BK_MATMUL_MAX];
-    float *out[BK_MATMUL_MAX];
-    int end[BK_MATMUL_MAX];
-    int n_seg;
-};
-
 /* ---- weight element access by dtype (DT = the dtype enum value) ---- */
 template <int DT> struct mm_w;
 template <> struct mm_w<DTYPE_F32> {
@@ -135,23 +126,6 @@ __device__ __forceinline__ void mm_load_x(const float *__restrict__ x,
 enum { MM_STAGE_MAX = 96 * 1024 };
 __host__ __device__ constexpr bool mm_stages(int dt, int m) { return dt == DTYPE_BF16 && m <= 2; }
 
-/* The weight that launch row grow falls in, its output, and the row within it (row >= n:
- * past the last). The segment table is read at fixed indices: indexed at run time, the
- * kernel parameters would be copied to a stack frame in every thread. */
-struct mm_row {
-    const void *w;
-    float *out;
-    int row, n;
-};
-__device__ __forceinline__ mm_row mm_find(const mm_segs &sg, int grow) {
-    mm_row r = {sg.w[0], sg.out[0], grow, sg.end[0]};
-#pragma unroll
-    for (int j = 1; j < BK_MATMUL_MAX; j++)
-        if (j < sg.n_seg && grow >= sg.end[j - 1])
-            r = {sg.w[j], sg.out[j], grow - sg.end[j - 1], sg.end[j] - sg.end[j - 1]};
-    return r;
-}
-
 /* The decode GEMV (16-byte aligned W, k % VE == 0): M rows of x against W, every W byte
  * read once. A row of W belongs to wpr warps of a block (few rows: split so the matrix
  * still spreads over the GPU); lane l of part p sums chunks p·32 + l, + 32·wpr, ... in that
@@ -166,7 +140,7 @@ __device__ __forceinline__ mm_row mm_find(const mm_segs &sg, int grow) {
  * act(x, u). */
 template <int DT, int M, int ACT, bool ST>
 __global__ void __launch_bounds__(MM_THREADS, 2)
-    mm_gemv(mm_segs sg, const float *__restrict__ x, const float *__restrict__ u,
+    mm_gemv(cuda_segs sg, const float *__restrict__ x, const float *__restrict__ u,
             const uint16_t *__restrict__ xb, int k, int wpr, int groups) {
     typedef mm_w<DT> W;
     constexpr int LIF = M <= 4 ? 8 : 4; /* loads a batch; fewer where x takes the registers */
@@ -182,7 +156,7 @@ __global__ void __launch_bounds__(MM_THREADS, 2)
     /* Batch s of this warp: its row and the loads, predicated past the row's end. */
     auto issue = [&](uint4 *ub, int s) {
         const int g = s / nb, bi = s - g * nb;
-        mm_row r = mm_find(sg, (blockIdx.x + g * gridDim.x) * rpg + slot);
+        cuda_seg_row r = cuda_seg_find(sg, (blockIdx.x + g * gridDim.x) * rpg + slot);
         const uint4 *wr = (const uint4 *)((const char *)r.w + (size_t)r.row * k * W::SZ);
 #pragma unroll
         for (int q = 0; q < LIF; q++) {
@@ -195,7 +169,7 @@ __global__ void __launch_bounds__(MM_THREADS, 2)
 #pragma unroll
     for (int t = 0; t < M; t++) acc[t] = 0.0f;
     /* Sums batch s; after a row's last batch, the warp's and the parts' sums are stored. */
-    auto consume = [&](const uint4 *ub, const mm_row &r, int s) {
+    auto consume = [&](const uint4 *ub, const cuda_seg_row &r, int s) {
         const int bi = s % nb;
 #pragma unroll
         for (int q = 0; q < LIF; q++) {
@@ -214,31 +188,12 @@ __global__ void __launch_bounds__(MM_THREADS, 2)
             }
         }
         if (bi != nb - 1) return;
-#pragma unroll
-        for (int t = 0; t < M; t++) acc[t] = cuda_warp_sum(acc[t]);
-        if (wpr == 1) {
-            if (lane == 0 && r.row < r.n)
-#pragma unroll
-                for (int t = 0; t < M; t++) r.out[(size_t)t * r.n + r.row] = acc[t];
-        } else {
-            if (lane == 0)
-#pragma unroll
-                for (int t = 0; t < M; t++) red[warp][t] = acc[t];
-            __syncthreads();
-            if (part == 0 && lane == 0 && r.row < r.n)
-#pragma unroll
-                for (int t = 0; t < M; t++) {
-                    float v = 0.0f;
-                    for (int q = 0; q < wpr; q++) v += red[warp + q][t];
-                    r.out[(size_t)t * r.n + r.row] = v;
-                }
-            __syncthreads(); /* red is refilled by the next row */
-        }
+        cuda_gemv_store<M>(red, acc, r, warp, lane, part, wpr, 0, M);
 #pragma unroll
         for (int t = 0; t < M; t++) acc[t] = 0.0f;
     };
     uint4 ua[LIF], ub[LIF];
-    mm_row ra = {}, rb = {};
+    cuda_seg_row ra = {}, rb = {};
     if (steps > 0) ra = issue(ua, 0);
     if (ST) {
         uint16_t *xw = (uint16_t *)mm_xs;
@@ -262,10 +217,10 @@ __global__ void __launch_bounds__(MM_THREADS, 2)
  * as they read it where no xb was made (m <= 2). */
 template <int DT>
 __global__ void __launch_bounds__(MM_THREADS)
-    mm_gemv_any(mm_segs sg, const float *__restrict__ x, const uint16_t *__restrict__ xb, int m,
+    mm_gemv_any(cuda_segs sg, const float *__restrict__ x, const uint16_t *__restrict__ xb, int m,
                 int k) {
     const int lane = threadIdx.x & 31;
-    mm_row r = mm_find(sg, blockIdx.x * MM_WARPS + (threadIdx.x >> 5));
+    cuda_seg_row r = cuda_seg_find(sg, blockIdx.x * MM_WARPS + (threadIdx.x >> 5));
     if (r.row >= r.n) return;
     for (int t = 0; t < m; t++) {
         float acc = 0.0f;
@@ -335,7 +290,7 @@ static int mm_wpr(const cuda_impl *c, int n, int chunks) {
     return wpr;
 }
 
-static int mm_vec(const mm_segs &sg, int k, int VE) {
+static int mm_vec(const cuda_segs &sg, int k, int VE) {
     int vec = k % VE == 0;
     for (int j = 0; j < sg.n_seg; j++) vec &= (uintptr_t)sg.w[j] % 16 == 0;
     return vec;
@@ -343,7 +298,7 @@ static int mm_vec(const mm_segs &sg, int k, int VE) {
 
 /* One launch of mm_gemv: every row group, at most two resident blocks an SM. */
 template <int DT, int M, int ACT, bool ST>
-static void mm_gemv_go(cuda_impl *c, const mm_segs &sg, const float *x, const float *u,
+static void mm_gemv_go(cuda_impl *c, const cuda_segs &sg, const float *x, const float *u,
                        const uint16_t *xb, int k) {
     int n = sg.end[sg.n_seg - 1], wpr = mm_wpr(c, n, k / mm_w<DT>::VE);
     int rpg = MM_WARPS / wpr, groups = (n + rpg - 1) / rpg;
@@ -376,7 +331,7 @@ cudaError_t cuda_matmul_setup(cuda_impl *c) {
 
 /* The GEMV with x (or act(x, u): matmul_glu) staged per block (BF16, m <= 2, vec). */
 template <int ACT>
-static void mm_gemv_staged(cuda_impl *c, const mm_segs &sg, const float *x, const float *u, int m,
+static void mm_gemv_staged(cuda_impl *c, const cuda_segs &sg, const float *x, const float *u, int m,
                            int k) {
     constexpr int BF = DTYPE_BF16;
     if (m == 1) mm_gemv_go<BF, 1, ACT, true>(c, sg, x, u, NULL, k);
@@ -385,7 +340,7 @@ static void mm_gemv_staged(cuda_impl *c, const mm_segs &sg, const float *x, cons
 
 /* x: f32 rows; xb: the same rounded to bf16 already (matmul_glu at m > 2), or NULL. */
 template <int DT>
-static void mm_gemv_launch(cuda_impl *c, const mm_segs &sg, const float *x, const uint16_t *xb,
+static void mm_gemv_launch(cuda_impl *c, const cuda_segs &sg, const float *x, const uint16_t *xb,
                            int m, int k) {
     const int VE = mm_w<DT>::VE;
     int stage = !xb && mm_stages(DT, m) && sizeof(uint16_t) * (size_t)m * k <= MM_STAGE_MAX;
@@ -458,7 +413,7 @@ static void mm_blas_bf16(cuda_impl *c, float *out, const float *x, const void *w
     }
 }
 
-static void mm_gemv_dispatch(cuda_impl *c, dtype dt, const mm_segs &sg, const float *x, int m,
+static void mm_gemv_dispatch(cuda_impl *c, dtype dt, const cuda_segs &sg, const float *x, int m,
                              int k) {
     if (dt == DTYPE_BF16) mm_gemv_launch<DTYPE_BF16>(c, sg, x, NULL, m, k);
     else if (dt == DTYPE_F16) mm_gemv_launch<DTYPE_F16>(c, sg, x, NULL, m, k);
@@ -476,7 +431,7 @@ void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int
         return;
     }
     if (m <= MM_GEMV_MAX_M) {
-        mm_segs sg = {{w->data}, {out}, {n}, 1};
+        cuda_segs sg = {{w->data}, {out}, {n}, 1};
         if (w->dt == DTYPE_BF16 &&
             (size_t)m * k > CUDA_ACT16_ELEMS) /* x outgrows act16: no model */
             mm_tiled_launch(c, out, x, w, m, n, k);
@@ -515,7 +470,7 @@ void cuda_matmul_n(backend *b, float *const *out, const float *x, const bk_weigh
         cuda_qmatmul(c, out, x, w, n_w, m);
         return;
     }
-    mm_segs sg = {};
+    cuda_segs sg = {};
     for (int j = 0, end = 0; j < n_w; j++) {
         end += (int)w[j]->shape[0];
         sg.w[j] = w[j]->data;
@@ -539,7 +494,7 @@ void cuda_matmul_glu(backend *b, float *out, float *g, float *u, const bk_weight
         cuda_fail(c, "matmul_glu", cudaErrorInvalidValue); /* the models pass BK_ACT_* */
         return;
     }
-    mm_segs sg = {{w->data}, {out}, {n}, 1};
+    cuda_segs sg = {{w->data}, {out}, {n}, 1};
     int fuse = w->dt == DTYPE_BF16 && m <= MM_GEMV_MAX_M && e <= CUDA_ACT16_ELEMS &&
                mm_vec(sg, k, mm_w<DTYPE_BF16>::VE);
     int stage = fuse && mm_stages(DTYPE_BF16, m) && e * sizeof(uint16_t) <= MM_STAGE_MAX;

@@ -16,7 +16,7 @@
  *    lanes of one block load together;
  *  - lane l of part p owns items p·ipw + l, + 32, ... of every row, the same columns in
  *    every row, so at m <= 2 its x (at most 64 floats) is loaded once into registers and
- *    only weights stream (larger m read x from L1 as they go);
+ *    only weights stream (larger m stage x in shared memory once a block);
  *  - quants become floats by building 2^23 + q in the mantissa (a byte permute) and
  *    subtracting 2^23 (exact), not by the int-to-float unit, which is 16 a clock per SM.
  *
@@ -24,8 +24,10 @@
  * GEMVs at m = 1 0.14-0.51 of the copy bandwidth (Q4_K 0.09-0.32), so still short of bf16's.
  * Tried and measured slower (cf11083, reverted): the weights through a ring of asynchronous
  * copies in shared memory, 7-8 rows in flight a warp (~120 KB an SM), 2B Q8_0 decode 482 ->
- * 343 tok/s; so the bytes in flight are not what holds this kernel back. m > 2 reads x per
- * lane from L1 at a 128-byte stride (32 lines a load): 0.02-0.03 of the bandwidth at m = 8.
+ * 343 tok/s; so the bytes in flight are not what holds this kernel back. m > 2 read x per
+ * lane from L1 at a 128-byte stride (32 lines a load): 0.02-0.03 of the bandwidth at m = 8;
+ * so now x is staged in shared memory there (padded against bank conflicts; 4 or 2 rows a
+ * launch where 8 do not fit, W then read more than once): not yet timed on a GPU.
  *
  * Arithmetic (fixed, so a row's result is the same at every m and in every launch): per
  * item, Q8_0: d · Σ q·x (32 fmaf in element order); Q4_K: d·sc · Σ q·x − dmin·mn · Σ x per
@@ -39,51 +41,30 @@
 enum {
     QV_THREADS = 256,
     QV_WARPS = QV_THREADS / 32,
-    QV_IE = 32,     /* weights an item */
-    QV_XR_MAX = 64, /* floats of x a lane keeps in registers */
-    QV_NJ = 4       /* items a lane of a row, at most (x from L1) */
+    QV_IE = 32,            /* weights an item */
+    QV_XR_MAX = 64,        /* floats of x a lane keeps in registers */
+    QV_NJ = 2,             /* items a lane of a row, at most */
+    QV_XS_MAX = 200 * 1024 /* bytes of x a block stages in shared memory (m > 2) */
 };
 
-struct qv_segs {
-    const void *w[BK_MATMUL_MAX];
-    float *out[BK_MATMUL_MAX];
-    int end[BK_MATMUL_MAX];
-    int n_seg;
-};
-
-struct qv_row {
-    const void *w;
-    float *out;
-    int row, n;
-};
-
-/* The weight launch row grow falls in (row >= n: past the last); fixed indices, so the
- * parameters are not copied to a stack frame. */
-__device__ __forceinline__ qv_row qv_find(const qv_segs &sg, int grow) {
-    qv_row r = {sg.w[0], sg.out[0], grow, sg.end[0]};
-#pragma unroll
-    for (int j = 1; j < BK_MATMUL_MAX; j++)
-        if (j < sg.n_seg && grow >= sg.end[j - 1])
-            r = {sg.w[j], sg.out[j], grow - sg.end[j - 1], sg.end[j] - sg.end[j - 1]};
-    return r;
-}
+/* Floats of one staged x row: 4 floats of padding after every 32, so the lanes of a
+ * quarter warp, whose items start 32 floats apart, read 16-byte pieces from 8 different
+ * bank groups (36 l mod 32 = 4 l) instead of one. */
+__host__ __device__ constexpr int qv_xs_row(int k) { return k + 4 * (k / 32); }
+__host__ __device__ constexpr int qv_xs_at(int e) { return e + 4 * (e >> 5); }
+static size_t qv_xs_bytes(int M, int k) { return sizeof(float) * (size_t)M * qv_xs_row(k); }
 
 /* The float of quant byte e of w, plus bias: 2^23 + byte - (2^23 + bias), exact. */
 __device__ __forceinline__ float qv_byte(uint32_t w, int e, float bias) {
     return __int_as_float((int)__byte_perm(w, 0x4B000000u, 0x7540u | (unsigned)e)) - bias;
 }
 
-/* 16 floats of x from xp (16-byte aligned when vec). */
-__device__ __forceinline__ void qv_ldx16(const float *__restrict__ xp, int vec, float *f) {
-    if (vec) {
+/* 16 floats of staged x (shared memory: plain loads, never __ldg's global path) */
+__device__ __forceinline__ void qv_lds16(const float *xs, float *f) {
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            float4 v = __ldg((const float4 *)xp + e);
-            f[4 * e] = v.x, f[4 * e + 1] = v.y, f[4 * e + 2] = v.z, f[4 * e + 3] = v.w;
-        }
-    } else {
-#pragma unroll
-        for (int e = 0; e < 16; e++) f[e] = __ldg(xp + e);
+    for (int e = 0; e < 4; e++) {
+        const float4 v = ((const float4 *)xs)[e];
+        f[4 * e] = v.x, f[4 * e + 1] = v.y, f[4 * e + 2] = v.z, f[4 * e + 3] = v.w;
     }
 }
 
@@ -197,10 +178,12 @@ template <> struct qv_fmt<DTYPE_Q4_K> {
  * wpr warps of a block (parts of ipw = k / 32 / wpr items each); a block takes row groups
  * blockIdx.x, + gridDim.x, ... (groups of QV_WARPS / wpr rows) and has the next row's
  * loads in flight while it sums the current one. XR: x in registers, loaded once (the
- * caller picks it where M · 32 · ceil(ipw / 32) <= QV_XR_MAX). */
+ * caller picks it where M · 32 · ceil(ipw / 32) <= QV_XR_MAX); else the block's M rows of
+ * x staged in shared memory once (the caller picks M so that they fit in QV_XS_MAX). Where
+ * x comes from, and M, change no sum. */
 template <int DT, int M, bool XR>
 __global__ void __launch_bounds__(QV_THREADS, 1)
-    qv_gemv(qv_segs sg, const float *__restrict__ x, int m, int k, int wpr, int groups, int vec) {
+    qv_gemv(cuda_segs sg, const float *__restrict__ x, int m, int k, int wpr, int groups, int vec) {
     typedef qv_fmt<DT> F;
     constexpr int NJ = XR ? QV_XR_MAX / (M * QV_IE) : QV_NJ;
     __shared__ float red[QV_WARPS][M];
@@ -212,6 +195,7 @@ __global__ void __launch_bounds__(QV_THREADS, 1)
     x += (size_t)r0 * k;
     const int steps =
         (int)blockIdx.x < groups ? (groups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    extern __shared__ float qv_xs[]; /* [M][qv_xs_row(k)] unless XR */
     float xr[XR ? NJ : 1][M][32] = {};
     if (XR)
 #pragma unroll
@@ -220,18 +204,18 @@ __global__ void __launch_bounds__(QV_THREADS, 1)
             for (int t = 0; t < M; t++)
                 if (t < mr && lane + 32 * j < ipw) {
                     const int i = i0 + 32 * j;
-                    qv_ldx16(x + (size_t)t * k + F::xoff(i, 0), vec, xr[XR ? j : 0][t]);
-                    qv_ldx16(x + (size_t)t * k + F::xoff(i, 1), vec, xr[XR ? j : 0][t] + 16);
+                    cuda_q_ldx<16>(x + (size_t)t * k + F::xoff(i, 0), vec, xr[XR ? j : 0][t]);
+                    cuda_q_ldx<16>(x + (size_t)t * k + F::xoff(i, 1), vec, xr[XR ? j : 0][t] + 16);
                 }
     auto issue = [&](uint4(*u)[F::L], int s) {
-        qv_row r = qv_find(sg, ((int)blockIdx.x + s * (int)gridDim.x) * rpg + slot);
+        cuda_seg_row r = cuda_seg_find(sg, ((int)blockIdx.x + s * (int)gridDim.x) * rpg + slot);
         const uint8_t *wr = (const uint8_t *)r.w + (size_t)r.row * rb;
 #pragma unroll
         for (int j = 0; j < NJ; j++)
             if (r.row < r.n && lane + 32 * j < ipw) F::load(wr, i0 + 32 * j, u[j]);
         return r;
     };
-    auto consume = [&](const uint4(*u)[F::L], const qv_row &r) {
+    auto consume = [&](const uint4(*u)[F::L], const cuda_seg_row &r) {
         float acc[M];
 #pragma unroll
         for (int t = 0; t < M; t++) acc[t] = 0.0f;
@@ -247,39 +231,25 @@ __global__ void __launch_bounds__(QV_THREADS, 1)
                 if (t >= mr) break;
                 if (XR) {
                     acc[t] = F::apply(q, cf, xr[XR ? j : 0][t], acc[t]);
-                } else {
+                } else { /* 16 floats never cross a padded group of 32 */
                     float xv[32];
-                    qv_ldx16(x + (size_t)t * k + F::xoff(i, 0), vec, xv);
-                    qv_ldx16(x + (size_t)t * k + F::xoff(i, 1), vec, xv + 16);
+                    const float *xt = qv_xs + (size_t)t * qv_xs_row(k);
+                    qv_lds16(xt + qv_xs_at(F::xoff(i, 0)), xv);
+                    qv_lds16(xt + qv_xs_at(F::xoff(i, 1)), xv + 16);
                     acc[t] = F::apply(q, cf, xv, acc[t]);
                 }
             }
         }
-#pragma unroll
-        for (int t = 0; t < M; t++) acc[t] = cuda_warp_sum(acc[t]);
-        if (wpr == 1) {
-            if (lane == 0 && r.row < r.n)
-#pragma unroll
-                for (int t = 0; t < M; t++)
-                    if (t < mr) r.out[(size_t)(r0 + t) * r.n + r.row] = acc[t];
-            return;
-        }
-        if (lane == 0)
-#pragma unroll
-            for (int t = 0; t < M; t++) red[warp][t] = acc[t];
-        __syncthreads();
-        if (part == 0 && lane == 0 && r.row < r.n)
-#pragma unroll
-            for (int t = 0; t < M; t++) {
-                float v = 0.0f;
-                for (int q = 0; q < wpr; q++) v += red[warp + q][t];
-                if (t < mr) r.out[(size_t)(r0 + t) * r.n + r.row] = v;
-            }
-        __syncthreads(); /* red is refilled by the next row */
+        cuda_gemv_store<M>(red, acc, r, warp, lane, part, wpr, r0, mr);
     };
     uint4 ua[NJ][F::L], ub[NJ][F::L];
-    qv_row ra = {}, rb2 = {};
+    cuda_seg_row ra = {}, rb2 = {};
     if (steps > 0) ra = issue(ua, 0);
+    if (!XR) { /* after the first loads are under way; x is the same for every row */
+        for (int e = threadIdx.x; e < mr * k; e += QV_THREADS)
+            qv_xs[(size_t)(e / k) * qv_xs_row(k) + qv_xs_at(e % k)] = x[e];
+        __syncthreads();
+    }
     /* two buffers, unrolled by two so neither is copied while its loads are in flight */
     for (int s = 0; s < steps; s += 2) {
         if (s + 1 < steps) rb2 = issue(ub, s + 1);
@@ -303,22 +273,39 @@ static int qv_wpr(const cuda_impl *c, int n, int items) {
 }
 
 template <int DT, int M, bool XR>
-static void qv_go(cuda_impl *c, const qv_segs &sg, const float *x, int m, int k, int wpr) {
+static void qv_go(cuda_impl *c, const cuda_segs &sg, const float *x, int m, int k, int wpr) {
     const int n = sg.end[sg.n_seg - 1], rpg = QV_WARPS / wpr, groups = (n + rpg - 1) / rpg;
     /* one block an SM stays resident (launch bounds; 140-232 registers a thread) */
     dim3 grid((unsigned)(groups < c->n_sm ? groups : c->n_sm), (unsigned)((m + M - 1) / M));
+    const size_t xb = XR ? 0 : qv_xs_bytes(M, k);
     qv_gemv<DT, M, XR>
-        <<<grid, QV_THREADS, 0, c->stream>>>(sg, x, m, k, wpr, groups, (uintptr_t)x % 16 == 0);
+        <<<grid, QV_THREADS, xb, c->stream>>>(sg, x, m, k, wpr, groups, (uintptr_t)x % 16 == 0);
 }
 
+/* Opts the kernels that stage x in to QV_XS_MAX bytes of shared memory, once at create
+ * (not inside a graph capture). */
+template <int DT> static cudaError_t qv_optin(void) {
+    const cudaFuncAttribute a = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    cudaError_t e = cudaFuncSetAttribute(qv_gemv<DT, 2, false>, a, QV_XS_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(qv_gemv<DT, 4, false>, a, QV_XS_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(qv_gemv<DT, 8, false>, a, QV_XS_MAX);
+    return e;
+}
+cudaError_t cuda_qgemv_setup(void) {
+    cudaError_t e = qv_optin<DTYPE_Q8_0>();
+    return e == cudaSuccess ? qv_optin<DTYPE_Q4_K>() : e;
+}
+
+/* M: 1 or 2 with x in registers where a part's items allow, else the largest of 8, 4, 2
+ * (at most m) whose x rows fit the staging (cuda_qgemv refuses shapes where none does). */
 template <int DT>
-static void qv_launch(cuda_impl *c, const qv_segs &sg, const float *x, int m, int k, int wpr) {
+static void qv_launch(cuda_impl *c, const cuda_segs &sg, const float *x, int m, int k, int wpr) {
     const int ipw = k / QV_IE / wpr;
     if (m <= 1 && ipw <= QV_XR_MAX / QV_IE * 32) qv_go<DT, 1, true>(c, sg, x, m, k, wpr);
     else if (m <= 2 && ipw <= QV_XR_MAX / (2 * QV_IE) * 32) qv_go<DT, 2, true>(c, sg, x, m, k, wpr);
-    else if (m <= 2) qv_go<DT, 2, false>(c, sg, x, m, k, wpr);
-    else if (m <= 4) qv_go<DT, 4, false>(c, sg, x, m, k, wpr);
-    else qv_go<DT, 8, false>(c, sg, x, m, k, wpr);
+    else if (m > 4 && qv_xs_bytes(8, k) <= QV_XS_MAX) qv_go<DT, 8, false>(c, sg, x, m, k, wpr);
+    else if (m > 2 && qv_xs_bytes(4, k) <= QV_XS_MAX) qv_go<DT, 4, false>(c, sg, x, m, k, wpr);
+    else qv_go<DT, 2, false>(c, sg, x, m, k, wpr);
 }
 
 int cuda_qgemv(cuda_impl *c, float *const *out, const float *x, const bk_weight *const *w, int n_w,
@@ -327,7 +314,7 @@ int cuda_qgemv(cuda_impl *c, float *const *out, const float *x, const bk_weight 
     if ((dt != DTYPE_Q8_0 && dt != DTYPE_Q4_K) || k % dtype_block_elems((dtype)dt) || n_w < 1 ||
         n_w > BK_MATMUL_MAX || (m + 7) / 8 > 65535)
         return -1;
-    qv_segs sg = {};
+    cuda_segs sg = {};
     for (int j = 0, end = 0; j < n_w; j++) {
         if (w[j]->dt != dt || (int)w[j]->shape[1] != k || (uintptr_t)w[j]->data % 16) return -1;
         end += (int)w[j]->shape[0];
@@ -335,7 +322,9 @@ int cuda_qgemv(cuda_impl *c, float *const *out, const float *x, const bk_weight 
     }
     sg.n_seg = n_w;
     const int wpr = qv_wpr(c, sg.end[n_w - 1], k / QV_IE);
-    if (!wpr) return -1;
+    /* two staged rows must fit (m 2 past x in registers): else the other kernel, at every m
+     * (a shape never mixes the two) */
+    if (!wpr || qv_xs_bytes(2, k) > QV_XS_MAX) return -1;
     if (dt == DTYPE_Q8_0) qv_launch<DTYPE_Q8_0>(c, sg, x, m, k, wpr);
     else qv_launch<DTYPE_Q4_K>(c, sg, x, m, k, wpr);
     cuda_check_launch(c, "qmatmul gemv");

@@ -38,14 +38,6 @@ enum {
     QM_MAX_GY = 65535                           /* grid.y */
 };
 
-/* The weights of one launch (matmul_n): rows [end[j-1], end[j]) are weight j's. */
-struct qm_segs {
-    const void *w[BK_MATMUL_MAX];
-    float *out[BK_MATMUL_MAX];
-    int end[BK_MATMUL_MAX];
-    int n_seg;
-};
-
 /* ---- the layout of a row: units and their bytes ---- */
 
 template <int DT> struct qm_fmt;
@@ -68,21 +60,6 @@ template <> struct qm_fmt<DTYPE_Q6_K> {
 /* Byte offset of unit u's block from the row start (a tile always starts on a block). */
 template <int DT> __device__ __forceinline__ size_t qm_block_off(int u) {
     return (size_t)(u / qm_fmt<DT>::UPB) * qm_fmt<DT>::UB;
-}
-
-/* n floats of x (16-byte aligned when vec: x rows are k, a multiple of 32, floats apart). */
-template <int N>
-__device__ __forceinline__ void qm_ldx(const float *__restrict__ x, int vec, float *f) {
-    if (vec) {
-#pragma unroll
-        for (int e = 0; e < N / 4; e++) {
-            float4 v = __ldg((const float4 *)x + e);
-            f[4 * e] = v.x, f[4 * e + 1] = v.y, f[4 * e + 2] = v.z, f[4 * e + 3] = v.w;
-        }
-    } else {
-#pragma unroll
-        for (int e = 0; e < N; e++) f[e] = __ldg(x + e);
-    }
 }
 
 /* Σ q[e]·x[e] over N elements, in element order. */
@@ -112,7 +89,7 @@ __device__ __forceinline__ void qm_apply32(const float *q, float d, int u, const
 #pragma unroll
     for (int t = 0; t < M; t++) {
         if (t >= mr) break;
-        qm_ldx<32>(x + (size_t)t * k + 32 * (size_t)u, vec, xv);
+        cuda_q_ldx<32>(x + (size_t)t * k + 32 * (size_t)u, vec, xv);
         acc[t] = fmaf(d, qm_dot<32>(q, xv), acc[t]);
     }
 }
@@ -188,10 +165,10 @@ template <int M> struct qm_unit<DTYPE_Q4_K, M> {
         for (int t = 0; t < M; t++) {
             if (t >= mr) break;
             const float *xr = x + (size_t)t * k + 64 * (size_t)u;
-            qm_ldx<32>(xr, vec, xv);
+            cuda_q_ldx<32>(xr, vec, xv);
             acc[t] = fmaf(d0, qm_dot<32>(lo, xv), acc[t]);
             acc[t] = fmaf(n0, qm_sum<32>(xv), acc[t]);
-            qm_ldx<32>(xr + 32, vec, xv);
+            cuda_q_ldx<32>(xr + 32, vec, xv);
             acc[t] = fmaf(d1, qm_dot<32>(hi, xv), acc[t]);
             acc[t] = fmaf(n1, qm_sum<32>(xv), acc[t]);
         }
@@ -231,7 +208,7 @@ template <int M> struct qm_unit<DTYPE_Q6_K, M> {
             if (t >= mr) break;
 #pragma unroll
             for (int g = 0; g < 4; g++) {
-                qm_ldx<16>(x + (size_t)t * k + e0 + 32 * g, vec, xv);
+                cuda_q_ldx<16>(x + (size_t)t * k + e0 + 32 * g, vec, xv);
                 acc[t] = fmaf(ds[g], qm_dot<16>(q[g], xv), acc[t]);
             }
         }
@@ -246,7 +223,7 @@ template <int M> struct qm_unit<DTYPE_Q6_K, M> {
  * adds keeps the aligned-up end of the last row inside it too. */
 template <int DT, int M>
 __global__ void __launch_bounds__(QM_THREADS)
-    qm_gemv(qm_segs sg, const float *__restrict__ x, int m, int k, int vec) {
+    qm_gemv(cuda_segs sg, const float *__restrict__ x, int m, int k, int vec) {
     typedef qm_fmt<DT> F;
     __shared__ uint4 tile[QM_WARPS][QM_CHUNKS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -286,7 +263,7 @@ __global__ void __launch_bounds__(QM_THREADS)
 /* ---- launcher ---- */
 
 template <int DT>
-static void qm_launch(cuda_impl *c, const qm_segs &sg, const float *x, int m, int k) {
+static void qm_launch(cuda_impl *c, const cuda_segs &sg, const float *x, int m, int k) {
     dim3 grid((unsigned)((sg.end[sg.n_seg - 1] + QM_WARPS - 1) / QM_WARPS), 1);
     int vec = (uintptr_t)x % 16 == 0;
     /* M rounded up to 1, 2, 4, 8: rows past m are skipped, so a row's arithmetic is the same */
@@ -310,7 +287,7 @@ static void qm_launch(cuda_impl *c, const qm_segs &sg, const float *x, int m, in
 void cuda_qmatmul(cuda_impl *c, float *const *out, const float *x, const bk_weight *const *w,
                   int n_w, int m) {
     const int k = (int)w[0]->shape[1];
-    qm_segs sg = {};
+    cuda_segs sg = {};
     int bad = n_w < 1 || n_w > BK_MATMUL_MAX || m > QM_MAX_M * QM_MAX_GY;
     for (int j = 0, end = 0; !bad && j < n_w; j++) {
         end += (int)w[j]->shape[0];

@@ -98,4 +98,19 @@ __device__ __forceinline__ float cuda_qget(const void *p, int dt, size_t i) {
     return d * (float)(cuda_q6_k_q(b, e) - 32);
 }
 
+/* n floats of x (16-byte aligned when vec: x rows are k, a multiple of 32, floats apart). */
+template <int N>
+__device__ __forceinline__ void cuda_q_ldx(const float *__restrict__ x, int vec, float *f) {
+    if (vec) {
+#pragma unroll
+        for (int e = 0; e < N / 4; e++) {
+            float4 v = __ldg((const float4 *)x + e);
+            f[4 * e] = v.x, f[4 * e + 1] = v.y, f[4 * e + 2] = v.z, f[4 * e + 3] = v.w;
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < N; e++) f[e] = __ldg(x + e);
+    }
+}
+
 #endif

@@ -47,7 +47,7 @@ MUTANTS=(
     "residual output norm of the delta, not the sum|cuda_norm.cu|residual|o[j] = xr[j] * r * norm_gain(nw|o[j] = dr[j] * r * norm_gain(nw"
     "residual (row in registers) output norm of the delta, not the sum|cuda_norm.cu|residual|if (j < n) o[j] = v[e] * r * gn[e];|if (j < n) o[j] = d[e] * r * gn[e];"
     "GEMV loads a batch over the one it has yet to sum|cuda_matmul.cu|matmul|if (s + 2 < steps) ra = issue(ua, s + 2);|if (s + 2 < steps) ra = issue(ub, s + 2);"
-    "matmul_n row on the wrong weight at a segment edge|cuda_matmul.cu|matmul_n|grow >= sg.end[j - 1])|grow > sg.end[j - 1])"
+    "matmul_n row on the wrong weight at a segment edge|cuda_internal.cuh|matmul_n|grow >= sg.end[j - 1])|grow > sg.end[j - 1])"
     "bf16 kv cache read off by a bit|cuda_attention.cu|attention|((const uint16_t *)c)[i] << 16)|((const uint16_t *)c)[i] << 15)"
     "sampler ties to the higher id|cuda_sample.cu|sample|(w == v && j < i)|(w == v && j > i)"
     "sampler does not count its token|cuda_sample.cu|sample|1u) + 2u;|1u) + 0u;"
