@@ -24,7 +24,10 @@
  * GEMVs at m = 1 0.14-0.51 of the copy bandwidth (Q4_K 0.09-0.32), so still short of bf16's.
  * Tried and measured slower (cf11083, reverted): the weights through a ring of asynchronous
  * copies in shared memory, 7-8 rows in flight a warp (~120 KB an SM), 2B Q8_0 decode 482 ->
- * 343 tok/s; so the bytes in flight are not what holds this kernel back. m > 2 read x per
+ * 343 tok/s; so the bytes in flight are not what holds this kernel back. Instructions per
+ * weight byte line up with the fractions (bf16 ~1.1 -> 0.56-1.03, Q8_0 ~4 -> 0.14-0.51,
+ * Q4_K ~7 -> 0.09-0.32): the next form is __dp4a on x quantized to int8 per 32 values, as
+ * the CPU backend computes quantized matmuls. m > 2 read x per
  * lane from L1 at a 128-byte stride (32 lines a load): 0.02-0.03 of the bandwidth at m = 8;
  * so now x is staged in shared memory there (padded against bank conflicts; 4 or 2 rows a
  * launch where 8 do not fit, W then read more than once): not yet timed on a GPU.
