@@ -198,7 +198,8 @@ __global__ void __launch_bounds__(QV_THREADS, 1)
     x += (size_t)r0 * k;
     const int steps =
         (int)blockIdx.x < groups ? (groups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-    extern __shared__ float qv_xs[]; /* [M][qv_xs_row(k)] unless XR */
+    extern __shared__ float4 qv_xs4[];    /* float4: the 16-byte reads need its alignment */
+    float *const qv_xs = (float *)qv_xs4; /* [M][qv_xs_row(k)] unless XR */
     float xr[XR ? NJ : 1][M][32] = {};
     if (XR)
 #pragma unroll
