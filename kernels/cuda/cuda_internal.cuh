@@ -396,10 +396,10 @@ void cuda_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, 
  * called by the matmul ops after they entered the op */
 void cuda_qmatmul(cuda_impl *c, float *const *out, const float *x, const bk_weight *const *w,
                   int n_w, int m);
-/* cuda_qgemv.cu: the same for Q8_0 and Q4_K at the shapes it takes; -1 (nothing
- * launched) for the others */
-int cuda_qgemv(cuda_impl *c, float *const *out, const float *x, const bk_weight *const *w, int n_w,
-               int m);
+/* cuda_qgemv.cu: the same for Q8_0 and Q4_K at the shapes it takes, given cuda_qmatmul's
+ * checked segment table (one dtype dt, rows of k, 16-byte aligned); -1 (nothing launched)
+ * for the others */
+int cuda_qgemv(cuda_impl *c, const cuda_segs &sg, int dt, const float *x, int m, int k);
 cudaError_t cuda_qgemv_setup(void);
 /* cuda_matmul.cu */
 void cuda_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m);

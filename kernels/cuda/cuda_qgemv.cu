@@ -279,11 +279,19 @@ static int qv_wpr(const cuda_impl *c, int n, int items) {
 template <int DT, int M, bool XR>
 static void qv_go(cuda_impl *c, const cuda_segs &sg, const float *x, int m, int k, int wpr) {
     const int n = sg.end[sg.n_seg - 1], rpg = QV_WARPS / wpr, groups = (n + rpg - 1) / rpg;
-    /* one block an SM stays resident (launch bounds; 140-232 registers a thread) */
-    dim3 grid((unsigned)(groups < c->n_sm ? groups : c->n_sm), (unsigned)((m + M - 1) / M));
+    const int most = 65535 * M; /* rows of x a launch: grid.y */
     const size_t xb = XR ? 0 : qv_xs_bytes(M, k);
-    qv_gemv<DT, M, XR>
-        <<<grid, QV_THREADS, xb, c->stream>>>(sg, x, m, k, wpr, groups, (uintptr_t)x % 16 == 0);
+    cuda_segs part = sg;
+    for (int r0 = 0; r0 < m; r0 += most) {
+        const int rows = m - r0 < most ? m - r0 : most;
+        for (int j = 0; j < sg.n_seg; j++)
+            part.out[j] = sg.out[j] + (size_t)r0 * (sg.end[j] - (j ? sg.end[j - 1] : 0));
+        /* one block an SM stays resident (launch bounds; 140-232 registers a thread) */
+        dim3 grid((unsigned)(groups < c->n_sm ? groups : c->n_sm), (unsigned)((rows + M - 1) / M));
+        const float *xr = x + (size_t)r0 * k;
+        qv_gemv<DT, M, XR><<<grid, QV_THREADS, xb, c->stream>>>(part, xr, rows, k, wpr, groups,
+                                                                (uintptr_t)xr % 16 == 0);
+    }
 }
 
 /* Opts the kernels that stage x in to QV_XS_MAX bytes of shared memory, once at create
@@ -305,27 +313,16 @@ cudaError_t cuda_qgemv_setup(void) {
 template <int DT>
 static void qv_launch(cuda_impl *c, const cuda_segs &sg, const float *x, int m, int k, int wpr) {
     const int ipw = k / QV_IE / wpr;
-    if (m <= 1 && ipw <= QV_XR_MAX / QV_IE * 32) qv_go<DT, 1, true>(c, sg, x, m, k, wpr);
+    if (m <= 1) qv_go<DT, 1, true>(c, sg, x, m, k, wpr); /* ipw <= 64: qv_wpr */
     else if (m <= 2 && ipw <= QV_XR_MAX / (2 * QV_IE) * 32) qv_go<DT, 2, true>(c, sg, x, m, k, wpr);
     else if (m > 4 && qv_xs_bytes(8, k) <= QV_XS_MAX) qv_go<DT, 8, false>(c, sg, x, m, k, wpr);
     else if (m > 2 && qv_xs_bytes(4, k) <= QV_XS_MAX) qv_go<DT, 4, false>(c, sg, x, m, k, wpr);
     else qv_go<DT, 2, false>(c, sg, x, m, k, wpr);
 }
 
-int cuda_qgemv(cuda_impl *c, float *const *out, const float *x, const bk_weight *const *w, int n_w,
-               int m) {
-    const int dt = w[0]->dt, k = (int)w[0]->shape[1];
-    if ((dt != DTYPE_Q8_0 && dt != DTYPE_Q4_K) || k % dtype_block_elems((dtype)dt) || n_w < 1 ||
-        n_w > BK_MATMUL_MAX || (m + 7) / 8 > 65535)
-        return -1;
-    cuda_segs sg = {};
-    for (int j = 0, end = 0; j < n_w; j++) {
-        if (w[j]->dt != dt || (int)w[j]->shape[1] != k || (uintptr_t)w[j]->data % 16) return -1;
-        end += (int)w[j]->shape[0];
-        sg.w[j] = w[j]->data, sg.out[j] = out[j], sg.end[j] = end;
-    }
-    sg.n_seg = n_w;
-    const int wpr = qv_wpr(c, sg.end[n_w - 1], k / QV_IE);
+int cuda_qgemv(cuda_impl *c, const cuda_segs &sg, int dt, const float *x, int m, int k) {
+    if (dt != DTYPE_Q8_0 && dt != DTYPE_Q4_K) return -1;
+    const int wpr = qv_wpr(c, sg.end[sg.n_seg - 1], k / QV_IE);
     /* two staged rows must fit (m 2 past x in registers): else the other kernel, at every m
      * (a shape never mixes the two) */
     if (!wpr || qv_xs_bytes(2, k) > QV_XS_MAX) return -1;

@@ -299,7 +299,7 @@ void cuda_qmatmul(cuda_impl *c, float *const *out, const float *x, const bk_weig
         cuda_fail(c, "qmatmul", cudaErrorInvalidValue);
         return;
     }
-    if (cuda_qgemv(c, out, x, w, n_w, m) == 0) return;
+    if (cuda_qgemv(c, sg, w[0]->dt, x, m, k) == 0) return;
     switch (w[0]->dt) {
     case DTYPE_Q8_0: qm_launch<DTYPE_Q8_0>(c, sg, x, m, k); break;
     case DTYPE_Q4_0: qm_launch<DTYPE_Q4_0>(c, sg, x, m, k); break;
