@@ -8,11 +8,15 @@
  * arithmetic is not associative), rounding goes through the same nearest_int trick, and
  * narrowing casts wrap the same way. This file is built without FMA flags and in ISO C
  * mode, where GCC does not contract a·b + c, as llama.cpp's reference C is built for
- * generic x86-64. Slow and plain: it runs once per weight at conversion time. */
+ * generic x86-64. Plain, but for Q4_K's fit (quantize-on-load runs it for every weight). */
 #include <math.h>
 #include <string.h>
 
 #include "engine/base/quant.h"
+
+#ifdef __clang__
+#pragma clang fp contract(off) /* GCC keeps a·b + c apart in ISO C mode; clang needs asking */
+#endif
 
 /* Round to nearest, ties to even, for |f| < 2^22: adding 1.5·2^23 leaves the integer in
  * the low mantissa bits (llama.cpp's nearest_int). Only the mantissa is read back, so an
@@ -80,80 +84,124 @@ static void quant_row_q5_0(quant_block_q5_0 *y, const float *x, int64_t nb) {
     }
 }
 
-/* make_qkx2_quants: an asymmetric fit x ≈ scale·L + min of n values to L in [0, nmax],
- * weighted least squares over nstep + 1 trial scales around nmax / (max - min). Returns
- * scale; *neg_min = -min (>= 0). */
-static float quant_fit_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L,
-                            float *neg_min, uint8_t *Laux, float rmin, float rdelta, int nstep) {
-    float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
-    for (int i = 1; i < n; i++) {
-        if (x[i] < min) min = x[i];
-        if (x[i] > max) max = x[i];
-        sum_w += w[i];
-        sum_x += w[i] * x[i];
+/* The code of x for inverse scale is: nearest_int(is · (x - min)) clamped to [0, 15]. */
+static inline int quant_q4_k_code(float is, float xm) {
+    int l = quant_nearest_int(is * xm);
+    return l < 0 ? 0 : l > 15 ? 15 : l;
+}
+
+/* llama.cpp's quantize_row_q4_K_ref fits each 32-value sub-block with make_qkx2_quants
+ * (nmax 15, rmin -1, rdelta 0.1, nstep 20): an asymmetric fit x ≈ scale·L + min, weighted
+ * least squares over 21 trial scales around 15 / (max - min), where a trial that lowers the
+ * error becomes the fit and moves min for the trials after it. That search is nine tenths
+ * of a Q4_K conversion, and quantize-on-load runs it for every weight, so here the 8
+ * sub-blocks of a block run it side by side: every array below is [element][sub-block],
+ * and every loop over sub-blocks is innermost, which the compiler turns into vector lanes.
+ * Each lane does exactly the scalar fit's operations in its order (the selects replace the
+ * branches), so the bytes are llama.cpp's (tests/unit/test_quant.c holds them to llama.cpp's
+ * own). Out: the 8 scales, the 8 -min (>= 0), and L[32·j + l]. */
+enum { QK4_SUBS = 8, QK4_SUBN = 32, QK4_TRIALS = 21 };
+#if defined(__x86_64__) && defined(__GNUC__)
+/* 8 lanes of 32 bits: one AVX2 vector where the CPU has it (x86-64's baseline is SSE2's 4),
+ * picked at load time; no contraction into FMAs in any clone (see the file's head). */
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void
+quant_fit_q4_k_subs(const float *x, uint8_t *L, float *scales, float *neg_mins) {
+    float xt[QK4_SUBN][QK4_SUBS], wt[QK4_SUBN][QK4_SUBS];
+    int32_t lt[QK4_SUBN][QK4_SUBS],
+        la[QK4_SUBN][QK4_SUBS]; /* codes: 32-bit, one vector type in every loop */
+    float s2[QK4_SUBS], mn[QK4_SUBS], mx[QK4_SUBS], sw[QK4_SUBS], sx[QK4_SUBS];
+    float mn0[QK4_SUBS], best[QK4_SUBS], scale[QK4_SUBS], is[QK4_SUBS];
+    float sl[QK4_SUBS], sl2[QK4_SUBS], sxl[QK4_SUBS], ts[QK4_SUBS], tm[QK4_SUBS], err[QK4_SUBS];
+    int ok[QK4_SUBS], win[QK4_SUBS];
+    for (int l = 0; l < QK4_SUBN; l++)
+        for (int j = 0; j < QK4_SUBS; j++) xt[l][j] = x[QK4_SUBN * j + l];
+    /* weights favour the large values of the sub-block */
+    for (int j = 0; j < QK4_SUBS; j++) s2[j] = 0;
+    for (int l = 0; l < QK4_SUBN; l++)
+        for (int j = 0; j < QK4_SUBS; j++) s2[j] += xt[l][j] * xt[l][j];
+    for (int j = 0; j < QK4_SUBS; j++) s2[j] = sqrtf(s2[j] / 32);
+    for (int l = 0; l < QK4_SUBN; l++)
+        for (int j = 0; j < QK4_SUBS; j++) wt[l][j] = s2[j] + fabsf(xt[l][j]);
+    for (int j = 0; j < QK4_SUBS; j++) {
+        mn[j] = mx[j] = xt[0][j];
+        sw[j] = wt[0][j];
+        sx[j] = sw[j] * xt[0][j];
     }
-    if (min > 0) min = 0;
-    if (max == min) {
-        memset(L, 0, (size_t)n);
-        *neg_min = -min;
-        return 0.0f;
-    }
-    float iscale = (float)nmax / (max - min), scale = 1 / iscale, best = 0;
-    for (int i = 0; i < n; i++) {
-        int l = quant_nearest_int(iscale * (x[i] - min));
-        L[i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
-        float diff = scale * (float)L[i] + min - x[i];
-        best += w[i] * (diff * diff);
-    }
-    for (int is = 0; is <= nstep; is++) {
-        iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; i++) {
-            int l = quant_nearest_int(iscale * (x[i] - min));
-            l = l < 0 ? 0 : l > nmax ? nmax : l;
-            Laux[i] = (uint8_t)l;
-            sum_l += w[i] * (float)l;
-            sum_l2 += w[i] * (float)l * (float)l;
-            sum_xl += w[i] * (float)l * x[i];
+    for (int l = 1; l < QK4_SUBN; l++)
+        for (int j = 0; j < QK4_SUBS; j++) {
+            mn[j] = xt[l][j] < mn[j] ? xt[l][j] : mn[j];
+            mx[j] = xt[l][j] > mx[j] ? xt[l][j] : mx[j];
+            sw[j] += wt[l][j];
+            sx[j] += wt[l][j] * xt[l][j];
         }
-        float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float err = 0;
-            for (int i = 0; i < n; i++) {
-                float diff = this_scale * (float)Laux[i] + this_min - x[i];
-                err += w[i] * (diff * diff);
-            }
-            if (err < best) {
-                memcpy(L, Laux, (size_t)n);
-                best = err;
-                scale = this_scale;
-                min = this_min;
-            }
-        }
+    for (int j = 0; j < QK4_SUBS; j++) {
+        mn[j] = mn[j] > 0 ? 0 : mn[j];
+        mn0[j] = mn[j];
+        is[j] = 15.0f / (mx[j] - mn[j]); /* a flat sub-block (mx = mn) is fixed up below */
+        scale[j] = 1 / is[j];
+        best[j] = 0;
     }
-    *neg_min = -min;
-    return scale;
+    for (int l = 0; l < QK4_SUBN; l++)
+        for (int j = 0; j < QK4_SUBS; j++) {
+            const int q = quant_q4_k_code(is[j], xt[l][j] - mn[j]);
+            const float diff = scale[j] * (float)q + mn[j] - xt[l][j];
+            lt[l][j] = q;
+            best[j] += wt[l][j] * (diff * diff);
+        }
+    for (int t = 0; t < QK4_TRIALS; t++) {
+        for (int j = 0; j < QK4_SUBS; j++) {
+            is[j] = (-1.0f + 0.1f * (float)t + 15.0f) / (mx[j] - mn[j]);
+            sl[j] = sl2[j] = sxl[j] = err[j] = 0;
+        }
+        for (int l = 0; l < QK4_SUBN; l++)
+            for (int j = 0; j < QK4_SUBS; j++) {
+                const int q = quant_q4_k_code(is[j], xt[l][j] - mn[j]);
+                const float fl = (float)q;
+                la[l][j] = q;
+                sl[j] += wt[l][j] * fl;
+                sl2[j] += wt[l][j] * fl * fl;
+                sxl[j] += wt[l][j] * fl * xt[l][j];
+            }
+        for (int j = 0; j < QK4_SUBS; j++) {
+            const float D = sw[j] * sl2[j] - sl[j] * sl[j];
+            ok[j] = D > 0;
+            ts[j] = (sw[j] * sxl[j] - sx[j] * sl[j]) / D;
+            tm[j] = (sl2[j] * sx[j] - sl[j] * sxl[j]) / D;
+            const float ts0 = sxl[j] / sl2[j]; /* used where min would be positive */
+            ts[j] = tm[j] > 0 ? ts0 : ts[j];
+            tm[j] = tm[j] > 0 ? 0 : tm[j];
+        }
+        for (int l = 0; l < QK4_SUBN; l++)
+            for (int j = 0; j < QK4_SUBS; j++) {
+                const float diff = ts[j] * (float)la[l][j] + tm[j] - xt[l][j];
+                err[j] += wt[l][j] * (diff * diff);
+            }
+        for (int j = 0; j < QK4_SUBS; j++) {
+            win[j] = ok[j] & (err[j] < best[j]);
+            best[j] = win[j] ? err[j] : best[j];
+            scale[j] = win[j] ? ts[j] : scale[j];
+            mn[j] = win[j] ? tm[j] : mn[j];
+        }
+        for (int l = 0; l < QK4_SUBN; l++)
+            for (int j = 0; j < QK4_SUBS; j++) lt[l][j] = win[j] ? la[l][j] : lt[l][j];
+    }
+    for (int j = 0; j < QK4_SUBS; j++) {
+        const int flat = mx[j] == mn0[j];
+        scales[j] = flat ? 0.0f : scale[j];
+        neg_mins[j] = flat ? -mn0[j] : -mn[j];
+        for (int l = 0; l < QK4_SUBN; l++) L[QK4_SUBN * j + l] = (uint8_t)(flat ? 0 : lt[l][j]);
+    }
 }
 
 static void quant_row_q4_k(quant_block_q4_k *y, const float *x, int64_t nb) {
-    uint8_t L[256], Laux[32];
-    float w[32], mins[8], scales[8];
+    uint8_t L[256];
+    float mins[8], scales[8];
     for (int64_t i = 0; i < nb; i++, x += 256) {
         float max_scale = 0, max_min = 0;
+        quant_fit_q4_k_subs(x, L, scales, mins);
         for (int j = 0; j < 8; j++) {
-            /* weights favour the large values of the sub-block */
-            float sum_x2 = 0;
-            for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
-            float av_x = sqrtf(sum_x2 / 32);
-            for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(x[32 * j + l]);
-            scales[j] =
-                quant_fit_qkx2(32, 15, x + 32 * j, w, L + 32 * j, &mins[j], Laux, -1.0f, 0.1f, 20);
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
         }
