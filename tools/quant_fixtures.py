@@ -136,6 +136,8 @@ def main():
     ap.add_argument("--blocks", type=int, default=0, help="blocks per type (default: small committed set)")
     ap.add_argument("--seed", type=int, default=20)
     ap.add_argument("--llama-cpp", help="llama.cpp source tree: also write quantize_k.bin")
+    ap.add_argument("--k-blocks", type=int, default=64,
+                    help="256-value blocks of quantize_k.bin (drawn last: the other files do not change)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     rng = np.random.default_rng(a.seed)
@@ -152,7 +154,7 @@ def main():
         q5 = quants.quantize(x.reshape(1, -1), T.Q5_0)
     write(os.path.join(a.out, "quantize.bin"), struct.pack("<I", x.size), x, q8, q4, q5)
     if a.llama_cpp:
-        xk = k_rows(rng, a.blocks or 4)
+        xk = k_rows(rng, a.k_blocks)
         q4k, q6k = llama_quantize_k(a.llama_cpp, xk)
         write(os.path.join(a.out, "quantize_k.bin"), struct.pack("<I", xk.size), xk, q4k, q6k)
 
