@@ -9,18 +9,23 @@
  *         into the high half), f32 FMA.
  * A vector of x is 64 bytes: 32 bf16 or 16 f32 elements (a "block").
  *
- * Batch invariance: every (i, j) is summed the same way by every loop below: blocks
- * alternate between two accumulators by parity (the masked tail blocks too), and the result
- * is reduce(acc0 + acc1). So a row's output does not depend on m, on which other rows share
- * its step, or on how the pool split n: a sequence's logits are the same alone and batched,
- * bit for bit.
+ * Batch invariance: every (i, j) is summed the same way by every loop below: one
+ * accumulator, the blocks in order (the last one masked), then reduce. So a row's output
+ * does not depend on m, on which other rows share its step, or on how the pool split n: a
+ * sequence's logits are the same alone and batched, bit for bit. (Until 2026-12-04 blocks
+ * alternated between two accumulators, which doubled the registers an output takes and
+ * held prefill to 4 x 3 tiles: 64-79% of vdpbf16ps' rate on Zen 4, against 80-87% for the
+ * 4 x 6 tiles one accumulator allows; a decode row's single chain still outruns a thread's
+ * share of the memory bandwidth, vdpbf16ps' latency being 6 clocks a 64-byte block.)
  *
  * Loop order: decode rows whose x fits in L1 next to the weight stream (l1x, 5/6 of L1)
  * read W one row at a time, one sequential prefetched stream per thread, each W vector used
  * by up to 8 x rows (at m = 8 that reached 80-95% of the read probe for k <= 2560 on a
- * 48 KiB L1). Wider x would come from L2 for every W row, so prefill and wide-k batches take
- * 4 × 3 register tiles, which load each x vector once for three W rows and each W vector once
- * for four x rows. Tails use masked loads, which never touch memory past the end. */
+ * 48 KiB L1; two rows side by side, two streams, read 10-30% slower). Wider x would come
+ * from L2 for every W row, so a wide-k decode batch takes 4 x 3 register tiles with the
+ * weight stream prefetched, and prefill 4 x 6 tiles (24 accumulators, 10 loads per 24
+ * multiplies), each loading every x vector once for six W rows and every W vector once for
+ * four x rows. Tails use masked loads, which never touch memory past the end. */
 #include <immintrin.h>
 
 #include "kernels/cpu/cpu_internal.h"
@@ -70,88 +75,65 @@ AI __m512 mm_madd(int kind, __m512 acc, __m512 xv, __m512 wv) {
     return _mm512_fmadd_ps(xv, wv, acc);
 }
 
-/* MR x rows (ldx elements apart) against NR W rows from j. */
+/* MR x rows (ldx elements apart) against NR W rows from j: one accumulator per output,
+ * blocks in order, the last one masked. */
 AI void mm_tile(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
                 int k, int j, const int MR, const int NR, const int PF) {
     const int B = mm_blk(kind);
     const int ws = kind == MM_BF16X || dt != DTYPE_F32 ? 2 : 4;
     const uint32_t all = mm_mask(kind, B);
-    __m512 a0[8][3], a1[8][3];
+    __m512 a[8][6];
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++)
-#pragma GCC unroll 3
-        for (int r = 0; r < NR; r++) a0[i][r] = a1[i][r] = _mm512_setzero_ps();
+#pragma GCC unroll 6
+        for (int r = 0; r < NR; r++) a[i][r] = _mm512_setzero_ps();
     int l = 0;
-    for (; l + 2 * B <= k; l += 2 * B) {
-        __m512 w0[3], w1[3];
-#pragma GCC unroll 3
+    for (; l + B <= k; l += B) {
+        __m512 wv[6];
+#pragma GCC unroll 6
         for (int r = 0; r < NR; r++) {
             size_t off = (size_t)(j + r) * k + l;
             if (PF)
-                for (int q = 0; q < 2 * B * ws; q += 64)
+                for (int q = 0; q < B * ws; q += 64)
                     _mm_prefetch((const char *)w + off * ws + MM_PF_BYTES + q, _MM_HINT_T0);
-            w0[r] = mm_ldw(kind, w, off, dt, all);
-            w1[r] = mm_ldw(kind, w, off + B, dt, all);
+            wv[r] = mm_ldw(kind, w, off, dt, all);
         }
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
-            __m512 x0 = mm_ldx(kind, x, (size_t)i * ldx + l, all);
-            __m512 x1 = mm_ldx(kind, x, (size_t)i * ldx + l + B, all);
-#pragma GCC unroll 3
-            for (int r = 0; r < NR; r++) {
-                a0[i][r] = mm_madd(kind, a0[i][r], x0, w0[r]);
-                a1[i][r] = mm_madd(kind, a1[i][r], x1, w1[r]);
-            }
+            __m512 xv = mm_ldx(kind, x, (size_t)i * ldx + l, all);
+#pragma GCC unroll 6
+            for (int r = 0; r < NR; r++) a[i][r] = mm_madd(kind, a[i][r], xv, wv[r]);
         }
     }
-    if (l < k) { /* fewer than 2B left: an even block, then maybe an odd one */
-        uint32_t m0 = mm_mask(kind, k - l), m1 = mm_mask(kind, k - l - B);
-#pragma GCC unroll 3
+    if (l < k) { /* a last, partial block */
+        const uint32_t mk = mm_mask(kind, k - l);
+#pragma GCC unroll 6
         for (int r = 0; r < NR; r++) {
-            size_t off = (size_t)(j + r) * k + l;
-            __m512 w0 = mm_ldw(kind, w, off, dt, m0), w1 = mm_ldw(kind, w, off + B, dt, m1);
+            __m512 wv = mm_ldw(kind, w, (size_t)(j + r) * k + l, dt, mk);
 #pragma GCC unroll 8
-            for (int i = 0; i < MR; i++) {
-                a0[i][r] = mm_madd(kind, a0[i][r], mm_ldx(kind, x, (size_t)i * ldx + l, m0), w0);
-                if (m1)
-                    a1[i][r] =
-                        mm_madd(kind, a1[i][r], mm_ldx(kind, x, (size_t)i * ldx + l + B, m1), w1);
-            }
+            for (int i = 0; i < MR; i++)
+                a[i][r] = mm_madd(kind, a[i][r], mm_ldx(kind, x, (size_t)i * ldx + l, mk), wv);
         }
     }
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++)
-#pragma GCC unroll 3
-        for (int r = 0; r < NR; r++)
-            out[(size_t)i * ldo + j + r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][r], a1[i][r]));
+#pragma GCC unroll 6
+        for (int r = 0; r < NR; r++) out[(size_t)i * ldo + j + r] = _mm512_reduce_add_ps(a[i][r]);
 }
 
 /* Row i of x and of out. */
 #define MM_ROW(I) out + (size_t)(I)*ldo, ldo, (const char *)x + (size_t)(I)*ldx *xs, ldx
 
-/* Decode: one W row at a time for every x row, 8 x rows per pass. */
-AI void mm_stream(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
-                  int k, int m, int n0, int n1) {
-    const int xs = kind == MM_BF16X ? 2 : 4;
-    for (int j = n0; j < n1; j++) {
-        int i = 0;
-        for (; i + 8 <= m; i += 8) mm_tile(kind, MM_ROW(i), w, dt, k, j, 8, 1, 1);
-        for (; i + 4 <= m; i += 4) mm_tile(kind, MM_ROW(i), w, dt, k, j, 4, 1, 1);
-        switch (m - i) {
-        case 3: mm_tile(kind, MM_ROW(i), w, dt, k, j, 3, 1, 1); break;
-        case 2: mm_tile(kind, MM_ROW(i), w, dt, k, j, 2, 1, 1); break;
-        case 1: mm_tile(kind, MM_ROW(i), w, dt, k, j, 1, 1, 1); break;
-        default: break;
-        }
-    }
-}
-
-/* Rows of x against W rows [j, j + NR), four at a time. */
-AI void mm_tiles_m(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
-                   int k, int m, int j, const int NR, const int PF) {
+/* Rows of x against W rows [j, j + NR), MR at a time (the rest 3, 2 or 1). */
+AI void mm_rows(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
+                int k, int m, int j, const int MR, const int NR, const int PF) {
     const int xs = kind == MM_BF16X ? 2 : 4;
     int i = 0;
-    for (; i + 4 <= m; i += 4) mm_tile(kind, MM_ROW(i), w, dt, k, j, 4, NR, PF);
+    for (; i + MR <= m; i += MR) mm_tile(kind, MM_ROW(i), w, dt, k, j, MR, NR, PF);
+    if (MR > 4 && m - i >= 4) {
+        mm_tile(kind, MM_ROW(i), w, dt, k, j, 4, NR, PF);
+        i += 4;
+    }
     switch (m - i) {
     case 3: mm_tile(kind, MM_ROW(i), w, dt, k, j, 3, NR, PF); break;
     case 2: mm_tile(kind, MM_ROW(i), w, dt, k, j, 2, NR, PF); break;
@@ -161,23 +143,30 @@ AI void mm_tiles_m(int kind, float *out, int ldo, const void *x, int ldx, const 
 }
 #undef MM_ROW
 
+/* W rows [n0, n1) in tiles of NR rows (the rest one narrower tile), each against all m
+ * rows of x, MR at a time. */
+AI void mm_cols(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
+                int k, int m, int n0, int n1, const int MR, const int NR, const int PF) {
+    int j = n0;
+    for (; j + NR <= n1; j += NR) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, NR, PF);
+    switch (n1 - j) {
+    case 5: mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 5, PF); break;
+    case 4: mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 4, PF); break;
+    case 3: mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 3, PF); break;
+    case 2: mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 2, PF); break;
+    case 1: mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 1, PF); break;
+    default: break;
+    }
+}
+
 AI void mm_matmul(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
                   int k, int m, int n0, int n1, int l1x) {
     const int xs = kind == MM_BF16X ? 2 : 4;
-    if ((size_t)m * ldx * xs <= (size_t)l1x) {
-        mm_stream(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1);
-        return;
-    }
-    int j = n0;
-    if (m < 16) { /* a decode batch: still bound by the weight stream, so prefetch it */
-        for (; j + 3 <= n1; j += 3) mm_tiles_m(kind, out, ldo, x, ldx, w, dt, k, m, j, 3, 1);
-        if (n1 - j == 2) mm_tiles_m(kind, out, ldo, x, ldx, w, dt, k, m, j, 2, 1);
-        if (n1 - j == 1) mm_tiles_m(kind, out, ldo, x, ldx, w, dt, k, m, j, 1, 1);
-        return;
-    }
-    for (; j + 3 <= n1; j += 3) mm_tiles_m(kind, out, ldo, x, ldx, w, dt, k, m, j, 3, 0);
-    if (n1 - j == 2) mm_tiles_m(kind, out, ldo, x, ldx, w, dt, k, m, j, 2, 0);
-    if (n1 - j == 1) mm_tiles_m(kind, out, ldo, x, ldx, w, dt, k, m, j, 1, 0);
+    if ((size_t)m * ldx * xs <= (size_t)l1x) /* decode: x stays in L1, W streams */
+        mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 8, 1, 1);
+    else if (m < 16) /* a decode batch: still bound by the weight stream, so prefetch it */
+        mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 4, 3, 1);
+    else mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 4, 6, 0);
 }
 
 void cpu_matmul_bf16_avx512(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
