@@ -109,8 +109,8 @@ __attribute__((target_clones("avx2", "default")))
 static void
 quant_fit_q4_k_subs(const float *x, uint8_t *L, float *scales, float *neg_mins) {
     float xt[QK4_SUBN][QK4_SUBS], wt[QK4_SUBN][QK4_SUBS];
-    int32_t lt[QK4_SUBN][QK4_SUBS],
-        la[QK4_SUBN][QK4_SUBS]; /* codes: 32-bit, one vector type in every loop */
+    /* codes in 32 bits, so that every loop has one vector type */
+    int32_t lt[QK4_SUBN][QK4_SUBS], la[QK4_SUBN][QK4_SUBS];
     float s2[QK4_SUBS], mn[QK4_SUBS], mx[QK4_SUBS], sw[QK4_SUBS], sx[QK4_SUBS];
     float mn0[QK4_SUBS], best[QK4_SUBS], scale[QK4_SUBS], is[QK4_SUBS];
     float sl[QK4_SUBS], sl2[QK4_SUBS], sxl[QK4_SUBS], ts[QK4_SUBS], tm[QK4_SUBS], err[QK4_SUBS];

@@ -15,17 +15,19 @@
  * sequence's logits are the same alone and batched, bit for bit. (Until 2026-12-04 blocks
  * alternated between two accumulators, which doubled the registers an output takes and
  * held prefill to 4 x 3 tiles: 64-79% of vdpbf16ps' rate on Zen 4, against 80-87% for the
- * 4 x 6 tiles one accumulator allows; a decode row's single chain still outruns a thread's
- * share of the memory bandwidth, vdpbf16ps' latency being 6 clocks a 64-byte block.)
+ * 4 x 6 tiles one accumulator allows. The price is decode's: a row at m = 1 is one chain,
+ * 6 clocks a 64-byte block, ~38 GB/s at 3.6 GHz, as fast as two threads' shares of the
+ * bandwidth but up to 15% short of one thread's on Zen 4; BENCHMARKS.md, 2026-12-04.)
  *
  * Loop order: decode rows whose x fits in L1 next to the weight stream (l1x, 5/6 of L1)
  * read W one row at a time, one sequential prefetched stream per thread, each W vector used
  * by up to 8 x rows (at m = 8 that reached 80-95% of the read probe for k <= 2560 on a
- * 48 KiB L1; two rows side by side, two streams, read 10-30% slower). Wider x would come
- * from L2 for every W row, so a wide-k decode batch takes 4 x 3 register tiles with the
- * weight stream prefetched, and prefill 4 x 6 tiles (24 accumulators, 10 loads per 24
- * multiplies), each loading every x vector once for six W rows and every W vector once for
- * four x rows. Tails use masked loads, which never touch memory past the end. */
+ * 48 KiB L1; two rows side by side read at half that rate in this kernel, though not in
+ * a bare loop, for a reason not found yet). Wider x would come from L2 for every W row,
+ * so a wide-k decode batch takes 4 x 3 register tiles with the weight stream prefetched,
+ * and prefill 4 x 6 tiles (24 accumulators, 10 loads per 24 multiplies), each loading
+ * every x vector once for six W rows and every W vector once for four x rows. Tails use
+ * masked loads, which never touch memory past the end. */
 #include <immintrin.h>
 
 #include "kernels/cpu/cpu_internal.h"
@@ -144,19 +146,18 @@ AI void mm_rows(int kind, float *out, int ldo, const void *x, int ldx, const voi
 #undef MM_ROW
 
 /* W rows [n0, n1) in tiles of NR rows (the rest one narrower tile), each against all m
- * rows of x, MR at a time. */
+ * rows of x, MR at a time. A rest is under NR, so each case exists only where NR exceeds
+ * it (no tile of MR x 5 on the decode paths, where it would never run). */
 AI void mm_cols(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
                 int k, int m, int n0, int n1, const int MR, const int NR, const int PF) {
     int j = n0;
     for (; j + NR <= n1; j += NR) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, NR, PF);
-    switch (n1 - j) {
-    case 5: mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 5, PF); break;
-    case 4: mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 4, PF); break;
-    case 3: mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 3, PF); break;
-    case 2: mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 2, PF); break;
-    case 1: mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 1, PF); break;
-    default: break;
-    }
+    const int rest = n1 - j;
+    if (NR > 5 && rest == 5) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 5, PF);
+    if (NR > 4 && rest == 4) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 4, PF);
+    if (NR > 3 && rest == 3) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 3, PF);
+    if (NR > 2 && rest == 2) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 2, PF);
+    if (NR > 1 && rest == 1) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 1, PF);
 }
 
 AI void mm_matmul(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
