@@ -18,7 +18,7 @@ static const char bench_usage[] =
     "         [--gen-len 60] [--dtype bf16|f16|f32] [--quantization none|q8_0|q4_k]\n"
     "         [--device cpu|cuda|auto] [--threads N]\n"
     "         [--prefill-chunk N] [--kv-cache-dtype auto|bf16|f32] [--host-sampling] [--mmap]\n"
-    "         [--print-tokens] [--gemv] [--profile]\n"
+    "         [--print-tokens] [--gemv] [--profile] [--profile-prefill]\n"
     "Prints prefill ms, decode tok/s, bytes read per decode token, the measured read\n"
     "bandwidth and the fraction of the roofline reached. --print-tokens also prints the\n"
     "prompt and the greedy tokens (ids, and text with the checkpoint's tokenizer).\n"
@@ -26,7 +26,8 @@ static const char bench_usage[] =
     "every distinct matmul shape of a decode step alone, at m = 1 and m = 8, against the\n"
     "copy bandwidth (\"gemv\" lines). --profile then runs one more decode step eagerly with\n"
     "every op timed, five times (\"profile\" lines: mean time per kind of op, most first,\n"
-    "and the step's time outside the ops).\n";
+    "and the step's time outside the ops). --profile-prefill does the same for a prefill\n"
+    "of the prompt, three times (\"profile prefill\" and \"profile pf op\" lines).\n";
 
 /* This machine's streaming bandwidth drifts between phases (about 50 and 85 GB/s on the
  * dev machine), so decode runs in segments with a bandwidth probe between them; each
@@ -53,6 +54,7 @@ typedef struct bench_clock {
     int chained_steps;           /* decode steps launched behind the one before */
     int dev_tokens, host_tokens; /* timed tokens picked by the device's / the host's sampler */
     double last_step;            /* seconds of the last decode step, measured or not */
+    double last_prefill;         /* seconds of the last prefill step, measured or not */
 } bench_clock;
 
 static double bench_probe(backend *b) {
@@ -63,6 +65,7 @@ static double bench_probe(backend *b) {
 static int bench_on_step(void *ud, const engine_step_info *si) {
     bench_clock *c = ud;
     if (si->n_decode) c->last_step = si->t_end - si->t_start;
+    else c->last_prefill = si->t_end - si->t_start;
     if (!c->measuring) return 0;
     c->dev_tokens += si->sampled_device;
     c->host_tokens += si->sampled_host;
@@ -94,14 +97,17 @@ static int bench_on_step(void *ud, const engine_step_info *si) {
     return 1;
 }
 
-/* One more decode step, eager, with every op timed (backend_ops.profile), run
- * BENCH_PROFILE_RUNS times (each a prefill and that step): "profile" lines, the kinds of op
- * by their mean time, most first, and the step's mean wall time, whose part outside the
- * ops is the host's (sampling, the batch). The engine is idle between runs, so the backend
- * may be switched from here. */
-enum { BENCH_PROFILE_RUNS = 5, BENCH_PROFILE_KINDS = 64 };
+/* One more decode step (or, prefill set, one more prefill of the prompt), eager, with
+ * every op timed (backend_ops.profile), run BENCH_PROFILE_RUNS times (a prefill is the
+ * last forward of a run of one token): "profile" lines, the kinds of op by their mean
+ * time, most first, and the step's mean wall time, whose part outside the ops is the
+ * host's (sampling, the batch). The engine is idle between runs, so the backend may be
+ * switched from here. */
+enum { BENCH_PROFILE_RUNS = 5, BENCH_PROFILE_PREFILL_RUNS = 3, BENCH_PROFILE_KINDS = 64 };
 
-static int bench_profile(engine *e, cli_model *o, const int32_t *ids, bench_clock *clk) {
+static int bench_profile(engine *e, cli_model *o, const int32_t *ids, bench_clock *clk,
+                         int prefill) {
+    int want = prefill ? BENCH_PROFILE_PREFILL_RUNS : BENCH_PROFILE_RUNS;
     if (!backend_supports(o->b, BK_OP_PROFILE, DTYPE_COUNT)) {
         printf("profile          the %s backend has no op timers\n", backend_name(o->b));
         return 0;
@@ -111,14 +117,14 @@ static int bench_profile(engine *e, cli_model *o, const int32_t *ids, bench_cloc
     double wall = 0;
     clk->measuring = 0;
     o->b->ops->profile(o->b, 1);
-    for (; runs < BENCH_PROFILE_RUNS; runs++) {
+    for (; runs < want; runs++) {
         bk_op_time t[BENCH_PROFILE_KINDS];
         cli_result r = {0};
-        int bad = cli_run(e, o, ids, o->prompt_len, 2, NULL, NULL, &r);
+        int bad = cli_run(e, o, ids, o->prompt_len, prefill ? 1 : 2, NULL, NULL, &r);
         int n = bad ? -1 : o->b->ops->profile_read(o->b, t, BENCH_PROFILE_KINDS);
         cli_result_free(&r);
         if (n < 0) break;
-        wall += clk->last_step;
+        wall += prefill ? clk->last_prefill : clk->last_step;
         for (int i = 0; i < n; i++) { /* by name: the order of the kinds differs per run */
             int k = 0;
             while (k < kinds && strcmp(sum[k].op, t[i].op)) k++;
@@ -128,8 +134,9 @@ static int bench_profile(engine *e, cli_model *o, const int32_t *ids, bench_cloc
         }
     }
     o->b->ops->profile(o->b, 0);
-    if (runs < BENCH_PROFILE_RUNS) {
-        fprintf(stderr, "strata: the profiled decode step did not run\n");
+    if (runs < want) {
+        fprintf(stderr, "strata: the profiled %s did not run\n",
+                prefill ? "prefill" : "decode step");
         return -1;
     }
     for (int i = 1; i < kinds; i++) /* most time first */
@@ -142,13 +149,18 @@ static int bench_profile(engine *e, cli_model *o, const int32_t *ids, bench_cloc
     for (int i = 0; i < kinds; i++) all += sum[i].ms / runs, ops += sum[i].count;
     ops /= runs;
     wall = wall * 1e3 / runs;
-    printf("profile          one decode step, eager: %d ops, %.3f ms (mean of %d steps)\n", ops,
-           all, runs);
-    printf("profile step     %.3f ms wall, %.3f ms outside the ops (host: sampling, batch)\n", wall,
-           wall > all ? wall - all : 0.0);
+    if (prefill)
+        printf("profile prefill  one prefill of %d tokens, eager: %d ops, %.3f ms (mean of %d)\n",
+               o->prompt_len, ops, all, runs);
+    else
+        printf("profile          one decode step, eager: %d ops, %.3f ms (mean of %d steps)\n", ops,
+               all, runs);
+    printf("%-17s%.3f ms wall, %.3f ms outside the ops (host: sampling, batch)\n",
+           prefill ? "profile prefill" : "profile step", wall, wall > all ? wall - all : 0.0);
     for (int i = 0; i < kinds; i++)
-        printf("profile op       %-14s %5d ops %10.3f ms %6.1f%%\n", sum[i].op, sum[i].count / runs,
-               sum[i].ms / runs, all > 0 ? 100.0 * sum[i].ms / runs / all : 0.0);
+        printf("%-17s%-14s %5d ops %10.3f ms %6.1f%%\n", prefill ? "profile pf op" : "profile op",
+               sum[i].op, sum[i].count / runs, sum[i].ms / runs,
+               all > 0 ? 100.0 * sum[i].ms / runs / all : 0.0);
     return 0;
 }
 
@@ -160,13 +172,15 @@ static void bench_print_ids(const char *what, const int32_t *ids, int n) {
 
 int cmd_bench(int argc, char **argv) {
     cli_model o;
-    int print_tokens = 0, gemv = 0, profile = 0;
-    /* --print-tokens, --gemv and --profile are ours; the rest are the shared model options */
+    int print_tokens = 0, gemv = 0, profile = 0, profile_prefill = 0;
+    /* --print-tokens, --gemv and --profile(-prefill) are ours; the rest are the shared
+     * model options */
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--print-tokens") || !strcmp(argv[i], "--gemv") ||
-            !strcmp(argv[i], "--profile")) {
+            !strcmp(argv[i], "--profile") || !strcmp(argv[i], "--profile-prefill")) {
             if (!strcmp(argv[i], "--gemv")) gemv = 1;
             else if (!strcmp(argv[i], "--profile")) profile = 1;
+            else if (!strcmp(argv[i], "--profile-prefill")) profile_prefill = 1;
             else print_tokens = 1;
             memmove(argv + i, argv + i + 1, sizeof *argv * (size_t)(argc - i));
             argc--, i--;
@@ -271,7 +285,8 @@ int cmd_bench(int argc, char **argv) {
             goto out;
         }
     }
-    if (profile && bench_profile(e, &o, ids, &clk)) goto out;
+    if (profile && bench_profile(e, &o, ids, &clk, 0)) goto out;
+    if (profile_prefill && bench_profile(e, &o, ids, &clk, 1)) goto out;
     rc = 0;
 out:
     engine_destroy(e);
