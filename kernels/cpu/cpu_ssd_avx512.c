@@ -37,3 +37,60 @@ void cpu_ssd_avx512_token(float *restrict S, float *restrict y, const float *res
         y[p] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + d * x[p];
     }
 }
+
+/* Rows [p, p + R) of a head's state (N = 128: 8 vectors a row) through T tokens, held in
+ * registers from the first token to the last. Each element sees the operations of
+ * cpu_ssd_avx512_token in the same order (the state's decay and update, the even and odd
+ * vectors into two accumulators, their sum reduced, then d·x), so T tokens here equal T
+ * calls of the token step bit for bit. */
+static inline __attribute__((always_inline)) void ssd_rows128(
+    float *restrict S, float *restrict y, int ld_y, const float *restrict x, int ld_x,
+    const float *restrict B, const float *restrict C, int ld_bc, const float *restrict decay,
+    const float *restrict delta, float d, int p, int T, const int R) {
+    __m512 s[2][8];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; v++) s[r][v] = _mm512_loadu_ps(S + (size_t)(p + r) * 128 + v * 16);
+    for (int t = 0; t < T; t++) {
+        const float *Bt = B + (size_t)t * ld_bc, *Ct = C + (size_t)t * ld_bc;
+        const float *xt = x + (size_t)t * ld_x;
+        const __m512 va = _mm512_set1_ps(decay[t]);
+        __m512 acc[2][2];
+        __m512 vdx[2];
+#pragma GCC unroll 2
+        for (int r = 0; r < R; r++) {
+            vdx[r] = _mm512_set1_ps(delta[t] * xt[p + r]);
+            acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        }
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; v++) {
+            __m512 bv = _mm512_loadu_ps(Bt + v * 16), cv = _mm512_loadu_ps(Ct + v * 16);
+#pragma GCC unroll 2
+            for (int r = 0; r < R; r++) {
+                s[r][v] = _mm512_fmadd_ps(vdx[r], bv, _mm512_mul_ps(va, s[r][v]));
+                acc[r][v & 1] = _mm512_fmadd_ps(s[r][v], cv, acc[r][v & 1]);
+            }
+        }
+#pragma GCC unroll 2
+        for (int r = 0; r < R; r++)
+            y[(size_t)t * ld_y + p + r] =
+                _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])) + d * xt[p + r];
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; v++) _mm512_storeu_ps(S + (size_t)(p + r) * 128 + v * 16, s[r][v]);
+}
+
+int cpu_ssd_avx512_span(float *restrict S, float *restrict y, int ld_y, const float *restrict x,
+                        int ld_x, const float *restrict B, const float *restrict C, int ld_bc,
+                        const float *restrict decay, const float *restrict delta, float d, int P,
+                        int N, int T) {
+    if (N != 128) return 0;
+    int p = 0;
+    for (; p + 2 <= P; p += 2)
+        ssd_rows128(S, y, ld_y, x, ld_x, B, C, ld_bc, decay, delta, d, p, T, 2);
+    if (p < P) ssd_rows128(S, y, ld_y, x, ld_x, B, C, ld_bc, decay, delta, d, p, T, 1);
+    return 1;
+}

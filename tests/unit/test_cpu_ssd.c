@@ -178,8 +178,9 @@ static void ssd_run(const ssd_case *c, ssd_fn fn, backend *b, int s0, int s1, co
 
 static void test_ssd(void) {
     static const int dims[][4] = {/* H, P, N, G */
-                                  {6, 3, 4, 2},    {4, 17, 33, 4}, {3, 5, 16, 1}, {2, 1, 1, 1},
-                                  {8, 16, 129, 2}, {12, 7, 31, 3}, {4, 8, 15, 2}, {2, 80, 128, 1}};
+                                  {6, 3, 4, 2},  {4, 17, 33, 4},  {3, 5, 16, 1},
+                                  {2, 1, 1, 1},  {8, 16, 129, 2}, {12, 7, 31, 3},
+                                  {4, 8, 15, 2}, {2, 80, 128, 1}, {3, 7, 128, 1}};
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
         for (int fl = 0; fl < 2; fl++) {
             ssd_case c = {.H = dims[di][0],
@@ -301,22 +302,25 @@ static void test_ssd_chunked(void) {
 }
 
 /* One call == odd pieces == token by token == batched with other sequences, bit for bit:
- * every token runs the same step on the same state, whatever the step's shape. */
-static void test_ssd_pieces(void) {
-    ssd_case c = {.H = 6,
-                  .P = 12,
-                  .N = 16,
+ * every token runs the same step on the same state, whatever the step's shape. N = 128
+ * with an odd P and runs of several 16-token spans takes AVX-512's register-resident
+ * span (cpu_ssd_avx512_span, two rows at a time and a last single row). */
+static void test_ssd_pieces_case(int H, int P, int N, int len0) {
+    ssd_case c = {.H = H,
+                  .P = P,
+                  .N = N,
                   .G = 2,
                   .n_seqs = 3,
                   .slots = 3,
-                  .len = {23, 4, 9},
+                  .len = {len0, 4, 9},
                   .slot = {1, 2, 0},
                   .dt_min = 0.0f};
     ssd_case_init(&c);
     int T = c.len[0], HP = c.H * c.P;
     size_t ss = (size_t)c.slots * HP * c.N;
     for (int bi = 0; bi < n_be; bi++) {
-        float *y1 = fvec((size_t)36 * HP), *y2 = fvec((size_t)T * HP), *y3 = fvec((size_t)T * HP);
+        float *y1 = fvec((size_t)(T + 13) * HP), *y2 = fvec((size_t)T * HP),
+              *y3 = fvec((size_t)T * HP);
         float *S1 = fvec(ss), *S2 = fvec(ss), *S3 = fvec(ss);
         memcpy(S1, c.S0, ss * 4);
         memcpy(S2, c.S0, ss * 4);
@@ -345,6 +349,46 @@ static void test_ssd_pieces(void) {
         free(S3);
     }
     ssd_case_free(&c);
+}
+
+static void test_ssd_pieces(void) {
+    test_ssd_pieces_case(6, 12, 16, 23);
+    test_ssd_pieces_case(4, 5, 128, 41);
+}
+
+/* AVX-512's span (the state's rows in registers through a run of tokens) against its own
+ * token step called once a token, bit for bit, with strided rows, an odd P (the last
+ * single row) and decays from 0 to 1. */
+static void test_ssd_span(void) {
+    if (!cpu_backend_isa_supported(CPU_ISA_AVX512)) return;
+    enum { P = 7, N = 128, T = 21, LDX = 11, LDBC = 3 * N + 5, LDY = 9 };
+    float *S0 = frand((size_t)P * N), *S1 = fvec((size_t)P * N), *S2 = fvec((size_t)P * N);
+    float *x = frand((size_t)T * LDX), *bc = frand((size_t)T * LDBC);
+    float *y1 = fvec((size_t)T * LDY), *y2 = fvec((size_t)T * LDY);
+    float decay[T], delta[T];
+    for (int t = 0; t < T; t++) {
+        delta[t] = 0.05f + 0.5f * (rng_f() + 1.0f);
+        decay[t] = t % 5 == 0 ? 0.0f : t % 7 == 0 ? 1.0f : expf(-delta[t] * 2.0f);
+    }
+    memcpy(S1, S0, sizeof(float) * P * N);
+    memcpy(S2, S0, sizeof(float) * P * N);
+    const float *B = bc + 3, *C = bc + 3 + N + 1;
+    CHECK(cpu_ssd_avx512_span(S1, y1, LDY, x, LDX, B, C, LDBC, decay, delta, 1.25f, P, N, T));
+    for (int t = 0; t < T; t++)
+        cpu_ssd_avx512_token(S2, y2 + (size_t)t * LDY, x + (size_t)t * LDX, B + (size_t)t * LDBC,
+                             C + (size_t)t * LDBC, decay[t], delta[t], 1.25f, P, N);
+    CHECK_MSG(!memcmp(S1, S2, sizeof(float) * P * N), "span state differs from token steps");
+    int same = 1;
+    for (int t = 0; t < T; t++) same &= !memcmp(y1 + (size_t)t * LDY, y2 + (size_t)t * LDY, 4 * P);
+    CHECK_MSG(same, "span outputs differ from token steps");
+    CHECK(!cpu_ssd_avx512_span(S1, y1, LDY, x, LDX, B, C, LDBC, decay, delta, 1.0f, P, 64, T));
+    free(S0);
+    free(S1);
+    free(S2);
+    free(x);
+    free(bc);
+    free(y1);
+    free(y2);
 }
 
 /* The floor changes exactly the tokens whose Δ is under it: heads with softplus(dt_bias)
@@ -475,6 +519,7 @@ int main(void) {
     if (cpu_test_backends_open()) return 1;
     RUN(test_ssd);
     RUN(test_ssd_pieces);
+    RUN(test_ssd_span);
     RUN(test_ssd_floor);
     RUN(test_ssd_chunked);
     RUN(test_norm_grouped);
