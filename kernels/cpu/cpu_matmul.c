@@ -88,7 +88,11 @@ static void cpu_matmul_run(backend *b, cpu_matmul_job *j) {
      * unchanged. A decode batch (m < 8) is one pass over W either way. */
     int row_bytes = j->xb ? j->ldx * 2 : j->k * 4;
     int mb = (int)((384 * 1024) / row_bytes);
-    mb = mb < 32 ? 32 : mb > 256 ? 256 : mb & ~3;
+    mb = mb < 32 ? 32 : mb > 256 ? 256 : mb;
+    /* Blocks of equal size: 128 rows at k = 3,136 as 44 + 44 + 40, not 60 + 60 + 8, whose
+     * last 8 rows took the decode-batch tiles for a whole pass over W. */
+    int nb = (m + mb - 1) / mb;
+    mb = ((m + nb - 1) / nb + 3) & ~3;
     j->m_block = mb;
     cpu_matmul_tasks(b, j->n, m, j->k, &j->n_split, &j->m_split);
     cpu_pool_run(c->pool, cpu_matmul_task, j, j->n_split * j->m_split);
