@@ -135,6 +135,9 @@ static void test_batch_invariance(void) {
                                      * tile's W rows from four streams, the last range with
                                      * rows left over */
                                     {5, 1001, 64},
+                                    /* a wide-k decode batch of 13: an 8-row tile, then
+                                     * 4 and 1, and W rows not a multiple of 3 */
+                                    {13, 41, 3136},
                                     /* prefill tiles at wide k with a tail, and a row block
                                      * of 92 */
                                     {40, 11, 6177},
