@@ -255,7 +255,7 @@ int cpu_backend_create_isa(int n_threads, cpu_isa isa, backend **out, strata_err
         /* 0 or -1 where the system does not say (some VMs): assume 32 KiB */
         long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
         if (l1 < 16 * 1024 || l1 > 1024 * 1024) l1 = 32 * 1024;
-        c->l1x = (int)(l1 / 6 * 5);
+        c->l1d = (int)l1;
     }
     if (!(c->xb = aligned_alloc(64, CPU_XB_BYTES)) ||
         !(c->tile =

@@ -22,19 +22,19 @@
 
 /* Matmul kernel: out[i, j] = Σ_l x[i, l] · W[j, l] for i < m, n0 <= j < n1, with out rows
  * ldo floats apart, x rows k floats apart and W [*, k] of dtype dt (BF16, F16 or F32).
- * l1x: bytes of x that may stay in L1 next to the weight stream (cpu_impl.l1x); a kernel
+ * l1d: bytes of the L1 data cache (cpu_impl.l1d); a kernel
  * may use it to pick its loop order, never to change how an output is summed: like the
  * BF16 kernels below, it must sum a given (i, j) the same way whatever m, n0 and n1 are. */
 typedef void (*cpu_matmul_fn)(float *restrict out, int ldo, const float *restrict x,
                               const void *restrict w, dtype dt, int k, int m, int n0, int n1,
-                              int l1x);
+                              int l1d);
 /* BF16-weight matmul kernel: out[i, j] = Σ_l xb[i, l] · W[j, l] for i < m, n0 <= j < n1,
  * where xb is x rounded by the pack kernel, rows ldx elements apart (ldx a multiple of 32,
  * zeros from k to ldx). Each kernel must sum a given (i, j) the same way whatever m, n0
  * and n1 are: that is what keeps a sequence's logits the same alone and in a batch. */
 typedef void (*cpu_matmul_bf16_fn)(float *restrict out, int ldo, const uint16_t *restrict xb,
                                    int ldx, const uint16_t *restrict w, int k, int m, int n0,
-                                   int n1, int l1x);
+                                   int n1, int l1d);
 /* out[i] = bf16(x[i]) as cpu_pack_bf16_one rounds, for i < n. */
 typedef void (*cpu_pack_bf16_fn)(uint16_t *restrict out, const float *restrict x, int n);
 /* Sum of n floats (the bandwidth probe's streaming read). */
@@ -87,13 +87,13 @@ extern const cpu_kernels cpu_kernels_scalar;
 extern const cpu_kernels cpu_kernels_avx2;
 extern const cpu_kernels cpu_kernels_avx512;
 void cpu_matmul_f32_avx512(float *restrict out, int ldo, const float *restrict x,
-                           const void *restrict w, dtype dt, int k, int m, int n0, int n1, int l1x);
+                           const void *restrict w, dtype dt, int k, int m, int n0, int n1, int l1d);
 void cpu_matmul_f32_avx2(float *restrict out, int ldo, const float *restrict x,
-                         const void *restrict w, dtype dt, int k, int m, int n0, int n1, int l1x);
+                         const void *restrict w, dtype dt, int k, int m, int n0, int n1, int l1d);
 void cpu_matmul_bf16_avx2(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
-                          const uint16_t *restrict w, int k, int m, int n0, int n1, int l1x);
+                          const uint16_t *restrict w, int k, int m, int n0, int n1, int l1d);
 void cpu_matmul_bf16_avx512(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
-                            const uint16_t *restrict w, int k, int m, int n0, int n1, int l1x);
+                            const uint16_t *restrict w, int k, int m, int n0, int n1, int l1d);
 void cpu_pack_bf16_avx2(uint16_t *restrict out, const float *restrict x, int n);
 void cpu_pack_bf16_avx512(uint16_t *restrict out, const float *restrict x, int n);
 
@@ -115,7 +115,7 @@ typedef struct cpu_impl {
     const cpu_kernels *k; /* picked once at create */
     uint16_t *xb;         /* CPU_XB_BYTES: x packed to bf16 for the matmul in flight */
     float *tile;          /* [threads, CPU_TILE_SCRATCH_FLOATS]: row w is pool worker w's */
-    int l1x;              /* x bytes a matmul keeps in L1: 5/6 of the L1 data cache */
+    int l1d;              /* bytes of the L1 data cache (the matmuls' loop order) */
     cpu_prof *prof;       /* while profiling: the timing table b->ops points at */
 } cpu_impl;
 

@@ -8,8 +8,8 @@
 
 static void cpu_scalar_matmul(float *restrict out, int ldo, const float *restrict x,
                               const void *restrict w, dtype dt, int k, int m, int n0, int n1,
-                              int l1x) {
-    (void)l1x;
+                              int l1d) {
+    (void)l1d;
     bk_weight wt = {.data = w, .dt = dt};
     for (int j = n0; j < n1; j++)
         for (int i = 0; i < m; i++) {
@@ -23,8 +23,8 @@ static void cpu_scalar_matmul(float *restrict out, int ldo, const float *restric
 /* The plain sum of exact bf16 products in k order (batch-invariant by construction). */
 static void cpu_scalar_matmul_bf16(float *restrict out, int ldo, const uint16_t *restrict xb,
                                    int ldx, const uint16_t *restrict w, int k, int m, int n0,
-                                   int n1, int l1x) {
-    (void)l1x;
+                                   int n1, int l1d) {
+    (void)l1d;
     for (int j = n0; j < n1; j++)
         for (int i = 0; i < m; i++) {
             const uint16_t *xr = xb + (size_t)i * ldx, *wr = w + (size_t)j * k;

@@ -46,7 +46,7 @@ typedef struct {
     const uint16_t *xb; /* BF16 weights: x packed, rows ldx apart */
     int ldx;
     cpu_matmul_bf16_fn fn_bf16;
-    int l1x;
+    int l1d;
     const void *w;
     dtype dt;
     int m, n, k;
@@ -67,11 +67,11 @@ static void cpu_matmul_task(void *ctx, int task, int worker) {
         int mb = m1 - i < j->m_block ? m1 - i : j->m_block;
         if (j->xb) {
             j->fn_bf16(j->out + (size_t)i * j->n, j->n, j->xb + (size_t)i * j->ldx, j->ldx, j->w,
-                       j->k, mb, n0, n1, j->l1x);
+                       j->k, mb, n0, n1, j->l1d);
             continue;
         }
         j->fn(j->out + (size_t)i * j->n, j->n, j->x + (size_t)i * j->k, j->w, j->dt, j->k, mb, n0,
-              n1, j->l1x);
+              n1, j->l1d);
     }
 }
 
@@ -117,7 +117,7 @@ void cpu_matmul(backend *b, float *out, const float *x, const bk_weight *w, int 
                         .n = (int)w->shape[0],
                         .k = (int)w->shape[1],
                         .fn = c->k->matmul,
-                        .l1x = c->l1x};
+                        .l1d = c->l1d};
     if (m <= 0 || j.n <= 0) return;
     int ldx = w->dt == DTYPE_BF16 ? cpu_matmul_bf16_ldx(j.k) : 0;
     if (!ldx) { /* F32 / F16 weights (or a k no model has, past the scratch) */

@@ -118,10 +118,10 @@ AI void mm2_matmul(float *restrict out, int ldo, const void *restrict x, dtype x
     if (j < n1) mm2_rows_m(out, ldo, x, xt, ldx, w, dt, k, m, j, 1, 0);
 }
 
-/* l1x is unused on AVX2: four x rows at most per W row, so m < 8 streams regardless. */
+/* l1d is unused on AVX2: four x rows at most per W row, so m < 8 streams regardless. */
 void cpu_matmul_f32_avx2(float *restrict out, int ldo, const float *restrict x,
-                         const void *restrict w, dtype dt, int k, int m, int n0, int n1, int l1x) {
-    (void)l1x;
+                         const void *restrict w, dtype dt, int k, int m, int n0, int n1, int l1d) {
+    (void)l1d;
     /* one instantiation per weight dtype so the widening is resolved at compile time */
     if (dt == DTYPE_BF16) mm2_matmul(out, ldo, x, DTYPE_F32, k, w, DTYPE_BF16, k, m, n0, n1);
     else if (dt == DTYPE_F16) mm2_matmul(out, ldo, x, DTYPE_F32, k, w, DTYPE_F16, k, m, n0, n1);
@@ -221,10 +221,10 @@ AI void mm2b_matmul(float *restrict out, int ldo, const uint16_t *restrict x, in
     }
 }
 
-/* l1x is unused: the loop order depends only on whether m is a decode batch. */
+/* l1d is unused: the loop order depends only on whether m is a decode batch. */
 void cpu_matmul_bf16_avx2(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
-                          const uint16_t *restrict w, int k, int m, int n0, int n1, int l1x) {
-    (void)l1x;
+                          const uint16_t *restrict w, int k, int m, int n0, int n1, int l1d) {
+    (void)l1d;
     mm2b_matmul(out, ldo, xb, ldx, w, k, m, n0, n1, m < 8);
 }
 

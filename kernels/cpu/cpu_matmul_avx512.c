@@ -19,16 +19,17 @@
  * 6 clocks a 64-byte block, ~38 GB/s at 3.6 GHz, as fast as two threads' shares of the
  * bandwidth but up to 15% short of one thread's on Zen 4; BENCHMARKS.md, 2026-12-04.)
  *
- * Loop order: decode rows whose x fits in L1 next to the weight stream (l1x, 5/6 of L1)
- * read W one row at a time, one sequential prefetched stream per thread, each W vector used
- * by up to 8 x rows (at m = 8 that reached 80-95% of the read probe for k <= 2560 on a
- * 48 KiB L1; two rows side by side read at half that rate in this kernel, though not in
- * a bare loop, for a reason not found yet). Wider x would come from L2 for every W row,
- * so a wide-k decode batch takes 8 x 3 register tiles with the weight stream prefetched
- * (every W vector used by all eight rows: m = 8 +2-18% over 4 x 3 on Zen 4, two threads,
- * whose 32 KiB L1 holds no 8 x rows at k >= 2,048 beside the stream), and prefill 4 x 6
- * tiles (24 accumulators, 10 loads per 24 multiplies), each loading
- * every x vector once for six W rows and every W vector once for four x rows. Tails use
+ * Loop order: decode rows whose x fits in L1 beside one W row (so x's lines survive the
+ * row's pass; l1d is the L1's size) read W one row at a time, one sequential prefetched
+ * stream per thread, each W vector used by up to 8 x rows (at m = 8 that reached 80-95% of
+ * the read probe for k <= 2560 on a 48 KiB L1; two rows side by side read at half that
+ * rate in this path, though not in a bare loop, for a reason not found yet). Wider x comes
+ * from L2 for every W row, so a wide decode batch takes 8 x 3 register tiles with the
+ * weight stream prefetched (every W vector used by all eight rows: m = 8 +2-18% over 4 x 3
+ * on Zen 4, whose 32 KiB L1 holds no 8 x rows at k >= 2,048 beside the stream; at m = 1
+ * three W rows side by side, which for a 24 KiB x beat the single stream by 11-18%), and
+ * prefill 4 x 6 tiles (24 accumulators, 10 loads per 24 multiplies), each loading every x
+ * vector once for six W rows and every W vector once for four x rows. Tails use
  * masked loads, which never touch memory past the end. */
 #include <immintrin.h>
 
@@ -163,9 +164,14 @@ AI void mm_cols(int kind, float *out, int ldo, const void *x, int ldx, const voi
 }
 
 AI void mm_matmul(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
-                  int k, int m, int n0, int n1, int l1x) {
+                  int k, int m, int n0, int n1, int l1d) {
     const int xs = kind == MM_BF16X ? 2 : 4;
-    if ((size_t)m * ldx * xs <= (size_t)l1x) /* decode: x stays in L1, W streams */
+    const size_t w_row = (size_t)k * (kind == MM_BF16X || dt != DTYPE_F32 ? 2 : 4);
+    /* Decode: x stays in L1 while a W row streams past it. The budget was 5/6 of L1 for x
+     * alone, which on Zen 4's 32 KiB let a 24 KiB x (m = 1 at k = 12,288-12,544) be evicted
+     * by its own 24 KiB W rows: in the tiles below those read 15-18% faster on one thread
+     * and 11-14% on two (bench_cpu_matmul -m 1, 3136x12544 and 1536x12288). */
+    if ((size_t)m * ldx * xs + w_row <= (size_t)l1d)
         mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 8, 1, 1);
     else if (m < 16) /* a decode batch: still bound by the weight stream, so prefetch it */
         mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 8, 3, 1);
@@ -173,18 +179,18 @@ AI void mm_matmul(int kind, float *out, int ldo, const void *x, int ldx, const v
 }
 
 void cpu_matmul_bf16_avx512(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
-                            const uint16_t *restrict w, int k, int m, int n0, int n1, int l1x) {
-    mm_matmul(MM_BF16X, out, ldo, xb, ldx, w, DTYPE_BF16, k, m, n0, n1, l1x);
+                            const uint16_t *restrict w, int k, int m, int n0, int n1, int l1d) {
+    mm_matmul(MM_BF16X, out, ldo, xb, ldx, w, DTYPE_BF16, k, m, n0, n1, l1d);
 }
 
 /* One instantiation per weight dtype so the widening is resolved at compile time. BF16
  * weights come here only for a k wider than the packing scratch (no model has one). */
 void cpu_matmul_f32_avx512(float *restrict out, int ldo, const float *restrict x,
                            const void *restrict w, dtype dt, int k, int m, int n0, int n1,
-                           int l1x) {
-    if (dt == DTYPE_F16) mm_matmul(MM_F32X, out, ldo, x, k, w, DTYPE_F16, k, m, n0, n1, l1x);
-    else if (dt == DTYPE_BF16) mm_matmul(MM_F32X, out, ldo, x, k, w, DTYPE_BF16, k, m, n0, n1, l1x);
-    else mm_matmul(MM_F32X, out, ldo, x, k, w, DTYPE_F32, k, m, n0, n1, l1x);
+                           int l1d) {
+    if (dt == DTYPE_F16) mm_matmul(MM_F32X, out, ldo, x, k, w, DTYPE_F16, k, m, n0, n1, l1d);
+    else if (dt == DTYPE_BF16) mm_matmul(MM_F32X, out, ldo, x, k, w, DTYPE_BF16, k, m, n0, n1, l1d);
+    else mm_matmul(MM_F32X, out, ldo, x, k, w, DTYPE_F32, k, m, n0, n1, l1d);
 }
 
 /* vcvtneps2bf16 rounds to nearest even and reads subnormal inputs as zero, which is the

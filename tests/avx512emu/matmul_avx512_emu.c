@@ -13,10 +13,10 @@
 #include "kernels/cpu/cpu_internal.h"
 
 void cpu_matmul_bf16_avx512_emu(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
-                                const uint16_t *restrict w, int k, int m, int n0, int n1, int l1x);
+                                const uint16_t *restrict w, int k, int m, int n0, int n1, int l1d);
 void cpu_matmul_f32_avx512_emu(float *restrict out, int ldo, const float *restrict x,
                                const void *restrict w, dtype dt, int k, int m, int n0, int n1,
-                               int l1x);
+                               int l1d);
 void cpu_pack_bf16_avx512_emu(uint16_t *restrict out, const float *restrict x, int n);
 
 static uint64_t rng = 88172645463325252ull;
@@ -30,8 +30,8 @@ static float rng_f(void) {
 /* The product of m rows, through the bf16 kernel (bf16 != 0) or the f32 one on BF16 W. */
 static void run(float *out, const float *x, const uint16_t *xb, int ldx, const uint16_t *w, int k,
                 int m, int n, int bf16) {
-    if (bf16) cpu_matmul_bf16_avx512_emu(out, n, xb, ldx, w, k, m, 0, n, 40 * 1024);
-    else cpu_matmul_f32_avx512_emu(out, n, x, w, DTYPE_BF16, k, m, 0, n, 40 * 1024);
+    if (bf16) cpu_matmul_bf16_avx512_emu(out, n, xb, ldx, w, k, m, 0, n, 48 * 1024);
+    else cpu_matmul_f32_avx512_emu(out, n, x, w, DTYPE_BF16, k, m, 0, n, 48 * 1024);
 }
 
 /* The packing of x to bf16 gives cpu_pack_bf16_one's bits (ties, NaNs, subnormals,

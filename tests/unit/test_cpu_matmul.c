@@ -128,9 +128,12 @@ static void test_batch_invariance(void) {
                                     {37, 67, 130},
                                     {261, 7, 515},
                                     {2, 3, 1},
-                                    /* either side of a 48 KiB L1's stream budget (40 KiB) */
-                                    {8, 13, 2560},
-                                    {8, 13, 2600},
+                                    /* either side of the stream's budget (x and one W row
+                                     * in L1) for a 48 KiB L1 and for a 32 KiB one */
+                                    {8, 13, 2720},
+                                    {8, 13, 2752},
+                                    {8, 13, 1792},
+                                    {8, 13, 1856},
                                     /* task ranges long enough for AVX2's decode to take a
                                      * tile's W rows from four streams, the last range with
                                      * rows left over */
