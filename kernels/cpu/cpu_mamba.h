@@ -50,8 +50,13 @@ void cpu_ssd_avx512_token(float *restrict S, float *restrict y, const float *res
                           float d, int P, int N);
 /* T tokens of one head at once: token t reads x at t·ld_x, B and C at t·ld_bc, its decay
  * a and dt from decay[t] and delta[t], and writes y at t·ld_y; the state stays in
- * registers across the tokens. Equals T calls of cpu_ssd_avx512_token bit for bit. Returns
- * 0 (and does nothing) for a state width it has no path for (N other than 128). */
+ * registers across the tokens. Equals T calls of the ISA's token step bit for bit. Returns
+ * 0 (and does nothing) for a state width it has no path for. */
+typedef int (*cpu_ssd_span_fn)(float *restrict S, float *restrict y, int ld_y,
+                               const float *restrict x, int ld_x, const float *restrict B,
+                               const float *restrict C, int ld_bc, const float *restrict decay,
+                               const float *restrict delta, float d, int P, int N, int T);
+/* AVX-512's span: N = 128 only. */
 int cpu_ssd_avx512_span(float *restrict S, float *restrict y, int ld_y, const float *restrict x,
                         int ld_x, const float *restrict B, const float *restrict C, int ld_bc,
                         const float *restrict decay, const float *restrict delta, float d, int P,

@@ -52,6 +52,9 @@ AI uint32_t mm_mask(int kind, int rem) {
     return rem >= b ? (b == 32 ? 0xffffffffu : 0xffffu) : rem > 0 ? (1u << rem) - 1 : 0;
 }
 
+/* Bytes of one W element as the kernel reads it (BF16X always has bf16 W). */
+AI int mm_wsize(int kind, dtype dt) { return kind == MM_BF16X || dt != DTYPE_F32 ? 2 : 4; }
+
 /* The block of W at element off, as the product takes it. */
 AI __m512 mm_ldw(int kind, const void *w, size_t off, dtype dt, uint32_t mk) {
     if (kind == MM_BF16X)
@@ -85,7 +88,7 @@ AI __m512 mm_madd(int kind, __m512 acc, __m512 xv, __m512 wv) {
 AI void mm_tile(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
                 int k, int j, const int MR, const int NR, const int PF) {
     const int B = mm_blk(kind);
-    const int ws = kind == MM_BF16X || dt != DTYPE_F32 ? 2 : 4;
+    const int ws = mm_wsize(kind, dt);
     const uint32_t all = mm_mask(kind, B);
     __m512 a[8][6];
 #pragma GCC unroll 8
@@ -166,7 +169,7 @@ AI void mm_cols(int kind, float *out, int ldo, const void *x, int ldx, const voi
 AI void mm_matmul(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
                   int k, int m, int n0, int n1, int l1d) {
     const int xs = kind == MM_BF16X ? 2 : 4;
-    const size_t w_row = (size_t)k * (kind == MM_BF16X || dt != DTYPE_F32 ? 2 : 4);
+    const size_t w_row = (size_t)k * mm_wsize(kind, dt);
     /* Decode: x stays in L1 while a W row streams past it. The budget was 5/6 of L1 for x
      * alone, which on Zen 4's 32 KiB let a 24 KiB x (m = 1 at k = 12,288-12,544) be evicted
      * by its own 24 KiB W rows: in the tiles below those read 15-18% faster on one thread

@@ -46,10 +46,10 @@ typedef struct {
     int ld_x, ld_bc, ld_dt, H, P, N, G;
     float dt_min;
     cpu_ssd_token_fn step;
-    int avx512;    /* runs take cpu_ssd_avx512_span where it has a path */
-    int chunk_min; /* runs of at least this many tokens take the chunked form */
-    int parts;     /* chunked form: work items per (sequence, group) */
-    float *tile;   /* the pool's per-worker scratch (cpu_impl.tile) */
+    cpu_ssd_span_fn span; /* the ISA's span of tokens, or NULL: token steps only */
+    int chunk_min;        /* runs of at least this many tokens take the chunked form */
+    int parts;            /* chunked form: work items per (sequence, group) */
+    float *tile;          /* the pool's per-worker scratch (cpu_impl.tile) */
     cpu_tile_gemm_fn gemm;
 } cpu_ssd_job;
 
@@ -84,8 +84,8 @@ static void cpu_ssd_item(void *ctx, int item, int worker) {
         const float *C = j->C + (size_t)t0 * j->ld_bc + (size_t)g * j->N;
         float *y = j->y + ((size_t)t0 * j->H + h) * j->P;
         int ld_y = j->H * j->P;
-        if (j->avx512 && cpu_ssd_avx512_span(S, y, ld_y, x, j->ld_x, B, C, j->ld_bc, decay, delta,
-                                             d, j->P, j->N, n))
+        if (j->span &&
+            j->span(S, y, ld_y, x, j->ld_x, B, C, j->ld_bc, decay, delta, d, j->P, j->N, n))
             continue;
         for (int i = 0; i < n; i++)
             j->step(S, y + (size_t)i * ld_y, x + (size_t)i * j->ld_x, B + (size_t)i * j->ld_bc,
@@ -156,7 +156,7 @@ void cpu_ssd_run(backend *b, float *y, const float *x, int ld_x, const float *B,
                      .G = G,
                      .dt_min = dt_min,
                      .step = b ? cpu_ssd_step_of(b) : cpu_ssd_token_scalar,
-                     .avx512 = b && cpu_backend_isa(b) == CPU_ISA_AVX512,
+                     .span = b && cpu_backend_isa(b) == CPU_ISA_AVX512 ? cpu_ssd_avx512_span : NULL,
                      .chunk_min = b && cpu_ssd_chunk_fits(P, N) ? chunk_min : INT_MAX,
                      .tile = b ? cpu_impl_of(b)->tile : NULL,
                      .gemm = b ? cpu_tile_gemm_of(b) : NULL};
