@@ -144,7 +144,12 @@ static void test_batch_invariance(void) {
                                     /* prefill tiles at wide k with a tail, and a row block
                                      * of 92 */
                                     {40, 11, 6177},
-                                    {100, 7, 2112}};
+                                    {100, 7, 2112},
+                                    /* rows a multiple of 4 KiB long, whose packed x
+                                     * rows are padded a line apart; prefill tile rows
+                                     * pulling the next one's W (13 = 6 + 6 + 1) */
+                                    {44, 13, 2048},
+                                    {9, 5, 4096}};
     static const dtype dts[] = {DTYPE_BF16, DTYPE_F32, DTYPE_F16};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes * 3; si++) {
         int m = shapes[si / 3][0], n = shapes[si / 3][1], k = shapes[si / 3][2];
