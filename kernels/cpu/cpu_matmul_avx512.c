@@ -29,8 +29,12 @@
  * on Zen 4, whose 32 KiB L1 holds no 8 x rows at k >= 2,048 beside the stream; at m = 1
  * three W rows side by side, which for a 24 KiB x beat the single stream by 11-18%), and
  * prefill 4 x 6 tiles (24 accumulators, 10 loads per 24 multiplies), each loading every x
- * vector once for six W rows and every W vector once for four x rows. Tails use
- * masked loads, which never touch memory past the end. */
+ * vector once for six W rows and every W vector once for four x rows. A prefill tile row's
+ * first x tile used to wait on its six W rows from memory (24 multiplies per 384 bytes ask
+ * ~58 GB/s of one thread), which held the 4 x 6 kernel to ~80% of vdpbf16ps' rate on Zen 4
+ * against ~95% with W in L2; the tiles now pull the next tile row's W into L2 as they go
+ * (PF_NEXT): bench_cpu_matmul -m 128, one thread, 17504x3136 186 -> 215 GFLOP/s, two
+ * threads 373 -> 430. Tails use masked loads, which never touch memory past the end. */
 #include <immintrin.h>
 
 #include "kernels/cpu/cpu_internal.h"
@@ -42,6 +46,10 @@ enum { MM_F32X, MM_BF16X };
 /* Prefetching 4 KiB ahead raised decode by 5-40% over the hardware prefetchers alone
  * (tools/bench_cpu_matmul.c, AMD EPYC Zen 5); prefetches never fault past the end. */
 #define MM_PF_BYTES 4096
+
+/* What a tile prefetches: its own W rows MM_PF_BYTES ahead into L1 (decode), or the next
+ * tile row's W into L2 (prefill; mm_next_row). */
+enum { PF_STREAM, PF_NEXT };
 
 /* Elements per x vector (block). */
 AI int mm_blk(int kind) { return kind == MM_BF16X ? 32 : 16; }
@@ -86,7 +94,7 @@ AI __m512 mm_madd(int kind, __m512 acc, __m512 xv, __m512 wv) {
 /* MR x rows (ldx elements apart) against NR W rows from j: one accumulator per output,
  * blocks in order, the last one masked. */
 AI void mm_tile(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
-                int k, int j, const int MR, const int NR, const int PF) {
+                int k, int j, const int MR, const int NR, const int PF, const char *next) {
     const int B = mm_blk(kind);
     const int ws = mm_wsize(kind, dt);
     const uint32_t all = mm_mask(kind, B);
@@ -101,11 +109,12 @@ AI void mm_tile(int kind, float *out, int ldo, const void *x, int ldx, const voi
 #pragma GCC unroll 6
         for (int r = 0; r < NR; r++) {
             size_t off = (size_t)(j + r) * k + l;
-            if (PF)
+            if (PF == PF_STREAM)
                 for (int q = 0; q < B * ws; q += 64)
                     _mm_prefetch((const char *)w + off * ws + MM_PF_BYTES + q, _MM_HINT_T0);
             wv[r] = mm_ldw(kind, w, off, dt, all);
         }
+        if (PF == PF_NEXT && next) _mm_prefetch(next + (size_t)l * ws, _MM_HINT_T1);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             __m512 xv = mm_ldx(kind, x, (size_t)i * ldx + l, all);
@@ -132,20 +141,34 @@ AI void mm_tile(int kind, float *out, int ldo, const void *x, int ldx, const voi
 /* Row i of x and of out. */
 #define MM_ROW(I) out + (size_t)(I)*ldo, ldo, (const char *)x + (size_t)(I)*ldx *xs, ldx
 
+/* The W row that x tile t of a tile row pulls into L2 for the next tile row (PF_NEXT): the
+ * first NR x tiles take one row each, a line per k step, so the next six rows are in L2
+ * when their first x tile starts instead of streaming from memory under it. */
+AI const char *mm_next_row(const void *w, size_t w_row, int j, int n1, int t, const int NR,
+                           const int PF) {
+    return PF == PF_NEXT && t < NR && j + NR + t < n1
+               ? (const char *)w + (size_t)(j + NR + t) * w_row
+               : NULL;
+}
+
 /* Rows of x against W rows [j, j + NR), MR at a time (the rest 3, 2 or 1). */
 AI void mm_rows(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
-                int k, int m, int j, const int MR, const int NR, const int PF) {
+                int k, int m, int j, int n1, const int MR, const int NR, const int PF) {
     const int xs = kind == MM_BF16X ? 2 : 4;
-    int i = 0;
-    for (; i + MR <= m; i += MR) mm_tile(kind, MM_ROW(i), w, dt, k, j, MR, NR, PF);
+    const size_t w_row = (size_t)k * mm_wsize(kind, dt);
+    int i = 0, t = 0;
+    for (; i + MR <= m; i += MR, t++)
+        mm_tile(kind, MM_ROW(i), w, dt, k, j, MR, NR, PF, mm_next_row(w, w_row, j, n1, t, NR, PF));
+    const char *next = mm_next_row(w, w_row, j, n1, t, NR, PF);
     if (MR > 4 && m - i >= 4) {
-        mm_tile(kind, MM_ROW(i), w, dt, k, j, 4, NR, PF);
+        mm_tile(kind, MM_ROW(i), w, dt, k, j, 4, NR, PF, next);
         i += 4;
+        next = mm_next_row(w, w_row, j, n1, t + 1, NR, PF);
     }
     switch (m - i) {
-    case 3: mm_tile(kind, MM_ROW(i), w, dt, k, j, 3, NR, PF); break;
-    case 2: mm_tile(kind, MM_ROW(i), w, dt, k, j, 2, NR, PF); break;
-    case 1: mm_tile(kind, MM_ROW(i), w, dt, k, j, 1, NR, PF); break;
+    case 3: mm_tile(kind, MM_ROW(i), w, dt, k, j, 3, NR, PF, next); break;
+    case 2: mm_tile(kind, MM_ROW(i), w, dt, k, j, 2, NR, PF, next); break;
+    case 1: mm_tile(kind, MM_ROW(i), w, dt, k, j, 1, NR, PF, next); break;
     default: break;
     }
 }
@@ -157,13 +180,13 @@ AI void mm_rows(int kind, float *out, int ldo, const void *x, int ldx, const voi
 AI void mm_cols(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
                 int k, int m, int n0, int n1, const int MR, const int NR, const int PF) {
     int j = n0;
-    for (; j + NR <= n1; j += NR) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, NR, PF);
+    for (; j + NR <= n1; j += NR) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, n1, MR, NR, PF);
     const int rest = n1 - j;
-    if (NR > 5 && rest == 5) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 5, PF);
-    if (NR > 4 && rest == 4) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 4, PF);
-    if (NR > 3 && rest == 3) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 3, PF);
-    if (NR > 2 && rest == 2) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 2, PF);
-    if (NR > 1 && rest == 1) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, MR, 1, PF);
+    if (NR > 5 && rest == 5) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, n1, MR, 5, PF);
+    if (NR > 4 && rest == 4) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, n1, MR, 4, PF);
+    if (NR > 3 && rest == 3) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, n1, MR, 3, PF);
+    if (NR > 2 && rest == 2) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, n1, MR, 2, PF);
+    if (NR > 1 && rest == 1) mm_rows(kind, out, ldo, x, ldx, w, dt, k, m, j, n1, MR, 1, PF);
 }
 
 AI void mm_matmul(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
@@ -175,10 +198,10 @@ AI void mm_matmul(int kind, float *out, int ldo, const void *x, int ldx, const v
      * by its own 24 KiB W rows: in the tiles below those read 15-18% faster on one thread
      * and 11-14% on two (bench_cpu_matmul -m 1, 3136x12544 and 1536x12288). */
     if ((size_t)m * ldx * xs + w_row <= (size_t)l1d)
-        mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 8, 1, 1);
+        mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 8, 1, PF_STREAM);
     else if (m < 16) /* a decode batch: still bound by the weight stream, so prefetch it */
-        mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 8, 3, 1);
-    else mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 4, 6, 0);
+        mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 8, 3, PF_STREAM);
+    else mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 4, 6, PF_NEXT);
 }
 
 void cpu_matmul_bf16_avx512(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
