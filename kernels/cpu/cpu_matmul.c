@@ -45,20 +45,41 @@ int cpu_matmul_bf16_ldx(int k) {
     return (size_t)ldx * sizeof(uint16_t) <= CPU_XB_BYTES ? ldx : 0;
 }
 
+/* The weights of one job: matmul's one, or matmul_n's several of one dtype and width, whose
+ * rows the tasks split as one range [0, end[n_seg - 1]) (one pool run, x packed once). */
 typedef struct {
-    float *out;
-    const float *x;
+    int n_seg;
+    const void *w[BK_MATMUL_MAX];
+    float *out[BK_MATMUL_MAX]; /* [m, rows of the segment] each, of the whole call */
+    int end[BK_MATMUL_MAX];    /* cumulative rows */
+} cpu_matmul_segs;
+
+typedef struct {
+    cpu_matmul_segs sg;
+    int i0;             /* first x row of this run within the call (the scratch's rows) */
+    const float *x;     /* F32 x rows of this run */
     const uint16_t *xb; /* BF16 weights: x packed, rows ldx apart */
     int ldx;
     cpu_matmul_bf16_fn fn_bf16;
     int l1d;
-    const void *w;
     dtype dt;
-    int m, n, k;
+    int m, n, k;          /* n: the rows of all segments together */
     int n_split, m_split; /* tasks = n_split · m_split */
     int m_block;          /* rows of x per pass over a weight range */
     cpu_matmul_fn fn;
 } cpu_matmul_job;
+
+/* x rows [i, i + mb) of the run against rows [n0, n1) of segment s (its own numbering). */
+static void cpu_matmul_piece(const cpu_matmul_job *j, int s, int i, int mb, int n0, int n1) {
+    int rows = j->sg.end[s] - (s ? j->sg.end[s - 1] : 0);
+    float *out = j->sg.out[s] + (size_t)(j->i0 + i) * rows;
+    if (j->xb) {
+        j->fn_bf16(out, rows, j->xb + (size_t)i * j->ldx, j->ldx, j->sg.w[s], j->k, mb, n0, n1,
+                   j->l1d);
+        return;
+    }
+    j->fn(out, rows, j->x + (size_t)i * j->k, j->sg.w[s], j->dt, j->k, mb, n0, n1, j->l1d);
+}
 
 static void cpu_matmul_task(void *ctx, int task, int worker) {
     (void)worker;
@@ -70,13 +91,10 @@ static void cpu_matmul_task(void *ctx, int task, int worker) {
     if (n0 >= n1) return;
     for (int i = m0; i < m1; i += j->m_block) {
         int mb = m1 - i < j->m_block ? m1 - i : j->m_block;
-        if (j->xb) {
-            j->fn_bf16(j->out + (size_t)i * j->n, j->n, j->xb + (size_t)i * j->ldx, j->ldx, j->w,
-                       j->k, mb, n0, n1, j->l1d);
-            continue;
+        for (int s = 0, lo = 0; s < j->sg.n_seg; lo = j->sg.end[s++]) {
+            int a = n0 > lo ? n0 : lo, z = n1 < j->sg.end[s] ? n1 : j->sg.end[s];
+            if (a < z) cpu_matmul_piece(j, s, i, mb, a - lo, z - lo);
         }
-        j->fn(j->out + (size_t)i * j->n, j->n, j->x + (size_t)i * j->k, j->w, j->dt, j->k, mb, n0,
-              n1, j->l1d);
     }
 }
 
@@ -103,28 +121,21 @@ static void cpu_matmul_run(backend *b, cpu_matmul_job *j) {
     cpu_pool_run(c->pool, cpu_matmul_task, j, j->n_split * j->m_split);
 }
 
-void cpu_matmul_n(backend *b, float *const *out, const float *x, const bk_weight *const *w, int n_w,
-                  int m) {
-    for (int j = 0; j < n_w; j++) cpu_matmul(b, out[j], x, w[j], m);
-}
-
-void cpu_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m) {
-    if (dtype_block_elems(w->dt) > 1) { /* Q8_0, Q4_K, ...: x quantized, integer dots */
-        cpu_qmatmul(b, out, x, w, m);
-        return;
-    }
+/* Runs the segments' matmul over x rows [0, m): x packed to bf16 for BF16 weights, in runs
+ * of as many rows as the scratch holds. */
+static void cpu_matmul_segs_run(backend *b, const cpu_matmul_segs *sg, const float *x, dtype dt,
+                                int k, int m) {
     cpu_impl *c = cpu_impl_of(b);
-    cpu_matmul_job j = {.out = out,
+    cpu_matmul_job j = {.sg = *sg,
                         .x = x,
-                        .w = w->data,
-                        .dt = w->dt,
+                        .dt = dt,
                         .m = m,
-                        .n = (int)w->shape[0],
-                        .k = (int)w->shape[1],
+                        .n = sg->end[sg->n_seg - 1],
+                        .k = k,
                         .fn = c->k->matmul,
                         .l1d = c->l1d};
     if (m <= 0 || j.n <= 0) return;
-    int ldx = w->dt == DTYPE_BF16 ? cpu_matmul_bf16_ldx(j.k) : 0;
+    int ldx = dt == DTYPE_BF16 ? cpu_matmul_bf16_ldx(k) : 0;
     if (!ldx) { /* F32 / F16 weights (or a k no model has, past the scratch) */
         cpu_matmul_run(b, &j);
         return;
@@ -137,11 +148,43 @@ void cpu_matmul(backend *b, float *out, const float *x, const bk_weight *w, int 
         int mb = m - i0 < rows ? m - i0 : rows;
         for (int i = 0; i < mb; i++) {
             uint16_t *row = c->xb + (size_t)i * ldx;
-            c->k->pack_bf16(row, x + (size_t)(i0 + i) * j.k, j.k);
-            memset(row + j.k, 0, (size_t)(ldx - j.k) * sizeof(uint16_t));
+            c->k->pack_bf16(row, x + (size_t)(i0 + i) * k, k);
+            memset(row + k, 0, (size_t)(ldx - k) * sizeof(uint16_t));
         }
-        j.out = out + (size_t)i0 * j.n;
+        j.i0 = i0;
         j.m = mb;
         cpu_matmul_run(b, &j);
     }
+}
+
+/* One job over every weight's rows where they share a dtype (not a block type) and a
+ * width: one pool run and one packing of x instead of one each (a decode step's barriers:
+ * Qwen3.5's qkv|z|a|b, Nemotron-H's z|xBC|dt, q|k|v). Each output is the same kernel's
+ * over the same x, so the bits are matmul's. */
+void cpu_matmul_n(backend *b, float *const *out, const float *x, const bk_weight *const *w, int n_w,
+                  int m) {
+    int one = n_w >= 1 && n_w <= BK_MATMUL_MAX && dtype_block_elems(w[0]->dt) == 1;
+    for (int j = 1; one && j < n_w; j++)
+        one = w[j]->dt == w[0]->dt && w[j]->shape[1] == w[0]->shape[1];
+    if (!one) {
+        for (int j = 0; j < n_w; j++) cpu_matmul(b, out[j], x, w[j], m);
+        return;
+    }
+    cpu_matmul_segs sg = {.n_seg = n_w};
+    for (int j = 0, end = 0; j < n_w; j++) {
+        end += (int)w[j]->shape[0];
+        sg.w[j] = w[j]->data;
+        sg.out[j] = out[j];
+        sg.end[j] = end;
+    }
+    cpu_matmul_segs_run(b, &sg, x, w[0]->dt, (int)w[0]->shape[1], m);
+}
+
+void cpu_matmul(backend *b, float *out, const float *x, const bk_weight *w, int m) {
+    if (dtype_block_elems(w->dt) > 1) { /* Q8_0, Q4_K, ...: x quantized, integer dots */
+        cpu_qmatmul(b, out, x, w, m);
+        return;
+    }
+    cpu_matmul_segs sg = {.n_seg = 1, .w = {w->data}, .out = {out}, .end = {(int)w->shape[0]}};
+    cpu_matmul_segs_run(b, &sg, x, w->dt, (int)w->shape[1], m);
 }

@@ -187,29 +187,35 @@ static void test_past_scratch(void) {
 /* matmul_n is its matmuls, bit for bit, on every backend. */
 static void test_matmul_n(void) {
     static const int ns[] = {70, 3, 1024, 16};
-    int m = 3, k = 520;
-    float *x = frand((size_t)m * k);
-    for (int di = 0; di < 2; di++) {
-        bk_weight w[4];
-        const bk_weight *wp[4];
-        float *out[4], *ref[4];
-        for (int j = 0; j < 4; j++) {
-            w[j] = rand_weight(ns[j], k, di ? DTYPE_F32 : DTYPE_BF16);
-            wp[j] = &w[j];
-            out[j] = fvec((size_t)m * ns[j]);
-            ref[j] = fvec((size_t)m * ns[j]);
-        }
-        for (int bi = 0; bi < n_be; bi++) {
-            be[bi]->ops->matmul_n(be[bi], out, x, wp, 4, m);
+    /* decode (one pool run over the four weights' rows, split across their boundaries),
+     * prefill tiles and row blocks, and a weight list that must fall back to one matmul
+     * each (an F16 weight beside BF16 ones) */
+    static const int ms[] = {3, 41};
+    for (int mi = 0; mi < 2; mi++)
+        for (int di = 0; di < 3; di++) {
+            int m = ms[mi], k = 520;
+            float *x = frand((size_t)m * k);
+            bk_weight w[4];
+            const bk_weight *wp[4];
+            float *out[4], *ref[4];
             for (int j = 0; j < 4; j++) {
-                be[bi]->ops->matmul(be[bi], ref[j], x, wp[j], m);
-                CHECK_SAME(out[j], ref[j], (size_t)m * ns[j], "matmul_n weight %d %s", j,
-                           dtype_name(w[j].dt));
+                dtype dt = di == 1 ? DTYPE_F32 : di == 2 && j == 1 ? DTYPE_F16 : DTYPE_BF16;
+                w[j] = rand_weight(ns[j], k, dt);
+                wp[j] = &w[j];
+                out[j] = fvec((size_t)m * ns[j]);
+                ref[j] = fvec((size_t)m * ns[j]);
             }
+            for (int bi = 0; bi < n_be; bi++) {
+                be[bi]->ops->matmul_n(be[bi], out, x, wp, 4, m);
+                for (int j = 0; j < 4; j++) {
+                    be[bi]->ops->matmul(be[bi], ref[j], x, wp[j], m);
+                    CHECK_SAME(out[j], ref[j], (size_t)m * ns[j], "matmul_n weight %d %s m=%d", j,
+                               dtype_name(w[j].dt), m);
+                }
+            }
+            for (int j = 0; j < 4; j++) free((void *)w[j].data), free(out[j]), free(ref[j]);
+            free(x);
         }
-        for (int j = 0; j < 4; j++) free((void *)w[j].data), free(out[j]), free(ref[j]);
-    }
-    free(x);
 }
 
 int main(void) {
