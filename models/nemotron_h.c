@@ -440,9 +440,11 @@ static void nh_mamba(nh *m, nh_layer *L, const arch_cache *st, bk_batch *bt, flo
     backend *b = m->base.b;
     const backend_ops *o = b->ops;
     int T = bt->n_tokens, I = c->mH * c->mP, GN = c->G * c->N, CD = I + 2 * GN;
-    o->matmul(b, m->wide, m->xn, &L->w_z, T);  /* z [T, I] (§6.1) */
-    o->matmul(b, m->pre, m->xn, &L->w_xbc, T); /* xBC_in [T, CD] */
-    o->matmul(b, m->dtr, m->xn, &L->w_dt, T);  /* dt_raw [T, mH] */
+    /* z [T, I], xBC_in [T, CD], dt_raw [T, mH] (§6.1): one op, so a backend can stream the
+     * three row views in one pass (the CUDA backend's decode GEMV: one launch, not three) */
+    float *outs[] = {m->wide, m->pre, m->dtr};
+    const bk_weight *ws[] = {&L->w_z, &L->w_xbc, &L->w_dt};
+    o->matmul_n(b, outs, m->xn, ws, 3, T);
     o->conv1d(b, m->post, m->pre, CD, &L->conv, L->conv_b.data ? &L->conv_b : NULL, st->conv, bt,
               CD, c->K, 1); /* silu(conv) over x|B|C (§6.2) */
     o->ssd(b, m->y, m->post, CD, m->post + I, m->post + I + GN, CD, m->dtr, c->mH, &L->A_log,

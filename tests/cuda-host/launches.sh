@@ -15,15 +15,16 @@ export STRATA_CUDA_LIB=$PWD/$BUILD/cuda-host/libstrata_cuda.so HC_STATS=1 HC_COV
 # model:kernels per decode token today (layers: qwen35 2 DeltaNet + 2 attention, gemma4 6,
 # nemotron_h its hybrid pattern of Mamba2, attention and MLP layers; the _bf16 fixtures
 # take the bf16 GEMV, which rounds x itself at m <= 2; 2 are the device sampler's; each
-# residual add is fused with the norms around it; a DeltaNet layer convolves q|k|v at once;
-# the projections of one input share a GEMV: q|k|v, gate|up, DeltaNet qkv|z|a|b; Gemma's
-# layer_scalar rides in its last residual step; on bf16 weights the gated activation
-# rides in the GEMV that multiplies it: the MLPs' down projections, Qwen3.5's attention
-# output gate, Gemma's PLE projection; a DeltaNet's q / k l2norms, gates and delta rule are
-# one kernel (gdn); an attention layer's split, q / k / v norms, RoPE and kv store are one
-# (attn_prep); Gemma's PLE rows are gathered by a kernel from the mapped host table, where
-# the host gathered and copied them before: one kernel more, one copy less)
-BUDGETS="qwen35_tiny:47 qwen35_tiny_bf16:41 gemma4_tiny:94 gemma4_tiny_bf16:82 nemotron_h_tiny:36"
+# residual add is fused with the norms around it; a DeltaNet layer convolves q|k|v at
+# once; the projections of one input share a GEMV: q|k|v, gate|up, DeltaNet qkv|z|a|b,
+# Mamba2's z|xBC|dt; Gemma's layer_scalar rides in its last residual step; on bf16 weights
+# the gated activation rides in the GEMV that multiplies it: the MLPs' down projections,
+# Qwen3.5's attention output gate, Gemma's PLE projection; a DeltaNet's q / k l2norms,
+# gates and delta rule are one kernel (gdn); an attention layer's split, q / k / v norms,
+# RoPE and kv store are one (attn_prep); Gemma's PLE rows are gathered by a kernel from
+# the mapped host table, where the host gathered and copied them before: one kernel more,
+# one copy less)
+BUDGETS="qwen35_tiny:47 qwen35_tiny_bf16:41 gemma4_tiny:94 gemma4_tiny_bf16:82 nemotron_h_tiny:32"
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
 runs() { # model, decode tokens -> kernel runs of the whole bench
