@@ -69,9 +69,11 @@ typedef struct {
     cpu_matmul_fn fn;
 } cpu_matmul_job;
 
-/* x rows [i, i + mb) of the run against rows [n0, n1) of segment s (its own numbering). */
-static void cpu_matmul_piece(const cpu_matmul_job *j, int s, int i, int mb, int n0, int n1) {
-    int rows = j->sg.end[s] - (s ? j->sg.end[s - 1] : 0);
+/* x rows [i, i + mb) of the run against rows [n0, n1) of segment s (its own numbering),
+ * whose first row is row lo of the job. */
+static void cpu_matmul_piece(const cpu_matmul_job *j, int s, int lo, int i, int mb, int n0,
+                             int n1) {
+    int rows = j->sg.end[s] - lo;
     float *out = j->sg.out[s] + (size_t)(j->i0 + i) * rows;
     if (j->xb) {
         j->fn_bf16(out, rows, j->xb + (size_t)i * j->ldx, j->ldx, j->sg.w[s], j->k, mb, n0, n1,
@@ -93,7 +95,7 @@ static void cpu_matmul_task(void *ctx, int task, int worker) {
         int mb = m1 - i < j->m_block ? m1 - i : j->m_block;
         for (int s = 0, lo = 0; s < j->sg.n_seg; lo = j->sg.end[s++]) {
             int a = n0 > lo ? n0 : lo, z = n1 < j->sg.end[s] ? n1 : j->sg.end[s];
-            if (a < z) cpu_matmul_piece(j, s, i, mb, a - lo, z - lo);
+            if (a < z) cpu_matmul_piece(j, s, lo, i, mb, a - lo, z - lo);
         }
     }
 }

@@ -99,10 +99,10 @@ static int bench_on_step(void *ud, const engine_step_info *si) {
 
 /* One more decode step (or, prefill set, one more prefill of the prompt), eager, with
  * every op timed (backend_ops.profile), run BENCH_PROFILE_RUNS times (a prefill
- * BENCH_PROFILE_PREFILL_RUNS times: it is the last forward of a run of one token): "profile" lines, the kinds of op by their mean
- * time, most first, and the step's mean wall time, whose part outside the ops is the
- * host's (sampling, the batch). The engine is idle between runs, so the backend may be
- * switched from here. */
+ * BENCH_PROFILE_PREFILL_RUNS times: it is the last forward of a run of one token):
+ * "profile" lines, the kinds of op by their mean time, most first, and the step's mean
+ * wall time, whose part outside the ops is the host's (sampling, the batch). The engine is
+ * idle between runs, so the backend may be switched from here. */
 enum { BENCH_PROFILE_RUNS = 5, BENCH_PROFILE_PREFILL_RUNS = 3, BENCH_PROFILE_KINDS = 64 };
 
 static int bench_profile(engine *e, cli_model *o, const int32_t *ids, bench_clock *clk,
