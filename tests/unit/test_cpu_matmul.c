@@ -138,9 +138,11 @@ static void test_batch_invariance(void) {
                                      * tile's W rows from four streams, the last range with
                                      * rows left over */
                                     {5, 1001, 64},
-                                    /* a wide-k decode batch of 13: an 8-row tile, then
-                                     * 4 and 1, and W rows not a multiple of 3 */
+                                    /* wide-k decode batches: 13 rows as an 8-row tile,
+                                     * then 4 and 1; 6 as 4 and 2; W rows not a
+                                     * multiple of the tile's 4 */
                                     {13, 41, 3136},
+                                    {6, 38, 3136},
                                     /* prefill tiles at wide k with a tail, and a row block
                                      * of 92 */
                                     {40, 11, 6177},
