@@ -53,8 +53,9 @@ enum { MM_F32X, MM_BF16X };
  * time a line prefetched 4 KiB ahead waits in L1 ~32 KiB of x pass through it and evict
  * it: W comes from L2 early and into L1 just before use instead. bench_cpu_matmul -t 2,
  * m = 4 and 8, three alternating rounds on Zen 4: 22-31 -> 28-34 GB/s (12544x3136,
- * 9728x3136, 3136x12544, 2048x6144, 248320x1024). The single stream (x in L1) keeps the
- * one prefetch, which read 1-6% faster there. */
+ * 9728x3136, 3136x12544, 2048x6144). A batch of 3 or more whose x stays in L1 gains too
+ * (m = 8 at k = 1,024: 248320x1024 23.1 -> 34.1, 6144x1024 25.3 -> 37.1); one or two rows
+ * keep the one prefetch, which read 1-6% faster there. */
 #define MM_PF_FAR 8192
 #define MM_PF_NEAR 512
 
@@ -214,9 +215,10 @@ AI void mm_matmul(int kind, float *out, int ldo, const void *x, int ldx, const v
      * alone, which on Zen 4's 32 KiB let a 24 KiB x (m = 1 at k = 12,288-12,544) be evicted
      * by its own 24 KiB W rows: in the tiles below those read 15-18% faster on one thread
      * and 11-14% on two (bench_cpu_matmul -m 1, 3136x12544 and 1536x12288). */
-    if ((size_t)m * ldx * xs + w_row <= (size_t)l1d)
-        mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 8, 1, PF_STREAM);
-    else if (m < 16) /* a decode batch: still bound by the weight stream, so prefetch it */
+    if ((size_t)m * ldx * xs + w_row <= (size_t)l1d) {
+        if (m <= 2) mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 8, 1, PF_STREAM);
+        else mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 8, 1, PF_BATCH);
+    } else if (m < 16) /* a decode batch: still bound by the weight stream, so prefetch it */
         mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 8, 4, PF_BATCH);
     else mm_cols(kind, out, ldo, x, ldx, w, dt, k, m, n0, n1, 4, 6, PF_NEXT);
 }
