@@ -6,11 +6,13 @@
  * Build and run from the repo root (after `make`, which builds build/libstrata.a):
  *   gcc -std=c11 -O2 -D_GNU_SOURCE -I. -pthread tools/bench_cpu_matmul.c build/libstrata.a \
  *       -o build/bench_cpu_matmul -lm -ldl
- *   build/bench_cpu_matmul [-t threads] [-i isa] [-m m,m,...] [-d dtype,...] [NxK ...]
+ *   build/bench_cpu_matmul [-t threads] [-i isa] [-m m,m,...] [-d dtype,...] [-s MiB] [NxK ...]
  * isa: scalar | avx2 | avx512 (default: the best this CPU runs); dtypes: bf16 (default),
  * f16, f32, and the block types q8_0 | q4_0 | q4_k | q6_k (GB/s counts the bytes of W as
  * stored, so a quantized W's roofline is its own bytes); m defaults to 1; with no NxK the
- * built-in decode shapes run. ms, GB/s and GFLOP/s are the fastest call's, what the hardware
+ * built-in decode shapes run. Each call reads a different copy of W, the copies together
+ * over -s MiB (512 by default; a model's weights span gigabytes, which on some VMs streams
+ * slower: give the model's size to see the rate a decode step meets). ms, GB/s and GFLOP/s are the fastest call's, what the hardware
  * can do; "median" is the median call's share of the read probe, what a decode step meets
  * call after call on a shared machine (the two differ by 5-25% on a noisy VM). E.g. the quantized formats against bf16 on a 2B-class shape:
  *   build/bench_cpu_matmul -t 2 -m 1,8 -d bf16,q8_0,q4_0,q4_k,q6_k 6144x2048
@@ -176,6 +178,7 @@ static int peak_kind_of(dtype dt) {
 
 int main(int argc, char **argv) {
     int threads = 2, ms[16] = {1}, n_ms = 1, n_dts = 1;
+    size_t span = 0;
     cpu_isa isa = CPU_ISA_AUTO;
     dtype dts[8] = {DTYPE_BF16};
     bench_shape args[64];
@@ -183,6 +186,8 @@ int main(int argc, char **argv) {
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "-t") == 0 && a + 1 < argc) {
             threads = atoi(argv[++a]);
+        } else if (strcmp(argv[a], "-s") == 0 && a + 1 < argc) {
+            span = (size_t)atol(argv[++a]) << 20;
         } else if (strcmp(argv[a], "-i") == 0 && a + 1 < argc) {
             ++a;
             for (int i = 0; i < CPU_ISA_COUNT; i++)
@@ -201,7 +206,9 @@ int main(int argc, char **argv) {
         } else if (n_args < 64 && sscanf(argv[a], "%dx%d", &args[n_args].n, &args[n_args].k) == 2) {
             args[n_args++].what = argv[a];
         } else {
-            fprintf(stderr, "usage: %s [-t threads] [-i isa] [-m m,...] [-d dtype,...] [NxK ...]\n",
+            fprintf(stderr,
+                    "usage: %s [-t threads] [-i isa] [-m m,...] [-d dtype,...] [-s MiB] "
+                    "[NxK ...]\n",
                     argv[0]);
             return 2;
         }
@@ -237,7 +244,7 @@ int main(int argc, char **argv) {
                 int reps = (int)(4e9 / (wbytes * (m > 8 ? m / 4 : 1)));
                 reps = reps < 3 ? 3 : reps > 400 ? 400 : reps;
                 double sec = 0, med = 0;
-                if (cpu_membw_matmul_time(b, n, k, dt, m, reps, &sec, &med, &err) != 0) {
+                if (cpu_membw_matmul_time(b, n, k, dt, m, reps, span, &sec, &med, &err) != 0) {
                     fprintf(stderr, "bench: %s\n", err.msg);
                     continue;
                 }

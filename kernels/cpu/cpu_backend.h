@@ -49,11 +49,11 @@ cpu_isa cpu_backend_isa(const backend *b);
  * backend's thread. */
 double cpu_membw_read_gbs(backend *b, size_t bytes);
 /* Seconds one matmul shape takes: times reps calls of out[m, n] = x[m, k] · Wᵀ, each on a
- * different copy of a random W of dtype dt (together > 512 MiB, huge pages, so W comes from
- * memory as in decode), and returns the fastest call's time through *best and the median
- * call's through *median (when not NULL). Allocates its own W, x, out. Not for the step
- * loop. */
-int cpu_membw_matmul_time(backend *b, int n, int k, dtype dt, int m, int reps, double *best,
-                          double *median, strata_err *err);
+ * different copy of a random W of dtype dt (together more than span bytes, 512 MiB when 0;
+ * huge pages, so W comes from memory as in decode), and returns the fastest call's time
+ * through *best and the median call's through *median (when not NULL). Allocates its own
+ * W, x, out. Not for the step loop. */
+int cpu_membw_matmul_time(backend *b, int n, int k, dtype dt, int m, int reps, size_t span,
+                          double *best, double *median, strata_err *err);
 
 #endif

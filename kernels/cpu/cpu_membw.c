@@ -77,8 +77,8 @@ static int cpu_membw_cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-int cpu_membw_matmul_time(backend *b, int n, int k, dtype dt, int m, int reps, double *best,
-                          double *median, strata_err *err) {
+int cpu_membw_matmul_time(backend *b, int n, int k, dtype dt, int m, int reps, size_t span,
+                          double *best, double *median, strata_err *err) {
     size_t rb = dtype_row_bytes(dt, k);
     void *w = NULL, *tmpl = NULL;
     float *x = NULL, *out = NULL;
@@ -91,9 +91,11 @@ int cpu_membw_matmul_time(backend *b, int n, int k, dtype dt, int m, int reps, d
     }
     /* Enough distinct copies of W to exceed any last-level cache (512 MiB together), used
      * in turn: decode streams every weight from memory once per token, and a single small
-     * W called in a loop would be served from L3 instead. */
+     * W called in a loop would be served from L3 instead. A model's weights span gigabytes,
+     * and on this project's VMs W read from a span of 6 GiB streams slower than from 512 MiB
+     * (BENCHMARKS.md, 2026-12-05, evening), so the span can be set to a model's. */
     size_t wbytes = (rb * (size_t)n + 63) & ~(size_t)63;
-    size_t copies = ((size_t)512 << 20) / wbytes + 1;
+    size_t copies = (span ? span : (size_t)512 << 20) / wbytes + 1;
     enum { TMPL_ROWS = 64 };
     w = cpu_membw_alloc(copies * wbytes);
     x = malloc((size_t)m * k * sizeof(float));
