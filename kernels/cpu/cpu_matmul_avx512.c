@@ -107,7 +107,8 @@ AI __m512 mm_madd(int kind, __m512 acc, __m512 xv, __m512 wv) {
 /* MR x rows (ldx elements apart) against NR W rows from j: one accumulator per output,
  * blocks in order, the last one masked. */
 AI void mm_tile(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
-                int k, int j, const int MR, const int NR, const int PF, const char *next) {
+                int k, int j, const int MR, const int NR, const int PF, const char *next,
+                const char *next2) {
     const int B = mm_blk(kind);
     const int ws = mm_wsize(kind, dt);
     const uint32_t all = mm_mask(kind, B);
@@ -133,6 +134,7 @@ AI void mm_tile(int kind, float *out, int ldo, const void *x, int ldx, const voi
             wv[r] = mm_ldw(kind, w, off, dt, all);
         }
         if (PF == PF_NEXT && next) _mm_prefetch(next + (size_t)l * ws, _MM_HINT_T1);
+        if (PF == PF_NEXT && next2) _mm_prefetch(next2 + (size_t)l * ws, _MM_HINT_T1);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             __m512 xv = mm_ldx(kind, x, (size_t)i * ldx + l, all);
@@ -169,26 +171,30 @@ AI const char *mm_next_row(const void *w, size_t w_row, int j, int n1, int t, co
                : NULL;
 }
 
-/* Rows of x against W rows [j, j + NR), MR at a time (the rest 3, 2 or 1). */
+/* Rows of x against W rows [j, j + NR), MR at a time (the rest 3, 2 or 1). With PF_NEXT, x
+ * tile t pulls rows t and t + nt of the next tile row (nt: the x tiles of this one), so a
+ * block of fewer than NR x tiles (16 rows: four) still brings all NR rows into L2. */
 AI void mm_rows(int kind, float *out, int ldo, const void *x, int ldx, const void *w, dtype dt,
                 int k, int m, int j, int n1, const int MR, const int NR, const int PF) {
     const int xs = kind == MM_BF16X ? 2 : 4;
     const size_t w_row = (size_t)k * mm_wsize(kind, dt);
+    const int nt = (m + MR - 1) / MR;
     int i = 0, t = 0;
-    for (; i + MR <= m; i += MR, t++)
-        mm_tile(kind, MM_ROW(i), w, dt, k, j, MR, NR, PF, mm_next_row(w, w_row, j, n1, t, NR, PF));
-    const char *next = mm_next_row(w, w_row, j, n1, t, NR, PF);
+#define MM_NEXT(T)                                                                                 \
+    mm_next_row(w, w_row, j, n1, (T), NR, PF), mm_next_row(w, w_row, j, n1, (T) + nt, NR, PF)
+    for (; i + MR <= m; i += MR, t++) mm_tile(kind, MM_ROW(i), w, dt, k, j, MR, NR, PF, MM_NEXT(t));
     if (MR > 4 && m - i >= 4) {
-        mm_tile(kind, MM_ROW(i), w, dt, k, j, 4, NR, PF, next);
+        mm_tile(kind, MM_ROW(i), w, dt, k, j, 4, NR, PF, MM_NEXT(t));
         i += 4;
-        next = mm_next_row(w, w_row, j, n1, t + 1, NR, PF);
+        t++;
     }
     switch (m - i) {
-    case 3: mm_tile(kind, MM_ROW(i), w, dt, k, j, 3, NR, PF, next); break;
-    case 2: mm_tile(kind, MM_ROW(i), w, dt, k, j, 2, NR, PF, next); break;
-    case 1: mm_tile(kind, MM_ROW(i), w, dt, k, j, 1, NR, PF, next); break;
+    case 3: mm_tile(kind, MM_ROW(i), w, dt, k, j, 3, NR, PF, MM_NEXT(t)); break;
+    case 2: mm_tile(kind, MM_ROW(i), w, dt, k, j, 2, NR, PF, MM_NEXT(t)); break;
+    case 1: mm_tile(kind, MM_ROW(i), w, dt, k, j, 1, NR, PF, MM_NEXT(t)); break;
     default: break;
     }
+#undef MM_NEXT
 }
 #undef MM_ROW
 
