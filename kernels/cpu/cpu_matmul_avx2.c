@@ -159,7 +159,7 @@ AI __m256 mm2b_odd(__m256i v) {
  * Each phase holds NR widened W vectors and one x vector beside the MR·NR accumulators
  * (MR·NR <= 8: at 12, GCC spilled accumulators to the stack). */
 AI void mm2b_tile(float *out, int ldo, const uint16_t *x, int ldx, const uint16_t *w, int k, int j,
-                  int js, const int MR, const int NR) {
+                  int js, const int MR, const int NR, const int PF) {
     __m256 acc[4][4];
     const uint16_t *wj = w + (size_t)j * k;
     const size_t rs = (size_t)js * k;
@@ -170,6 +170,10 @@ AI void mm2b_tile(float *out, int ldo, const uint16_t *x, int ldx, const uint16_
     int l = 0;
     for (; l + 16 <= k; l += 16) {
         __m256 wv[4];
+        if (PF && (l & 31) == 0)
+#pragma GCC unroll 4
+            for (int r = 0; r < NR; r++)
+                _mm_prefetch((const char *)(wj + r * rs + l + k), _MM_HINT_T1);
         MM2B_PHASE(mm2b_even);
         MM2B_PHASE(mm2b_odd);
     }
@@ -186,46 +190,70 @@ AI void mm2b_tile(float *out, int ldo, const uint16_t *x, int ldx, const uint16_
 }
 
 /* Every row of xb against the NR W rows from j, js apart, two rows at a time (2 × 4 and
- * 3 × 3 tiles ran alike; 4 divides the pool's 16-row task ranges). */
+ * 3 × 3 tiles ran alike; 4 divides the pool's 16-row task ranges). With PF, the first tile
+ * prefetches the row after each of its W rows into L2 (see mm2b_matmul). */
 AI void mm2b_cols(float *out, int ldo, const uint16_t *x, int ldx, const uint16_t *w, int k, int m,
-                  int j, int js, const int NR) {
+                  int j, int js, const int NR, const int PF) {
     int i = 0;
 #define MM2B_AT(I) out + (size_t)(I)*ldo, ldo, x + (size_t)(I)*ldx, ldx, w, k, j, js
-    for (; i + 2 <= m; i += 2) mm2b_tile(MM2B_AT(i), 2, NR);
-    if (i < m) mm2b_tile(MM2B_AT(i), 1, NR);
+    if (PF && m >= 4) {
+        mm2b_tile(MM2B_AT(0), 2, NR, 1);
+        i = 2;
+    }
+    for (; i + 2 <= m; i += 2) mm2b_tile(MM2B_AT(i), 2, NR, 0);
+    if (i < m) mm2b_tile(MM2B_AT(i), 1, NR, 0);
 #undef MM2B_AT
 }
 
-/* W rows [n0, n1) against every row of xb, four W rows per tile. A decode batch (spread)
+/* W rows [n0, n1) against every row of xb, four W rows per tile. A decode batch (SPREAD)
  * streams W from memory once: it cuts the range into four contiguous parts and a tile takes
  * one row from each, so each of its rows is the next of one long sequential stream. Four
  * neighbour rows side by side ran 30% below the old one-row stream at k = 1024 (two 2 KiB
  * streams per 4 KiB page, which the hardware prefetchers track badly); four long streams
  * ran ~30% above it on one thread, and software prefetch only slowed them (m = 1,
- * tools/bench_cpu_matmul.c). Prefill (m >= 8) reads each W tile from memory once per block
- * of x rows and from cache for every row pair after the first: neighbour rows serve there. */
+ * tools/bench_cpu_matmul.c). From 4 x rows the tiles after the first compute from cache
+ * while nothing reads memory, so the first one prefetches each stream's next row into L2.
+ * Prefill reads each W tile from memory once per block of x rows and from cache for every
+ * row pair after the first: neighbour rows serve there. */
 AI void mm2b_matmul(float *restrict out, int ldo, const uint16_t *restrict x, int ldx,
-                    const uint16_t *restrict w, int k, int m, int n0, int n1, int spread) {
+                    const uint16_t *restrict w, int k, int m, int n0, int n1, const int SPREAD) {
     enum { NR = 4 };
-    int j = n0, js = spread ? (n1 - n0) / NR : 0;
+    int j = n0, js = SPREAD ? (n1 - n0) / NR : 0;
     if (js > 1) {
-        for (int q = 0; q < js; q++) mm2b_cols(out, ldo, x, ldx, w, k, m, j + q, js, NR);
+        for (int q = 0; q < js; q++) mm2b_cols(out, ldo, x, ldx, w, k, m, j + q, js, NR, 1);
         j += NR * js;
     }
-    for (; j + NR <= n1; j += NR) mm2b_cols(out, ldo, x, ldx, w, k, m, j, 1, NR);
+    for (; j + NR <= n1; j += NR) mm2b_cols(out, ldo, x, ldx, w, k, m, j, 1, NR, 0);
     switch (n1 - j) {
-    case 3: mm2b_cols(out, ldo, x, ldx, w, k, m, j, 1, 3); break;
-    case 2: mm2b_cols(out, ldo, x, ldx, w, k, m, j, 1, 2); break;
-    case 1: mm2b_cols(out, ldo, x, ldx, w, k, m, j, 1, 1); break;
+    case 3: mm2b_cols(out, ldo, x, ldx, w, k, m, j, 1, 3, 0); break;
+    case 2: mm2b_cols(out, ldo, x, ldx, w, k, m, j, 1, 2, 0); break;
+    case 1: mm2b_cols(out, ldo, x, ldx, w, k, m, j, 1, 1, 0); break;
     default: break;
     }
 }
 
-/* l1d is unused: the loop order depends only on whether m is a decode batch. */
+/* Two instantiations, not one with a run-time flag: inlined together, the prefill tiles lost
+ * 5-10% to the decode ones' code (bench_cpu_matmul -i avx2, m = 16 and 64). */
+static __attribute__((noinline)) void mm2b_spread(float *out, int ldo, const uint16_t *x, int ldx,
+                                                  const uint16_t *w, int k, int m, int n0, int n1) {
+    mm2b_matmul(out, ldo, x, ldx, w, k, m, n0, n1, 1);
+}
+
+static __attribute__((noinline)) void mm2b_neighbours(float *out, int ldo, const uint16_t *x,
+                                                      int ldx, const uint16_t *w, int k, int m,
+                                                      int n0, int n1) {
+    mm2b_matmul(out, ldo, x, ldx, w, k, m, n0, n1, 0);
+}
+
+/* l1d is unused: the loop order depends only on m and k. Decode batches (m < 16) spread;
+ * so do batches of up to 31 rows whose W rows are under 4 KiB (k < 2048), where the
+ * neighbour rows' shared pages cost more than a 16-31 row block hides (6144x1024 at m = 24:
+ * 150 -> 182 GFLOP/s; at m = 32 and more the two orders ran alike, or neighbours ahead). */
 void cpu_matmul_bf16_avx2(float *restrict out, int ldo, const uint16_t *restrict xb, int ldx,
                           const uint16_t *restrict w, int k, int m, int n0, int n1, int l1d) {
     (void)l1d;
-    mm2b_matmul(out, ldo, xb, ldx, w, k, m, n0, n1, m < 8);
+    if (m < 16 || (m < 32 && k < 2048)) mm2b_spread(out, ldo, xb, ldx, w, k, m, n0, n1);
+    else mm2b_neighbours(out, ldo, xb, ldx, w, k, m, n0, n1);
 }
 
 /* Round to nearest even, subnormal inputs to zero (cpu_pack_bf16_one): the integer form of

@@ -151,7 +151,10 @@ static void test_batch_invariance(void) {
                                      * rows are padded a line apart; prefill tile rows
                                      * pulling the next one's W (13 = 6 + 6 + 1) */
                                     {44, 13, 2048},
-                                    {9, 5, 4096}};
+                                    {9, 5, 4096},
+                                    /* AVX2: a batch of 20 rows under 4 KiB spreads its W
+                                     * rows over four streams and prefetches the next ones */
+                                    {20, 203, 1000}};
     static const dtype dts[] = {DTYPE_BF16, DTYPE_F32, DTYPE_F16};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes * 3; si++) {
         int m = shapes[si / 3][0], n = shapes[si / 3][1], k = shapes[si / 3][2];

@@ -102,8 +102,9 @@ static void test_matmul_exact(void) {
  * k·2^-24·Σ|x·w|; 8·sqrt(k)·FLT_EPSILON·Σ|x·w| sits above what any order gives at these
  * sizes yet far below a dropped or doubled term (~Σ|x·w|/k). */
 static void test_matmul_real(void) {
-    static const int shapes[][3] = {{1, 300, 1024}, {3, 129, 4099}, {8, 64, 257},   {37, 67, 130},
-                                    {260, 19, 33},  {12, 2, 515},   {1, 50, 12301}, {2, 7, 9001}};
+    static const int shapes[][3] = {{1, 300, 1024}, {3, 129, 4099}, {8, 64, 257},
+                                    {37, 67, 130},  {260, 19, 33},  {12, 2, 515},
+                                    {1, 50, 12301}, {2, 7, 9001},   {20, 203, 1000}};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
         for (int di = 0; di < 3; di++) {
             int m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
