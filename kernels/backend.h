@@ -134,6 +134,13 @@ enum {
     BK_ACT_COUNT
 };
 
+/* The gated norms of matmul_gnorm. */
+enum {
+    BK_GNORM_HEAD = 0,    /* x̂ · w · silu(z), w per head   (Qwen3.5's DeltaNet output) */
+    BK_GNORM_GROUPED = 1, /* (x · silu(z))^ · w, w per row (Nemotron-H's Mamba2 output) */
+    BK_GNORM_COUNT
+};
+
 /* RMSNorm weight modes. */
 enum {
     BK_NORM_PLAIN = 0,    /* y = x̂ · w */
@@ -248,6 +255,14 @@ typedef struct backend_ops {
      * activation into the matmul's loads leaves them). out aliases neither. */
     void (*matmul_glu)(backend *b, float *out, float *g, float *u, const bk_weight *w, int m,
                        int act);
+    /* The matmul of a gated norm: out[m, n] = a · Wᵀ where a is x [m, k] normed by the gate
+     * z [m, k] in groups of `group` contiguous elements of each row (k % group == 0), by
+     * mode (BK_GNORM_*): HEAD is rmsnorm_gated on rows of group (nw [group], every group
+     * alike), GROUPED is rmsnorm_gated_grouped (nw [k]). Equal, bit for bit on the CPU, to
+     * that op into x and then matmul of x; x may be overwritten (a backend that norms in
+     * the matmul's loads leaves it). out aliases neither. */
+    void (*matmul_gnorm)(backend *b, float *out, float *x, const float *z, const bk_weight *nw,
+                         int group, float eps, int mode, const bk_weight *w, int m);
 
     /* ---- position encoding ---- */
     /* Rotate-half RoPE on the first rot dims of each head, in place. x is [m, heads,
@@ -434,7 +449,7 @@ typedef struct backend_ops {
 #define BK_OP_LIST(X)                                                          \
     X(EMBED) X(RMSNORM) X(RMSNORM_GATED) X(RESIDUAL) X(L2NORM) X(ADD)          \
     X(SILU_MUL) X(SIGMOID_MUL) X(SPLIT_HALVES) X(GATHER_ROWS) X(MATMUL)        \
-    X(MATMUL_N) X(MATMUL_GLU)                                                  \
+    X(MATMUL_N) X(MATMUL_GLU) X(MATMUL_GNORM)                                  \
     X(ROPE) X(KV_STORE) X(ATTENTION) X(ATTN_PREP) X(CONV1D) X(GDN_GATES)       \
     X(GATED_DELTA) X(GDN) X(GELU_TANH_MUL) X(RELU2) X(SCALE) X(SOFTCAP)        \
     X(RMSNORM_GATED_GROUPED) X(SSD) X(READ_BANDWIDTH) X(MEMORY) X(LAST_ERROR)  \

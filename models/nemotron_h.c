@@ -449,8 +449,9 @@ static void nh_mamba(nh *m, nh_layer *L, const arch_cache *st, bk_batch *bt, flo
               CD, c->K, 1); /* silu(conv) over x|B|C (§6.2) */
     o->ssd(b, m->y, m->post, CD, m->post + I, m->post + I + GN, CD, m->dtr, c->mH, &L->A_log,
            &L->dt_bias, &L->D, st->S, bt, c->mH, c->mP, c->N, c->G, dt_min); /* §6.3-6.5 */
-    o->rmsnorm_gated_grouped(b, m->y, m->y, m->wide, &L->gnorm, T, I, I / c->G, c->eps); /* §6.6 */
-    o->matmul(b, m->mix, m->y, &L->out_proj, T);                                         /* §6.7 */
+    /* the gate-first grouped norm (§6.6) and out_proj (§6.7), one op */
+    o->matmul_gnorm(b, m->mix, m->y, m->wide, &L->gnorm, I / c->G, c->eps, BK_GNORM_GROUPED,
+                    &L->out_proj, T);
 }
 
 /* GQA attention without positional encoding, §8: xn [T, h] -> m->mix [T, h], over the

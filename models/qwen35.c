@@ -346,8 +346,8 @@ static void q35_deltanet(q35 *m, q35_layer *L, const arch_cache *st, bk_batch *b
     o->gdn(b, core, q, k, C, v, C, a, bb, &L->A_log, &L->dt_bias, m->gg, m->beta, st->S, bt, c->Hk,
            c->Hv, c->dk, c->dv, 1.0f / sqrtf((float)c->dk),
            c->v_tiled ? BK_VHEAD_TILED : BK_VHEAD_GROUPED);
-    o->rmsnorm_gated(b, core, core, z, &L->norm, T * c->Hv, c->dv, c->eps);
-    o->matmul(b, m->mix, core, &L->out, T);
+    /* the gated norm per head and the output projection, one op */
+    o->matmul_gnorm(b, m->mix, core, z, &L->norm, c->dv, c->eps, BK_GNORM_HEAD, &L->out, T);
 }
 
 static int q35_forward(void *impl, bk_batch *bt, const int32_t *tokens, const int32_t *out_rows,

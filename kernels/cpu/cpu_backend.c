@@ -149,7 +149,7 @@ static void cpu_weight_release(backend *b, bk_weight *w) {
 static int cpu_supports(const backend *b, int op, dtype dt) {
     if (dtype_block_elems(dt) > 1)
         return op == BK_OP_MATMUL || op == BK_OP_MATMUL_N || op == BK_OP_MATMUL_GLU ||
-               op == BK_OP_EMBED;
+               op == BK_OP_MATMUL_GNORM || op == BK_OP_EMBED;
     backend_ops plain = *b->ops;
     backend view = *b;
     plain.supports = NULL;
@@ -205,6 +205,7 @@ static const backend_ops cpu_backend_ops = {
     .matmul = cpu_matmul,
     .matmul_n = cpu_matmul_n,
     .matmul_glu = cpu_fused_matmul_glu,
+    .matmul_gnorm = cpu_fused_matmul_gnorm,
     .rope = cpu_ops_rope,
     .kv_store = cpu_attention_kv_store,
     .attention = cpu_attention,

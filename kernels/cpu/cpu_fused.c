@@ -23,6 +23,17 @@ void cpu_fused_matmul_glu(backend *b, float *out, float *g, float *u, const bk_w
     cpu_matmul(b, out, a, w, m);
 }
 
+void cpu_fused_matmul_gnorm(backend *b, float *out, float *x, const float *z, const bk_weight *nw,
+                            int group, float eps, int mode, const bk_weight *w, int m) {
+    int k = (int)w->shape[1];
+    if (group <= 0 || k % group) return; /* the models pass whole groups */
+    if (mode == BK_GNORM_HEAD) cpu_ops_rmsnorm_gated(b, x, x, z, nw, m * (k / group), group, eps);
+    else if (mode == BK_GNORM_GROUPED)
+        cpu_mamba_rmsnorm_gated_grouped(b, x, x, z, nw, m, k, group, eps);
+    else return;
+    cpu_matmul(b, out, x, w, m);
+}
+
 void cpu_fused_gdn(backend *b, float *out, float *q, float *k, int ld_qk, const float *v, int ld_v,
                    const float *a, const float *bb, const bk_weight *A_log,
                    const bk_weight *dt_bias, float *g, float *beta, float *state,

@@ -258,6 +258,8 @@ int cpu_qmatmul_max_k(void);
 /* cpu_fused.c */
 void cpu_fused_matmul_glu(backend *b, float *out, float *g, float *u, const bk_weight *w, int m,
                           int act);
+void cpu_fused_matmul_gnorm(backend *b, float *out, float *x, const float *z, const bk_weight *nw,
+                            int group, float eps, int mode, const bk_weight *w, int m);
 void cpu_fused_attn_prep(backend *b, float *q, float *gate, const float *qg, float *k, float *v,
                          const bk_kv *kv, const bk_batch *bt, const bk_qkv_prep *p);
 void cpu_fused_gdn(backend *b, float *out, float *q, float *k, int ld_qk, const float *v, int ld_v,

@@ -29,6 +29,7 @@
     X(MATMUL)                                                                                      \
     X(MATMUL_N)                                                                                    \
     X(MATMUL_GLU)                                                                                  \
+    X(MATMUL_GNORM)                                                                                \
     X(ROPE)                                                                                        \
     X(KV_STORE)                                                                                    \
     X(ATTENTION)                                                                                   \
@@ -152,6 +153,11 @@ static void prof_matmul_glu(backend *b, float *out, float *g, float *u, const bk
     PROF_TIMED(b, MATMUL_GLU, matmul_glu(b, out, g, u, w, m, act));
 }
 
+static void prof_matmul_gnorm(backend *b, float *out, float *x, const float *z, const bk_weight *nw,
+                              int group, float eps, int mode, const bk_weight *w, int m) {
+    PROF_TIMED(b, MATMUL_GNORM, matmul_gnorm(b, out, x, z, nw, group, eps, mode, w, m));
+}
+
 static void prof_rope(backend *b, float *x, const bk_batch *bt, const float *inv_freq, int heads,
                       int hd, int rot, int ld) {
     PROF_TIMED(b, ROPE, rope(b, x, bt, inv_freq, heads, hd, rot, ld));
@@ -260,6 +266,7 @@ void cpu_profile(backend *b, int on) {
     p->ops.matmul = prof_matmul;
     p->ops.matmul_n = prof_matmul_n;
     p->ops.matmul_glu = prof_matmul_glu;
+    p->ops.matmul_gnorm = prof_matmul_gnorm;
     p->ops.rope = prof_rope;
     p->ops.kv_store = prof_kv_store;
     p->ops.attention = prof_attention;

@@ -425,7 +425,7 @@ static int cuda_supports(const backend *b, int op, dtype dt) {
     if (dtype_block_elems(dt) > 1) /* the formats cuda_qmatmul.cu decodes, no others */
         return cuda_is_block(dt) &&
                (op == BK_OP_MATMUL || op == BK_OP_MATMUL_N || op == BK_OP_MATMUL_GLU ||
-                op == BK_OP_EMBED || op == BK_OP_EMBED_FED);
+                op == BK_OP_MATMUL_GNORM || op == BK_OP_EMBED || op == BK_OP_EMBED_FED);
     if (op >= BK_OP_FIRST_OPTIONAL) return op != BK_OP_HOST_TASKS;
     return dt == DTYPE_COUNT || dt == DTYPE_BF16 || dt == DTYPE_F16 || dt == DTYPE_F32;
 }
@@ -458,6 +458,7 @@ static void cuda_fill_ops(backend_ops *o) {
     o->matmul = cuda_matmul;
     o->matmul_n = cuda_matmul_n;
     o->matmul_glu = cuda_matmul_glu;
+    o->matmul_gnorm = cuda_matmul_gnorm;
     o->rope = cuda_rope;
     o->kv_store = cuda_kv_store;
     o->attention = cuda_attention;

@@ -191,7 +191,8 @@ template <typename... A> static inline int cuda_enter(cuda_impl *c, int op, A...
 #define CUDA_OP_LIST(X)                                                                       \
     X(UPLOAD) X(DOWNLOAD) X(ZERO) X(BATCH) X(EMBED) X(RMSNORM) X(RMSNORM_GATED) X(RESIDUAL)    \
     X(L2NORM) X(ADD) X(SILU_MUL) X(SIGMOID_MUL) X(SPLIT) X(GATHER) X(MATMUL) X(MATMUL_N)       \
-    X(MATMUL_GLU) X(ROPE) X(KV_STORE) X(ATTENTION) X(ATTN_PREP) X(CONV1D) X(GATES) X(DELTA)    \
+    X(MATMUL_GLU) X(MATMUL_GNORM) X(ROPE) X(KV_STORE) X(ATTENTION) X(ATTN_PREP) X(CONV1D)      \
+    X(GATES) X(DELTA)                                                                         \
     X(GDN) X(GELU_MUL) X(RELU2) X(SCALE) X(SOFTCAP) X(NORM_GROUPED) X(SSD) X(SAMPLE)           \
     X(EMBED_FED) X(COPY)
 /* clang-format on */
@@ -407,6 +408,8 @@ void cuda_matmul_n(backend *b, float *const *out, const float *x, const bk_weigh
                    int n_w, int m);
 void cuda_matmul_glu(backend *b, float *out, float *g, float *u, const bk_weight *w, int m,
                      int act);
+void cuda_matmul_gnorm(backend *b, float *out, float *x, const float *z, const bk_weight *nw,
+                       int group, float eps, int mode, const bk_weight *w, int m);
 /* cuda_attention.cu */
 void cuda_kv_store(backend *b, const bk_kv *kv, const float *k, const float *v, const bk_batch *bt);
 void cuda_attention(backend *b, float *out, const float *q, const bk_kv *kv, const bk_batch *bt,

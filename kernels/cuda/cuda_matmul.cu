@@ -16,6 +16,7 @@
  * values) or a cuBLAS bf16 GEMM with f32 accumulation reads; staging M·k values in every
  * block would read more than the weights there. All scratch is fixed at create; larger m
  * runs in row chunks. */
+#include "kernels/cuda/cuda_norm.cuh"
 #include "kernels/cuda/cuda_quant.cuh"
 
 enum { MM_GEMV_MAX_M = 8, MM_THREADS = 256, MM_WARPS = MM_THREADS / 32 };
@@ -79,7 +80,16 @@ __global__ void mm_to_bf16(__nv_bfloat16 *__restrict__ xb, const float *__restri
 
 /* The gated activation matmul_glu multiplies by W (BK_ACT_*), the formulas of the
  * elementwise ops it replaces (cuda_elementwise.cu). */
-enum { MM_NO_ACT = -1 };
+enum { MM_NO_ACT = -1, MM_GNORM = -2 };
+
+/* matmul_gnorm's norm (MM_GNORM): the gate z, gains nw, groups of `group` (at most
+ * MM_GNORM_GROUPS of them in the rows a block norms), gate_first (BK_GNORM_GROUPED) or not. */
+enum { MM_GNORM_GROUPS = 64 };
+struct mm_gn {
+    const void *nw;
+    int nwdt, group, gate_first;
+    float eps;
+};
 __device__ __forceinline__ float mm_act(int act, float g, float u) {
     switch (act) {
     case BK_ACT_SILU: return cuda_silu(g) * u;
@@ -101,6 +111,56 @@ __global__ void mm_act_bf16(__nv_bfloat16 *__restrict__ xb, const float *__restr
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         xb[i] = __float2bfloat16_rn(mm_round_x(mm_act(act, g[i], u ? u[i] : 0.0f)));
+}
+
+/* 1 / rms of each group of x's first `rows` rows of k (z the gate) into rs, by the whole
+ * block (MM_THREADS = NORM_BLOCK threads): a warp a group below NORM_WIDE, the block a group
+ * from there on, the sums of norm_rows (cuda_norm.cu) in its order, so the values are the
+ * rmsnorm_gated / rmsnorm_gated_grouped ops' own. Ends with the block synchronised. */
+__device__ __forceinline__ void mm_gnorm_rms(float *rs, const float *__restrict__ x,
+                                             const float *__restrict__ z, const mm_gn &gn, int k,
+                                             int rows) {
+    __shared__ float sm[NORM_BLOCK / 32];
+    const int gpr = k / gn.group, ng = rows * gpr;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (gn.group >= NORM_WIDE) {
+        for (int gi = 0; gi < ng; gi++) {
+            const size_t base = (size_t)(gi / gpr) * k + (size_t)(gi % gpr) * gn.group;
+            float ss = norm_row_sum<NORM_BLOCK>(
+                norm_part_ss<NORM_BLOCK>(x + base, z + base, gn.group, threadIdx.x, gn.gate_first),
+                sm);
+            if (threadIdx.x == 0) rs[gi] = norm_inv_rms(ss, gn.group, gn.eps);
+        }
+    } else {
+        for (int gi = warp; gi < ng; gi += MM_WARPS) {
+            const size_t base = (size_t)(gi / gpr) * k + (size_t)(gi % gpr) * gn.group;
+            float ss = norm_row_sum<32>(
+                norm_part_ss<32>(x + base, z + base, gn.group, lane, gn.gate_first), sm);
+            if (lane == 0) rs[gi] = norm_inv_rms(ss, gn.group, gn.eps);
+        }
+    }
+    __syncthreads();
+}
+
+/* Element i of x's rows of k, normed (rs from mm_gnorm_rms) and rounded as mm_round_x. */
+__device__ __forceinline__ float mm_gnorm_at(const float *rs, const float *__restrict__ x,
+                                             const float *__restrict__ z, const mm_gn &gn, int k,
+                                             size_t i) {
+    const int t = (int)(i / (size_t)k), j = (int)(i % (size_t)k), gpr = k / gn.group;
+    const int g = j / gn.group;
+    const float w = cuda_wget(gn.nw, gn.nwdt, gn.gate_first ? j : j - g * gn.group);
+    return mm_round_x(norm_gated(gn.gate_first, x[i], z[i], rs[t * gpr + g], w));
+}
+
+/* xb = the gated norm of x, rounded: matmul_gnorm's bf16 x at m > 2, a block a row. */
+__global__ void __launch_bounds__(MM_THREADS)
+    mm_gnorm_bf16(__nv_bfloat16 *__restrict__ xb, const float *__restrict__ x,
+                  const float *__restrict__ z, mm_gn gn, int k) {
+    __shared__ float rs[MM_GNORM_GROUPS];
+    const size_t r0 = (size_t)blockIdx.x * k;
+    mm_gnorm_rms(rs, x + r0, z + r0, gn, k, 1);
+    for (int j = threadIdx.x; j < k; j += MM_THREADS)
+        xb[r0 + j] = __float2bfloat16_rn(mm_gnorm_at(rs, x + r0, z + r0, gn, k, (size_t)j));
 }
 
 /* VE elements of x from element off, as f32, where they are not staged in shared memory:
@@ -141,7 +201,7 @@ __host__ __device__ constexpr bool mm_stages(int dt, int m) { return dt == DTYPE
 template <int DT, int M, int ACT, bool ST>
 __global__ void __launch_bounds__(MM_THREADS, 2)
     mm_gemv(cuda_segs sg, const float *__restrict__ x, const float *__restrict__ u,
-            const uint16_t *__restrict__ xb, int k, int wpr, int groups) {
+            const uint16_t *__restrict__ xb, int k, int wpr, int groups, mm_gn gn) {
     typedef mm_w<DT> W;
     constexpr int LIF = M <= 4 ? 8 : 4; /* loads a batch; fewer where x takes the registers */
     __shared__ float red[MM_WARPS][M];
@@ -195,7 +255,14 @@ __global__ void __launch_bounds__(MM_THREADS, 2)
     uint4 ua[LIF], ub[LIF];
     cuda_seg_row ra = {}, rb = {};
     if (steps > 0) ra = issue(ua, 0);
-    if (ST) {
+    if constexpr (ST && ACT == MM_GNORM) {
+        __shared__ float rs[MM_GNORM_GROUPS];
+        mm_gnorm_rms(rs, x, u, gn, k, M);
+        uint16_t *xw = (uint16_t *)mm_xs;
+        for (int i = threadIdx.x; i < M * k; i += MM_THREADS)
+            xw[i] = __bfloat16_as_ushort(__float2bfloat16_rn(mm_gnorm_at(rs, x, u, gn, k, i)));
+        __syncthreads();
+    } else if constexpr (ST) {
         uint16_t *xw = (uint16_t *)mm_xs;
         for (int i = threadIdx.x; i < M * k; i += MM_THREADS) {
             float v = ACT == MM_NO_ACT ? x[i] : mm_act(ACT, x[i], u ? u[i] : 0.0f);
@@ -299,13 +366,16 @@ static int mm_vec(const cuda_segs &sg, int k, int VE) {
 /* One launch of mm_gemv: every row group, at most two resident blocks an SM. */
 template <int DT, int M, int ACT, bool ST>
 static void mm_gemv_go(cuda_impl *c, const cuda_segs &sg, const float *x, const float *u,
-                       const uint16_t *xb, int k) {
+                       const uint16_t *xb, int k, const mm_gn &gn = mm_gn()) {
     int n = sg.end[sg.n_seg - 1], wpr = mm_wpr(c, n, k / mm_w<DT>::VE);
     int rpg = MM_WARPS / wpr, groups = (n + rpg - 1) / rpg;
     unsigned grid = (unsigned)(groups < 2 * c->n_sm ? groups : 2 * c->n_sm);
     size_t smem = ST ? sizeof(uint16_t) * (size_t)M * k : 0;
-    mm_gemv<DT, M, ACT, ST><<<grid, MM_THREADS, smem, c->stream>>>(sg, x, u, xb, k, wpr, groups);
-    cuda_check_launch(c, ACT == MM_NO_ACT ? "matmul gemv" : "matmul glu gemv");
+    mm_gemv<DT, M, ACT, ST>
+        <<<grid, MM_THREADS, smem, c->stream>>>(sg, x, u, xb, k, wpr, groups, gn);
+    cuda_check_launch(c, ACT == MM_NO_ACT  ? "matmul gemv"
+                         : ACT == MM_GNORM ? "matmul gnorm gemv"
+                                           : "matmul glu gemv");
 }
 
 /* Opts the staged GEMVs in to MM_STAGE_MAX bytes of shared memory, once at create (not
@@ -321,6 +391,7 @@ template <int M> static cudaError_t mm_optin_m(void) {
     if (e == cudaSuccess) e = mm_optin<BF, M, BK_ACT_GELU_TANH>();
     if (e == cudaSuccess) e = mm_optin<BF, M, BK_ACT_SIGMOID>();
     if (e == cudaSuccess) e = mm_optin<BF, M, BK_ACT_RELU2>();
+    if (e == cudaSuccess) e = mm_optin<BF, M, MM_GNORM>();
     return e;
 }
 cudaError_t cuda_matmul_setup(cuda_impl *c) {
@@ -332,10 +403,10 @@ cudaError_t cuda_matmul_setup(cuda_impl *c) {
 /* The GEMV with x (or act(x, u): matmul_glu) staged per block (BF16, m <= 2, vec). */
 template <int ACT>
 static void mm_gemv_staged(cuda_impl *c, const cuda_segs &sg, const float *x, const float *u, int m,
-                           int k) {
+                           int k, const mm_gn &gn = mm_gn()) {
     constexpr int BF = DTYPE_BF16;
-    if (m == 1) mm_gemv_go<BF, 1, ACT, true>(c, sg, x, u, NULL, k);
-    else mm_gemv_go<BF, 2, ACT, true>(c, sg, x, u, NULL, k);
+    if (m == 1) mm_gemv_go<BF, 1, ACT, true>(c, sg, x, u, NULL, k, gn);
+    else mm_gemv_go<BF, 2, ACT, true>(c, sg, x, u, NULL, k, gn);
 }
 
 /* x: f32 rows; xb: the same rounded to bf16 already (matmul_glu at m > 2), or NULL. */
@@ -525,4 +596,44 @@ void cuda_matmul_glu(backend *b, float *out, float *g, float *u, const bk_weight
     mm_act_bf16<<<cuda_blocks(e, 256, 65535), 256, 0, c->stream>>>(c->act16, g, u, act, e);
     cuda_check_launch(c, "matmul glu convert");
     mm_gemv_launch<DTYPE_BF16>(c, sg, g, (const uint16_t *)c->act16, m, k);
+}
+
+/* Fused where the weights are BF16 and m <= 8, as matmul_glu: at m <= 2 the GEMV norms x
+ * into shared memory itself (one kernel where the unfused ops take two), at m <= 8 one
+ * kernel writes it normed and rounded for the GEMV (two, where they take three). Both take
+ * the norm kernels' sums in their order (mm_gnorm_rms), so the bits are those of the
+ * unfused path, which everything else takes (quantized weights, prefill). */
+void cuda_matmul_gnorm(backend *b, float *out, float *x, const float *z, const bk_weight *nw,
+                       int group, float eps, int mode, const bk_weight *w, int m) {
+    cuda_impl *c = cuda_impl_of(b);
+    int n = (int)w->shape[0], k = (int)w->shape[1];
+    size_t e = (size_t)m * k;
+    if (group <= 0 || k % group || (mode != BK_GNORM_HEAD && mode != BK_GNORM_GROUPED)) {
+        cuda_fail(c, "matmul_gnorm", cudaErrorInvalidValue); /* the models pass whole groups */
+        return;
+    }
+    cuda_segs sg = {{w->data}, {out}, {n}, 1};
+    int fuse = w->dt == DTYPE_BF16 && m <= MM_GEMV_MAX_M && e <= CUDA_ACT16_ELEMS &&
+               mm_vec(sg, k, mm_w<DTYPE_BF16>::VE);
+    int stage = fuse && mm_stages(DTYPE_BF16, m) && e * sizeof(uint16_t) <= MM_STAGE_MAX;
+    /* the groups' 1 / rms in shared memory: a staging block's of all m rows, a row's */
+    fuse = fuse && (k / group) * (stage ? m : 1) <= MM_GNORM_GROUPS;
+    if (!fuse) {
+        if (mode == BK_GNORM_HEAD) cuda_rmsnorm_gated(b, x, x, z, nw, m * (k / group), group, eps);
+        else cuda_rmsnorm_gated_grouped(b, x, x, z, nw, m, k, group, eps);
+        cuda_matmul(b, out, x, w, m);
+        return;
+    }
+    if (m <= 0 || n <= 0 ||
+        !cuda_enter(c, CUDA_OP_MATMUL_GNORM, (const void *)out, (const void *)x, (const void *)z,
+                    nw->data, group, eps, mode, w->data, m, n, k))
+        return;
+    mm_gn gn = {nw->data, (int)nw->dt, group, mode == BK_GNORM_GROUPED, eps};
+    if (stage) {
+        mm_gemv_staged<MM_GNORM>(c, sg, x, z, m, k, gn);
+        return;
+    }
+    mm_gnorm_bf16<<<(unsigned)m, MM_THREADS, 0, c->stream>>>(c->act16, x, z, gn, k);
+    cuda_check_launch(c, "matmul gnorm convert");
+    mm_gemv_launch<DTYPE_BF16>(c, sg, x, (const uint16_t *)c->act16, m, k);
 }

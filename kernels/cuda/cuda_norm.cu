@@ -9,22 +9,7 @@
  * Two passes over the row: the sum of squares, then the scaled write, reading x again
  * from L1/L2; every thread writes only elements it read, so out may alias x. The scale
  * factor is computed as the CPU reference computes it (1 / sqrtf(...)), not rsqrtf. */
-#include "kernels/cuda/cuda_internal.cuh"
-
-enum { NORM_BLOCK = 256, NORM_WIDE = 256 };
-
-/* Sum over the TPR threads of a row (TPR 32: a warp; TPR 256: the whole block). */
-template <int TPR> __device__ __forceinline__ float norm_row_sum(float v, float *sm) {
-    v = cuda_warp_sum(v);
-    if (TPR == 32) return v;
-    int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (lane == 0) sm[w] = v;
-    __syncthreads();
-    float t = lane < TPR / 32 ? sm[lane] : 0.0f;
-    t = cuda_warp_sum(t);
-    __syncthreads(); /* sm is reused by the next row of this thread group */
-    return t;
-}
+#include "kernels/cuda/cuda_norm.cuh"
 
 /* kind: 0 rmsnorm (mode), 1 gated (x̂·w·silu(z)), 2 l2norm (x·scale/sqrt(Σx²+eps)),
  * 3 grouped gate-first (v = x·silu(z), v̂ = v / sqrt(mean v² + eps), v̂·w).
@@ -46,16 +31,10 @@ __global__ void __launch_bounds__(NORM_BLOCK)
     }
     const float *xr = x + base;
     const float *zr = z ? z + base : NULL;
-    float ss = 0.0f;
-    for (int j = t; j < n; j += TPR) {
-        float v = xr[j];
-        if (kind == 3) v *= cuda_silu(zr[j]);
-        ss += v * v;
-    }
-    ss = norm_row_sum<TPR>(ss, sm);
+    float ss = norm_row_sum<TPR>(norm_part_ss<TPR>(xr, zr, n, t, kind == 3), sm);
     float r;
     if (kind == 2) r = scale / sqrtf(ss + eps);
-    else r = 1.0f / sqrtf(ss / (float)n + eps);
+    else r = norm_inv_rms(ss, n, eps);
     float *o = out + base;
     for (int j = t; j < n; j += TPR) {
         float v = xr[j];
@@ -65,11 +44,11 @@ __global__ void __launch_bounds__(NORM_BLOCK)
                                                  : 1.0f;
             o[j] = v * r * g;
         } else if (kind == 1) {
-            o[j] = v * r * cuda_wget(w, wdt, j) * cuda_silu(zr[j]);
+            o[j] = norm_gated(false, v, zr[j], r, cuda_wget(w, wdt, j));
         } else if (kind == 2) {
             o[j] = v * r;
         } else {
-            o[j] = v * cuda_silu(zr[j]) * r * cuda_wget(w, wdt, woff + j);
+            o[j] = norm_gated(true, v, zr[j], r, cuda_wget(w, wdt, woff + j));
         }
     }
 }

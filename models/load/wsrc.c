@@ -414,7 +414,8 @@ int wsrc_quantize(wsrc *w, dtype q, int as_f32, strata_err *err) {
                               dtype_name(q));
     /* Refused before a byte is converted: a backend without the kernels would otherwise fail
      * at its first weight_prepare, after minutes of quantizing a large model. */
-    static const int ops[] = {BK_OP_MATMUL, BK_OP_MATMUL_N, BK_OP_MATMUL_GLU, BK_OP_EMBED};
+    static const int ops[] = {BK_OP_MATMUL, BK_OP_MATMUL_N, BK_OP_MATMUL_GLU, BK_OP_MATMUL_GNORM,
+                              BK_OP_EMBED};
     for (size_t i = 0; !as_f32 && i < sizeof ops / sizeof ops[0]; i++)
         for (int fb = 0; fb < 1 + (q == DTYPE_Q4_K); fb++) {
             dtype d = fb ? DTYPE_Q5_0 : q;

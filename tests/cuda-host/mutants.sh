@@ -5,7 +5,9 @@
 # a short warp reduction, two off-by-one conv windows, a decode GEMV
 # that truncates x to bf16, one loading a batch over the one it has yet to sum, a fused residual norming the wrong row, a multi-weight
 # GEMV segment edge off by one, a bf16 kv cache read wrong, four sampler slips, a fed id
-# read from the next slot, a gated GEMV staging half a row short, a fused DeltaNet scaling
+# read from the next slot, a gated GEMV staging half a row short, a normed GEMV taking
+# another group's 1 / rms, the per-head gain for a grouped norm or a one-warp sum of a wide
+# group, a fused DeltaNet scaling
 # k instead of q, a fused RoPE turning the wrong way, a paged cache read through the wrong
 # block table row, T of the chunked delta rule solved with the wrong sign, a chunked SSD or
 # a prefill attention that lets a token see the next one, a quantized GEMV decoding a Q6_K
@@ -25,7 +27,7 @@ HC_FLAGS=${HC_FLAGS:-"-std=c++17 -O2 -fPIC -Wall -Wextra -Wno-unknown-pragmas -p
 
 # name | file | the op test that must fail | text in the file | its mutant
 MUTANTS=(
-    "dropped barrier|cuda_norm.cu|rmsnorm|    if (lane == 0) sm[w] = v;
+    "dropped barrier|cuda_norm.cuh|rmsnorm|    if (lane == 0) sm[w] = v;
     __syncthreads();|    if (lane == 0) sm[w] = v;"
     "off-by-one tail|cuda_elementwise.cu|elementwise|i < n;
          i += (size_t)gridDim.x * blockDim.x)
@@ -56,7 +58,12 @@ MUTANTS=(
     "fed id of the next slot|cuda_elementwise.cu|embed_fed|id = fed[slot[tok_seq[r]]];|id = fed[slot[tok_seq[r]] + 1];"
     "fused DeltaNet scales k instead of q|cuda_deltanet.cu|gdn|(rr < nc ? fu.q_scale : 1.0f)|(rr < nc ? 1.0f : fu.q_scale)"
     "fused RoPE turns the second half the wrong way|cuda_attention.cu|attn_prep|row[j] * c + row[j - half] * s;|row[j] * c - row[j - half] * s;"
-    "gated GEMV stages one row too few|cuda_matmul.cu|matmul_glu|for (int i = threadIdx.x; i < M * k; i += MM_THREADS)|for (int i = threadIdx.x; i < (M - 1) * k + k / 2; i += MM_THREADS)"
+    "gated GEMV stages one row too few|cuda_matmul.cu|matmul_glu|for (int i = threadIdx.x; i < M * k; i += MM_THREADS) {
+            float v = ACT|for (int i = threadIdx.x; i < (M - 1) * k + k / 2; i += MM_THREADS) {
+            float v = ACT"
+    "normed GEMV takes the next group's 1 / rms|cuda_matmul.cu|matmul_gnorm|rs[t * gpr + g], w)|rs[t * gpr + (g + 1) % gpr], w)"
+    "grouped normed GEMV reads the per-head gain|cuda_matmul.cu|matmul_gnorm|gn.gate_first ? j : j - g * gn.group|j - g * gn.group"
+    "normed GEMV sums a wide group over one warp|cuda_matmul.cu|matmul_gnorm|float ss = norm_row_sum<NORM_BLOCK>(|float ss = norm_row_sum<32>("
     "paged kv rows from the wrong block table row|cuda_internal.cuh|attention|m.blk + (size_t)seq * (size_t)m.blk_w|m.blk + (size_t)seq"
     "chunked delta rule solves T with the wrong sign below the diagonal|cuda_deltanet_chunk.cu|gdn_chunked|T[(i * 16 + r) * GC_LDF + j * 16 + c] = -s;|T[(i * 16 + r) * GC_LDF + j * 16 + c] = s;"
     "chunked SSD lets a token see the next one|cuda_ssd_chunk.cu|ssd_chunked|i <= t ? expf(m.L[t] - m.L[i])|i <= t + 1 ? expf(m.L[t] - m.L[i])"

@@ -218,7 +218,7 @@ static void test_qsupports(void) {
     for (int op = 0; op < BK_OP_COUNT; op++) {
         for (int di = 0; di < N_QDTS; di++) {
             int want = op == BK_OP_MATMUL || op == BK_OP_MATMUL_N || op == BK_OP_MATMUL_GLU ||
-                       op == BK_OP_EMBED || op == BK_OP_EMBED_FED;
+                       op == BK_OP_MATMUL_GNORM || op == BK_OP_EMBED || op == BK_OP_EMBED_FED;
             int got = backend_supports(gpu, op, qdts[di]);
             dtype pd = plain_dts[di % 4];
             int plain_got = backend_supports(gpu, op, pd);

@@ -594,6 +594,58 @@ static void test_matmul_glu(void) {
                 }
 }
 
+/* matmul_gnorm: the gated norm fused into the GEMV's staging (BF16, m <= 2) or written
+ * normed and rounded for it (m <= 8), or the norm op and the matmul (F32 weights, m > 8,
+ * more groups than the staging holds), against the CPU's op sequence at matmul_glu's
+ * tolerance (the same bf16 roundings of a silu-gated value), and against the backend's own
+ * unfused ops bit for bit: the fused kernels take the norm kernels' sums in their order.
+ * Groups below and from 256 (a warp or a block a group), both modes, the gain per head
+ * (HEAD, F32 like Qwen3.5's) and per row (GROUPED, BF16 like Nemotron-H's), 16 groups a
+ * row at m = 8 (more than a staging block holds for all rows, fused a row a block) and 130
+ * (more than a block holds: unfused). */
+static void test_matmul_gnorm(void) {
+    const struct {
+        int mode, n, k, group;
+    } cases[] = {{BK_GNORM_HEAD, 1000, 2048, 128}, {BK_GNORM_HEAD, 77, 384, 96},
+                 {BK_GNORM_HEAD, 50, 1280, 320},   {BK_GNORM_GROUPED, 300, 1920, 960},
+                 {BK_GNORM_GROUPED, 64, 384, 96},  {BK_GNORM_GROUPED, 40, 280, 70},
+                 {BK_GNORM_HEAD, 20, 1040, 8}};
+    const int ms[] = {1, 2, 3, 8, 9};
+    const dtype dts[] = {DTYPE_BF16, DTYPE_F32};
+    for (int ci = 0; ci < 7; ci++)
+        for (int di = 0; di < 2; di++)
+            for (int mi = 0; mi < 5; mi++) {
+                int mode = cases[ci].mode, n = cases[ci].n, k = cases[ci].k;
+                int group = cases[ci].group, m = ms[mi];
+                if (di && (ci % 3 || mi % 2)) continue; /* F32: the unfused path, a few */
+                size_t e = (size_t)m * k;
+                int head = mode == BK_GNORM_HEAD;
+                tw w = wmake(dts[di], n, k, 0.05f);
+                tw nw = wmake(head ? DTYPE_F32 : DTYPE_BF16, head ? group : k, 0, 1.0f);
+                float *x = hrand(e, 2.0f), *z = hrand(e, 3.0f), *ref = hvec((size_t)m * n);
+                float *xc = hdup(x, e);
+                float *dx = gput(x, e), *dx2 = gput(x, e), *dz = gput(z, e);
+                float *dout = gput(ref, (size_t)m * n), *dout2 = gput(ref, (size_t)m * n);
+                cpu->ops->matmul_gnorm(cpu, ref, xc, z, &nw.h, group, 1e-6f, mode, &w.h, m);
+                gpu->ops->matmul_gnorm(gpu, dout, dx, dz, &nw.d, group, 1e-6f, mode, &w.d, m);
+                if (head)
+                    gpu->ops->rmsnorm_gated(gpu, dx2, dx2, dz, &nw.d, m * (k / group), group,
+                                            1e-6f);
+                else gpu->ops->rmsnorm_gated_grouped(gpu, dx2, dx2, dz, &nw.d, m, k, group, 1e-6f);
+                gpu->ops->matmul(gpu, dout2, dx2, &w.d, m);
+                float *got = gget(dout, (size_t)m * n), *got2 = gget(dout2, (size_t)m * n);
+                char shape[96];
+                snprintf(shape, sizeof shape, "%s %s W [%d,%d] group %d m %d",
+                         head ? "head" : "grouped", dtn(dts[di]), n, k, group, m);
+                report("matmul_gnorm", shape, got, ref, (size_t)m * n,
+                       dts[di] == DTYPE_F32 ? TOL_MM32 : TOL_GLU16);
+                report("matmul_gnorm vs unfused", shape, got, got2, (size_t)m * n, 0.0);
+                free(got), free(got2), free(x), free(xc), free(z), free(ref);
+                gfree(dx), gfree(dx2), gfree(dz), gfree(dout), gfree(dout2);
+                wfree(&w), wfree(&nw);
+            }
+}
+
 /* Out of memory: NULL, and the backend keeps working (the failure is not sticky). */
 static void test_oom(void) {
     void *p = gpu->ops->alloc(gpu, (size_t)1 << 50);
@@ -639,6 +691,7 @@ static const struct {
     {"matmul", test_matmul},
     {"matmul_n", test_matmul_n},
     {"matmul_glu", test_matmul_glu},
+    {"matmul_gnorm", test_matmul_gnorm},
     {"quant", test_quant_ops},
     {"attention", test_attention},
     {"attn_prep", test_attn_prep},
