@@ -135,7 +135,9 @@ device-bundle:
 CUDA_HOME  ?= /usr/local/cuda
 CUDA_NVCC  := $(shell command -v $(NVCC) 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
 CUDA_ARCH   = -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-CUDA_FLAGS  = -std=c++17 -I. -O2 -Werror all-warnings -Xcompiler -Wall,-Wextra,-fPIC,-fvisibility=hidden $(CUDA_ARCH)
+# CUDA_DEFS: extra defines for an A/B build of the library, e.g. -DSTRATA_CUDA_PDL=0
+CUDA_DEFS  ?=
+CUDA_FLAGS  = -std=c++17 -I. -O2 -Werror all-warnings -Xcompiler -Wall,-Wextra,-fPIC,-fvisibility=hidden $(CUDA_ARCH) $(CUDA_DEFS)
 CUDA_OBJ    = $(CU_SRC:%.cu=$(BUILD)/%.o) $(BUILD)/cuda-lib/err.o $(BUILD)/cuda-lib/dtype.o
 CUDA_DEPS   = $(wildcard kernels/cuda/*.cuh kernels/cuda/*.h) kernels/backend.h engine/base/err.h engine/base/dtype.h
 

@@ -114,6 +114,7 @@ struct ap_args {
 /* Block (token t, head y): y < H a query head, else the k and v of kv head y - H. */
 __global__ void __launch_bounds__(AP_THREADS)
     ap_heads(ap_args a, const int32_t *tok_pos, const int32_t *tok_seq) {
+    cuda_pdl_trigger();               /* the GEMV after it may launch (cuda_launch_pdl) */
     extern __shared__ float ap_row[]; /* [D] */
     __shared__ float red[AP_THREADS / 32];
     const int t = blockIdx.x, y = blockIdx.y, D = a.D, pos = tok_pos[t];
@@ -152,6 +153,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
               const void *__restrict__ kc, const void *__restrict__ vc, int dt,
               const int32_t *tok_pos, const int32_t *tok_seq, cuda_kv_map map, int H, int KV, int D,
               float scale, int window, float softcap, int n_hc, int n_split, att_skip skip) {
+    cuda_pdl_trigger();               /* the GEMV after it may launch (cuda_launch_pdl) */
     extern __shared__ float att_sm[]; /* [ATT_WARPS][GB][D + 2]: max, sum, output */
     const int i = blockIdx.x, kvh = blockIdx.y / n_hc, hc = blockIdx.y % n_hc, z = blockIdx.z;
     const int G = H / KV, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -247,6 +249,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 /* Merges the n_split triples of one (token, head): block = one output row. */
 __global__ void att_merge(float *__restrict__ out, const float *__restrict__ part, int D,
                           int n_split, const int32_t *tok_seq, int H, att_skip skip) {
+    cuda_pdl_trigger(); /* the GEMV after it may launch (cuda_launch_pdl) */
     const size_t oh = blockIdx.x;
     if (skip.len[tok_seq[oh / H]] >= skip.long_from) return;
     const int rw = D + 2;

@@ -40,6 +40,7 @@ __global__ void conv_step(float *__restrict__ out, const float *__restrict__ x, 
                           const void *__restrict__ w, int wdt, const void *__restrict__ bias,
                           int bdt, float *__restrict__ state, const int32_t *start,
                           const int32_t *len, const int32_t *slot, int C, int K, int act) {
+    cuda_pdl_trigger(); /* the GEMV after it may launch (cuda_launch_pdl) */
     const int c = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y, W = K - 1;
     if (c >= C) return;
     const int t0 = start[s], n = len[s];

@@ -33,6 +33,7 @@ __global__ void __launch_bounds__(GD_THREADS)
            const float *__restrict__ beta, float *__restrict__ state, const int32_t *start,
            const int32_t *len, const int32_t *slot, int Hk, int Hv, int dk, int dv, int vmap,
            gd_fuse fu) {
+    cuda_pdl_trigger();               /* the GEMV after it may launch (cuda_launch_pdl) */
     constexpr int R = GD_WARPS * RPT; /* rows covered, >= dk */
     __shared__ float qs[GD_CH][R], ks[GD_CH][R], vs[GD_CH][32], gs[GD_CH], bs[GD_CH];
     __shared__ float red[2][GD_WARPS][32];

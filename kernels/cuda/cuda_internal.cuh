@@ -163,6 +163,31 @@ static inline void cuda_check_launch(cuda_impl *c, const char *op) {
     if (e != cudaSuccess) cuda_fail(c, op, e);
 }
 
+/* Launches k on the backend's stream allowed to overlap the kernel ahead of it (see
+ * cuda_pdl_wait, which k must call; STRATA_CUDA_PDL=0 at build time launches it plainly, for
+ * an A/B build). A failed launch is recorded under what. */
+#ifndef STRATA_CUDA_PDL
+#define STRATA_CUDA_PDL 1
+#endif
+template <typename... P, typename... A>
+static inline void cuda_launch_pdl(cuda_impl *c, const char *what, void (*k)(P...), dim3 grid,
+                                   dim3 block, size_t smem, A... a) {
+    cudaLaunchAttribute at[1] = {};
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = c->stream;
+    cfg.attrs = at;
+    cfg.numAttrs = STRATA_CUDA_PDL ? 1 : 0;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, k, a...);
+    cudaError_t last = cudaGetLastError(); /* clears what a failed launch left there too */
+    if (e == cudaSuccess) e = last;
+    if (e != cudaSuccess) cuda_fail(c, what, e);
+}
+
 /* ---- graph bookkeeping: every op calls this first (cuda_graph.cu) ----
  * Folds the op and its device-side arguments into the running signature while a graph is
  * captured or replayed. Returns 1 when the op must launch (eager or capture), 0 when a
@@ -276,6 +301,26 @@ __device__ __forceinline__ float cuda_wget(const void *p, int dt, size_t i) {
     if (dt == DTYPE_F16) return __half2float(((const __half *)p)[i]);
     return ((const float *)p)[i];
 }
+/* ---- programmatic dependent launch (sm_90) ----
+ * A kernel launched by cuda_launch_pdl may be scheduled before the kernel ahead of it in
+ * the stream has finished, so its first weight loads are in flight while that one ends.
+ * Before cuda_pdl_wait it may read only memory no kernel writes (weights, its parameters)
+ * and write nothing; after it, everything the kernels ahead wrote is visible. A kernel calls
+ * cuda_pdl_trigger once its blocks are all running, so that a dependent launch need not wait
+ * for their exit; the dependent still waits for their completion in cuda_pdl_wait. Compiled
+ * for sm_90 only: elsewhere (the host runtime runs a stream's grids one after another) both
+ * are nothing. */
+__device__ __forceinline__ void cuda_pdl_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cuda_pdl_trigger(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 __device__ __forceinline__ float cuda_warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

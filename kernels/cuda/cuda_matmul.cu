@@ -73,6 +73,7 @@ __device__ __forceinline__ float mm_round_x(float v) {
 
 /* xb = x rounded as mm_round_x does, for the GEMV and the bf16 GEMM. */
 __global__ void mm_to_bf16(__nv_bfloat16 *__restrict__ xb, const float *__restrict__ x, size_t n) {
+    cuda_pdl_trigger(); /* the GEMV after it may launch */
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         xb[i] = __float2bfloat16_rn(mm_round_x(x[i]));
@@ -108,6 +109,7 @@ __device__ __forceinline__ float mm_act(int act, float g, float u) {
 /* xb = act(g, u) rounded as mm_round_x does: the bf16 x of matmul_glu at m > 2. */
 __global__ void mm_act_bf16(__nv_bfloat16 *__restrict__ xb, const float *__restrict__ g,
                             const float *__restrict__ u, int act, size_t n) {
+    cuda_pdl_trigger(); /* the GEMV after it may launch */
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         xb[i] = __float2bfloat16_rn(mm_round_x(mm_act(act, g[i], u ? u[i] : 0.0f)));
@@ -156,6 +158,7 @@ __device__ __forceinline__ float mm_gnorm_at(const float *rs, const float *__res
 __global__ void __launch_bounds__(MM_THREADS)
     mm_gnorm_bf16(__nv_bfloat16 *__restrict__ xb, const float *__restrict__ x,
                   const float *__restrict__ z, mm_gn gn, int k) {
+    cuda_pdl_trigger(); /* the GEMV after it may launch */
     __shared__ float rs[MM_GNORM_GROUPS];
     const size_t r0 = (size_t)blockIdx.x * k;
     mm_gnorm_rms(rs, x + r0, z + r0, gn, k, 1);
@@ -254,7 +257,9 @@ __global__ void __launch_bounds__(MM_THREADS, 2)
     };
     uint4 ua[LIF], ub[LIF];
     cuda_seg_row ra = {}, rb = {};
+    cuda_pdl_trigger();
     if (steps > 0) ra = issue(ua, 0);
+    cuda_pdl_wait(); /* the first weights are on their way; x is the kernel ahead's */
     if constexpr (ST && ACT == MM_GNORM) {
         __shared__ float rs[MM_GNORM_GROUPS];
         mm_gnorm_rms(rs, x, u, gn, k, M);
@@ -371,11 +376,12 @@ static void mm_gemv_go(cuda_impl *c, const cuda_segs &sg, const float *x, const 
     int rpg = MM_WARPS / wpr, groups = (n + rpg - 1) / rpg;
     unsigned grid = (unsigned)(groups < 2 * c->n_sm ? groups : 2 * c->n_sm);
     size_t smem = ST ? sizeof(uint16_t) * (size_t)M * k : 0;
-    mm_gemv<DT, M, ACT, ST>
-        <<<grid, MM_THREADS, smem, c->stream>>>(sg, x, u, xb, k, wpr, groups, gn);
-    cuda_check_launch(c, ACT == MM_NO_ACT  ? "matmul gemv"
-                         : ACT == MM_GNORM ? "matmul gnorm gemv"
-                                           : "matmul glu gemv");
+    cuda_launch_pdl(c,
+                    ACT == MM_NO_ACT  ? "matmul gemv"
+                    : ACT == MM_GNORM ? "matmul gnorm gemv"
+                                      : "matmul glu gemv",
+                    mm_gemv<DT, M, ACT, ST>, grid, MM_THREADS, smem, sg, x, u, xb, k, wpr, groups,
+                    gn);
 }
 
 /* Opts the staged GEMVs in to MM_STAGE_MAX bytes of shared memory, once at create (not

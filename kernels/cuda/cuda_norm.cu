@@ -20,6 +20,7 @@ template <int TPR>
 __global__ void __launch_bounds__(NORM_BLOCK)
     norm_rows(float *out, const float *x, const float *z, const void *w, int wdt, int m, int n,
               int ld, int gpr, float eps, float scale, int mode, int kind) {
+    cuda_pdl_trigger(); /* the GEMV after it may launch (cuda_launch_pdl) */
     __shared__ float sm[NORM_BLOCK / 32];
     int row = blockIdx.x * (NORM_BLOCK / TPR) + threadIdx.x / TPR;
     int t = threadIdx.x % TPR;
@@ -120,6 +121,7 @@ __global__ void __launch_bounds__(NORM_BLOCK)
     norm_residual(float *__restrict__ x, float *__restrict__ xn, const float *__restrict__ delta,
                   const void *dw, int dwdt, int dmode, const void *sw, int swdt, const void *nw,
                   int nwdt, int nmode, int m, int n, float eps) {
+    cuda_pdl_trigger(); /* the GEMV after it may launch (cuda_launch_pdl) */
     __shared__ float sm[NORM_BLOCK / 32];
     int row = blockIdx.x * (NORM_BLOCK / TPR) + threadIdx.x / TPR;
     int t = threadIdx.x % TPR;

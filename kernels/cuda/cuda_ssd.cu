@@ -29,6 +29,7 @@ enum {
     } while (0)
 
 template <int NPL> __global__ void __launch_bounds__(SSD_THREADS) ssd_seq(ssd_args a) {
+    cuda_pdl_trigger();          /* the GEMV after it may launch (cuda_launch_pdl) */
     constexpr int NR = 32 * NPL; /* columns covered, >= N */
     __shared__ float bsm[SSD_CH][NR], csm[SSD_CH][NR], xsm[SSD_CH][SSD_ROWS];
     __shared__ float dsm[SSD_CH], esm[SSD_CH];

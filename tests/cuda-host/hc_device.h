@@ -95,8 +95,13 @@ static inline hc_thread_pub *hc_me(void) {
 
 #define threadIdx (hc_me()->idx)
 #define blockIdx (hc_me()->blk->idx)
-#define blockDim (hc_me()->blk->dim)
-#define gridDim (hc_me()->blk->grid)
+/* Function calls, not parenthesised expressions, so that the fields of cudaLaunchConfig_t
+ * that CUDA names gridDim and blockDim are reached as c.gridDim through its member functions
+ * of the expanded names (below). */
+static inline const uint3 &hc_blockDim() { return hc_me()->blk->dim; }
+static inline const uint3 &hc_gridDim() { return hc_me()->blk->grid; }
+#define blockDim hc_blockDim()
+#define gridDim hc_gridDim()
 static constexpr int warpSize = 32;
 
 /* ---- barriers and warp operations (hc_exec.cc) ---- */
@@ -338,6 +343,41 @@ static inline void hc_launch(const hc_cfg &cfg, const char *name, void (*k)(P...
         hc_rec<P...>{k, std::tuple<typename std::decay<P>::type...>(static_cast<P>(a)...)});
     hc_check_args(name, (const void *)k, rec->args, std::index_sequence_for<P...>{});
     hc_submit(cfg, name, (const void *)k, &hc_invoke<P...>, rec);
+}
+
+/* cudaLaunchKernelEx with the one attribute strata sets, programmatic stream serialization
+ * (cuda_launch_pdl). A stream here runs its grids one after another, so a dependent grid
+ * never overlaps the one before it and its griddepcontrol wait (compiled for sm_90 only)
+ * has nothing to wait for: the launch is a plain one. Errors wait for cudaGetLastError, as
+ * the launches' do. */
+enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 5 };
+union cudaLaunchAttributeValue {
+    int programmaticStreamSerializationAllowed;
+};
+struct cudaLaunchAttribute {
+    cudaLaunchAttributeID id;
+    cudaLaunchAttributeValue val;
+};
+struct cudaLaunchConfig_t {
+    dim3 grid_, block_;
+    size_t dynamicSmemBytes;
+    cudaStream_t stream;
+    cudaLaunchAttribute *attrs;
+    unsigned numAttrs;
+    dim3 &hc_gridDim() { return grid_; } /* c.gridDim */
+    dim3 &hc_blockDim() { return block_; }
+    const dim3 &hc_gridDim() const { return grid_; }
+    const dim3 &hc_blockDim() const { return block_; }
+};
+template <typename... P, typename... A>
+static inline cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *c, void (*k)(P...),
+                                             A &&...a) {
+    for (unsigned i = 0; i < c->numAttrs; i++)
+        if (c->attrs[i].id != cudaLaunchAttributeProgrammaticStreamSerialization)
+            return cudaErrorInvalidValue;
+    hc_launch(hc_cfg(c->grid_, c->block_, c->dynamicSmemBytes, c->stream), "cudaLaunchKernelEx", k,
+              std::forward<A>(a)...);
+    return cudaSuccess;
 }
 
 #endif

@@ -218,6 +218,36 @@ static void test_limits(void) {
           "an sm_90 device, 32-lane warps, 1024 threads a block");
 }
 
+/* cudaLaunchKernelEx with programmatic stream serialization (cuda_launch_pdl): the grid runs
+ * after the one ahead of it in the stream, reading what it wrote; its limits are a launch's;
+ * an attribute the runtime does not know is refused. */
+static void test_launch_ex(void) {
+    float *d = NULL, h[64];
+    cudaMalloc((void **)&d, sizeof h);
+    cudaLaunchAttribute at[1] = {};
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(2);
+    cfg.blockDim = dim3(32);
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    k_fill<<<2, 32>>>(d, 1.0f, 64);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, k_add_from, d, (const float *)d, 64);
+    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    check(e == cudaSuccess && cudaGetLastError() == cudaSuccess && h[0] == 2.0f && h[63] == 2.0f,
+          "cudaLaunchKernelEx (programmatic serialization) runs after the grid ahead");
+    cfg.blockDim = dim3(1025);
+    cudaLaunchKernelEx(&cfg, k_add_from, d, (const float *)d, 64);
+    check(cudaGetLastError() == cudaErrorInvalidConfiguration,
+          "cudaLaunchKernelEx: 1025 threads refused");
+    cfg.blockDim = dim3(32);
+    at[0].id = (cudaLaunchAttributeID)99;
+    check(cudaLaunchKernelEx(&cfg, k_add_from, d, (const float *)d, 64) == cudaErrorInvalidValue,
+          "cudaLaunchKernelEx: an unknown attribute refused");
+    cudaFree(d);
+}
+
 static void test_memory(void) {
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, (size_t)1 << 50);
@@ -565,6 +595,7 @@ int main(int argc, char **argv) {
     test_warp();
     test_blocks();
     test_limits();
+    test_launch_ex();
     test_memory();
     test_register();
     test_copies();
