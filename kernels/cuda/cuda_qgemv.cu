@@ -201,16 +201,6 @@ __global__ void __launch_bounds__(QV_THREADS, 1)
     extern __shared__ float4 qv_xs4[];    /* float4: the 16-byte reads need its alignment */
     float *const qv_xs = (float *)qv_xs4; /* [M][qv_xs_row(k)] unless XR */
     float xr[XR ? NJ : 1][M][32] = {};
-    if (XR)
-#pragma unroll
-        for (int j = 0; j < NJ; j++)
-#pragma unroll
-            for (int t = 0; t < M; t++)
-                if (t < mr && lane + 32 * j < ipw) {
-                    const int i = i0 + 32 * j;
-                    cuda_q_ldx<16>(x + (size_t)t * k + F::xoff(i, 0), vec, xr[XR ? j : 0][t]);
-                    cuda_q_ldx<16>(x + (size_t)t * k + F::xoff(i, 1), vec, xr[XR ? j : 0][t] + 16);
-                }
     auto issue = [&](uint4(*u)[F::L], int s) {
         cuda_seg_row r = cuda_seg_find(sg, ((int)blockIdx.x + s * (int)gridDim.x) * rpg + slot);
         const uint8_t *wr = (const uint8_t *)r.w + (size_t)r.row * rb;
@@ -248,7 +238,19 @@ __global__ void __launch_bounds__(QV_THREADS, 1)
     };
     uint4 ua[NJ][F::L], ub[NJ][F::L];
     cuda_seg_row ra = {}, rb2 = {};
+    cuda_pdl_trigger();
     if (steps > 0) ra = issue(ua, 0);
+    cuda_pdl_wait(); /* the first weights are on their way; x is the kernel ahead's */
+    if (XR)          /* x after the first loads too; the sums are the same */
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int t = 0; t < M; t++)
+                if (t < mr && lane + 32 * j < ipw) {
+                    const int i = i0 + 32 * j;
+                    cuda_q_ldx<16>(x + (size_t)t * k + F::xoff(i, 0), vec, xr[XR ? j : 0][t]);
+                    cuda_q_ldx<16>(x + (size_t)t * k + F::xoff(i, 1), vec, xr[XR ? j : 0][t] + 16);
+                }
     if (!XR) { /* after the first loads are under way; x is the same for every row */
         for (int e = threadIdx.x; e < mr * k; e += QV_THREADS)
             qv_xs[(size_t)(e / k) * qv_xs_row(k) + qv_xs_at(e % k)] = x[e];
@@ -289,8 +291,8 @@ static void qv_go(cuda_impl *c, const cuda_segs &sg, const float *x, int m, int 
         /* one block an SM stays resident (launch bounds; 140-232 registers a thread) */
         dim3 grid((unsigned)(groups < c->n_sm ? groups : c->n_sm), (unsigned)((rows + M - 1) / M));
         const float *xr = x + (size_t)r0 * k;
-        qv_gemv<DT, M, XR><<<grid, QV_THREADS, xb, c->stream>>>(part, xr, rows, k, wpr, groups,
-                                                                (uintptr_t)xr % 16 == 0);
+        cuda_launch_pdl(c, "qmatmul gemv", qv_gemv<DT, M, XR>, grid, QV_THREADS, xb, part, xr, rows,
+                        k, wpr, groups, (int)((uintptr_t)xr % 16 == 0));
     }
 }
 
