@@ -306,10 +306,10 @@ __device__ __forceinline__ float cuda_wget(const void *p, int dt, size_t i) {
  * the stream has finished, so its first weight loads are in flight while that one ends.
  * Before cuda_pdl_wait it may read only memory no kernel writes (weights, its parameters)
  * and write nothing; after it, everything the kernels ahead wrote is visible. A kernel calls
- * cuda_pdl_trigger once its blocks are all running, so that a dependent launch need not wait
- * for their exit; the dependent still waits for their completion in cuda_pdl_wait. Compiled
- * for sm_90 only: elsewhere (the host runtime runs a stream's grids one after another) both
- * are nothing. */
+ * cuda_pdl_trigger first thing, so that the dependent launch can start once every block of
+ * it has started, not exited; the dependent still waits for its completion in cuda_pdl_wait.
+ * Compiled for sm_90 only: elsewhere (the host runtime runs a stream's grids one after
+ * another) both are nothing. */
 __device__ __forceinline__ void cuda_pdl_wait(void) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");

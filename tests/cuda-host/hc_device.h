@@ -366,8 +366,6 @@ struct cudaLaunchConfig_t {
     unsigned numAttrs;
     dim3 &hc_gridDim() { return grid_; } /* c.gridDim */
     dim3 &hc_blockDim() { return block_; }
-    const dim3 &hc_gridDim() const { return grid_; }
-    const dim3 &hc_blockDim() const { return block_; }
 };
 template <typename... P, typename... A>
 static inline cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *c, void (*k)(P...),
